@@ -1,0 +1,28 @@
+# The two commands of the README: `make demo` (the main job) and `make test`.
+# Both install what they need themselves (scripts/setup.sh is idempotent).
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup demo test lint typecheck unit clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	@$(VENV)/bin/strandline demo
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+test: setup lint typecheck
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+unit: setup
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+clean:
+	@$(VENV)/bin/strandline cluster down --all 2>/dev/null || true

@@ -1,0 +1,1 @@
+"""The project's own Kafka-compatible broker: the system under test that runs everywhere."""

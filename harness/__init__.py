@@ -1,0 +1,1 @@
+"""The controller: CLI, run lifecycle, configuration, results store, campaigns and reports."""

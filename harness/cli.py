@@ -1,0 +1,166 @@
+"""The `strandline` command line: a thin layer of argparse over `harness.commands.*`.
+
+Each subcommand lives in its own module with `main(args) -> int`; this file only parses flags and
+turns errors into one line and the contract's exit code (docs/exit-codes.md). No traceback ever
+reaches the user unless STRANDLINE_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from harness.config import ACKS, BACKENDS, CHECKERS, CLIENTS, SYSTEMS, VARIANTS
+from harness.errors import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, StrandlineError
+
+EPILOG = """\
+exit codes: 0 valid, 1 invalid, 2 bad input or usage, 3 unknown, 4 harness or infrastructure failure.
+`run` and `check` print, as their last line, `verdict: valid|invalid|unknown <run-dir>`.
+Docs: docs/ in the repository (history format, results format, faults, broker variants)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit 2 (the contract's 'bad input or usage')."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"strandline {self.prog.split(' ', 1)[-1]}: {message} (see --help)\n")
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def add_cluster_flags(p: argparse.ArgumentParser) -> None:
+    """Flags that describe a cluster: shared by `run` and `cluster`. None means 'not given'."""
+    g = p.add_argument_group("cluster")
+    g.add_argument("--config", metavar="FILE", help="a TOML config (or a run's test.json); flags override it")
+    g.add_argument(
+        "--system", choices=SYSTEMS, help="system under test: own broker + ZooKeeper, or Apache Kafka"
+    )
+    g.add_argument(
+        "--backend", choices=BACKENDS, help="where nodes run: network namespaces (default), docker, ssh"
+    )
+    g.add_argument("--nodes", type=int, metavar="N", help="number of broker nodes (default 3)")
+    g.add_argument("--topics", type=int, metavar="T", help="number of topics (default 1)")
+    g.add_argument("--partitions", type=int, metavar="P", help="partitions per topic (default 2)")
+    g.add_argument("--replication-factor", type=int, metavar="R", help="replicas per partition (default 3)")
+    g.add_argument(
+        "--variant",
+        choices=VARIANTS,
+        help="own broker's follower truncation: leader-epoch (KIP-101, safe) or high-watermark (pre-KIP-101)",
+    )
+    g.add_argument("--min-insync", type=int, metavar="N", help="min.insync.replicas (default 2)")
+    g.add_argument(
+        "--unclean-election", action="store_const", const=True, help="unclean.leader.election.enable=true"
+    )
+
+
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    add_cluster_flags(p)
+    g = p.add_argument_group("workload and faults")
+    g.add_argument("--acks", choices=ACKS, help="producer acks (default all)")
+    g.add_argument(
+        "--nemesis",
+        metavar="FAULTS",
+        help="comma-separated faults: none, kill, pause, partition, clock, loss, ... (default none)",
+    )
+    g.add_argument("--nemesis-interval", type=float, metavar="S", help="seconds between faults (default 10)")
+    g.add_argument("--time-limit", type=float, metavar="S", help="seconds of load and faults (default 60)")
+    g.add_argument("--rate", type=float, metavar="OPS", help="target operations per second (default 200)")
+    g.add_argument("--concurrency", type=int, metavar="C", help="client processes (default 10)")
+    g.add_argument("--client", choices=CLIENTS, help="Kafka client driver (default kafka-python)")
+    g.add_argument("--seed", type=int, metavar="N", help="seed for workload and faults (default: random)")
+    g.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
+    g.add_argument("--checker", choices=CHECKERS, help="checker engine (default spark)")
+    g.add_argument("--name", metavar="NAME", help="test name: runs go to <store>/<name>/<time>/")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="strandline",
+        description=(
+            "strandline: a Jepsen-style fault-injection harness for Kafka-like replicated logs. "
+            "It drives a cluster, injects faults, records every send and poll, and checks that no "
+            "acknowledged write was lost."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("run", help="run one test: cluster, load + faults, heal, drain, check, report")
+    add_run_flags(p)
+
+    p = sub.add_parser("check", help="(re)check a stored run and write results.json")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--checker", choices=CHECKERS, default=None, help="checker engine (default spark)")
+    p.add_argument("--spark-master", metavar="URL", help="Spark master (default local[*])")
+
+    p = sub.add_parser("report", help="(re)write report.html of a stored run")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+
+    p = sub.add_parser("campaign", help="run a matrix of tests from a TOML file, with a summary")
+    p.add_argument("file", metavar="FILE.toml")
+    p.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
+
+    p = sub.add_parser("repro", help="reproduce a named, reported data-loss scenario")
+    p.add_argument("scenario", metavar="NAME", nargs="?")
+    p.add_argument("--list", action="store_true", help="list the scenarios")
+    p.add_argument("--store", metavar="DIR")
+    p.add_argument("--seed", type=int, metavar="N")
+
+    p = sub.add_parser("serve", help="browse stored runs and campaigns in a web browser")
+    p.add_argument("--store", metavar="DIR", default="results")
+    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080)
+
+    p = sub.add_parser("cluster", help="bring a cluster up or down, or show its state")
+    p.add_argument("action", choices=("up", "down", "status"))
+    add_cluster_flags(p)
+    p.add_argument("--state", metavar="FILE", help="cluster state file (default results/.cluster.json)")
+    p.add_argument("--json", action="store_true", help="status as one JSON object")
+    p.add_argument("--all", action="store_true", help="with down: every cluster strandline left behind")
+
+    p = sub.add_parser("bench", help="benchmarks that print figures")
+    p.add_argument("target", choices=("checker", "broker", "workload"))
+    p.add_argument("--ops", type=int, default=1_000_000, metavar="N", help="operations (checker bench)")
+    p.add_argument("--checker", choices=CHECKERS, default=None)
+    p.add_argument("--keep", metavar="FILE", help="keep the generated history here")
+
+    sub.add_parser("demo", help="the main job: the seed scenario with both truncation protocols")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        module = importlib.import_module(f"harness.commands.{args.command}")
+        return int(module.main(args))
+    except StrandlineError as e:
+        sys.stderr.write(f"strandline {args.command}: {e}\n")
+        return e.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write(f"strandline {args.command}: interrupted\n")
+        return 130
+    except Exception as e:  # the one place that turns a bug into one line
+        if os.environ.get("STRANDLINE_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"strandline {args.command}: internal error: {type(e).__name__}: {e} (STRANDLINE_DEBUG=1 for details)\n"
+        )
+        return EXIT_INFRASTRUCTURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+"""`strandline demo`: not built yet (see the issue that builds it)."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.errors import NotImplementedYet
+
+
+def main(args: argparse.Namespace) -> int:
+    raise NotImplementedYet(
+        "not implemented yet: the demo needs the own broker, the netns cluster, the workload and the checker"
+    )

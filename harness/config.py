@@ -1,0 +1,255 @@
+"""The typed test configuration, validated once at the edge.
+
+Every `strandline run` flag has a config key of the same name (dashes become underscores), so a
+TOML file, the flags, and the written-out `test.json` are three spellings of one `TestConfig`.
+Validation errors name the key, so a person can fix the file without reading code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+from harness.errors import BadInput
+
+SYSTEMS = ("own", "kafka")
+BACKENDS = ("netns", "docker", "ssh")
+VARIANTS = ("leader-epoch", "high-watermark")
+ACKS = ("all", "1", "0")
+CLIENTS = ("kafka-python", "confluent-kafka")
+CHECKERS = ("spark", "reference")
+ELECTION_POLICIES = ("first-in-isr", "longest-log")
+
+
+@dataclass(frozen=True)
+class SshHost:
+    """One real host of the ssh backend."""
+
+    host: str
+    port: int = 22
+    user: str = "root"
+    key_file: str = ""
+    # Host keys are verified against known_hosts unless the user opts out explicitly.
+    known_hosts: str = "~/.ssh/known_hosts"
+    insecure_skip_host_key_check: bool = False
+    sudo: bool = False
+
+
+@dataclass(frozen=True)
+class TestConfig:
+    """One test: cluster, workload, faults, checker. Defaults are the embedded default."""
+
+    __test__ = False  # not a pytest test class
+
+    name: str = "queue"
+    system: Literal["own", "kafka"] = "own"
+    backend: Literal["netns", "docker", "ssh"] = "netns"
+    nodes: int = 3
+    topics: int = 1
+    partitions: int = 2
+    replication_factor: int = 3
+    variant: Literal["leader-epoch", "high-watermark"] = "leader-epoch"
+    acks: Literal["all", "1", "0"] = "all"
+    min_insync: int = 2
+    unclean_election: bool = False
+    nemesis: tuple[str, ...] = ()
+    nemesis_interval: float = 10.0
+    time_limit: float = 60.0
+    rate: float = 200.0
+    concurrency: int = 10
+    client: Literal["kafka-python", "confluent-kafka"] = "kafka-python"
+    seed: int = 0
+    store: str = "results"
+    checker: Literal["spark", "reference"] = "spark"
+    spark_master: str = "local[*]"
+    # Producer behaviour.
+    idempotence: bool = False
+    retries: int = 5
+    request_timeout_ms: int = 5000
+    # Own-broker settings, under Kafka's names where Kafka has one (see docs/broker-variants.md).
+    leader_election_policy: Literal["first-in-isr", "longest-log"] = "first-in-isr"
+    log_flush_interval_messages: int = 0  # 0: never fsync on append (Kafka's default behaviour)
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
+    zookeeper_session_timeout_ms: int = 6000
+    replica_lag_time_max_ms: int = 10000
+    # The final drain: how long fresh consumers may take to read every partition to its HW.
+    drain_timeout: float = 60.0
+    # How long to wait for the cluster to recover after healing.
+    recover_timeout: float = 60.0
+    # Apache Kafka: a tarball path or URL (netns, ssh) or an image (docker).
+    kafka_tarball: str = ""
+    kafka_image: str = ""
+    # ssh backend: the real hosts, one per node.
+    ssh_hosts: tuple[SshHost, ...] = ()
+    # A scripted fault schedule (list of steps, see docs/faults.md); empty: the random schedule.
+    schedule: tuple[dict[str, Any], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field written out, defaults included, so `--config test.json` reruns the test."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    def replace(self, **changes: Any) -> TestConfig:
+        return validate({**self.to_json(), **changes})
+
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "system": SYSTEMS,
+    "backend": BACKENDS,
+    "variant": VARIANTS,
+    "acks": ACKS,
+    "client": CLIENTS,
+    "checker": CHECKERS,
+    "leader_election_policy": ELECTION_POLICIES,
+}
+
+
+def _coerce(key: str, value: Any, annotation: Any) -> Any:
+    """Turn a TOML/JSON/flag value into the field's type, or say which key is wrong and why."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        choices = get_args(annotation)
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if text not in choices:
+            raise BadInput(f"config key {key!r}: {value!r} is not one of {', '.join(choices)}")
+        return text
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        raise BadInput(f"config key {key!r}: expected true or false, got {value!r}")
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise BadInput(f"config key {key!r}: expected an integer, got {value!r}")
+        try:
+            return int(value)
+        except ValueError:
+            raise BadInput(f"config key {key!r}: expected an integer, got {value!r}") from None
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise BadInput(f"config key {key!r}: expected a number, got {value!r}")
+        try:
+            return float(value)
+        except ValueError:
+            raise BadInput(f"config key {key!r}: expected a number, got {value!r}") from None
+    if annotation is str:
+        if not isinstance(value, str):
+            raise BadInput(f"config key {key!r}: expected a string, got {value!r}")
+        return value
+    if origin is tuple:
+        (item_type, _ellipsis) = get_args(annotation)
+        if key == "nemesis" and isinstance(value, str):
+            value = [] if value.strip() in ("", "none") else [v.strip() for v in value.split(",")]
+        if not isinstance(value, list | tuple):
+            raise BadInput(f"config key {key!r}: expected a list, got {value!r}")
+        if item_type is SshHost:
+            return tuple(_ssh_host(f"{key}[{i}]", v) for i, v in enumerate(value))
+        if item_type is str:
+            return tuple(_coerce(f"{key}[{i}]", v, str) for i, v in enumerate(value))
+        for i, v in enumerate(value):
+            if not isinstance(v, dict):
+                raise BadInput(f"config key {key}[{i}]: expected a table, got {v!r}")
+        return tuple(dict(v) for v in value)
+    raise AssertionError(f"unhandled config type for {key}: {annotation!r}")
+
+
+def _ssh_host(key: str, value: Any) -> SshHost:
+    if isinstance(value, str):
+        value = {"host": value}
+    if not isinstance(value, dict):
+        raise BadInput(f"config key {key}: expected a host name or a table, got {value!r}")
+    hints = typing.get_type_hints(SshHost)
+    known = {f.name for f in dataclasses.fields(SshHost)}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise BadInput(f"config key {key}.{unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
+    if "host" not in value:
+        raise BadInput(f"config key {key}.host: missing")
+    return SshHost(**{k: _coerce(f"{key}.{k}", v, hints[k]) for k, v in value.items()})
+
+
+def validate(raw: Mapping[str, Any]) -> TestConfig:
+    """Build a TestConfig from plain data, naming the first wrong key. Seed 0 draws a seed."""
+    hints = typing.get_type_hints(TestConfig, include_extras=False)
+    known = {f.name for f in dataclasses.fields(TestConfig)}
+    values: dict[str, Any] = {}
+    for raw_key, value in raw.items():
+        key = raw_key.replace("-", "_")
+        if key not in known:
+            raise BadInput(f"config key {raw_key!r}: unknown key (see `strandline run --help`)")
+        annotation = hints[key]
+        if isinstance(annotation, types.UnionType):  # not used today; keep the error clear
+            raise BadInput(f"config key {raw_key!r}: unsupported type")
+        values[key] = _coerce(raw_key, value, annotation)
+    config = TestConfig(**values)
+    _check_ranges(config)
+    if config.seed == 0:
+        config = dataclasses.replace(config, seed=random.SystemRandom().randrange(1, 2**31))
+    return config
+
+
+def _check_ranges(c: TestConfig) -> None:
+    def need(ok: bool, key: str, what: str) -> None:
+        if not ok:
+            raise BadInput(f"config key {key!r}: {what}")
+
+    need(1 <= c.nodes <= 32, "nodes", f"must be between 1 and 32, got {c.nodes}")
+    need(c.topics >= 1, "topics", f"must be at least 1, got {c.topics}")
+    need(c.partitions >= 1, "partitions", f"must be at least 1, got {c.partitions}")
+    need(
+        1 <= c.replication_factor <= c.nodes,
+        "replication_factor",
+        f"must be between 1 and nodes ({c.nodes}), got {c.replication_factor}",
+    )
+    need(
+        1 <= c.min_insync <= c.replication_factor,
+        "min_insync",
+        f"must be between 1 and replication_factor ({c.replication_factor}), got {c.min_insync}",
+    )
+    need(c.nemesis_interval > 0, "nemesis_interval", "must be positive")
+    need(c.time_limit > 0, "time_limit", "must be positive")
+    need(c.rate > 0, "rate", "must be positive")
+    need(c.concurrency >= 1, "concurrency", "must be at least 1")
+    need(c.seed >= 0, "seed", "must not be negative")
+    need(c.retries >= 0, "retries", "must not be negative")
+    need(c.drain_timeout > 0, "drain_timeout", "must be positive")
+    need(bool(c.name) and "/" not in c.name and c.name not in (".", ".."), "name", "must be a plain name")
+    if c.backend == "ssh":
+        need(len(c.ssh_hosts) >= c.nodes, "ssh_hosts", f"the ssh backend needs {c.nodes} hosts")
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    """Read a TOML or JSON (test.json) config file into plain data."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise BadInput(f"cannot read config {p}: {e.strerror}") from None
+    try:
+        if p.suffix == ".json":
+            data = json.loads(text)
+        else:
+            data = tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
+        raise BadInput(f"malformed config {p}: {e}") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"malformed config {p}: expected a table of keys")
+    if "config" in data and isinstance(data["config"], dict) and "seed" in data:
+        # test.json written by `run`: {"config": {...}, "seed": N, ...}
+        return {**data["config"], "seed": data["seed"]}
+    return data
+
+
+def resolve(config_file: str | None, overrides: Mapping[str, Any]) -> TestConfig:
+    """File first, then flags that were given on the command line (None means not given)."""
+    raw: dict[str, Any] = load_file(config_file) if config_file else {}
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    return validate(raw)

@@ -1,0 +1,1 @@
+"""Faults and fault schedules, written once against the node abstraction."""

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One-command set-up for a fresh Debian/Ubuntu machine (run as root): system packages, a virtual
+# environment in .venv, and the project with its Python dependencies. Idempotent and fast when
+# nothing changed: apt runs only for missing packages, pip only when pyproject.toml changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  zookeeper default-jre-headless   # metadata store of the own broker
+  iproute2 iptables nftables       # network namespaces, partitions, packet loss
+  kcat                             # a fourth Kafka client for broker compatibility
+  openssh-server                   # ssh backend, tested against sshd in namespaces
+  docker.io debootstrap            # docker backend and its registry-free base image
+  chromium                         # headless checks of the HTML report
+  fuse3 libfuse2                   # lose-unsynced-writes disk fault
+  procps psmisc util-linux         # pgrep, fuser, nsenter
+)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing system packages (${missing[*]}); run as root" >&2
+    exit 2
+  fi
+  echo "setup: installing system packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=".venv/.setup-stamp"
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing Python packages into .venv"
+  .venv/bin/pip install -q --upgrade pip >/dev/null
+  .venv/bin/pip install -q -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
+echo "setup: ready"

@@ -1,0 +1,1 @@
+"""Client workloads, operation generators and the history journal."""
