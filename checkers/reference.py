@@ -1,0 +1,425 @@
+"""The reference checker: pure Python, written to be read. It is the oracle the Spark engine matches.
+
+It streams the history once (`workloads.history.iter_ops`), keeping per-value and per-offset maps,
+then judges. Every rule below is exact; the Spark engine implements the same rules, and
+docs/checkers.md repeats them for users.
+
+Terms
+-----
+* An *operation* is a client invocation plus its completion: the next non-invoke line of the same
+  process. A completion with `f` = `crash` completes the open operation as `info`. An invocation
+  that never completes is *open*; it counts as `info` (possibly happened). Nemesis lines are ignored.
+  Fields (`topic`, `partition`, `value`) of a send come from its invocation; `offset` from its `ok`.
+* An *ack* is an `ok` send with an integer `offset` >= 0. An `ok` send without one (acks=0) counts
+  as `info`: possibly written, never judged.
+* A *read* is one record of an `ok` poll: (topic, partition, offset, value), with the poll's
+  completion index and process. Records are taken in the order the poll lists them. A record
+  without a string topic and integer partition, offset and value is skipped (malformed-op).
+* A *sighting* of a value at a position (topic, partition, offset) is an ack or a read of it there;
+  its index is the ack's completion index or the read's poll completion index. For each
+  (value, position) the first sighting (smallest index) is kept, with its process.
+* The *status* of a value is the best outcome over all send operations that carried it
+  (ok > info = open > fail). A value no send invocation carried has no status.
+* `max_read(tp)` is the largest offset of any read of topic-partition tp; `max_read_index(tp)` the
+  smallest poll index that read tp at that offset.
+
+Rules (count: what one occurrence is; an example's `index` is its sort anchor)
+-----------------------------------------------------------------------------
+* lost-write (per ack): the acked value is never read (at any position) and max_read(tp) > the acked
+  offset. Example index: the ack's completion index.
+* unseen (per ack): the acked value is never read and tp has no read or max_read(tp) <= the acked
+  offset. Together lost-write and unseen partition the never-read acks.
+* duplicate (per value): the value has sightings at two or more distinct positions. Example:
+  positions sorted by (topic, partition, offset), each with its first sighting's index and process;
+  index = the smallest of those.
+* inconsistent-offsets (per position): sightings of two or more distinct values at one position.
+  Example: values sorted, each with its first sighting's index and process; index = the smallest.
+* aborted-read (per value): a read value whose status is fail. Example: its first read (smallest
+  poll index, then first in the poll's list) and the first failed send's completion index/process.
+* phantom (per value): a read value that no send invocation carried. Example: its first read.
+* poll-skip / nonmonotonic-poll (per consecutive pair of reads of one tp by one process): reads of a
+  process are taken in history order (and list order within a poll); the process's *position* on tp
+  is its last read of tp. The position is forgotten, for every tp, at each `assign` invocation of
+  the process and at each poll that completes `info` or stays open (records may have been consumed
+  unseen). With a position (prev_offset, prev_index) a read at offset o is a poll-skip when
+  o > prev_offset + 1 (skipped = o - prev_offset - 1) and a nonmonotonic-poll when o <= prev_offset.
+  Example index: the later read's poll index.
+* nonmonotonic-send (per consecutive pair of acks of one process on one tp, in history order): the
+  later ack's offset < the earlier ack's offset. Example index: the later ack's completion index.
+
+Examples: of each anomaly, the `MAX_EXAMPLES` smallest by the catalogue's `order` fields.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from checkers.catalogue import (
+    HISTORY_ANOMALIES,
+    MAX_EXAMPLES,
+    AnomalyResult,
+    EngineResult,
+    EngineStats,
+    OutcomeCounts,
+    empty_stats,
+    select_examples,
+)
+from workloads.history import NEMESIS_PROCESS, ReadProblem, iter_ops
+
+log = logging.getLogger(__name__)
+
+# Status ranks of a value: the best outcome over its send operations.
+FAIL, INFO, OK = 0, 1, 2
+PENDING = -1  # invoked, not completed yet
+_RANK = {"fail": FAIL, "info": INFO, "ok": OK}
+
+Position = tuple[str, int, int]  # topic, partition, offset
+TopicPartition = tuple[str, int]
+
+
+class Examples:
+    """Counts occurrences of one anomaly and keeps its smallest examples, in bounded memory."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.count = 0
+        self._kept: list[dict[str, Any]] = []
+
+    def add(self, example: dict[str, Any]) -> None:
+        self.count += 1
+        self._kept.append(example)
+        if len(self._kept) >= 8 * MAX_EXAMPLES:
+            self._kept = select_examples(self.name, self._kept)
+
+    def result(self) -> AnomalyResult:
+        return {"count": self.count, "examples": select_examples(self.name, self._kept)}
+
+
+class FirstSightings:
+    """key -> {item: (index, process)} of the first sighting, compact while a key has one item."""
+
+    def __init__(self) -> None:
+        self._one: dict[Any, tuple[Any, int, Any]] = {}
+        self._many: dict[Any, dict[Any, tuple[int, Any]]] = {}
+
+    def add(self, key: Any, item: Any, index: int, process: Any) -> None:
+        many = self._many.get(key)
+        if many is not None:
+            if item not in many or index < many[item][0]:
+                many[item] = (index, process)
+            return
+        one = self._one.get(key)
+        if one is None:
+            self._one[key] = (item, index, process)
+        elif one[0] == item:
+            if index < one[1]:
+                self._one[key] = (item, index, process)
+        else:
+            del self._one[key]
+            self._many[key] = {one[0]: (one[1], one[2]), item: (index, process)}
+
+    def multiple(self) -> dict[Any, dict[Any, tuple[int, Any]]]:
+        """Keys seen with two or more distinct items."""
+        return self._many
+
+
+def _is_int(x: Any) -> TypeGuard[int]:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+class _Checker:
+    """The state of one streaming pass; `run()` returns the EngineResult."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = path
+        self.stats: EngineStats = empty_stats()
+        self.problems: list[ReadProblem] = []
+        self.incomplete: list[str] = []
+        self.found = {name: Examples(name) for name in HISTORY_ANOMALIES}
+        self.open_ops: dict[Any, dict[str, Any]] = {}  # process -> its open invocation
+        self.status: dict[int, list[Any]] = {}  # value -> [rank, first fail index, its process]
+        self.acks: list[tuple[int, int, Any, str, int, int, int, int]] = []
+        self.first_read: dict[int, tuple[int, int, Any, str, int, int]] = {}  # value -> (index, pos, ...)
+        self.positions_of_value = FirstSightings()  # value -> {position: first sighting}
+        self.values_at_position = FirstSightings()  # position -> {value: first sighting}
+        self.max_read: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (offset, smallest index)
+        self.poll_position: dict[Any, dict[TopicPartition, tuple[int, int]]] = {}
+        self.last_ack: dict[
+            tuple[Any, str, int], tuple[int, int, int]
+        ] = {}  # (process, tp) -> (offset, index, value)
+        self.superseded: list[tuple[int, Any, int]] = []
+        self.orphans: list[int] = []
+        self.malformed: list[tuple[int, str]] = []
+
+    # --- streaming -------------------------------------------------------------------------------
+
+    def run(self) -> EngineResult:
+        for op in iter_ops(self.path, problems=self.problems):
+            self.stats["ops"] += 1
+            process = op["process"]
+            if process == NEMESIS_PROCESS:
+                continue
+            if op["type"] == "invoke":
+                self._invoke(process, op)
+            else:
+                self._complete(process, op)
+        self._finish_open_ops()
+        self._judge_acks_and_reads()
+        self._describe_problems()
+        anomalies = {name: ex.result() for name, ex in self.found.items()}
+        return {"anomalies": anomalies, "stats": self.stats, "incomplete": self.incomplete}
+
+    def _invoke(self, process: Any, op: dict[str, Any]) -> None:
+        previous = self.open_ops.get(process)
+        if previous is not None:
+            self.superseded.append((op["index"], process, previous["index"]))
+            self._close(process, previous, "open")
+        self.open_ops[process] = op
+        if op["f"] == "assign":
+            self.poll_position.pop(process, None)
+        elif op["f"] == "send":
+            value = op.get("value")
+            if not _is_int(value):
+                self.malformed.append((op["index"], "send without an integer value"))
+                return
+            self.status.setdefault(value, [PENDING, None, None])
+
+    def _complete(self, process: Any, op: dict[str, Any]) -> None:
+        invocation = self.open_ops.pop(process, None)
+        if invocation is None:
+            if op["f"] != "crash":
+                self.orphans.append(op["index"])
+            return
+        outcome = "info" if op["f"] == "crash" else op["type"]
+        self._close(process, invocation, outcome, op)
+
+    def _close(
+        self, process: Any, invocation: dict[str, Any], outcome: str, completion: dict[str, Any] | None = None
+    ) -> None:
+        """Account for one finished (or abandoned: outcome 'open') operation."""
+        f = invocation["f"]
+        counts: OutcomeCounts | None = {
+            "send": self.stats["sends"],
+            "poll": self.stats["polls"],
+            "assign": self.stats["assigns"],
+        }.get(f)
+        if counts is not None:
+            counts[outcome] += 1  # type: ignore[literal-required]
+        if f == "send":
+            self._close_send(process, invocation, outcome, completion)
+        elif f == "poll":
+            if outcome == "ok" and completion is not None:
+                self._reads(process, completion)
+            elif outcome in ("info", "open"):
+                self.poll_position.pop(process, None)
+
+    def _close_send(
+        self, process: Any, invocation: dict[str, Any], outcome: str, completion: dict[str, Any] | None
+    ) -> None:
+        value = invocation.get("value")
+        if not _is_int(value):
+            return
+        offset = completion.get("offset") if completion is not None else None
+        acked = outcome == "ok" and _is_int(offset) and offset >= 0
+        rank = INFO if outcome in ("info", "open") or (outcome == "ok" and not acked) else _RANK[outcome]
+        status = self.status.setdefault(value, [PENDING, None, None])
+        if rank == FAIL and status[0] in (PENDING, FAIL):
+            assert completion is not None
+            if status[1] is None or completion["index"] < status[1]:
+                status[1], status[2] = completion["index"], process
+        status[0] = rank if status[0] == PENDING else max(status[0], rank)
+        if not acked or not _is_int(offset) or completion is None:
+            return
+        topic, partition = invocation.get("topic"), invocation.get("partition")
+        if not isinstance(topic, str) or not _is_int(partition):
+            self.malformed.append((completion["index"], "ok send without a topic and integer partition"))
+            return
+        index = completion["index"]
+        self.stats["acked"] += 1
+        self.acks.append(
+            (index, invocation["index"], process, topic, partition, offset, value, int(completion["time"]))
+        )
+        position = (topic, partition, offset)
+        self.positions_of_value.add(value, position, index, process)
+        self.values_at_position.add(position, value, index, process)
+        key = (process, topic, partition)
+        previous = self.last_ack.get(key)
+        if previous is not None and offset < previous[0]:
+            self.found["nonmonotonic-send"].add(
+                {
+                    "index": index,
+                    "process": process,
+                    "topic": topic,
+                    "partition": partition,
+                    "offset": offset,
+                    "value": value,
+                    "prev_index": previous[1],
+                    "prev_offset": previous[0],
+                    "prev_value": previous[2],
+                }
+            )
+        self.last_ack[key] = (offset, index, value)
+
+    def _reads(self, process: Any, completion: dict[str, Any]) -> None:
+        index = completion["index"]
+        records = completion.get("records") or []
+        if not isinstance(records, list):
+            self.malformed.append((index, "ok poll whose records are not a list"))
+            return
+        positions = self.poll_position.setdefault(process, {})
+        for list_pos, record in enumerate(records):
+            topic = record.get("topic") if isinstance(record, dict) else None
+            partition = record.get("partition") if isinstance(record, dict) else None
+            offset = record.get("offset") if isinstance(record, dict) else None
+            value = record.get("value") if isinstance(record, dict) else None
+            if not (isinstance(topic, str) and _is_int(partition) and _is_int(offset) and _is_int(value)):
+                self.malformed.append((index, "poll record without topic, partition, offset and value"))
+                continue
+            self.stats["records_read"] += 1
+            if value not in self.first_read:
+                self.first_read[value] = (index, list_pos, process, topic, partition, offset)
+            position = (topic, partition, offset)
+            self.positions_of_value.add(value, position, index, process)
+            self.values_at_position.add(position, value, index, process)
+            tp = (topic, partition)
+            best = self.max_read.get(tp)
+            if best is None or offset > best[0] or (offset == best[0] and index < best[1]):
+                self.max_read[tp] = (offset, index)
+            previous = positions.get(tp)
+            if previous is not None:
+                prev_offset, prev_index = previous
+                example = {
+                    "index": index,
+                    "process": process,
+                    "topic": topic,
+                    "partition": partition,
+                    "offset": offset,
+                    "prev_offset": prev_offset,
+                    "prev_index": prev_index,
+                }
+                if offset > prev_offset + 1:
+                    self.found["poll-skip"].add({**example, "skipped": offset - prev_offset - 1})
+                elif offset <= prev_offset:
+                    self.found["nonmonotonic-poll"].add(example)
+            positions[tp] = (offset, index)
+
+    def _finish_open_ops(self) -> None:
+        self.still_open = sorted((op["index"], p, op["f"]) for p, op in self.open_ops.items())
+        for process, op in list(self.open_ops.items()):
+            self._close(process, op, "open")
+        self.open_ops.clear()
+        for status in self.status.values():
+            if status[0] == PENDING:
+                status[0] = INFO
+
+    # --- judging ---------------------------------------------------------------------------------
+
+    def _judge_acks_and_reads(self) -> None:
+        lost_by_second: dict[str, int] = defaultdict(int)
+        for index, invoke_index, process, topic, partition, offset, value, time_ns in self.acks:
+            if value in self.first_read:
+                continue
+            best = self.max_read.get((topic, partition))
+            example = {
+                "index": index,
+                "invoke_index": invoke_index,
+                "process": process,
+                "topic": topic,
+                "partition": partition,
+                "offset": offset,
+                "value": value,
+                "max_read_offset": best[0] if best else None,
+            }
+            if best is not None and best[0] > offset:
+                self.found["lost-write"].add({**example, "max_read_index": best[1]})
+                lost_by_second[str(time_ns // 1_000_000_000)] += 1
+            else:
+                self.found["unseen"].add(example)
+        self.stats["lost_by_second"] = dict(sorted(lost_by_second.items(), key=lambda kv: int(kv[0])))
+
+        for value, (index, _list_pos, process, topic, partition, offset) in self.first_read.items():
+            read = {
+                "index": index,
+                "process": process,
+                "topic": topic,
+                "partition": partition,
+                "offset": offset,
+                "value": value,
+            }
+            status = self.status.get(value)
+            if status is None:
+                self.found["phantom"].add(read)
+            elif status[0] == FAIL:
+                self.found["aborted-read"].add({**read, "send_index": status[1], "send_process": status[2]})
+
+        for value, positions in self.positions_of_value.multiple().items():
+            listed = sorted(
+                (
+                    {"topic": t, "partition": p, "offset": o, "index": i, "process": proc}
+                    for (t, p, o), (i, proc) in positions.items()  # type: ignore[misc]
+                ),
+                key=lambda d: (d["topic"], d["partition"], d["offset"]),
+            )
+            self.found["duplicate"].add(
+                {"index": min(d["index"] for d in listed), "value": value, "positions": listed}
+            )
+
+        for position, values in self.values_at_position.multiple().items():
+            topic, partition, offset = position  # type: ignore[misc]
+            listed = sorted(
+                ({"value": v, "index": i, "process": proc} for v, (i, proc) in values.items()),
+                key=lambda d: d["value"],
+            )
+            self.found["inconsistent-offsets"].add(
+                {
+                    "index": min(d["index"] for d in listed),
+                    "topic": topic,
+                    "partition": partition,
+                    "offset": offset,
+                    "values": listed,
+                }
+            )
+
+    def _describe_problems(self) -> None:
+        torn = [p for p in self.problems if p.torn_tail]
+        bad = [p for p in self.problems if not p.torn_tail]
+        if torn:
+            self.incomplete.append(
+                f"torn-tail: the history ends with a torn line (line {torn[0].line_no}): the run was cut short"
+            )
+        if bad:
+            self.incomplete.append(
+                f"malformed-line: {len(bad)} unreadable history line(s) (first: line {bad[0].line_no}: {bad[0].reason})"
+            )
+        if self.still_open:
+            index, process, f = self.still_open[0]
+            self.incomplete.append(
+                f"open-invocation: {len(self.still_open)} client operation(s) never completed "
+                f"(first: index {index}, process {process}, {f})"
+            )
+        if self.superseded:
+            index, process, previous = self.superseded[0]
+            self.incomplete.append(
+                f"unpaired: {len(self.superseded)} invocation(s) while the process's previous one was open "
+                f"(first: index {index}, process {process}, open since index {previous})"
+            )
+        if self.orphans:
+            self.incomplete.append(
+                f"unpaired: {len(self.orphans)} completion(s) without an invocation (first: index {self.orphans[0]})"
+            )
+        if self.malformed:
+            index, reason = self.malformed[0]
+            self.incomplete.append(
+                f"malformed-op: {len(self.malformed)} malformed operation(s) (first: index {index}: {reason})"
+            )
+
+
+def check_history(history_path: str | os.PathLike[str] | Path, **options: Any) -> EngineResult:
+    """Check one history file; `options` are accepted for engine compatibility and ignored."""
+    if options:
+        log.debug("reference checker ignores options %s", sorted(options))
+    return _Checker(history_path).run()
