@@ -1,0 +1,242 @@
+"""One streaming pass over history.jsonl that gathers what the report draws and cites.
+
+The report needs rates and latencies over time (by outcome), the nemesis ops (fault windows), the
+acknowledged offsets of each partition (to mark missing records on replica bars) and the ops that
+the checker's examples name. A history can be large, so it is read once, line by line, and only
+these summaries are kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workloads.history import NEMESIS_PROCESS, ReadProblem, iter_ops
+
+log = logging.getLogger(__name__)
+
+NS = 1_000_000_000
+MAX_LATENCY_POINTS = 6000
+
+
+@dataclass
+class Completed:
+    """A client op with both ends: what the latency plot draws and an example cites."""
+
+    process: Any
+    f: str
+    type: str  # ok | fail | info
+    invoke_index: int
+    invoke_ns: int
+    complete_index: int | None
+    complete_ns: int | None
+    topic: str | None = None
+    partition: int | None = None
+    value: Any = None
+    offset: int | None = None
+    error: str | None = None
+
+    @property
+    def latency_ms(self) -> float | None:
+        if self.complete_ns is None:
+            return None
+        return (self.complete_ns - self.invoke_ns) / 1e6
+
+
+@dataclass
+class HistoryDigest:
+    """What the report keeps of a history."""
+
+    ops: int = 0
+    end_ns: int = 0
+    problems: list[ReadProblem] = field(default_factory=list)
+    # (f, type) -> completions per one-second bucket (by completion time), e.g. ("send", "ok").
+    rate: dict[tuple[str, str], dict[int, int]] = field(default_factory=lambda: defaultdict(dict))
+    # (completion seconds, latency ms, type) of sends; sampled above MAX_LATENCY_POINTS.
+    latency: list[tuple[float, float, str]] = field(default_factory=list)
+    nemesis: list[dict[str, Any]] = field(default_factory=list)
+    # (topic, partition) -> offset -> value of every acknowledged send.
+    acked: dict[tuple[str, int], dict[int, Any]] = field(default_factory=lambda: defaultdict(dict))
+    # Ops the examples name, by history index and by sent value.
+    by_index: dict[int, dict[str, Any]] = field(default_factory=dict)
+    sends_by_value: dict[Any, Completed] = field(default_factory=dict)
+    counts: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    open_at_end: int = 0
+
+
+def digest_history(
+    path: Path, want_indices: Iterable[int] = (), want_values: Iterable[Any] = ()
+) -> HistoryDigest:
+    """Read the history once; never raises on a damaged line (the problems are kept)."""
+    d = HistoryDigest()
+    want_idx = set(want_indices)
+    want_val = {_norm_value(v) for v in want_values}
+    if not path.exists():
+        return d
+    pending: dict[Any, dict[str, Any]] = {}
+    all_latency: list[tuple[float, float, str]] = []
+    for op in iter_ops(path, problems=d.problems):
+        d.ops += 1
+        t = int(op.get("time") or 0)
+        d.end_ns = max(d.end_ns, t)
+        idx = op.get("index")
+        if isinstance(idx, int) and idx in want_idx:
+            d.by_index[idx] = op
+        process, kind, f = op["process"], op["type"], op["f"]
+        if process == NEMESIS_PROCESS:
+            d.nemesis.append(op)
+            continue
+        if kind == "invoke":
+            pending[process] = op
+            if f == "send" and _norm_value(op.get("value")) in want_val:
+                d.sends_by_value[_norm_value(op.get("value"))] = _completed(op, None)
+            continue
+        invoke = pending.pop(process, None)
+        d.counts[(f, kind)] += 1
+        bucket = t // NS
+        series = d.rate[(f, kind)]
+        series[bucket] = series.get(bucket, 0) + 1
+        if f == "send":
+            if invoke is not None:
+                all_latency.append((t / NS, (t - int(invoke.get("time") or 0)) / 1e6, kind))
+            if kind == "ok" and isinstance(op.get("offset"), int) and op.get("topic") is not None:
+                key = (str(op["topic"]), int(op.get("partition") or 0))
+                d.acked[key][op["offset"]] = op.get("value")
+            value = _norm_value(op.get("value"))
+            if value in want_val and invoke is not None:
+                d.sends_by_value[value] = _completed(invoke, op)
+    d.open_at_end = len(pending)
+    d.latency = _sample(all_latency)
+    return d
+
+
+def _norm_value(v: Any) -> Any:
+    """Values are integers in the history but may be strings in an example; compare as text."""
+    return str(v) if v is not None else None
+
+
+def _completed(invoke: dict[str, Any], done: dict[str, Any] | None) -> Completed:
+    src = done or invoke
+    return Completed(
+        process=invoke["process"],
+        f=invoke["f"],
+        type=done["type"] if done else "open",
+        invoke_index=invoke["index"],
+        invoke_ns=int(invoke.get("time") or 0),
+        complete_index=done["index"] if done else None,
+        complete_ns=int(done.get("time") or 0) if done else None,
+        topic=src.get("topic"),
+        partition=src.get("partition"),
+        value=src.get("value"),
+        offset=done.get("offset") if done else None,
+        error=done.get("error") if done else None,
+    )
+
+
+def _sample(points: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
+    """Keep every fail/info point (they matter) and an even sample of the ok ones."""
+    if len(points) <= MAX_LATENCY_POINTS:
+        return points
+    bad = [p for p in points if p[2] != "ok"][: MAX_LATENCY_POINTS // 2]
+    ok = [p for p in points if p[2] == "ok"]
+    stride = max(1, len(ok) // (MAX_LATENCY_POINTS - len(bad)))
+    return ok[::stride] + bad
+
+
+# How a fault ends: the nemesis op that undoes it. Anything named heal* ends every open fault.
+_ENDS = {"start": ("kill", "crash", "stop"), "resume": ("pause",), "unskew": ("clock",)}
+
+
+@dataclass(frozen=True)
+class FaultWindow:
+    """A stretch of time during which a fault was in force, for shading."""
+
+    f: str
+    label: str
+    start_s: float
+    end_s: float | None  # None: never healed within the history
+    info: bool = False  # the fault's outcome was uncertain
+
+
+def fault_windows(nemesis_ops: list[dict[str, Any]]) -> list[FaultWindow]:
+    """Pair faults with the ops that heal them. Uses completions (the fault is in force then)."""
+    windows: list[FaultWindow] = []
+    open_: dict[str, list[tuple[str, float, bool]]] = defaultdict(list)
+    invoked: dict[str, float] = {}
+    for op in nemesis_ops:
+        f = str(op["f"])
+        t = int(op.get("time") or 0) / NS
+        if op["type"] == "invoke":
+            invoked[f] = t
+            continue
+        if op["type"] == "fail":
+            continue
+        start = invoked.pop(f, t)
+        ended = [k for k, v in _ENDS.items() if f == k]
+        if f.startswith("heal") or f in ("stop-all", "reset"):
+            for key in list(open_):
+                for label, s, info in open_.pop(key):
+                    windows.append(FaultWindow(key, label, s, t, info))
+        elif ended:
+            for key in _ENDS[f]:
+                targets = _nodes_of(op.get("value"))
+                still: list[tuple[str, float, bool]] = []
+                for label, s, info in open_.get(key, []):
+                    if not targets or any(n in label for n in targets):
+                        windows.append(FaultWindow(key, label, s, t, info))
+                    else:
+                        still.append((label, s, info))
+                open_[key] = still
+        else:
+            open_[f].append((describe_fault(op), start, op["type"] == "info"))
+    for key, items in open_.items():
+        for label, s, info in items:
+            windows.append(FaultWindow(key, label, s, None, info))
+    return sorted(windows, key=lambda w: w.start_s)
+
+
+def _nodes_of(value: Any) -> list[str]:
+    """Node names a nemesis value mentions, whatever its shape (list, dict with nodes, text)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list | tuple):
+        out: list[str] = []
+        for v in value:
+            out.extend(_nodes_of(v) if isinstance(v, list | tuple | dict) else [str(v)])
+        return out
+    if isinstance(value, dict):
+        for key in ("nodes", "node", "targets", "target"):
+            if key in value:
+                return _nodes_of(value[key])
+    return []
+
+
+def describe_fault(op: dict[str, Any]) -> str:
+    """A short human label for a nemesis op: 'kill n2', 'partition n1 | n2 n3'."""
+    f = str(op.get("f"))
+    value = op.get("value")
+    if isinstance(value, dict):
+        role = value.get("role")
+        if "grudge" in value and isinstance(value["grudge"], dict | list):
+            return f"{f} {_grudge_text(value['grudge'])}"
+        nodes = _nodes_of(value)
+        who = " ".join(nodes)
+        if role:
+            who = f"{role} {who}".strip()
+        extra = [f"{k}={v}" for k, v in value.items() if k in ("delta", "skew", "loss", "percent", "ms")]
+        return " ".join(x for x in (f, who, *extra) if x)
+    nodes = _nodes_of(value)
+    return f"{f} {' '.join(nodes)}".strip()
+
+
+def _grudge_text(grudge: Any) -> str:
+    if isinstance(grudge, dict):
+        parts = [f"{k}×{','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in grudge.items()]
+        return " ".join(parts)[:60]
+    return " | ".join(" ".join(map(str, g)) if isinstance(g, list) else str(g) for g in grudge)[:60]

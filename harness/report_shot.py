@@ -1,0 +1,25 @@
+"""Keep `report.png` next to a report: a picture for chat, tickets and the results browser."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from harness import browser, rundir
+
+log = logging.getLogger(__name__)
+
+
+def keep_screenshot(report: Path) -> Path | None:
+    """Screenshot the report into its run dir; a missing browser is logged, never fatal."""
+    if browser.chromium() is None:
+        log.info("no chromium: %s kept without a screenshot", report)
+        return None
+    dom = browser.dump_dom(report)
+    height = browser.page_height(dom.output) if dom.ok else 2400
+    png = report.with_name(rundir.REPORT_PNG)
+    shot = browser.screenshot(report, png, height=height)
+    if not shot.ok:
+        log.warning("could not screenshot %s: %s", report, "; ".join(shot.console) or "chromium failed")
+        return None
+    return png

@@ -1,0 +1,316 @@
+"""The report renders from a hand-written run dir: verdict words, charts, anomalies, replica bars.
+
+The run dir is written here as `strandline run` would leave it: a history with a KIP-101 style
+loss on t0-1, results.json naming it, and data dirs written in Kafka's on-disk format (kafka.record
+batches, checkpoints) where one replica misses acknowledged offsets.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from harness.report import build_context, write_report
+from harness.report_history import digest_history, fault_windows
+from harness.report_replicas import compare, read_partition_logs
+
+NS = 1_000_000_000
+
+
+def _batch(base_offset: int, epoch: int, values: list[Any]) -> bytes:
+    b = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    for i, v in enumerate(values):
+        b.append(i, timestamp=1_700_000_000_000, key=None, value=str(v).encode(), headers=[])
+    buf = bytearray(b.build())
+    struct.pack_into(">q", buf, 0, base_offset)  # baseOffset and partitionLeaderEpoch are outside the CRC
+    struct.pack_into(">i", buf, 12, epoch)
+    return bytes(buf)
+
+
+def write_replica(
+    data: Path,
+    topic: str,
+    partition: int,
+    batches: list[tuple[int, int, list[Any]]],
+    hw: int,
+    epochs: list[tuple[int, int]],
+) -> None:
+    pdir = data / f"{topic}-{partition}"
+    pdir.mkdir(parents=True, exist_ok=True)
+    (pdir / "00000000000000000000.log").write_bytes(b"".join(_batch(*b) for b in batches))
+    (pdir / "leader-epoch-checkpoint").write_text(
+        "0\n" + f"{len(epochs)}\n" + "".join(f"{e} {s}\n" for e, s in epochs)
+    )
+    ckpt = data / "replication-offset-checkpoint"
+    lines = ckpt.read_text().splitlines()[2:] if ckpt.exists() else []
+    lines.append(f"{topic} {partition} {hw}")
+    ckpt.write_text("0\n" + f"{len(lines)}\n" + "".join(x + "\n" for x in lines))
+
+
+def make_run(run: Path, *, lost: bool = True, evil: bool = False) -> Path:
+    """A 30 s run: 2 partitions; kill n2 at 10 s, restart at 12 s; kill n1 (leader) at 20 s."""
+    run.mkdir(parents=True, exist_ok=True)
+    config = {
+        "name": "queue",
+        "system": "own",
+        "backend": "netns",
+        "nodes": 3,
+        "topics": 1,
+        "partitions": 2,
+        "replication_factor": 3,
+        "variant": "high-watermark" if lost else "leader-epoch",
+        "acks": "all",
+        "min_insync": 2,
+        "unclean_election": False,
+        "nemesis": ["kill"],
+        "nemesis_interval": 10.0,
+        "time_limit": 25.0,
+        "rate": 60.0,
+        "concurrency": 4,
+        "client": "kafka-python",
+        "seed": 7,
+        "checker": "reference",
+        "schedule": [],
+    }
+    (run / "test.json").write_text(json.dumps({"config": config, "seed": 7}))
+    ops: list[dict[str, Any]] = []
+
+    def add(t: float, **op: Any) -> dict[str, Any]:
+        rec = {"index": len(ops), "time": int(t * NS), **op}
+        ops.append(rec)
+        return rec
+
+    offsets = {0: 0, 1: 0}
+    acked: dict[int, list[tuple[int, int]]] = {0: [], 1: []}
+    lost_values: list[int] = []
+    lost_idx: list[int] = []
+    value = 0
+    t = 0.05
+    nemesis = [
+        (10.0, "kill", ["n2"]),
+        (12.0, "start", ["n2"]),
+        (20.0, "kill", {"nodes": ["n1"], "role": "leader"}),
+        (25.5, "start", ["n1"]),
+    ]
+    while t < 29.0:
+        while nemesis and nemesis[0][0] <= t:
+            nt, f, v = nemesis.pop(0)
+            add(nt, process="nemesis", type="invoke", f=f, value=v)
+            add(nt + 0.05, process="nemesis", type="ok", f=f, value=v)
+        p = value % 2
+        proc = value % 4
+        inv = add(t, process=proc, type="invoke", f="send", topic="t0", partition=p, value=value)
+        lat = 0.004 + (value % 7) * 0.002
+        if 20.0 <= t < 22.0:
+            add(
+                t + 1.5,
+                process=proc,
+                type="info",
+                f="send",
+                topic="t0",
+                partition=p,
+                value=value,
+                error='KafkaTimeoutError: <timed out> & "quoted"',
+            )
+        elif 22.0 <= t < 23.0:
+            add(
+                t + 0.02,
+                process=proc,
+                type="fail",
+                f="send",
+                topic="t0",
+                partition=p,
+                value=value,
+                error="NotLeaderForPartitionError",
+            )
+        else:
+            ok = add(
+                t + lat,
+                process=proc,
+                type="ok",
+                f="send",
+                topic="t0",
+                partition=p,
+                value=value,
+                offset=offsets[p],
+            )
+            acked[p].append((offsets[p], value))
+            if lost and p == 1 and 17.5 <= t < 20.0 and len(lost_values) < 3:
+                lost_values.append(value)
+                lost_idx += [inv["index"], ok["index"]]
+            offsets[p] += 1
+        value += 1
+        t += 1 / 40
+    # final reads
+    for p in (0, 1):
+        recs = [
+            {"topic": "t0", "partition": p, "offset": o, "value": v}
+            for o, v in acked[p]
+            if v not in lost_values
+        ]
+        add(30.0, process=10 + p, type="invoke", f="poll")
+        add(30.2, process=10 + p, type="ok", f="poll", records=recs)
+    (run / "history.jsonl").write_text("".join(json.dumps(o) + "\n" for o in ops))
+
+    lost_offsets = {o for o, v in acked[1] if v in lost_values}
+    for node in ("n1", "n2", "n3"):
+        data = run / "nodes" / node / "data"
+        for p in (0, 1):
+            recs = [(o, v) for o, v in acked[p]]
+            if lost and p == 1 and node in ("n2", "n3"):
+                # the new leader n2 truncated to its stale HW and took over: the lost offsets hold new values
+                recs = [(o, v if o not in lost_offsets else 900000 + o) for o, v in recs]
+            if evil and p == 0 and node == "n3":
+                recs = [(o, "<script>alert(1)</script>" if o == 3 else v) for o, v in recs]
+            cut = min(lost_offsets) if lost and p == 1 else len(recs) // 2
+            batches = [(0, 0, [v for _o, v in recs[:cut]]), (cut, 1, [v for _o, v in recs[cut:]])]
+            write_replica(
+                data, "t0", p, batches, hw=len(recs) - (2 if node == "n3" else 0), epochs=[(0, 0), (1, cut)]
+            )
+        logs = run / "nodes" / node / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        (logs / "broker.log").write_text("started\n")
+    (run / "cluster-state.json").write_text(
+        json.dumps(
+            {
+                "partitions": [
+                    {
+                        "topic": "t0",
+                        "partition": 0,
+                        "leader": "n3",
+                        "leader_epoch": 1,
+                        "isr": ["n1", "n2", "n3"],
+                    },
+                    {
+                        "topic": "t0",
+                        "partition": 1,
+                        "leader": "n2",
+                        "leader_epoch": 1,
+                        "isr": ["n1", "n2", "n3"],
+                    },
+                ]
+            }
+        )
+    )
+    anomalies: dict[str, Any] = {}
+    if lost:
+        anomalies["lost-write"] = {
+            "count": len(lost_values),
+            "examples": [
+                {
+                    "topic": "t0",
+                    "partition": 1,
+                    "value": v,
+                    "offset": o,
+                    "invoke_index": lost_idx[2 * i],
+                    "ok_index": lost_idx[2 * i + 1],
+                }
+                for i, (o, v) in enumerate(sorted((o, v) for o, v in acked[1] if v in lost_values))
+            ],
+        }
+        anomalies["unseen"] = {"count": 0, "examples": []}
+    if evil:
+        anomalies["phantom"] = {
+            "count": 1,
+            "examples": [{"topic": "t0", "partition": 0, "offset": 3, "value": "<script>alert(1)</script>"}],
+        }
+    results = {
+        "valid": not (lost or evil),
+        "anomalies": anomalies,
+        "stats": {
+            "sends": {"ok": sum(len(a) for a in acked.values()), "fail": 20, "info": 40},
+            "polls": {"ok": 2, "fail": 0, "info": 0},
+            "acked_lost": len(lost_values),
+            "ops_per_s": 40.0,
+            "latency_ms": {"p50": 8.0, "p99": 1500.0},
+        },
+        "checker": {"engine": "reference", "seconds": 0.4},
+    }
+    (run / "results.json").write_text(json.dumps(results))
+    return run
+
+
+def test_replica_logs_are_read_back_with_marks(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run")
+    logs = read_partition_logs(run / "nodes")
+    assert set(logs) == {("t0", 0), ("t0", 1)}
+    r = logs[("t0", 1)].replicas["n1"]
+    assert r.records[0][0] == 1 and r.log_end == len(r.records)
+    assert r.epochs == [(0, 0), (1, r.epochs[1][1])]
+    assert r.high_watermark == r.log_end
+    digest = digest_history(run / "history.jsonl")
+    marks = compare(logs[("t0", 1)], digest.acked[("t0", 1)])
+    assert len(marks["n2"].missing_acked) == 3 and not marks["n1"].missing_acked
+    assert marks["n1"].divergent == marks["n2"].divergent and len(marks["n1"].divergent) == 3
+
+
+def test_fault_windows_pair_kill_with_start(tmp_path: Path) -> None:
+    digest = digest_history(make_run(tmp_path / "run") / "history.jsonl")
+    windows = fault_windows(digest.nemesis)
+    assert [(w.f, round(w.start_s), round(w.end_s or 0)) for w in windows] == [
+        ("kill", 10, 12),
+        ("kill", 20, 26),
+    ]
+    assert windows[1].label == "kill leader n1"
+
+
+def test_headline_names_count_partition_and_fault(tmp_path: Path) -> None:
+    ctx = build_context(make_run(tmp_path / "run"))
+    assert ctx["verdict"] == "invalid"
+    assert (
+        ctx["sentences"][0]
+        == "3 acknowledged writes were lost on t0-1 after the leader n1 was killed at 20.0 s."
+    )
+    assert [a.name for a in ctx["anomalies"]] == ["lost-write"]
+    example = ctx["anomalies"][0].examples[0]
+    assert [o["type"] for o in example.ops] == ["ok"] and "→" in example.ops[0]["time"]
+    assert any("absent" not in t and "value 900" in t for _n, t in example.replicas)
+    assert ctx["pictures"][0]["name"] == "t0-1" and ctx["pictures"][0]["affected"]
+
+
+def test_valid_run_says_so(tmp_path: Path) -> None:
+    ctx = build_context(make_run(tmp_path / "run", lost=False))
+    assert ctx["verdict"] == "valid"
+    assert ctx["sentences"][0].startswith("No anomaly found: all ")
+    assert "through 2 kills" in ctx["sentences"][0]
+
+
+def test_report_is_self_contained_and_escapes_everything(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", evil=True)
+    html = write_report(run).read_text()
+    assert "<script" not in html.lower().replace("&lt;script", "")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in html
+    for anchor in (
+        'id="verdict"',
+        'id="rate-chart"',
+        'id="latency-chart"',
+        'class="replica-chart"',
+        'href="history.jsonl"',
+        'href="nodes/n1/logs/broker.log"',
+    ):
+        assert anchor in html
+
+
+def test_report_of_an_empty_or_unchecked_run(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "test.json").write_text(json.dumps({"config": {"name": "x", "time_limit": 5}, "seed": 1}))
+    (run / "history.jsonl").write_text(
+        '{"index":0,"time":5,"process":0,"type":"invoke","f":"send","topic":"t0","partition":0,"value":1}\n{"torn'
+    )
+    html = write_report(run).read_text()
+    assert "Not checked yet" in html
