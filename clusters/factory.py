@@ -1,0 +1,205 @@
+"""`build_cluster(config, work_dir) -> Cluster`: nodes on a backend plus a system under test.
+
+The Cluster is what the harness, the nemesis and `strandline cluster` hold: `.nodes` (the broker
+nodes), `.zookeeper_node`, `.sut`, `.up()`, `.down()`, `.bootstrap_servers()`, `.collect(dest)`.
+Backends (netns today; docker and ssh later) create and destroy the nodes and record what they
+create in a state file; systems under test (own today; Apache Kafka later) run on the nodes through
+the Node protocol only.
+
+`up()` first removes what crashed controllers left behind (`cleanup_leftovers`), and on any
+failure or Ctrl-C removes what it created itself before re-raising. `down()` kills everything and
+removes every resource in the state file; collect data before it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from clusters.netns import NetnsNetwork
+from clusters.node import Node
+from clusters.own import OwnSystem
+from clusters.state import ClusterState, cleanup_leftovers, locked, state_dir_default
+from harness.config import TestConfig, validate
+from harness.errors import BadInput, InfrastructureError
+
+log = logging.getLogger(__name__)
+
+ZOOKEEPER_NODE = "zk"
+
+
+class Network(Protocol):
+    """What a backend gives the factory: nodes by name, created and destroyed through a state."""
+
+    nodes: dict[str, Any]
+    state: ClusterState | None
+
+    def create(self, info: dict[str, object] | None = None) -> None: ...
+
+    def destroy(self) -> list[str]: ...
+
+
+def default_cluster_name(config: TestConfig) -> str:
+    """A unique short name: up to 6 characters of the test name plus 4 random hex digits."""
+    stem = re.sub(r"[^a-z0-9]", "", config.name.lower())[:6] or "sl"
+    return f"{stem}{secrets.token_hex(2)}"
+
+
+def broker_node_names(config: TestConfig) -> list[str]:
+    return [f"n{i}" for i in range(1, config.nodes + 1)]
+
+
+class Cluster:
+    """Nodes, the system under test on them, and the state file that makes cleanup certain."""
+
+    def __init__(self, config: TestConfig, name: str, network: Network, sut: Any) -> None:
+        self.config = config
+        self.name = name
+        self.network = network
+        self.sut = sut
+        self.timings: dict[str, float] = {}
+
+    @property
+    def nodes(self) -> list[Node]:
+        return [n for name, n in self.network.nodes.items() if name != ZOOKEEPER_NODE]
+
+    @property
+    def zookeeper_node(self) -> Node | None:
+        node: Node | None = self.network.nodes.get(ZOOKEEPER_NODE)
+        return node
+
+    @property
+    def all_nodes(self) -> list[Node]:
+        return list(self.network.nodes.values())
+
+    def node(self, name: str) -> Node:
+        try:
+            node: Node = self.network.nodes[name]
+        except KeyError:
+            raise BadInput(f"no node {name!r} in cluster {self.name}") from None
+        return node
+
+    @property
+    def state(self) -> ClusterState | None:
+        return self.network.state
+
+    def bootstrap_servers(self) -> list[str]:
+        servers: list[str] = self.sut.bootstrap_servers()
+        return servers
+
+    def up(self) -> None:
+        """Create the nodes and start the system; on failure or Ctrl-C, remove it all again."""
+        state_dir = getattr(self.network, "state_dir", None)
+        cleaned = cleanup_leftovers(state_dir)
+        if cleaned:
+            log.warning("removed leftovers of crashed clusters: %s", ", ".join(cleaned))
+        started = time.monotonic()
+        try:
+            self.network.create(
+                {"system": self.config.system, "config": self.config.to_json(), "name": self.name}
+            )
+            created = time.monotonic()
+            self.sut.setup()
+            if self.state is not None:
+                self.state.set_info(bootstrap=self.bootstrap_servers())
+        except BaseException:
+            self.down()
+            raise
+        self.timings["nodes_s"] = created - started
+        self.timings["up_s"] = time.monotonic() - started
+        log.info("cluster %s up in %.2fs", self.name, self.timings["up_s"])
+
+    def down(self) -> None:
+        """Kill every process and remove every resource; raises when something would not go."""
+        started = time.monotonic()
+        try:
+            self.sut.close()
+        except Exception as e:
+            log.debug("closing the system under test: %s", e)
+        failures = self.network.destroy()
+        self.timings["down_s"] = time.monotonic() - started
+        if failures:
+            raise InfrastructureError(f"cluster {self.name}: could not remove {'; '.join(failures)}")
+
+    def detach(self) -> None:
+        """Let the cluster outlive this process (`strandline cluster up`)."""
+        if self.state is not None:
+            self.state.detach()
+
+    def collect(self, dest: Path) -> None:
+        """Copy logs and data dirs to dest/<node>/logs/ and dest/<node>/data/."""
+        for node in self.all_nodes:
+            node_dest = Path(dest) / node.name
+            for path in self.sut.log_files(node):
+                try:
+                    node.download(path, str(node_dest / "logs" / Path(path).name))
+                except InfrastructureError as e:
+                    log.warning("%s: cannot collect %s: %s", node.name, path, e)
+            data_dirs = self.sut.data_dirs(node)
+            for path in data_dirs:
+                target = node_dest / "data"
+                if len(data_dirs) > 1:
+                    target = target / Path(path).name
+                try:
+                    node.download(path, str(target))
+                except InfrastructureError as e:
+                    log.warning("%s: cannot collect %s: %s", node.name, path, e)
+
+    def __enter__(self) -> Cluster:
+        self.up()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+
+def _sut(config: TestConfig, network: Network) -> Any:
+    if config.system == "own":
+        brokers = [network.nodes[n] for n in broker_node_names(config)]
+        return OwnSystem(config, brokers, network.nodes[ZOOKEEPER_NODE])
+    raise BadInput(f"system {config.system!r} is not available yet (use --system own)")
+
+
+def _network(config: TestConfig, name: str, work_dir: Path, state_dir: Path) -> NetnsNetwork:
+    if config.backend != "netns":
+        raise BadInput(f"backend {config.backend!r} is not available yet (use --backend netns)")
+    return NetnsNetwork(name, [ZOOKEEPER_NODE, *broker_node_names(config)], work_dir, state_dir)
+
+
+def build_cluster(
+    config: TestConfig, work_dir: Path, *, name: str | None = None, state_dir: Path | None = None
+) -> Cluster:
+    """A cluster described by `config`, not yet created: call `.up()` (or use it as a context)."""
+    name = name or default_cluster_name(config)
+    state_dir = Path(state_dir) if state_dir else state_dir_default()
+    network = _network(config, name, Path(work_dir), state_dir)
+    return Cluster(config, name, network, _sut(config, network))
+
+
+def attach_cluster(state_path: Path) -> Cluster:
+    """The Cluster described by an existing state file (for `cluster status` and `cluster down`)."""
+    try:
+        state = ClusterState.load(Path(state_path))
+    except FileNotFoundError:
+        raise BadInput(f"no cluster state at {state_path}") from None
+    except (OSError, ValueError) as e:
+        raise BadInput(f"unreadable cluster state {state_path}: {e}") from None
+    info = state.info
+    if info.get("backend") != "netns":
+        raise BadInput(f"cluster {state.cluster}: unknown backend {info.get('backend')!r}")
+    config = validate(info["config"])
+    network = NetnsNetwork.attach(state)
+    return Cluster(config, state.cluster, network, _sut(config, network))
+
+
+def cluster_states(state_dir: Path | None = None) -> list[ClusterState]:
+    """Every cluster with a state file (live, detached or left behind)."""
+    from clusters.state import list_states
+
+    state_dir = state_dir or state_dir_default()
+    with locked(state_dir):
+        return list_states(state_dir)

@@ -1,0 +1,432 @@
+"""The own system under test: ZooKeeper on its own node plus N own brokers (broker i on node ni).
+
+Works on any backend through the Node protocol only: files are written locally and uploaded,
+processes are started with `start_daemon`, everything else is `exec`. ZooKeeper runs on a node of
+its own so that the nemesis can partition brokers from it. Brokers start with libfaketime
+preloaded, reading their clock offset from a per-node file (`clock_file(node)`) that the clock
+nemesis rewrites; monotonic clocks stay real so timeouts and timed waits keep working.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clusters.node import Node
+from harness.config import TestConfig
+from harness.errors import InfrastructureError
+
+log = logging.getLogger(__name__)
+
+BROKER_PORT = 9092
+ZOOKEEPER_PORT = 2181
+BROKER = "broker"  # daemon names on the nodes
+ZOOKEEPER = "zookeeper"
+CLOCK_UNSKEWED = "+0\n"  # libfaketime's offset syntax: "+0", "+5s", "-2m" ...
+
+
+def faketime_library() -> str:
+    """The libfaketime shipped by the PyPI `libfaketime` package (built to work with Python)."""
+    import libfaketime
+
+    return str(Path(libfaketime.__file__).parent / "vendor" / "libfaketime" / "src" / "libfaketime.so.1")
+
+
+def faketime_env(clock_file: str, library: str | None = None) -> dict[str, str]:
+    """Environment that fakes the wall clock from `clock_file` and leaves monotonic clocks real."""
+    return {
+        "LD_PRELOAD": library or faketime_library(),
+        "FAKETIME_TIMESTAMP_FILE": clock_file,
+        "FAKETIME_NO_CACHE": "1",  # re-read the file on every call: a skew applies at once
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "DONT_FAKE_MONOTONIC": "1",  # the older spelling, for older libfaketime builds
+    }
+
+
+@dataclass(frozen=True)
+class BrokerLayout:
+    """Where one broker's files live on its node."""
+
+    home: str
+    config_path: str
+    data_dir: str
+    log_path: str
+    clock_file: str
+
+
+def broker_layout(home: str) -> BrokerLayout:
+    return BrokerLayout(
+        home=home,
+        config_path=f"{home}/broker.properties",
+        data_dir=f"{home}/data",
+        log_path=f"{home}/logs/broker.log",
+        clock_file=f"{home}/clock",
+    )
+
+
+def broker_settings(
+    config: TestConfig, broker_id: int, address: str, zookeeper_connect: str, data_dir: str
+) -> dict[str, str]:
+    """Every broker setting the test config reaches, under Kafka's names (docs/broker-variants.md)."""
+    listener = f"PLAINTEXT://{address}:{BROKER_PORT}"
+    settings = {
+        "broker.id": str(broker_id),
+        "listeners": listener,
+        "advertised.listeners": listener,
+        "log.dirs": data_dir,
+        "zookeeper.connect": zookeeper_connect,
+        "zookeeper.session.timeout.ms": str(config.zookeeper_session_timeout_ms),
+        "num.partitions": str(config.partitions),
+        "default.replication.factor": str(config.replication_factor),
+        "min.insync.replicas": str(config.min_insync),
+        "unclean.leader.election.enable": "true" if config.unclean_election else "false",
+        "replication.truncation": config.variant,
+        "leader.election.policy": config.leader_election_policy,
+        "replica.high.watermark.checkpoint.interval.ms": str(
+            config.replica_high_watermark_checkpoint_interval_ms
+        ),
+        "replica.lag.time.max.ms": str(config.replica_lag_time_max_ms),
+        "auto.create.topics.enable": "false",
+    }
+    if config.log_flush_interval_messages > 0:  # unset: never fsync on append, Kafka's default
+        settings["log.flush.interval.messages"] = str(config.log_flush_interval_messages)
+    return settings
+
+
+def render_properties(settings: dict[str, str]) -> str:
+    """A Java properties file (values here never need escaping beyond what we check)."""
+    lines = ["# written by strandline (clusters/own.py)"]
+    for key, value in settings.items():
+        if "\n" in value:
+            raise ValueError(f"property {key} holds a newline")
+        lines.append(f"{key}={value}")
+    return "\n".join(lines) + "\n"
+
+
+def render_broker_properties(
+    config: TestConfig, broker_id: int, address: str, zookeeper_connect: str, data_dir: str
+) -> str:
+    return render_properties(broker_settings(config, broker_id, address, zookeeper_connect, data_dir))
+
+
+def broker_command(python: str, config_path: str) -> list[str]:
+    return [python, "-m", "broker", "--config", config_path]
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _tail(path: Path, lines: int = 8) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    tail = [line for line in text.splitlines() if line.strip()][-lines:]
+    return " | ".join(tail) if tail else "(empty log)"
+
+
+class OwnSystem:
+    """ZooKeeper + own brokers; implements Lifecycle, Killable, Pausable, HasLeaders, HasLogs, HasDataDirs."""
+
+    def __init__(
+        self,
+        config: TestConfig,
+        brokers: Sequence[Node],
+        zookeeper_node: Node,
+        *,
+        python: str = sys.executable,
+        ready_timeout: float = 60.0,
+    ) -> None:
+        self.config = config
+        self.brokers = list(brokers)
+        self.zookeeper_node = zookeeper_node
+        self.python = python
+        self.ready_timeout = ready_timeout
+        self._zk: Any = None  # a kazoo client, connected on first use
+        self._zk_lock = threading.Lock()
+
+    # --- names and places ---------------------------------------------------------------------
+
+    def home(self, node: Node) -> str:
+        """The node's working directory (netns: under the work dir; other backends: their own)."""
+        return str(getattr(node, "home", f"/var/lib/strandline/{node.name}"))
+
+    def layout(self, node: Node) -> BrokerLayout:
+        return broker_layout(self.home(node))
+
+    def broker_id(self, node: Node) -> int:
+        for i, b in enumerate(self.brokers, start=1):
+            if b.name == node.name:
+                return i
+        raise InfrastructureError(f"node {node.name} runs no broker")
+
+    def node_of_broker(self, broker_id: int) -> str | None:
+        if 1 <= broker_id <= len(self.brokers):
+            return self.brokers[broker_id - 1].name
+        return None
+
+    def zookeeper_connect(self) -> str:
+        return f"{self.zookeeper_node.address}:{ZOOKEEPER_PORT}"
+
+    def bootstrap_servers(self) -> list[str]:
+        return [f"{b.address}:{BROKER_PORT}" for b in self.brokers]
+
+    def clock_file(self, node: Node) -> str:
+        """The file holding this broker's clock offset (libfaketime syntax, e.g. "+30s")."""
+        return self.layout(node).clock_file
+
+    # --- Lifecycle ----------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        self.start_zookeeper()
+        for node in self.brokers:
+            self._install_broker(node)
+            self._start_broker(node)
+        deadline = time.monotonic() + self.ready_timeout
+        for node in self.brokers:
+            self.wait_ready(node, timeout=max(1.0, deadline - time.monotonic()))
+
+    def teardown(self) -> None:
+        """Kill every process; files stay for `collect` (the backend removes its directories)."""
+        self.close()
+        for node in self.brokers:
+            node.signal_daemon(BROKER, signal.SIGKILL)
+        self.zookeeper_node.signal_daemon(ZOOKEEPER, signal.SIGKILL)
+
+    def close(self) -> None:
+        with self._zk_lock:
+            if self._zk is not None:
+                try:
+                    self._zk.stop()
+                    self._zk.close()
+                except Exception as e:  # a client of a dead server: nothing left to do
+                    log.debug("closing the ZooKeeper client: %s", e)
+                self._zk = None
+
+    # --- ZooKeeper ----------------------------------------------------------------------------
+
+    def start_zookeeper(self) -> None:
+        from clusters import zookeeper  # type: ignore[attr-defined]  # broker-core: ZooKeeper config + command
+
+        node = self.zookeeper_node
+        home = self.home(node)
+        node.exec(["mkdir", "-p", f"{home}/zookeeper", f"{home}/logs"])
+        cfg_text = zookeeper.render_config(
+            data_dir=f"{home}/zookeeper", client_address=node.address, client_port=ZOOKEEPER_PORT
+        )
+        cfg_path = f"{home}/zoo.cfg"
+        self._put(node, cfg_text, cfg_path)
+        log_path = f"{home}/logs/zookeeper.log"
+        node.start_daemon(ZOOKEEPER, zookeeper.command(cfg_path), log_path=log_path)
+        deadline = time.monotonic() + self.ready_timeout
+        while not port_open(node.address, ZOOKEEPER_PORT):
+            if node.daemon_pid(ZOOKEEPER) is None:
+                raise InfrastructureError(
+                    f"ZooKeeper on {node.name} exited at start; log: {self._log_tail(node, log_path)}"
+                )
+            if time.monotonic() > deadline:
+                raise InfrastructureError(
+                    f"ZooKeeper on {node.name} did not listen on {node.address}:{ZOOKEEPER_PORT} "
+                    f"within {self.ready_timeout:g}s; log: {self._log_tail(node, log_path)}"
+                )
+            time.sleep(0.1)
+
+    def zk(self) -> Any:
+        """A connected kazoo client (the controller reads ZooKeeper directly)."""
+        from kazoo.client import KazooClient
+
+        with self._zk_lock:
+            if self._zk is None:
+                quiet = logging.getLogger("strandline.kazoo")
+                quiet.setLevel(logging.ERROR)
+                client = KazooClient(hosts=self.zookeeper_connect(), timeout=10.0, logger=quiet)
+                try:
+                    client.start(timeout=10.0)
+                except Exception as e:
+                    client.close()
+                    raise InfrastructureError(
+                        f"cannot reach ZooKeeper at {self.zookeeper_connect()}: {e}"
+                    ) from None
+                self._zk = client
+            return self._zk
+
+    def registered_brokers(self) -> list[int]:
+        zk = self.zk()
+        if not zk.exists("/brokers/ids"):
+            return []
+        return sorted(int(i) for i in zk.get_children("/brokers/ids"))
+
+    # --- brokers ------------------------------------------------------------------------------
+
+    def _put(self, node: Node, text: str, remote_path: str) -> None:
+        with tempfile.NamedTemporaryFile("w", suffix=".tmp", delete=False) as f:
+            f.write(text)
+            local = f.name
+        try:
+            node.upload(local, remote_path)
+        finally:
+            Path(local).unlink(missing_ok=True)
+
+    def _install_broker(self, node: Node) -> None:
+        lay = self.layout(node)
+        node.exec(["mkdir", "-p", lay.data_dir, str(Path(lay.log_path).parent)])
+        props = render_broker_properties(
+            self.config, self.broker_id(node), node.address, self.zookeeper_connect(), lay.data_dir
+        )
+        self._put(node, props, lay.config_path)
+        self._put(node, CLOCK_UNSKEWED, lay.clock_file)
+
+    def _start_broker(self, node: Node) -> int:
+        lay = self.layout(node)
+        env = {**faketime_env(lay.clock_file), "PYTHONUNBUFFERED": "1"}
+        return node.start_daemon(
+            BROKER, broker_command(self.python, lay.config_path), env=env, log_path=lay.log_path
+        )
+
+    def _log_tail(self, node: Node, remote_path: str) -> str:
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / "log"
+            try:
+                node.download(remote_path, str(local))
+            except InfrastructureError:
+                return "(no log)"
+            return _tail(local)
+
+    def wait_ready(self, node: Node, timeout: float | None = None) -> None:
+        """Until the broker listens and is registered in /brokers/ids; else one clear error."""
+        timeout = self.ready_timeout if timeout is None else timeout
+        broker_id = self.broker_id(node)
+        lay = self.layout(node)
+        deadline = time.monotonic() + timeout
+        while True:
+            if node.daemon_pid(BROKER) is None:
+                raise InfrastructureError(
+                    f"broker {broker_id} on {node.name} exited; log: {self._log_tail(node, lay.log_path)}"
+                )
+            if port_open(node.address, BROKER_PORT) and broker_id in self.registered_brokers():
+                return
+            if time.monotonic() > deadline:
+                raise InfrastructureError(
+                    f"broker {broker_id} on {node.name} did not come up within {timeout:g}s "
+                    f"(listening on {node.address}:{BROKER_PORT} and registered in /brokers/ids); "
+                    f"log: {self._log_tail(node, lay.log_path)}"
+                )
+            time.sleep(0.1)
+
+    # --- Killable -----------------------------------------------------------------------------
+
+    def kill(self, node: Node) -> None:
+        node.signal_daemon(BROKER, signal.SIGKILL)
+
+    def start(self, node: Node, *, wait_ready: bool = False) -> None:
+        """Start the broker unless it runs; with wait_ready, until it is registered again."""
+        if node.daemon_pid(BROKER) is None:
+            self._start_broker(node)
+        if wait_ready:
+            self.wait_ready(node)
+
+    def stop(self, node: Node, *, timeout: float = 30.0) -> None:
+        """Graceful stop: SIGTERM, then SIGKILL when it has not exited within `timeout`."""
+        if node.daemon_pid(BROKER) is None:
+            return
+        self.resume(node)  # a frozen process cannot handle SIGTERM
+        node.signal_daemon(BROKER, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while node.daemon_pid(BROKER) is not None:
+            if time.monotonic() > deadline:
+                log.warning("broker on %s ignored SIGTERM for %gs: killing it", node.name, timeout)
+                node.signal_daemon(BROKER, signal.SIGKILL)
+                break
+            time.sleep(0.05)
+
+    def restart(self, node: Node) -> None:
+        self.stop(node)
+        self.start(node)
+
+    # --- Pausable -----------------------------------------------------------------------------
+
+    def pause(self, node: Node) -> None:
+        name = self._daemon_on(node)
+        pause = getattr(node, "pause_daemon", None)
+        if pause is not None:
+            pause(name)
+        else:
+            node.signal_daemon(name, signal.SIGSTOP)
+
+    def resume(self, node: Node) -> None:
+        name = self._daemon_on(node)
+        resume = getattr(node, "resume_daemon", None)
+        if resume is not None:
+            resume(name)
+        else:
+            node.signal_daemon(name, signal.SIGCONT)
+
+    def _daemon_on(self, node: Node) -> str:
+        return ZOOKEEPER if node.name == self.zookeeper_node.name else BROKER
+
+    # --- HasLeaders ---------------------------------------------------------------------------
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        zk = self.zk()
+        result: dict[tuple[str, int], dict[str, object]] = {}
+        if not zk.exists("/brokers/topics"):
+            return result
+        for topic in sorted(zk.get_children("/brokers/topics")):
+            path = f"/brokers/topics/{topic}/partitions"
+            if not zk.exists(path):
+                continue
+            for p in sorted(zk.get_children(path), key=int):
+                found = zk.exists(f"{path}/{p}/state")
+                if not found:
+                    continue
+                data, _stat = zk.get(f"{path}/{p}/state")
+                state = json.loads(data)
+                leader = int(state.get("leader", -1))
+                result[(topic, int(p))] = {
+                    "leader": self.node_of_broker(leader) if leader >= 0 else None,
+                    "leader_epoch": int(state.get("leader_epoch", -1)),
+                    "isr": [self.node_of_broker(int(b)) or str(b) for b in state.get("isr", [])],
+                    "controller_epoch": state.get("controller_epoch"),
+                }
+        return result
+
+    def leaders(self) -> dict[tuple[str, int], str | None]:
+        return {tp: s["leader"] for tp, s in self.partition_state().items()}  # type: ignore[misc]
+
+    def controller(self) -> str | None:
+        zk = self.zk()
+        if not zk.exists("/controller"):
+            return None
+        data, _stat = zk.get("/controller")
+        try:
+            broker_id = int(json.loads(data)["brokerid"])
+        except (ValueError, KeyError, TypeError):
+            return None
+        return self.node_of_broker(broker_id)
+
+    # --- HasLogs, HasDataDirs -----------------------------------------------------------------
+
+    def log_files(self, node: Node) -> list[str]:
+        if node.name == self.zookeeper_node.name:
+            return [f"{self.home(node)}/logs/zookeeper.log"]
+        return [self.layout(node).log_path]
+
+    def data_dirs(self, node: Node) -> list[str]:
+        if node.name == self.zookeeper_node.name:
+            return []
+        return [self.layout(node).data_dir]

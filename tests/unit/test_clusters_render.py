@@ -1,0 +1,103 @@
+"""Broker properties from every TestConfig variant; names that fit the kernel's limits."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from clusters.factory import build_cluster, default_cluster_name
+from clusters.netns import NetnsNetwork
+from clusters.own import broker_command, broker_layout, faketime_env, render_broker_properties
+from harness.config import TestConfig, validate
+from harness.errors import BadInput, InfrastructureError
+
+
+def parse(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def test_defaults_render_the_safe_settings() -> None:
+    props = parse(render_broker_properties(TestConfig(), 2, "10.77.5.12", "10.77.5.10:2181", "/d"))
+    assert props["broker.id"] == "2"
+    assert props["listeners"] == props["advertised.listeners"] == "PLAINTEXT://10.77.5.12:9092"
+    assert props["zookeeper.connect"] == "10.77.5.10:2181"
+    assert props["log.dirs"] == "/d"
+    assert props["replication.truncation"] == "leader-epoch"
+    assert props["min.insync.replicas"] == "2"
+    assert props["default.replication.factor"] == "3"
+    assert props["unclean.leader.election.enable"] == "false"
+    assert props["leader.election.policy"] == "first-in-isr"
+    assert props["auto.create.topics.enable"] == "false"
+    assert "log.flush.interval.messages" not in props  # unset: never fsync on append
+
+
+def test_every_variant_reaches_the_properties() -> None:
+    config = validate(
+        {
+            "variant": "high-watermark",
+            "min_insync": 1,
+            "unclean_election": True,
+            "replication_factor": 2,
+            "leader_election_policy": "longest-log",
+            "log_flush_interval_messages": 1,
+            "replica_high_watermark_checkpoint_interval_ms": 100,
+            "zookeeper_session_timeout_ms": 4000,
+            "replica_lag_time_max_ms": 3000,
+            "partitions": 5,
+        }
+    )
+    props = parse(render_broker_properties(config, 1, "10.77.1.11", "zk:2181", "/d"))
+    assert props["replication.truncation"] == "high-watermark"
+    assert props["min.insync.replicas"] == "1"
+    assert props["unclean.leader.election.enable"] == "true"
+    assert props["default.replication.factor"] == "2"
+    assert props["leader.election.policy"] == "longest-log"
+    assert props["log.flush.interval.messages"] == "1"
+    assert props["replica.high.watermark.checkpoint.interval.ms"] == "100"
+    assert props["zookeeper.session.timeout.ms"] == "4000"
+    assert props["replica.lag.time.max.ms"] == "3000"
+    assert props["num.partitions"] == "5"
+
+
+def test_layout_command_and_faketime() -> None:
+    lay = broker_layout("/w/c/n1")
+    assert lay.config_path == "/w/c/n1/broker.properties" and lay.data_dir == "/w/c/n1/data"
+    assert broker_command("/py", lay.config_path) == ["/py", "-m", "broker", "--config", lay.config_path]
+    env = faketime_env(lay.clock_file)
+    assert env["FAKETIME_TIMESTAMP_FILE"] == "/w/c/n1/clock"
+    assert env["FAKETIME_DONT_FAKE_MONOTONIC"] == "1" and env["FAKETIME_NO_CACHE"] == "1"
+    assert Path(env["LD_PRELOAD"]).is_file()
+
+
+def test_cluster_names_fit_interface_names() -> None:
+    for name in ("queue", "A very long test name!", "---"):
+        cluster = default_cluster_name(TestConfig(name=name))
+        assert re.fullmatch(r"[a-z0-9]{1,10}", cluster)
+        assert len(f"slbr-{cluster}") <= 15
+        assert len("slv254-n32") <= 15
+    assert default_cluster_name(TestConfig()) != default_cluster_name(TestConfig())
+
+
+@pytest.mark.parametrize("bad", ["", "UPPER", "elevenchars", "a-b", "x/y"])
+def test_bad_cluster_names_are_bad_input(bad: str, tmp_path: Path) -> None:
+    with pytest.raises(BadInput):
+        NetnsNetwork(bad, ["n1"], tmp_path, tmp_path)
+
+
+def test_a_cluster_is_described_before_it_exists(tmp_path: Path) -> None:
+    cluster = build_cluster(TestConfig(nodes=3), tmp_path, name="unit1", state_dir=tmp_path / "state")
+    assert [n.name for n in cluster.nodes] == ["n1", "n2", "n3"]
+    assert cluster.zookeeper_node is not None and cluster.zookeeper_node.name == "zk"
+    assert [n.netns for n in cluster.network.nodes.values()] == [
+        f"sl-unit1-{n}" for n in ("zk", "n1", "n2", "n3")
+    ]
+    with pytest.raises(InfrastructureError, match="not up"):
+        cluster.bootstrap_servers()
+    cluster.down()  # nothing was created: nothing to remove, no error
+
+
+def test_other_backends_and_systems_say_so(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="docker"):
+        build_cluster(TestConfig(backend="docker"), tmp_path)
