@@ -1,1 +1,36 @@
-"""Client workloads, operation generators and the history journal."""
+"""Client workloads, operation generators and the history journal.
+
+The public API (TEAM.md): `setup_topics`, `run_workload`, `final_drain`, `WorkloadStats`,
+`DrainResult`, `LiveProgress`. They are imported lazily so that readers of the history (the
+checkers) do not pay for importing the Kafka client libraries.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workloads.drain import DrainResult, final_drain
+    from workloads.progress import LiveProgress
+    from workloads.queue import run_workload
+    from workloads.stats import WorkloadStats
+    from workloads.topics import setup_topics
+
+_EXPORTS = {
+    "setup_topics": "workloads.topics",
+    "run_workload": "workloads.queue",
+    "final_drain": "workloads.drain",
+    "DrainResult": "workloads.drain",
+    "WorkloadStats": "workloads.stats",
+    "LiveProgress": "workloads.progress",
+}
+
+__all__ = ["DrainResult", "LiveProgress", "WorkloadStats", "final_drain", "run_workload", "setup_topics"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'workloads' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,159 @@
+"""Error mapping of both drivers: `fail` only when the write certainly did not happen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError
+from kafka import errors as E
+
+from harness.config import TestConfig
+from workloads.clients import confluent, kafka_python
+from workloads.clients.base import decode_value, describe
+from workloads.clients.kafka_python import AttemptLog, KafkaPythonProducer, classify_send_error
+
+
+@pytest.mark.parametrize(
+    ("attempts", "final", "retries", "expected"),
+    [
+        ([E.NotEnoughReplicasError], E.NotEnoughReplicasError(), 5, "fail"),
+        ([E.NotEnoughReplicasError] * 3, E.NotEnoughReplicasError(), 5, "fail"),
+        # A first attempt that may have been appended makes the final definite error ambiguous.
+        ([E.KafkaConnectionError, E.NotEnoughReplicasError], E.NotEnoughReplicasError(), 5, "info"),
+        ([E.RequestTimedOutError, E.NotEnoughReplicasError], E.NotEnoughReplicasError(), 5, "info"),
+        ([E.NotEnoughReplicasAfterAppendError], E.NotEnoughReplicasAfterAppendError(), 0, "info"),
+        ([E.NotLeaderForPartitionError], E.NotLeaderForPartitionError(), 0, "info"),
+        ([E.RequestTimedOutError], E.RequestTimedOutError(), 0, "info"),
+        ([], E.KafkaTimeoutError("Expiring 1 record(s)"), 5, "info"),
+        ([E.MessageSizeTooLargeError], E.MessageSizeTooLargeError(), 5, "fail"),
+        ([E.UnknownError], E.UnknownError(), 0, "info"),
+        # Attempts not observable: definite only without retries.
+        (None, E.NotEnoughReplicasError(), 0, "fail"),
+        (None, E.NotEnoughReplicasError(), 3, "info"),
+    ],
+)
+def test_kafka_python_classification(
+    attempts: Any, final: BaseException, retries: int, expected: str
+) -> None:
+    assert classify_send_error(attempts, final, retries) == expected
+
+
+@pytest.mark.parametrize(
+    ("code", "retries", "expected"),
+    [
+        (KafkaError.NOT_ENOUGH_REPLICAS, 0, "fail"),
+        (KafkaError.NOT_ENOUGH_REPLICAS, 5, "info"),
+        (KafkaError.MSG_SIZE_TOO_LARGE, 0, "fail"),
+        (KafkaError._PURGE_QUEUE, 5, "fail"),
+        (KafkaError._PURGE_INFLIGHT, 0, "info"),
+        (KafkaError._MSG_TIMED_OUT, 0, "info"),
+        (KafkaError._TRANSPORT, 0, "info"),
+        (KafkaError.REQUEST_TIMED_OUT, 0, "info"),
+        (KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND, 0, "info"),
+        (KafkaError.NOT_LEADER_FOR_PARTITION, 0, "info"),
+    ],
+)
+def test_confluent_classification(code: int, retries: int, expected: str) -> None:
+    assert confluent.classify_delivery_error(code, retries) == expected
+
+
+class _Future:
+    """Stands in for kafka-python's FutureRecordMetadata (a unit test of the driver's mapping)."""
+
+    def __init__(self, value: Any = None, error: BaseException | None = None, done: bool = True):
+        self.value, self.error, self.is_done = value, error, done
+        self._produce_future = object()
+
+    def get(self, timeout: float) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class _StubProducer:
+    def __init__(self, outcome: Any):
+        self.outcome = outcome
+
+    def send(self, topic: str, value: bytes, partition: int) -> Any:
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return self.outcome
+
+
+def _producer_with(
+    outcome: Any, attempt_errors: list[type[BaseException]] | None = None
+) -> KafkaPythonProducer:
+    p = KafkaPythonProducer.__new__(KafkaPythonProducer)
+    p._retries, p._wait_s, p._sends = 5, 1.0, 0
+    p._attempts = AttemptLog()
+    p._observed = True
+    p._producer = _StubProducer(outcome)  # type: ignore[assignment]
+    if isinstance(outcome, _Future) and attempt_errors:
+        for e in attempt_errors:
+            p._attempts.record(outcome._produce_future, e)
+    return p
+
+
+def test_kafka_python_send_outcomes() -> None:
+    class Meta:
+        offset = 41
+
+    assert _producer_with(_Future(Meta())).send("t0", 0, 1).offset == 41
+    # Raised by send() itself (metadata never arrived): the record never entered the buffer.
+    out = _producer_with(E.KafkaTimeoutError("Failed to update metadata after 5.0 secs.")).send("t0", 0, 1)
+    assert out.type == "fail" and "KafkaTimeoutError" in (out.error or "")
+    # Our own wait ran out while the future is still pending.
+    assert _producer_with(_Future(error=E.KafkaTimeoutError("x"), done=False)).send("t0", 0, 1).type == "info"
+    nre = E.NotEnoughReplicasError()
+    assert _producer_with(_Future(error=nre), [E.NotEnoughReplicasError]).send("t0", 0, 1).type == "fail"
+    assert (
+        _producer_with(_Future(error=nre), [E.KafkaConnectionError, E.NotEnoughReplicasError])
+        .send("t0", 0, 1)
+        .type
+        == "info"
+    )
+    assert _producer_with(_Future(error=RuntimeError("bug"))).send("t0", 0, 1).type == "info"
+
+
+def test_sender_hook_records_every_attempt() -> None:
+    calls: list[Any] = []
+
+    class Sender:
+        def _dispatch_error(self, batch: Any, exception: BaseException, response: Any) -> None:
+            calls.append(exception)
+
+    class Batch:
+        produce_future = object()
+
+    class Producer:
+        _sender = Sender()
+
+    log = AttemptLog()
+    assert kafka_python._hook_sender(Producer(), log)  # type: ignore[arg-type]
+    batch = Batch()
+    Producer._sender._dispatch_error(batch, E.RequestTimedOutError(), None)
+    Producer._sender._dispatch_error(batch, E.NotEnoughReplicasError(), None)
+    assert log.errors(batch.produce_future) == [E.RequestTimedOutError, E.NotEnoughReplicasError]
+    assert len(calls) == 2  # the original still decides
+
+
+def test_producer_settings_follow_the_test() -> None:
+    config = TestConfig(acks="1", retries=0, idempotence=False, request_timeout_ms=3000)
+    s = kafka_python.producer_settings(config, ["127.0.0.1:1"])
+    assert (s["acks"], s["retries"], s["enable_idempotence"], s["request_timeout_ms"]) == (1, 0, False, 3000)
+    assert s["delivery_timeout_ms"] >= 3000
+    c = confluent.producer_settings(TestConfig(acks="all", retries=3, idempotence=True), ["a:1", "b:2"])
+    assert (c["acks"], c["retries"], c["enable.idempotence"], c["bootstrap.servers"]) == (
+        "all",
+        3,
+        True,
+        "a:1,b:2",
+    )
+
+
+def test_values_decode_as_ascii_decimal() -> None:
+    assert decode_value(b"42") == 42
+    assert decode_value(b"x1") == "x1"
+    assert decode_value(None) is None
+    assert describe(E.NotEnoughReplicasError("isr 1 < 2")).startswith("NotEnoughReplicasError")

@@ -1,0 +1,20 @@
+"""Client drivers: kafka-python (the default) and confluent-kafka, behind `base.Driver`."""
+
+from __future__ import annotations
+
+from harness.config import TestConfig
+from harness.errors import BadInput
+from workloads.clients.base import Driver
+
+
+def make_driver(config: TestConfig, bootstrap: list[str]) -> Driver:
+    """The driver the test names (`config.client`); libraries are imported only when chosen."""
+    if config.client == "kafka-python":
+        from workloads.clients.kafka_python import KafkaPythonDriver
+
+        return KafkaPythonDriver(config, bootstrap)
+    if config.client == "confluent-kafka":
+        from workloads.clients.confluent import ConfluentDriver
+
+        return ConfluentDriver(config, bootstrap)
+    raise BadInput(f"config key 'client': unknown client {config.client!r}")

@@ -1,0 +1,96 @@
+"""The small interface every client driver implements, and the outcome of one operation.
+
+A driver turns a library's behaviour into the history's three outcomes. The rule is the
+history contract's: `ok` when the operation happened, `fail` only when it certainly did not
+happen, `info` for everything else. A driver never lets a library exception escape `send`; it
+returns a `SendOutcome`. Consumers raise `ClientError`, whose `definite` flag says whether the
+operation certainly had no effect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, NamedTuple, Protocol
+
+TopicPartition = tuple[str, int]
+OutcomeType = Literal["ok", "fail", "info"]
+
+
+@dataclass(frozen=True)
+class SendOutcome:
+    """What became of one send: `offset` on ok, `error` (text) on fail and info."""
+
+    type: OutcomeType
+    offset: int | None = None
+    error: str | None = None
+
+
+class Record(NamedTuple):
+    """One record a consumer returned; `value` is the decoded integer (or the raw text if not one)."""
+
+    topic: str
+    partition: int
+    offset: int
+    value: int | str | None
+
+
+class ClientError(Exception):
+    """A consumer-side operation failed; `definite` is True when it certainly had no effect."""
+
+    def __init__(self, error: str, definite: bool = False):
+        super().__init__(error)
+        self.error = error
+        self.definite = definite
+
+
+def decode_value(raw: bytes | None) -> int | str | None:
+    """Values travel as ASCII decimal; anything else is kept as text so the checker can name it."""
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return raw.decode("utf-8", errors="replace")
+
+
+def describe(e: BaseException) -> str:
+    """One line naming the error class and its message, for the history's `error` field."""
+    text = str(e)
+    name = type(e).__name__
+    return f"{name}: {text}" if text and text != name else name
+
+
+class Producer(Protocol):
+    def send(self, topic: str, partition: int, value: int) -> SendOutcome:
+        """Send one value and wait for its acknowledgement; never raises."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Consumer(Protocol):
+    def assign(self, partitions: list[TopicPartition], positions: dict[TopicPartition, int] | None) -> None:
+        """Assign exactly these partitions; seek each to `positions[tp]`, or to the beginning."""
+        ...
+
+    def poll(self, timeout_s: float, max_records: int) -> list[Record]: ...
+
+    def positions(self) -> dict[TopicPartition, int]:
+        """The next offset each assigned partition will read (local knowledge, no I/O when known)."""
+        ...
+
+    def end_offsets(self, partitions: list[TopicPartition], timeout_s: float) -> dict[TopicPartition, int]:
+        """Each partition's high watermark as the cluster reports it now."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Driver(Protocol):
+    """A Kafka client library: makes producers and consumers configured from the test."""
+
+    name: str
+
+    def producer(self) -> Producer: ...
+
+    def consumer(self) -> Consumer: ...

@@ -1,0 +1,261 @@
+"""The confluent-kafka driver (librdkafka).
+
+Error mapping for `send` (the history's rule: `fail` only when the write certainly did not happen):
+
+| what happened | outcome |
+|---|---|
+| the delivery report has no error | `ok` with its offset |
+| `produce()` raised (local queue full, unknown partition, bad config): the message was never queued | `fail` |
+| delivery report `_PURGE_QUEUE` (purged before it was ever sent) | `fail` |
+| delivery report with a definite broker error (NOT_ENOUGH_REPLICAS, INVALID_REQUIRED_ACKS, MSG_SIZE_TOO_LARGE, INVALID_MSG, INVALID_RECORD, TOPIC_EXCEPTION, INVALID_TIMESTAMP, topic/cluster authorisation, unsupported version/format) when the producer does not retry (`retries = 0`) | `fail` |
+| the same definite broker error when the producer retries | `info` |
+| anything else: `_MSG_TIMED_OUT`, `_TRANSPORT`, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_FOR_PARTITION, `_PURGE_INFLIGHT`, fatal idempotence errors, no report within the wait | `info` |
+
+Why the retries rule differs from kafka-python's driver: librdkafka retries a message after a
+request timeout or a lost connection (the message is then "possibly persisted") and its delivery
+report only carries the last attempt's error. librdkafka tracks the persistence status
+(`rd_kafka_message_status`) but the Python binding does not expose it, so with retries a
+definite last error cannot prove that no earlier attempt was appended.
+
+Consumers: errors inside `consume()` results that are not fatal (a broker went away, partition
+EOF) are logged and skipped, since librdkafka recovers from them itself; a fatal error or an
+exception maps to `ClientError(definite=False)`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import KafkaError, KafkaException
+
+from harness.config import TestConfig
+from workloads.clients.base import (
+    ClientError,
+    OutcomeType,
+    Record,
+    SendOutcome,
+    TopicPartition,
+    decode_value,
+    describe,
+)
+
+log = logging.getLogger(__name__)
+
+DEFINITE_BROKER_ERRORS = frozenset(
+    {
+        KafkaError.NOT_ENOUGH_REPLICAS,
+        KafkaError.INVALID_REQUIRED_ACKS,
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.INVALID_MSG,
+        KafkaError.INVALID_RECORD,
+        KafkaError.TOPIC_EXCEPTION,
+        KafkaError.INVALID_TIMESTAMP,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        KafkaError.UNSUPPORTED_VERSION,
+    }
+)
+# Local errors reported for messages that never left the client.
+NEVER_SENT_ERRORS = frozenset({KafkaError._PURGE_QUEUE})
+
+
+def classify_delivery_error(code: int, retries: int) -> OutcomeType:
+    """`fail` or `info` for a delivery report carrying this error code."""
+    if code in NEVER_SENT_ERRORS:
+        return "fail"
+    if code in DEFINITE_BROKER_ERRORS and retries == 0:
+        return "fail"
+    return "info"
+
+
+def _error_text(err: Any) -> str:
+    if isinstance(err, KafkaError):
+        return f"{err.name()}: {err.str()}"
+    return str(err)
+
+
+def producer_settings(config: TestConfig, bootstrap: list[str]) -> dict[str, Any]:
+    """librdkafka producer settings from the test: acks, retries, idempotence, timeouts."""
+    request_ms = config.request_timeout_ms
+    return {
+        "bootstrap.servers": ",".join(bootstrap),
+        "acks": config.acks,
+        "enable.idempotence": config.idempotence,
+        "retries": config.retries,
+        "request.timeout.ms": request_ms,
+        "message.timeout.ms": request_ms * (config.retries + 1) + 1000,
+        "socket.timeout.ms": max(request_ms, 10),
+        "linger.ms": 0,
+        "retry.backoff.ms": 100,
+        "reconnect.backoff.max.ms": 1000,
+        "topic.metadata.refresh.interval.ms": 10000,
+        "max.in.flight.requests.per.connection": 5 if config.idempotence else 1,
+        "error_cb": _log_error,
+    }
+
+
+def _log_error(err: KafkaError) -> None:
+    log.debug("librdkafka: %s", _error_text(err))
+
+
+class _Delivery:
+    """The delivery report of one message, handed from the callback to the waiting thread."""
+
+    __slots__ = ("done", "error", "offset")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.error: KafkaError | None = None
+        self.offset: int | None = None
+
+    def __call__(self, err: KafkaError | None, msg: Any) -> None:
+        self.error = err
+        if err is None:
+            self.offset = msg.offset()
+        self.done.set()
+
+
+class ConfluentProducer:
+    def __init__(self, config: TestConfig, bootstrap: list[str]):
+        settings = producer_settings(config, bootstrap)
+        self._retries = config.retries
+        self._wait_s = settings["message.timeout.ms"] / 1000 + 5
+        try:
+            self._producer = confluent_kafka.Producer(settings)
+        except (KafkaException, ValueError) as e:
+            raise ClientError(describe(e), definite=True) from e
+        # One thread serves delivery callbacks, so every sender (the producer may be shared) just
+        # waits on its own report.
+        self._closing = threading.Event()
+        self._poller = threading.Thread(target=self._serve_callbacks, name="confluent-poll", daemon=True)
+        self._poller.start()
+
+    def _serve_callbacks(self) -> None:
+        while not self._closing.is_set():
+            try:
+                self._producer.poll(0.1)
+            except Exception as e:
+                log.debug("producer poll: %s", e)
+
+    def send(self, topic: str, partition: int, value: int) -> SendOutcome:
+        delivery = _Delivery()
+        try:
+            self._producer.produce(
+                topic, value=str(value).encode("ascii"), partition=partition, on_delivery=delivery
+            )
+        except (BufferError, KafkaException, ValueError, TypeError) as e:
+            return SendOutcome("fail", error=describe(e))
+        if not delivery.done.wait(self._wait_s):
+            return SendOutcome("info", error="no delivery report within the wait")
+        if delivery.error is None:
+            return SendOutcome("ok", offset=delivery.offset)
+        err = delivery.error
+        return SendOutcome(classify_delivery_error(err.code(), self._retries), error=_error_text(err))
+
+    def close(self) -> None:
+        self._closing.set()
+        self._poller.join(timeout=2)
+        try:
+            self._producer.flush(2)
+        except Exception as e:
+            log.debug("closing producer: %s", e)
+
+
+class ConfluentConsumer:
+    def __init__(self, config: TestConfig, bootstrap: list[str]):
+        try:
+            self._consumer = confluent_kafka.Consumer(
+                {
+                    "bootstrap.servers": ",".join(bootstrap),
+                    # librdkafka insists on a group id; assign() never joins the group.
+                    "group.id": "strandline-assign-only",
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                    "enable.partition.eof": False,
+                    "fetch.wait.max.ms": 100,
+                    "socket.timeout.ms": max(config.request_timeout_ms, 1000),
+                    "reconnect.backoff.max.ms": 1000,
+                    "topic.metadata.refresh.interval.ms": 10000,
+                    "error_cb": _log_error,
+                }
+            )
+        except (KafkaException, ValueError) as e:
+            raise ClientError(describe(e), definite=True) from e
+        self._assigned: list[TopicPartition] = []
+
+    def assign(self, partitions: list[TopicPartition], positions: dict[TopicPartition, int] | None) -> None:
+        tps = []
+        for t, p in partitions:
+            offset = (positions or {}).get((t, p))
+            tps.append(
+                confluent_kafka.TopicPartition(
+                    t, p, confluent_kafka.OFFSET_BEGINNING if offset is None else offset
+                )
+            )
+        try:
+            self._consumer.assign(tps)
+        except Exception as e:
+            raise ClientError(describe(e)) from e
+        self._assigned = list(partitions)
+
+    def poll(self, timeout_s: float, max_records: int) -> list[Record]:
+        try:
+            messages = self._consumer.consume(num_messages=max_records, timeout=timeout_s)
+        except Exception as e:
+            raise ClientError(describe(e)) from e
+        records: list[Record] = []
+        for m in messages:
+            err = m.error()
+            if err is not None:
+                if err.fatal():
+                    raise ClientError(_error_text(err))
+                log.debug("consumer: %s", _error_text(err))
+                continue
+            records.append(
+                Record(str(m.topic()), int(m.partition() or 0), int(m.offset() or 0), decode_value(m.value()))
+            )
+        return records
+
+    def positions(self) -> dict[TopicPartition, int]:
+        try:
+            tps = self._consumer.position([confluent_kafka.TopicPartition(t, p) for t, p in self._assigned])
+        except Exception as e:
+            log.debug("positions unknown: %s", e)
+            return {}
+        return {(tp.topic, tp.partition): tp.offset for tp in tps if tp.offset >= 0}
+
+    def end_offsets(self, partitions: list[TopicPartition], timeout_s: float) -> dict[TopicPartition, int]:
+        result: dict[TopicPartition, int] = {}
+        for t, p in partitions:
+            try:
+                _low, high = self._consumer.get_watermark_offsets(
+                    confluent_kafka.TopicPartition(t, p), timeout=timeout_s, cached=False
+                )
+            except Exception as e:
+                raise ClientError(describe(e)) from e
+            result[(t, p)] = int(high)
+        return result
+
+    def close(self) -> None:
+        try:
+            self._consumer.close()
+        except Exception as e:
+            log.debug("closing consumer: %s", e)
+
+
+class ConfluentDriver:
+    name = "confluent-kafka"
+
+    def __init__(self, config: TestConfig, bootstrap: list[str]):
+        self.config = config
+        self.bootstrap = bootstrap
+
+    def producer(self) -> ConfluentProducer:
+        return ConfluentProducer(self.config, self.bootstrap)
+
+    def consumer(self) -> ConfluentConsumer:
+        return ConfluentConsumer(self.config, self.bootstrap)

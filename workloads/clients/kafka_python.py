@@ -1,0 +1,276 @@
+"""The kafka-python driver (the default).
+
+Error mapping for `send` (the history's rule: `fail` only when the write certainly did not happen):
+
+| what happened | outcome |
+|---|---|
+| the acknowledgement arrived (`RecordMetadata`) | `ok` with its offset |
+| `send()` raised before the record entered the producer's buffer (metadata not available within `max_block_ms`, closed producer, serialisation) | `fail` |
+| the broker answered every attempt of the record's batch with a definite error, i.e. one it returns before appending: NOT_ENOUGH_REPLICAS, INVALID_REQUIRED_ACKS, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TOPIC, INVALID_TIMESTAMP, topic/cluster authorisation, unsupported version/format | `fail` |
+| any attempt of the batch ended ambiguously (connection lost, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER — Kafka also returns it for a record already appended when leadership moved while waiting for acks=all —, KAFKA_STORAGE_ERROR, UNKNOWN_SERVER_ERROR, sequence errors, the batch expiring in flight or in the buffer), then whatever the final error | `info` |
+| our own wait for the future timed out, or anything unexpected | `info` |
+
+kafka-python retries retriable errors (NOT_ENOUGH_REPLICAS among them) itself, and its future
+only reports the last attempt's error. So that a retried batch whose first attempt timed out is
+never called `fail`, the driver records the error of every attempt of every batch by wrapping the
+producer's sender (`Sender._dispatch_error`, the single place where kafka-python decides a
+failed attempt's fate). If that hook is missing (another kafka-python version), a final definite
+error counts as `fail` only when the producer does not retry (`retries = 0`).
+
+Consumers: `assign` is local to the client (no I/O) and `poll` raising means the consumer's
+position is no longer known, so both map any exception to `ClientError(definite=False)`; the
+workload journals it as `info` and replaces the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import errors as kafka_errors
+from kafka.structs import TopicPartition as KTopicPartition
+
+from harness.config import TestConfig
+from workloads.clients.base import (
+    ClientError,
+    OutcomeType,
+    Record,
+    SendOutcome,
+    TopicPartition,
+    decode_value,
+    describe,
+)
+
+log = logging.getLogger(__name__)
+
+# Errors a broker returns before it appends anything (Kafka's produce path checks these first).
+DEFINITE_BROKER_ERRORS: tuple[type[BaseException], ...] = (
+    kafka_errors.NotEnoughReplicasError,
+    kafka_errors.InvalidRequiredAcksError,
+    kafka_errors.MessageSizeTooLargeError,
+    kafka_errors.RecordListTooLargeError,
+    kafka_errors.CorruptRecordError,
+    kafka_errors.InvalidRecordError,
+    kafka_errors.InvalidTopicError,
+    kafka_errors.InvalidTimestampError,
+    kafka_errors.TopicAuthorizationFailedError,
+    kafka_errors.ClusterAuthorizationFailedError,
+    kafka_errors.UnsupportedForMessageFormatError,
+    kafka_errors.UnsupportedVersionError,
+)
+
+
+def is_definite(error_cls: type[BaseException]) -> bool:
+    """Whether one attempt that ended with this error certainly appended nothing."""
+    return issubclass(error_cls, DEFINITE_BROKER_ERRORS)
+
+
+def classify_send_error(
+    attempt_errors: list[type[BaseException]] | None, final: BaseException, retries: int
+) -> OutcomeType:
+    """`fail` or `info` for a send whose future failed with `final`.
+
+    `attempt_errors` is the error of every attempt of the batch as the sender saw it, or None when
+    the attempts could not be observed.
+    """
+    if not is_definite(type(final)):
+        return "info"
+    if attempt_errors is None:
+        return "fail" if retries == 0 else "info"
+    if not attempt_errors:  # failed without any attempt reaching the dispatcher: never sent
+        return "info"
+    return "fail" if all(is_definite(e) for e in attempt_errors) else "info"
+
+
+class AttemptLog:
+    """The error of every failed attempt, per batch (keyed by the batch's produce future)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._errors: dict[int, tuple[Any, list[type[BaseException]]]] = {}
+
+    def record(self, produce_future: Any, error_cls: type[BaseException]) -> None:
+        with self._lock:
+            entry = self._errors.get(id(produce_future))
+            if entry is None or entry[0] is not produce_future:
+                entry = (produce_future, [])
+                self._errors[id(produce_future)] = entry
+            entry[1].append(error_cls)
+
+    def errors(self, produce_future: Any) -> list[type[BaseException]]:
+        with self._lock:
+            entry = self._errors.get(id(produce_future))
+            if entry is None or entry[0] is not produce_future:
+                return []
+            return list(entry[1])
+
+    def prune(self) -> None:
+        """Forget batches that are complete (their futures are done and were read)."""
+        with self._lock:
+            for key in [k for k, (f, _) in self._errors.items() if getattr(f, "is_done", False)]:
+                del self._errors[key]
+
+
+def _hook_sender(producer: KafkaProducer, attempts: AttemptLog) -> bool:
+    sender = getattr(producer, "_sender", None)
+    original: Callable[..., Any] | None = getattr(sender, "_dispatch_error", None)
+    if sender is None or original is None:
+        log.warning("kafka-python sender hook unavailable; definite send errors count only with retries=0")
+        return False
+
+    def dispatch_error(batch: Any, exception: BaseException, partition_response: Any) -> Any:
+        try:
+            attempts.record(batch.produce_future, type(exception))
+        except Exception:  # never break the sender thread
+            log.exception("recording a produce attempt failed")
+        return original(batch, exception, partition_response)
+
+    sender._dispatch_error = dispatch_error
+    return True
+
+
+def _acks(acks: str) -> int | str:
+    return "all" if acks == "all" else int(acks)
+
+
+def producer_settings(config: TestConfig, bootstrap: list[str]) -> dict[str, Any]:
+    """KafkaProducer settings from the test: acks, retries, idempotence, timeouts."""
+    request_ms = config.request_timeout_ms
+    return {
+        "bootstrap_servers": bootstrap,
+        "acks": _acks(config.acks),
+        "retries": config.retries,
+        "enable_idempotence": config.idempotence,
+        "request_timeout_ms": request_ms,
+        # One op must end in bounded time: every attempt may take a request timeout.
+        "delivery_timeout_ms": request_ms * (config.retries + 1) + 1000,
+        "max_block_ms": request_ms,
+        "linger_ms": 0,
+        "retry_backoff_ms": 100,
+        "reconnect_backoff_max_ms": 1000,
+        "metadata_max_age_ms": 10000,
+        "metrics_enabled": False,
+        "max_in_flight_requests_per_connection": 5 if config.idempotence else 1,
+    }
+
+
+class KafkaPythonProducer:
+    def __init__(self, config: TestConfig, bootstrap: list[str]):
+        settings = producer_settings(config, bootstrap)
+        self._retries = config.retries
+        self._wait_s = settings["delivery_timeout_ms"] / 1000 + 5
+        self._producer = KafkaProducer(**settings)
+        self._attempts = AttemptLog()
+        self._observed = _hook_sender(self._producer, self._attempts)
+        self._sends = 0
+
+    def send(self, topic: str, partition: int, value: int) -> SendOutcome:
+        try:
+            future = self._producer.send(topic, value=str(value).encode("ascii"), partition=partition)
+        except Exception as e:  # raised before the record entered the buffer: nothing was sent
+            return SendOutcome("fail", error=describe(e))
+        try:
+            metadata = future.get(timeout=self._wait_s)
+            return SendOutcome("ok", offset=metadata.offset)
+        except kafka_errors.KafkaError as e:
+            if not future.is_done:  # our own wait timed out
+                return SendOutcome("info", error=describe(e))
+            attempt_errors = self._attempts.errors(future._produce_future) if self._observed else None
+            return SendOutcome(classify_send_error(attempt_errors, e, self._retries), error=describe(e))
+        except Exception as e:
+            return SendOutcome("info", error=describe(e))
+        finally:
+            self._sends += 1
+            if self._sends % 1000 == 0:
+                self._attempts.prune()
+
+    def close(self) -> None:
+        try:
+            self._producer.close(timeout=2)
+        except Exception as e:
+            log.debug("closing producer: %s", e)
+
+
+class KafkaPythonConsumer:
+    def __init__(self, config: TestConfig, bootstrap: list[str]):
+        self._consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            request_timeout_ms=max(config.request_timeout_ms, 1000),
+            fetch_max_wait_ms=100,
+            retry_backoff_ms=100,
+            reconnect_backoff_max_ms=1000,
+            metadata_max_age_ms=10000,
+            metrics_enabled=False,
+        )
+        self._assigned: list[KTopicPartition] = []
+
+    def assign(self, partitions: list[TopicPartition], positions: dict[TopicPartition, int] | None) -> None:
+        try:
+            tps = [KTopicPartition(t, p) for t, p in partitions]
+            self._consumer.assign(tps)
+            self._assigned = tps
+            for tp in tps:
+                offset = (positions or {}).get((tp.topic, tp.partition))
+                if offset is None:
+                    self._consumer.seek_to_beginning(tp)
+                else:
+                    self._consumer.seek(tp, offset)
+        except Exception as e:
+            raise ClientError(describe(e)) from e
+
+    def poll(self, timeout_s: float, max_records: int) -> list[Record]:
+        try:
+            batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        except Exception as e:
+            raise ClientError(describe(e)) from e
+        records: list[Record] = []
+        for tp, messages in batches.items():
+            for m in messages:
+                records.append(Record(tp.topic, tp.partition, m.offset, decode_value(m.value)))
+        return records
+
+    def positions(self) -> dict[TopicPartition, int]:
+        result: dict[TopicPartition, int] = {}
+        for tp in self._assigned:
+            try:
+                result[(tp.topic, tp.partition)] = self._consumer.position(tp, timeout_ms=1000)
+            except Exception as e:
+                log.debug("position of %s unknown: %s", tp, e)
+        return result
+
+    def end_offsets(self, partitions: list[TopicPartition], timeout_s: float) -> dict[TopicPartition, int]:
+        try:
+            ends = self._consumer.end_offsets(
+                [KTopicPartition(t, p) for t, p in partitions], timeout_ms=int(timeout_s * 1000)
+            )
+        except TypeError:  # older signature without timeout_ms
+            ends = self._consumer.end_offsets([KTopicPartition(t, p) for t, p in partitions])
+        except Exception as e:
+            raise ClientError(describe(e)) from e
+        return {(tp.topic, tp.partition): int(off) for tp, off in ends.items()}
+
+    def close(self) -> None:
+        try:
+            self._consumer.close()
+        except Exception as e:
+            log.debug("closing consumer: %s", e)
+
+
+class KafkaPythonDriver:
+    name = "kafka-python"
+
+    def __init__(self, config: TestConfig, bootstrap: list[str]):
+        self.config = config
+        self.bootstrap = bootstrap
+
+    def producer(self) -> KafkaPythonProducer:
+        return KafkaPythonProducer(self.config, self.bootstrap)
+
+    def consumer(self) -> KafkaPythonConsumer:
+        return KafkaPythonConsumer(self.config, self.bootstrap)

@@ -1,0 +1,233 @@
+"""The final drain: after the faults are healed, read every partition up to its high watermark.
+
+A fresh client process assigns every partition from the beginning and polls until each partition
+has been read up to its end offset as the cluster reports it (ListOffsets latest, i.e. the high
+watermark; asked until two answers agree, and asked again once reached, in case late retries moved
+it). The drain is journaled as ordinary assign/poll operations. If a client errors, the process is
+replaced (a new number) and resumes at the positions already read. If the time bound passes first,
+the result says so (`complete=False` and why): the checker must then say `unknown`, never `valid`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.config import TestConfig
+from workloads.clients import make_driver
+from workloads.clients.base import ClientError, Consumer, TopicPartition, describe
+from workloads.generator import topic_partitions
+from workloads.history import HistoryWriter
+from workloads.processes import process_numbers
+from workloads.queue import records_json
+
+log = logging.getLogger(__name__)
+
+DRAIN_POLL_TIMEOUT_S = 0.5
+DRAIN_MAX_RECORDS = 1000
+STABLE_GAP_S = 0.2
+
+
+@dataclass
+class DrainResult:
+    """Whether every partition was read to its high watermark; `per_partition` keys are `topic/p`."""
+
+    complete: bool
+    per_partition: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reason: str = ""
+    seconds: float = 0.0
+    records: int = 0
+    processes: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def write(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=2) + "\n")
+
+
+def _key(tp: TopicPartition) -> str:
+    return f"{tp[0]}/{tp[1]}"
+
+
+class _Drainer:
+    def __init__(self, config: TestConfig, bootstrap: list[str], history: HistoryWriter, deadline: float):
+        self.driver = make_driver(config, bootstrap)
+        self.history = history
+        self.deadline = deadline
+        self.numbers = process_numbers(history)
+        self.partitions = topic_partitions(config.topics, config.partitions)
+        self.read_up_to: dict[TopicPartition, int] = {}
+        self.records = 0
+        self.processes: list[int] = []
+        self.consumer: Consumer | None = None
+        self.process = -1
+        self.last_error = ""
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def _crash(self, error: str) -> None:
+        self.last_error = error
+        if self.consumer is not None:
+            self.consumer.close()
+        self.consumer = None
+
+    def _open(self) -> bool:
+        """A fresh process with a consumer assigned to every partition; False if not possible yet."""
+        try:
+            consumer = self.driver.consumer()
+        except Exception as e:
+            self.last_error = describe(e)
+            return False
+        self.process = self.numbers.next()
+        self.processes.append(self.process)
+        positions = {tp: o for tp, o in self.read_up_to.items() if o > 0}
+        invoke: dict[str, Any] = {
+            "process": self.process,
+            "type": "invoke",
+            "f": "assign",
+            "partitions": [[t, p] for t, p in self.partitions],
+            "seek": "position" if positions else "beginning",
+        }
+        if positions:
+            invoke["positions"] = [[t, p, o] for (t, p), o in sorted(positions.items())]
+        self.history.append(invoke)
+        try:
+            consumer.assign(self.partitions, positions)
+        except Exception as e:
+            error = e.error if isinstance(e, ClientError) else describe(e)
+            self.history.append({**invoke, "type": "info", "error": error})
+            consumer.close()
+            self.last_error = error
+            return False
+        self.history.append({**invoke, "type": "ok"})
+        self.consumer = consumer
+        return True
+
+    def end_offsets(self) -> dict[TopicPartition, int] | None:
+        """End offsets once two answers in a row agree, or None when the deadline passes first."""
+        previous: dict[TopicPartition, int] | None = None
+        while self.remaining() > 0:
+            if self.consumer is None and not self._open():
+                time.sleep(min(0.5, max(self.remaining(), 0)))
+                continue
+            assert self.consumer is not None
+            try:
+                current = self.consumer.end_offsets(
+                    self.partitions, timeout_s=max(1.0, min(5.0, self.remaining()))
+                )
+            except ClientError as e:
+                self.last_error = e.error
+                previous = None
+                time.sleep(min(0.5, max(self.remaining(), 0)))
+                continue
+            if set(current) != set(self.partitions):
+                self.last_error = "end offsets missing for some partitions"
+                previous = None
+            elif current == previous:
+                return current
+            else:
+                previous = current
+            time.sleep(min(STABLE_GAP_S, max(self.remaining(), 0)))
+        return None
+
+    def poll_once(self) -> None:
+        assert self.consumer is not None
+        invoke = {"process": self.process, "type": "invoke", "f": "poll"}
+        self.history.append(invoke)
+        try:
+            records = self.consumer.poll(DRAIN_POLL_TIMEOUT_S, DRAIN_MAX_RECORDS)
+        except Exception as e:
+            error = e.error if isinstance(e, ClientError) else describe(e)
+            self.history.append({**invoke, "type": "info", "error": error})
+            self._crash(error)
+            return
+        self.history.append({**invoke, "type": "ok", "records": records_json(records)})
+        self.records += len(records)
+        for r in records:
+            tp = (r.topic, r.partition)
+            self.read_up_to[tp] = max(self.read_up_to.get(tp, 0), r.offset + 1)
+        # Offsets may have gaps (e.g. control records in real Kafka); the client's position knows.
+        for tp, position in self.consumer.positions().items():
+            if tp in self.read_up_to or position > 0:
+                self.read_up_to[tp] = max(self.read_up_to.get(tp, 0), position)
+
+    def behind(self, targets: dict[TopicPartition, int]) -> list[TopicPartition]:
+        return [tp for tp in self.partitions if self.read_up_to.get(tp, 0) < targets[tp]]
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None
+
+
+def final_drain(
+    config: TestConfig,
+    bootstrap: list[str],
+    history: HistoryWriter,
+    timeout: float,
+    *,
+    path: str | Path | None = None,
+) -> DrainResult:
+    """Read every partition to its high watermark within `timeout` seconds; write `path` if given."""
+    started = time.monotonic()
+    drainer = _Drainer(config, bootstrap, history, started + timeout)
+    targets: dict[TopicPartition, int] | None = None
+    complete = False
+    reason = ""
+    try:
+        targets = drainer.end_offsets()
+        while targets is not None and drainer.remaining() > 0:
+            if drainer.behind(targets):
+                if drainer.consumer is None and not drainer._open():
+                    time.sleep(min(0.5, max(drainer.remaining(), 0)))
+                    continue
+                drainer.poll_once()
+                continue
+            # Reached: confirm the high watermarks did not move meanwhile.
+            again = drainer.end_offsets()
+            if again is None:
+                break
+            if again == targets:
+                complete = True
+                break
+            targets = {tp: max(targets[tp], again[tp]) for tp in targets}
+    finally:
+        drainer.close()
+    if not complete:
+        if targets is None:
+            reason = f"high watermarks unknown within {timeout:g} s"
+        else:
+            late = ", ".join(
+                f"{_key(tp)} read to {drainer.read_up_to.get(tp, 0)} of {targets[tp]}"
+                for tp in drainer.behind(targets)
+            )
+            reason = f"time bound of {timeout:g} s passed" + (
+                f"; not read to the high watermark: {late}" if late else ""
+            )
+        if drainer.last_error:
+            reason += f" (last error: {drainer.last_error})"
+    per_partition = {
+        _key(tp): {
+            "high_watermark": None if targets is None else targets[tp],
+            "read_to": drainer.read_up_to.get(tp, 0),
+        }
+        for tp in drainer.partitions
+    }
+    result = DrainResult(
+        complete=complete,
+        per_partition=per_partition,
+        reason=reason,
+        seconds=round(time.monotonic() - started, 3),
+        records=drainer.records,
+        processes=drainer.processes,
+    )
+    if path is not None:
+        result.write(path)
+    log.info("final drain: complete=%s %s", complete, reason)
+    return result

@@ -1,0 +1,277 @@
+"""The queue workload: client processes send unique integers and poll them back through assign.
+
+Each of `config.concurrency` threads is a client slot. A slot runs one client process at a time;
+the process journals every operation as an invoke and exactly one completion. When an operation
+ends `info` (outcome unknown: the client may be in any state), the slot closes its consumer,
+takes a new process number, and its next operation is a fresh assign — Jepsen's rule that a
+crashed process is never reused.
+
+By default the slots share one producer (the library's producer is thread-safe and batches
+concurrent sends into one request per partition, which is what lets a Python controller drive
+thousands of acknowledged sends per second); `shared_producer=False` gives each process its own
+producer, replaced on a crash, as Jepsen's clients do.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from harness.config import TestConfig
+from harness.errors import BadInput, InfrastructureError
+from workloads.clients import make_driver
+from workloads.clients.base import (
+    ClientError,
+    Consumer,
+    Driver,
+    Producer,
+    Record,
+    SendOutcome,
+    TopicPartition,
+    describe,
+)
+from workloads.generator import Op, SlotGenerator, slot_generators
+from workloads.history import HistoryWriter
+from workloads.processes import ProcessNumbers, process_numbers
+from workloads.progress import LiveProgress
+from workloads.stats import WorkloadStats
+
+log = logging.getLogger(__name__)
+
+POLL_TIMEOUT_S = 0.1
+MAX_POLL_RECORDS = 100
+# When a slot falls this far behind its schedule, it forgets the debt instead of bursting.
+MAX_SCHEDULE_DEBT_S = 1.0
+
+
+def records_json(records: list[Record]) -> list[dict[str, Any]]:
+    return [
+        {"topic": r.topic, "partition": r.partition, "offset": r.offset, "value": r.value} for r in records
+    ]
+
+
+def make_producer(driver: Driver) -> Producer:
+    """A producer, or a clear error: bad settings are the user's, anything else infrastructure."""
+    try:
+        return driver.producer()
+    except ClientError as e:
+        raise BadInput(f"cannot create a {driver.name} producer: {e.error}") from None
+    except Exception as e:
+        if type(e).__name__ == "KafkaConfigurationError":
+            raise BadInput(f"producer settings rejected by {driver.name}: {e}") from None
+        raise InfrastructureError(
+            f"cannot create a {driver.name} producer: {type(e).__name__}: {e}"
+        ) from None
+
+
+class Slot:
+    """One client slot: runs its generator's operations, one process at a time."""
+
+    def __init__(
+        self,
+        gen: SlotGenerator,
+        driver: Driver,
+        history: HistoryWriter,
+        stats: WorkloadStats,
+        numbers: ProcessNumbers,
+        rate: float,
+        shared_producer: Producer | None,
+    ):
+        self.gen = gen
+        self.driver = driver
+        self.history = history
+        self.stats = stats
+        self.numbers = numbers
+        self.rate = rate
+        self.shared_producer = shared_producer
+        self.producer: Producer | None = shared_producer
+        self.consumer: Consumer | None = None
+        self.process = self._new_process()
+        # Where this slot's reads of each partition got to: `seek: position` resumes there.
+        self.read_up_to: dict[TopicPartition, int] = {}
+
+    def _new_process(self) -> int:
+        number = self.numbers.next()
+        with self.stats._lock:
+            self.stats.processes += 1
+        return number
+
+    def run(self, stop: threading.Event) -> None:
+        next_at = time.monotonic()
+        op: Op | None = None
+        while not stop.is_set():
+            if op is None:
+                op = self.gen.next_op()
+                next_at += self.gen.next_delay(self.rate)
+            now = time.monotonic()
+            if next_at > now:
+                if stop.wait(next_at - now):
+                    break
+            elif now - next_at > MAX_SCHEDULE_DEBT_S:
+                next_at = now
+            if not self._ensure_clients(op, stop):
+                continue  # the same op again once a client can be made
+            self.execute(op)
+            op = None
+        self.close()
+
+    def _ensure_clients(self, op: Op, stop: threading.Event) -> bool:
+        try:
+            if op.kind == "send" and self.producer is None:
+                self.producer = self.driver.producer()
+            if op.kind in ("assign", "poll") and self.consumer is None:
+                self.consumer = self.driver.consumer()
+            return True
+        except Exception as e:  # not journaled: no operation was invoked
+            log.info("slot %d: cannot create a client yet: %s", self.gen.slot, e)
+            stop.wait(0.5)
+            return False
+
+    def execute(self, op: Op) -> None:
+        if op.kind == "send":
+            self._send(op)
+        elif op.kind == "poll":
+            self._poll()
+        else:
+            self._assign(op)
+
+    def _send(self, op: Op) -> None:
+        assert self.producer is not None
+        invoke = {
+            "process": self.process,
+            "type": "invoke",
+            "f": "send",
+            "topic": op.topic,
+            "partition": op.partition,
+            "value": op.value,
+        }
+        self.history.append(invoke)
+        started = time.monotonic()
+        try:
+            outcome = self.producer.send(op.topic, op.partition, op.value)
+        except Exception as e:  # a driver must not raise; if it does, the outcome is unknown
+            outcome = SendOutcome("info", error=describe(e))
+        completion: dict[str, Any] = {**invoke, "type": outcome.type}
+        if outcome.type == "ok":
+            completion["offset"] = outcome.offset
+        else:
+            completion["error"] = outcome.error
+        self.history.append(completion)
+        self.stats.completed("send", outcome.type, time.monotonic() - started)
+        if outcome.type == "info":
+            self._crash()
+
+    def _poll(self) -> None:
+        assert self.consumer is not None
+        invoke = {"process": self.process, "type": "invoke", "f": "poll"}
+        self.history.append(invoke)
+        started = time.monotonic()
+        try:
+            records = self.consumer.poll(POLL_TIMEOUT_S, MAX_POLL_RECORDS)
+        except Exception as e:
+            error = e.error if isinstance(e, ClientError) else describe(e)
+            self.history.append({**invoke, "type": "info", "error": error})
+            self.stats.completed("poll", "info", time.monotonic() - started)
+            self._crash()
+            return
+        self.history.append({**invoke, "type": "ok", "records": records_json(records)})
+        self.stats.completed("poll", "ok", time.monotonic() - started, records=len(records))
+        for r in records:
+            key = (r.topic, r.partition)
+            if r.offset + 1 > self.read_up_to.get(key, 0):
+                self.read_up_to[key] = r.offset + 1
+
+    def _assign(self, op: Op) -> None:
+        assert self.consumer is not None
+        partitions = list(op.partitions)
+        positions: dict[TopicPartition, int] = {}
+        invoke: dict[str, Any] = {
+            "process": self.process,
+            "type": "invoke",
+            "f": "assign",
+            "partitions": [[t, p] for t, p in partitions],
+            "seek": op.seek,
+        }
+        if op.seek == "position":
+            positions = {tp: self.read_up_to[tp] for tp in partitions if tp in self.read_up_to}
+            invoke["positions"] = [[t, p, o] for (t, p), o in sorted(positions.items())]
+        self.history.append(invoke)
+        started = time.monotonic()
+        try:
+            self.consumer.assign(partitions, positions)
+        except Exception as e:
+            definite = isinstance(e, ClientError) and e.definite
+            outcome = "fail" if definite else "info"
+            error = e.error if isinstance(e, ClientError) else describe(e)
+            self.history.append({**invoke, "type": outcome, "error": error})
+            self.stats.completed("assign", outcome, time.monotonic() - started)
+            if outcome == "info":
+                self._crash()
+            return
+        self.history.append({**invoke, "type": "ok"})
+        self.stats.completed("assign", "ok", time.monotonic() - started)
+
+    def _crash(self) -> None:
+        """The process's client is in an unknown state: replace it under a new process number."""
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None
+        if self.producer is not None and self.producer is not self.shared_producer:
+            self.producer.close()
+            self.producer = None
+        self.process = self._new_process()
+        self.gen.crashed()
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None
+        if self.producer is not None and self.producer is not self.shared_producer:
+            self.producer.close()
+            self.producer = None
+
+
+def run_workload(
+    config: TestConfig,
+    bootstrap: list[str],
+    history: HistoryWriter,
+    stop_event: threading.Event,
+    progress: LiveProgress | None = None,
+    *,
+    shared_producer: bool = True,
+) -> WorkloadStats:
+    """Drive `config.concurrency` client processes at `config.rate` ops/s until `stop_event` is set."""
+    driver = make_driver(config, bootstrap)
+    stats = WorkloadStats()
+    numbers = process_numbers(history)
+    shared = make_producer(driver) if shared_producer else None
+    slots = [
+        Slot(gen, driver, history, stats, numbers, config.rate, shared)
+        for gen in slot_generators(config.seed, config.concurrency, config.topics, config.partitions)
+    ]
+    started_progress = False
+    if progress is not None:
+        progress.attach(stats)
+        started_progress = progress.start()
+    threads = [
+        threading.Thread(target=slot.run, args=(stop_event,), name=f"client-{slot.gen.slot}", daemon=True)
+        for slot in slots
+    ]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        stop_event.set()
+        for t in threads:
+            t.join()
+        if shared is not None:
+            shared.close()
+        stats.finish()
+        if progress is not None and started_progress:
+            progress.stop()
+    log.info("workload finished: %s", stats.as_dict())
+    return stats
