@@ -1,0 +1,414 @@
+"""Kafka API handlers: a decoded request in, a response dict (or None for acks=0) out.
+
+Handlers know the ReplicaManager and the ClusterMetadata, never sockets. Responses are dicts
+turned into the right kio version by broker.protocol.build_response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from broker import protocol as p
+from broker.config import BrokerConfig
+from broker.metadata import (
+    INVALID_PARTITIONS,
+    INVALID_REPLICATION_FACTOR,
+    INVALID_TOPIC_EXCEPTION,
+    ClusterMetadata,
+    TopicCreation,
+    validate_topic_name,
+)
+from broker.replica_manager import (
+    DEBUG_REPLICA_ID,
+    LEADER_NOT_AVAILABLE,
+    NONE,
+    NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    Partition,
+    ReplicaManager,
+)
+from broker.replication import Role
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[p.Request], Awaitable[Any]]
+UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+CLUSTER_AUTHORIZATION_FAILED = 31
+REPLICA_NOT_AVAILABLE = 9
+
+
+def millis(value: Any) -> int:
+    """kio hands durations over as timedelta; the wire has milliseconds."""
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
+
+
+class ApiHandlers:
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, metadata: ClusterMetadata) -> None:
+        self.config = config
+        self.replicas = replicas
+        self.metadata = metadata
+        self.versions: dict[int, tuple[int, int]] = dict(p.CORE_VERSIONS)
+        self._handlers: dict[int, Handler] = {
+            p.API_PRODUCE: self.produce,
+            p.API_FETCH: self.fetch,
+            p.API_LIST_OFFSETS: self.list_offsets,
+            p.API_METADATA: self.metadata_request,
+            p.API_API_VERSIONS: self.api_versions,
+            p.API_CREATE_TOPICS: self.create_topics,
+            p.API_INIT_PRODUCER_ID: self.init_producer_id,
+            p.API_OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
+        }
+
+    def register(self, api_key: int, versions: tuple[int, int], handler: Handler) -> None:
+        """Extra APIs (the group coordinator) plug in here."""
+        self.versions[api_key] = versions
+        self._handlers[api_key] = handler
+
+    async def handle(self, request: p.Request) -> Any:
+        """Returns the response body (a kio dataclass) or None when no response is due."""
+        data = await self._handlers[request.api_key](request)
+        if data is None:
+            return None
+        if isinstance(data, dict):
+            return p.build_response(request.api_key, request.api_version, data)
+        return data
+
+    # --- ApiVersions ----------------------------------------------------------------------------
+    async def api_versions(self, request: p.Request) -> dict[str, Any]:
+        return {
+            "error_code": NONE,
+            "api_keys": [
+                {"api_key": key, "min_version": low, "max_version": high}
+                for key, (low, high) in sorted(self.versions.items())
+            ],
+        }
+
+    # --- Metadata -------------------------------------------------------------------------------
+    async def metadata_request(self, request: p.Request) -> dict[str, Any]:
+        body = request.body
+        all_topics = self.metadata.topics()
+        if body.topics is None or (request.api_version == 0 and not body.topics):
+            names = sorted(all_topics)
+        else:
+            names = [t.name for t in body.topics if t.name is not None]
+        auto_create = self.config.auto_create_topics and getattr(body, "allow_auto_topic_creation", True)
+        topics = []
+        for name in names:
+            if name not in all_topics and auto_create and validate_topic_name(name) is None:
+                await self.metadata.create_topic(
+                    TopicCreation(name, self.config.num_partitions, self.config.default_replication_factor),
+                    timeout_ms=2000,
+                )
+                all_topics = self.metadata.topics()
+            topics.append(self._topic_metadata(name, all_topics.get(name)))
+        brokers = self.metadata.brokers()
+        return {
+            "brokers": [
+                {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None}
+                for b in brokers.values()
+            ],
+            "cluster_id": self.metadata.cluster_id(),
+            "controller_id": self.metadata.controller_id(),
+            "topics": topics,
+        }
+
+    def _topic_metadata(self, name: str, assignment: dict[int, tuple[int, ...]] | None) -> dict[str, Any]:
+        if assignment is None:
+            return {
+                "error_code": UNKNOWN_TOPIC_OR_PARTITION,
+                "name": name,
+                "topic_id": uuid.UUID(int=0),
+                "partitions": [],
+            }
+        live = self.metadata.brokers()
+        partitions = []
+        for index, replicas in sorted(assignment.items()):
+            state = self.metadata.partition_state(name, index)
+            if state is None or state.leader < 0 or state.leader not in live:
+                error, leader, epoch, isr = (
+                    LEADER_NOT_AVAILABLE,
+                    -1,
+                    state.leader_epoch if state else -1,
+                    state.isr if state else (),
+                )
+            else:
+                error, leader, epoch, isr = NONE, state.leader, state.leader_epoch, state.isr
+            partitions.append(
+                {
+                    "error_code": error,
+                    "partition_index": index,
+                    "leader_id": leader,
+                    "leader_epoch": epoch,
+                    "replica_nodes": list(replicas),
+                    "isr_nodes": list(isr),
+                    "offline_replicas": [r for r in replicas if r not in live],
+                }
+            )
+        return {
+            "error_code": NONE,
+            "name": name,
+            "topic_id": self.metadata.topic_id(name),
+            "is_internal": False,
+            "partitions": partitions,
+            "topic_authorized_operations": -2147483648,
+        }
+
+    # --- CreateTopics ---------------------------------------------------------------------------
+    async def create_topics(self, request: p.Request) -> dict[str, Any]:
+        body = request.body
+        timeout = millis(body.timeout)
+        results = []
+        jobs = []
+        for topic in body.topics:
+            jobs.append(self._create_one(topic, timeout, getattr(body, "validate_only", False)))
+        for topic, (error, message, partitions, rf) in zip(
+            body.topics, await asyncio.gather(*jobs), strict=True
+        ):
+            results.append(
+                {
+                    "name": topic.name,
+                    "topic_id": self.metadata.topic_id(topic.name),
+                    "error_code": error,
+                    "error_message": message,
+                    "num_partitions": partitions,
+                    "replication_factor": rf,
+                    "configs": [],
+                }
+            )
+        return {"topics": results}
+
+    async def _create_one(
+        self, topic: Any, timeout_ms: int, validate_only: bool
+    ) -> tuple[int, str | None, int, int]:
+        problem = validate_topic_name(topic.name)
+        if problem:
+            return INVALID_TOPIC_EXCEPTION, problem, -1, -1
+        assignment = None
+        if topic.assignments:
+            assignment = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+            partitions = len(assignment)
+            rf = len(next(iter(assignment.values())))
+        else:
+            partitions = topic.num_partitions if topic.num_partitions != -1 else self.config.num_partitions
+            rf = (
+                topic.replication_factor
+                if topic.replication_factor != -1
+                else self.config.default_replication_factor
+            )
+        if partitions <= 0:
+            return INVALID_PARTITIONS, "Number of partitions must be larger than 0.", -1, -1
+        if rf <= 0:
+            return INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.", -1, -1
+        if validate_only:
+            return NONE, None, partitions, rf
+        error, message = await self.metadata.create_topic(
+            TopicCreation(topic.name, partitions, rf, assignment), timeout_ms
+        )
+        return error, message, partitions, rf
+
+    # --- InitProducerId -------------------------------------------------------------------------
+    async def init_producer_id(self, request: p.Request) -> dict[str, Any]:
+        body = request.body
+        if body.transactional_id is not None:
+            # no transactions: the coordinator a transactional producer needs does not exist here
+            return {"error_code": CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1, "producer_epoch": -1}
+        old_id = getattr(body, "producer_id", -1)
+        old_epoch = getattr(body, "producer_epoch", -1)
+        if old_id >= 0 and 0 <= old_epoch < 32766:
+            return {"error_code": NONE, "producer_id": old_id, "producer_epoch": old_epoch + 1}
+        producer_id = await self.metadata.allocate_producer_id()
+        return {"error_code": NONE, "producer_id": producer_id, "producer_epoch": 0}
+
+    # --- Produce --------------------------------------------------------------------------------
+    async def produce(self, request: p.Request) -> dict[str, Any] | None:
+        body = request.body
+        acks = body.acks
+        timeout = millis(body.timeout)
+        jobs = []
+        names = []
+        for topic in body.topic_data:
+            for part in topic.partition_data:
+                names.append((topic.name, part.index))
+                jobs.append(self.replicas.produce(topic.name, part.index, part.records, acks, timeout))
+        results = await asyncio.gather(*jobs)
+        if acks == 0:
+            return None
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (name, index), result in zip(names, results, strict=True):
+            by_topic.setdefault(name, []).append(
+                {
+                    "index": index,
+                    "error_code": result.error,
+                    "base_offset": result.base_offset,
+                    "log_start_offset": result.log_start_offset,
+                    "record_errors": [],
+                }
+            )
+        return {"responses": [{"name": n, "partition_responses": parts} for n, parts in by_topic.items()]}
+
+    # --- Fetch ----------------------------------------------------------------------------------
+    async def fetch(self, request: p.Request) -> dict[str, Any]:
+        body = request.body
+        replica_id = body.replica_id
+        max_wait = millis(body.max_wait) / 1000.0
+        max_bytes = body.max_bytes if request.api_version >= 3 else 2**31 - 1
+        wake = asyncio.Event()
+        watched: list[Partition] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait
+        try:
+            result, found = self._fetch_once(body, replica_id, max_bytes, watched)
+            for partition in watched:
+                partition.data_waiters.add(wake)
+            while found < body.min_bytes and not self._has_error(result):
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                wake.clear()
+                try:
+                    await asyncio.wait_for(wake.wait(), remaining)
+                except TimeoutError:
+                    break
+                result, found = self._fetch_once(body, replica_id, max_bytes, [])
+        finally:
+            for partition in watched:
+                partition.data_waiters.discard(wake)
+        return {"error_code": NONE, "session_id": 0, "responses": result}
+
+    @staticmethod
+    def _has_error(result: list[dict[str, Any]]) -> bool:
+        return any(part["error_code"] != NONE for topic in result for part in topic["partitions"])
+
+    def _fetch_once(
+        self,
+        body: Any,
+        replica_id: int,
+        max_bytes: int,
+        watched: list[Partition],
+    ) -> tuple[list[dict[str, Any]], int]:
+        total = 0
+        responses = []
+        for topic in body.topics:
+            parts = []
+            for req in topic.partitions:
+                epoch = getattr(req, "current_leader_epoch", -1)
+                partition, error = self.replicas.check_leader(topic.topic, req.partition, epoch)
+                entry: dict[str, Any] = {
+                    "partition_index": req.partition,
+                    "error_code": error,
+                    "high_watermark": -1,
+                    "last_stable_offset": -1,
+                    "log_start_offset": -1,
+                    "aborted_transactions": None,
+                    "preferred_read_replica": -1,
+                    "records": None,
+                }
+                if partition is not None and error == NONE:
+                    room = max(0, max_bytes - total)
+                    limit = min(req.partition_max_bytes, room) if total else req.partition_max_bytes
+                    if limit > 0 or total == 0:
+                        error, records = self.replicas.read(
+                            partition, replica_id, req.fetch_offset, max(limit, 1)
+                        )
+                    else:
+                        error, records = NONE, b""
+                    total += len(records)
+                    hw = partition.replica.high_watermark
+                    entry.update(
+                        error_code=error,
+                        high_watermark=hw,
+                        last_stable_offset=hw,
+                        log_start_offset=partition.log.log_start_offset,
+                        records=records,
+                    )
+                    watched.append(partition)
+                parts.append(entry)
+            responses.append({"topic": topic.topic, "partitions": parts})
+        return responses, total
+
+    # --- ListOffsets ----------------------------------------------------------------------------
+    async def list_offsets(self, request: p.Request) -> dict[str, Any]:
+        body = request.body
+        replica_id = body.replica_id
+        topics = []
+        for topic in body.topics:
+            parts = []
+            for req in topic.partitions:
+                epoch = getattr(req, "current_leader_epoch", -1)
+                partition, error = self.replicas.check_leader(topic.name, req.partition_index, epoch)
+                if replica_id == DEBUG_REPLICA_ID and partition is not None:
+                    error = NONE  # the controller's longest-log query may ask any replica
+                entry: dict[str, Any] = {
+                    "partition_index": req.partition_index,
+                    "error_code": error,
+                    "timestamp": -1,
+                    "offset": -1,
+                    "leader_epoch": -1,
+                }
+                if partition is not None and error == NONE:
+                    plog = partition.log
+                    if req.timestamp == -2:
+                        offset = plog.log_start_offset
+                    elif req.timestamp == -1 or req.timestamp == -3:
+                        offset = plog.log_end_offset if replica_id != -1 else partition.replica.high_watermark
+                    else:
+                        offset = self._offset_for_time(partition, req.timestamp)
+                    entry.update(offset=offset, leader_epoch=partition.replica.leader_epoch)
+                parts.append(entry)
+            topics.append({"name": topic.name, "partitions": parts})
+        return {"topics": topics}
+
+    @staticmethod
+    def _offset_for_time(partition: Partition, timestamp: int) -> int:
+        """The first offset whose batch max timestamp is >= timestamp (batch granularity), or -1."""
+        from broker.storage import parse_batches
+
+        offset = partition.log.log_start_offset
+        hw = partition.replica.high_watermark
+        while offset < hw:
+            data = partition.log.read(offset, 1024 * 1024, hw)
+            headers = parse_batches(data, check_crc=False, allow_partial_tail=True) if data else []
+            if not headers:
+                break
+            for h in headers:
+                if h.max_timestamp >= timestamp:
+                    return max(h.base_offset, partition.log.log_start_offset)
+            offset = headers[-1].last_offset + 1
+        return -1
+
+    # --- OffsetForLeaderEpoch -------------------------------------------------------------------
+    async def offset_for_leader_epoch(self, request: p.Request) -> dict[str, Any]:
+        body = request.body
+        topics = []
+        for topic in body.topics:
+            parts = []
+            for req in topic.partitions:
+                partition, error = self.replicas.check_leader(
+                    topic.topic, req.partition, req.current_leader_epoch
+                )
+                entry: dict[str, Any] = {
+                    "partition": req.partition,
+                    "error_code": error,
+                    "leader_epoch": -1,
+                    "end_offset": -1,
+                }
+                if partition is not None and error == NONE:
+                    epoch, end = partition.log.epochs.end_offset_for(req.leader_epoch)
+                    entry.update(leader_epoch=epoch, end_offset=end)
+                parts.append(entry)
+            topics.append({"topic": topic.topic, "partitions": parts})
+        return {"topics": topics}
+
+
+def is_leader(partition: Partition) -> bool:
+    return partition.replica.role is Role.LEADER
+
+
+__all__ = ["NOT_LEADER_OR_FOLLOWER", "REPLICA_NOT_AVAILABLE", "UNSUPPORTED_FOR_MESSAGE_FORMAT", "ApiHandlers"]

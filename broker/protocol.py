@@ -1,0 +1,279 @@
+"""Kafka wire framing and codecs (via kio): parse a request frame, encode a response frame.
+
+Sans-IO: bytes in, objects out, and back. The server and the replica fetcher both use it.
+Handlers build responses as plain dicts; `build` turns a dict into the kio dataclass of whatever
+version the client asked for, dropping fields that version lacks and defaulting the ones it has.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import load_payload_module
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field
+from kio.static.constants import EntityType
+
+API_PRODUCE = 0
+API_FETCH = 1
+API_LIST_OFFSETS = 2
+API_METADATA = 3
+API_OFFSET_COMMIT = 8
+API_OFFSET_FETCH = 9
+API_FIND_COORDINATOR = 10
+API_JOIN_GROUP = 11
+API_HEARTBEAT = 12
+API_LEAVE_GROUP = 13
+API_SYNC_GROUP = 14
+API_API_VERSIONS = 18
+API_CREATE_TOPICS = 19
+API_INIT_PRODUCER_ID = 22
+API_OFFSET_FOR_LEADER_EPOCH = 23
+
+# The versions this broker speaks. Fetch and Produce stop before topic ids (Fetch v13, Produce v13).
+CORE_VERSIONS: dict[int, tuple[int, int]] = {
+    API_PRODUCE: (3, 9),
+    API_FETCH: (4, 12),
+    API_LIST_OFFSETS: (1, 7),
+    API_METADATA: (0, 12),
+    API_API_VERSIONS: (0, 3),
+    API_CREATE_TOPICS: (2, 7),
+    API_INIT_PRODUCER_ID: (0, 4),
+    API_OFFSET_FOR_LEADER_EPOCH: (2, 4),
+}
+
+SIZE = struct.Struct(">i")
+KEY_VERSION_CID = struct.Struct(">hhi")
+_INT32 = struct.Struct(">i")
+
+
+class FrameError(Exception):
+    """A frame the broker cannot answer: the connection is closed (Kafka does the same)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnsupportedVersion(Exception):
+    """A request version outside CORE_VERSIONS; ApiVersions gets an answer, others a close."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+
+
+@dataclass(slots=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+
+@cache
+def request_class(api_key: int, version: int) -> Any:
+    module = load_payload_module(api_key, version, EntityType.request)
+    return _payload_class(module, EntityType.request)
+
+
+@cache
+def response_class(api_key: int, version: int) -> Any:
+    module = load_payload_module(api_key, version, EntityType.response)
+    return _payload_class(module, EntityType.response)
+
+
+def _payload_class(module: Any, kind: EntityType) -> Any:
+    for value in vars(module).values():
+        if isinstance(value, type) and getattr(value, "__type__", None) is kind:
+            return value
+    raise LookupError(f"no {kind.name} class in {module.__name__}")
+
+
+@cache
+def _reader(cls: Any) -> Any:
+    return entity_reader(cls)
+
+
+@cache
+def _writer(cls: Any) -> Any:  # cls is a kio class (hashable)
+    return entity_writer(cls)
+
+
+def parse_request(frame: bytes, versions: Mapping[int, tuple[int, int]]) -> Request:
+    """Decode one frame (without its size prefix). Raises FrameError or UnsupportedVersion."""
+    if len(frame) < KEY_VERSION_CID.size:
+        raise FrameError(f"frame of {len(frame)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = KEY_VERSION_CID.unpack_from(frame)
+    supported = versions.get(api_key)
+    if supported is None:
+        raise FrameError(f"unknown or unsupported api key {api_key}")
+    if not supported[0] <= api_version <= supported[1]:
+        raise UnsupportedVersion(api_key, api_version, correlation_id)
+    cls = request_class(api_key, api_version)
+    try:
+        header, offset = _reader(cls.__header_schema__)(frame, 0)
+        body, end = _reader(cls)(frame, offset)
+    except Exception as exc:  # kio raises several types for bad input; all mean "malformed"
+        raise FrameError(f"malformed api {api_key} v{api_version} request: {exc!r}") from None
+    if end > len(frame):
+        raise FrameError("request body runs past the frame")
+    return Request(api_key, api_version, correlation_id, header.client_id, body)
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
+    """Size prefix + response header (v1 with tagged fields for flexible versions) + body."""
+    cls: Any = type(body)
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    buf.write(_INT32.pack(correlation_id))
+    # ApiVersions responses always use header v0, so clients can read them before negotiating.
+    if cls.__flexible__ and api_key != API_API_VERSIONS:
+        buf.write(b"\0")
+    _writer(cls)(buf, body)
+    out = buf.getbuffer()
+    SIZE.pack_into(out, 0, len(out) - 4)
+    del out
+    return buf.getvalue()
+
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
+) -> bytes:
+    """Size prefix + request header + body (the broker's own replica fetcher and controller use this)."""
+    cls: Any = type(body)
+    header_cls = cls.__header_schema__
+    header = build(
+        header_cls,
+        {
+            "request_api_key": api_key,
+            "request_api_version": api_version,
+            "correlation_id": correlation_id,
+            "client_id": client_id,
+        },
+    )
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    _writer(header_cls)(buf, header)
+    _writer(cls)(buf, body)
+    out = buf.getbuffer()
+    SIZE.pack_into(out, 0, len(out) - 4)
+    del out
+    return buf.getvalue()
+
+
+def parse_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
+    """Decode a response frame (without size prefix) into (correlation_id, body)."""
+    cls = response_class(api_key, api_version)
+    (correlation_id,) = _INT32.unpack_from(frame)
+    offset = 4
+    if cls.__flexible__ and api_key != API_API_VERSIONS:
+        offset += 1  # empty tagged fields of response header v1
+    body, _ = _reader(cls)(frame, offset)
+    return correlation_id, body
+
+
+def api_versions_fallback(correlation_id: int, versions: Mapping[int, tuple[int, int]]) -> bytes:
+    """ApiVersions v0 answer with UNSUPPORTED_VERSION and our ranges (what Kafka sends)."""
+    body = bytearray()
+    body += struct.pack(">ih", correlation_id, ErrorCode.unsupported_version.value)
+    body += struct.pack(">i", len(versions))
+    for key, (low, high) in sorted(versions.items()):
+        body += struct.pack(">hhh", key, low, high)
+    return SIZE.pack(len(body)) + bytes(body)
+
+
+# --- building version-specific dataclasses from dicts -------------------------------------------
+
+_PRIMITIVE_DEFAULTS = {
+    "int8": 0,
+    "int16": 0,
+    "int32": 0,
+    "int64": 0,
+    "uint16": 0,
+    "uint32": 0,
+    "uint64": 0,
+    "float64": 0.0,
+    "bool": False,
+    "string": "",
+    "bytes": b"",
+    "records": None,
+    "timedelta_i32": None,
+    "timedelta_i64": None,
+}
+
+
+@cache
+def _field_plan(cls: Any) -> tuple[tuple[str, str, Any, bool, Any], ...]:
+    """(name, kind, nested class, has default, fallback value) for each field of cls."""
+    plan = []
+    for f in dataclasses.fields(cls):
+        kind_info = classify_field(f)
+        kind = "primitive"
+        nested = None
+        if isinstance(kind_info, EntityTupleField):
+            kind, nested = "entity_tuple", kind_info.type_
+        elif isinstance(kind_info, EntityField):
+            kind, nested = "entity", kind_info.type_
+        elif isinstance(kind_info, PrimitiveTupleField):
+            kind = "primitive_tuple"
+        has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        fallback: Any = None
+        if not has_default:
+            if kind in ("entity_tuple", "primitive_tuple"):
+                fallback = ()
+            elif kind == "entity":
+                fallback = None
+            else:
+                ktype = f.metadata.get("kafka_type", "")
+                if ktype == "error_code":
+                    fallback = ErrorCode.none
+                elif ktype == "timedelta_i32":
+                    import datetime
+
+                    fallback = datetime.timedelta(0)
+                else:
+                    fallback = _PRIMITIVE_DEFAULTS.get(ktype)
+        plan.append((f.name, kind, nested, has_default, fallback))
+    return tuple(plan)
+
+
+def build(cls: Any, data: Mapping[str, Any]) -> Any:
+    """Instantiate kio class `cls` from a dict; nested dicts/lists become nested entities."""
+    kwargs: dict[str, Any] = {}
+    for name, kind, nested, has_default, fallback in _field_plan(cls):
+        if name in data:
+            value = data[name]
+            if kind == "entity_tuple":
+                value = (
+                    None
+                    if value is None
+                    else tuple(build(nested, v) if isinstance(v, Mapping) else v for v in value)
+                )
+            elif kind == "entity":
+                if isinstance(value, Mapping):
+                    value = build(nested, value)
+            elif kind == "primitive_tuple":
+                value = None if value is None else tuple(value)
+            elif name == "error_code" and isinstance(value, int) and not isinstance(value, ErrorCode):
+                value = ErrorCode(value)
+            kwargs[name] = value
+        elif not has_default:
+            if kind == "entity" and nested is not None:
+                kwargs[name] = build(nested, {})
+            else:
+                kwargs[name] = fallback
+    return cls(**kwargs)
+
+
+def build_response(api_key: int, api_version: int, data: Mapping[str, Any]) -> Any:
+    return build(response_class(api_key, api_version), data)
+
+
+def build_request(api_key: int, api_version: int, data: Mapping[str, Any]) -> Any:
+    return build(request_class(api_key, api_version), data)

@@ -1,0 +1,474 @@
+"""The adapter between the replication state machine, the partition logs and the asyncio world.
+
+One `Partition` per replica this broker holds: its PartitionLog (broker.storage), its
+PartitionReplica (broker.replication, sans-IO), its producer de-duplication state, and the
+futures of requests waiting on it (acks=all produces waiting for the HW, long-polling fetches).
+The ReplicaManager applies partition states learnt from the metadata layer, runs the actions the
+state machine returns, checkpoints high watermarks, and serves produce/fetch at partition level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.config import BrokerConfig
+from broker.producer_state import Duplicate, ProducerState
+from broker.replication import Action, HighWatermarkAdvanced, PartitionReplica, Role, WriteIsr
+from broker.storage import (
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    InvalidRecordError,
+    OffsetCheckpoint,
+    OffsetOutOfRangeError,
+    PartitionLog,
+    StorageError,
+    parse_batches,
+    parse_partition_dir,
+)
+
+log = logging.getLogger(__name__)
+
+# Kafka error codes used at partition level
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+MESSAGE_TOO_LARGE = 10
+NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+INVALID_REQUIRED_ACKS = 21
+KAFKA_STORAGE_ERROR = 56
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+
+CONSUMER_REPLICA_ID = -1
+DEBUG_REPLICA_ID = -2
+
+
+def now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """What ZooKeeper (or the standalone metadata) says about a partition."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    zk_version: int
+    controller_epoch: int = 0
+
+
+@dataclass(slots=True)
+class ProduceResult:
+    error: int
+    base_offset: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(slots=True)
+class _AckWaiter:
+    last_offset: int
+    future: asyncio.Future[int]
+
+
+@dataclass(eq=False)
+class Partition:
+    topic: str
+    index: int
+    log: PartitionLog
+    replica: PartitionReplica
+    producers: ProducerState = field(default_factory=ProducerState)
+    state: PartitionState | None = None
+    ack_waiters: list[_AckWaiter] = field(default_factory=list)
+    data_waiters: set[asyncio.Event] = field(default_factory=set)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.index)
+
+    def wake_readers(self) -> None:
+        for event in self.data_waiters:
+            event.set()
+
+    def rebuild_producer_state(self) -> None:
+        """Scan the log's batch headers (no CRC: recovery checked them) to learn producer sequences."""
+        offset = self.log.log_start_offset
+        end = self.log.log_end_offset
+        while offset < end:
+            try:
+                data = self.log.read(offset, 4 * 1024 * 1024)
+            except OffsetOutOfRangeError:
+                break
+            if not data:
+                break
+            headers = parse_batches(data, check_crc=False, allow_partial_tail=True)
+            if not headers:
+                break
+            for h in headers:
+                self.producers.record(
+                    h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta, h.base_offset
+                )
+            offset = headers[-1].last_offset + 1
+
+
+IsrWriter = Callable[[str, int, WriteIsr], Awaitable[int | None]]
+StateListener = Callable[[Partition, PartitionState, bool], None]
+
+
+class ReplicaManager:
+    """All replicas on this broker; the only place that touches PartitionLogs."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.isr_writer: IsrWriter | None = None
+        # called as listener(partition, new_state, became_follower) so the fetcher can follow
+        self.follower_listener: StateListener | None = None
+        self._hw_checkpoint: dict[Path, dict[tuple[str, int], int]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._dir_of: dict[tuple[str, int], Path] = {}
+
+    # --- loading --------------------------------------------------------------------------------
+    def load_logs(self) -> None:
+        """Open (and so recover) every partition directory; restore HWs from the checkpoint."""
+        for log_dir in self.config.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                checkpoint = OffsetCheckpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT).read()
+            except StorageError as exc:
+                log.warning("ignoring unreadable HW checkpoint in %s: %s", log_dir, exc)
+                checkpoint = {}
+            for child in sorted(log_dir.iterdir()):
+                parsed = parse_partition_dir(child.name) if child.is_dir() else None
+                if parsed is None:
+                    continue
+                partition = self._open(log_dir, *parsed)
+                hw = checkpoint.get(parsed, 0)
+                partition.replica.high_watermark = min(hw, partition.log.log_end_offset)
+                log.info(
+                    "loaded %s-%d: log [%d, %d), checkpointed HW %d",
+                    parsed[0],
+                    parsed[1],
+                    partition.log.log_start_offset,
+                    partition.log.log_end_offset,
+                    hw,
+                )
+
+    def _open(self, log_dir: Path, topic: str, index: int) -> Partition:
+        plog = PartitionLog(
+            log_dir / f"{topic}-{index}", flush_interval_messages=self.config.flush_interval_messages
+        )
+        replica = PartitionReplica(self.broker_id, self.config.replica_lag_time_max_ms)
+        replica.log_end_offset = plog.log_end_offset
+        partition = Partition(topic, index, plog, replica)
+        partition.rebuild_producer_state()
+        self.partitions[(topic, index)] = partition
+        self._dir_of[(topic, index)] = log_dir
+        return partition
+
+    def get_or_create(self, topic: str, index: int) -> Partition:
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            partition = self._open(self.config.log_dirs[0], topic, index)
+        return partition
+
+    # --- partition state from the metadata layer -----------------------------------------------
+    def apply_state(self, topic: str, index: int, state: PartitionState) -> None:
+        """A (possibly) new leader, epoch or ISR for a partition this broker replicates."""
+        if self.broker_id not in state.replicas:
+            return
+        partition = self.get_or_create(topic, index)
+        old = partition.state
+        partition.state = state
+        replica = partition.replica
+        new_epoch = old is None or state.leader_epoch != old.leader_epoch or state.leader != old.leader
+        if state.leader == self.broker_id:
+            if new_epoch or replica.role is not Role.LEADER:
+                if replica.role is Role.FOLLOWER and self.follower_listener:
+                    self.follower_listener(partition, state, False)
+                partition.log.epochs.assign(state.leader_epoch, partition.log.log_end_offset)
+                actions = replica.become_leader(
+                    leader_epoch=state.leader_epoch,
+                    isr=state.isr,
+                    replicas=state.replicas,
+                    zk_version=state.zk_version,
+                    log_end_offset=partition.log.log_end_offset,
+                    high_watermark=replica.high_watermark,
+                    now_ms=now_ms(),
+                )
+                log.info(
+                    "%s-%d: leader for epoch %d, isr %s, LEO %d, HW %d",
+                    topic,
+                    index,
+                    state.leader_epoch,
+                    list(state.isr),
+                    partition.log.log_end_offset,
+                    replica.high_watermark,
+                )
+            else:
+                actions = replica.state_changed(
+                    isr=state.isr, replicas=state.replicas, zk_version=state.zk_version
+                )
+            self._run(partition, actions)
+            partition.wake_readers()
+            return
+        # Not the leader: any waiting acks=all producer learns it lost leadership.
+        was_leader = replica.role is Role.LEADER
+        if new_epoch or replica.role is Role.LEADER:
+            self._fail_ack_waiters(partition, NOT_LEADER_OR_FOLLOWER)
+            replica.become_follower(
+                leader_id=state.leader,
+                leader_epoch=state.leader_epoch,
+                isr=state.isr,
+                replicas=state.replicas,
+                zk_version=state.zk_version,
+            )
+            log.info(
+                "%s-%d: follower of %d for epoch %d (was leader: %s), LEO %d, HW %d",
+                topic,
+                index,
+                state.leader,
+                state.leader_epoch,
+                was_leader,
+                partition.log.log_end_offset,
+                replica.high_watermark,
+            )
+            if self.follower_listener:
+                self.follower_listener(partition, state, True)
+        else:
+            replica.isr, replica.zk_version = state.isr, state.zk_version
+        partition.wake_readers()
+
+    # --- the state machine's actions ------------------------------------------------------------
+    def _run(self, partition: Partition, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, HighWatermarkAdvanced):
+                self._complete_acks(partition)
+                partition.wake_readers()
+            elif isinstance(action, WriteIsr):
+                log.info(
+                    "%s-%d: ISR change %s -> %s (%s)",
+                    partition.topic,
+                    partition.index,
+                    list(partition.replica.isr),
+                    list(action.isr),
+                    action.reason,
+                )
+                self._spawn(self._write_isr(partition, action))
+
+    async def _write_isr(self, partition: Partition, action: WriteIsr) -> None:
+        new_version = None
+        if self.isr_writer is not None:
+            try:
+                new_version = await self.isr_writer(partition.topic, partition.index, action)
+            except Exception:
+                log.exception("ISR write for %s-%d failed", partition.topic, partition.index)
+        replica = partition.replica
+        if (
+            new_version is None
+            or replica.role is not Role.LEADER
+            or replica.leader_epoch != action.leader_epoch
+        ):
+            replica.on_isr_write_failed()
+            return
+        if partition.state is not None:
+            partition.state = PartitionState(
+                partition.state.leader,
+                action.leader_epoch,
+                action.isr,
+                partition.state.replicas,
+                new_version,
+                partition.state.controller_epoch,
+            )
+        self._run(
+            partition,
+            replica.state_changed(isr=action.isr, replicas=replica.replicas, zk_version=new_version),
+        )
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _complete_acks(self, partition: Partition) -> None:
+        hw = partition.replica.high_watermark
+        if not partition.ack_waiters:
+            return
+        remaining = []
+        for waiter in partition.ack_waiters:
+            if waiter.last_offset < hw:
+                if not waiter.future.done():
+                    waiter.future.set_result(NONE)
+            else:
+                remaining.append(waiter)
+        partition.ack_waiters = remaining
+
+    def _fail_ack_waiters(self, partition: Partition, error: int) -> None:
+        for waiter in partition.ack_waiters:
+            if not waiter.future.done():
+                waiter.future.set_result(error)
+        partition.ack_waiters = []
+
+    def tick(self) -> None:
+        """Timer: ISR shrink checks on every led partition."""
+        now = now_ms()
+        for partition in self.partitions.values():
+            if partition.replica.role is Role.LEADER:
+                self._run(partition, partition.replica.on_tick(now))
+
+    # --- produce --------------------------------------------------------------------------------
+    async def produce(
+        self, topic: str, index: int, records: bytes | None, acks: int, timeout_ms: int
+    ) -> ProduceResult:
+        partition = self.partitions.get((topic, index))
+        if partition is None or partition.state is None:
+            return ProduceResult(UNKNOWN_TOPIC_OR_PARTITION if partition is None else NOT_LEADER_OR_FOLLOWER)
+        replica = partition.replica
+        if replica.role is not Role.LEADER:
+            return ProduceResult(NOT_LEADER_OR_FOLLOWER)
+        if acks not in (0, 1, -1):
+            return ProduceResult(INVALID_REQUIRED_ACKS)
+        if not records:
+            return ProduceResult(CORRUPT_MESSAGE)
+        if acks == -1 and len(replica.isr) < self.config.min_insync_replicas:
+            return ProduceResult(NOT_ENOUGH_REPLICAS)
+        try:
+            headers = parse_batches(records, check_crc=False)
+        except InvalidRecordError:
+            return ProduceResult(CORRUPT_MESSAGE)
+        if not headers:
+            return ProduceResult(CORRUPT_MESSAGE)
+        if any(h.size > self.config.message_max_bytes for h in headers):
+            return ProduceResult(MESSAGE_TOO_LARGE)
+        first = headers[0]
+        verdict = partition.producers.check(first.producer_id, first.producer_epoch, first.base_sequence)
+        if isinstance(verdict, Duplicate):
+            base, last = verdict.base_offset, verdict.last_offset
+        elif verdict is not None:
+            return ProduceResult(verdict)
+        else:
+            try:
+                base, last = partition.log.append_as_leader(records, replica.leader_epoch)
+            except InvalidRecordError:
+                return ProduceResult(CORRUPT_MESSAGE)
+            except OSError:
+                log.exception("append to %s-%d failed", topic, index)
+                return ProduceResult(KAFKA_STORAGE_ERROR)
+            offset = base
+            for h in headers:
+                partition.producers.record(
+                    h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta, offset
+                )
+                offset += h.last_offset_delta + 1
+            self._run(partition, replica.on_local_append(partition.log.log_end_offset))
+            partition.wake_readers()
+        result = ProduceResult(NONE, base, partition.log.log_start_offset)
+        if acks != -1 or replica.acks_all_done(last):
+            if acks == -1 and len(replica.isr) < self.config.min_insync_replicas:
+                result.error = NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return result
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        partition.ack_waiters.append(_AckWaiter(last, future))
+        try:
+            error = await asyncio.wait_for(future, max(timeout_ms, 1) / 1000.0)
+        except TimeoutError:
+            return ProduceResult(REQUEST_TIMED_OUT)
+        if error == NONE and len(replica.isr) < self.config.min_insync_replicas:
+            error = NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        result.error = error
+        return result
+
+    # --- reads ----------------------------------------------------------------------------------
+    def check_leader(self, topic: str, index: int, current_leader_epoch: int) -> tuple[Partition | None, int]:
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            return None, UNKNOWN_TOPIC_OR_PARTITION
+        replica = partition.replica
+        if replica.role is not Role.LEADER:
+            return partition, NOT_LEADER_OR_FOLLOWER
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < replica.leader_epoch:
+                return partition, FENCED_LEADER_EPOCH
+            if current_leader_epoch > replica.leader_epoch:
+                return partition, UNKNOWN_LEADER_EPOCH
+        return partition, NONE
+
+    def read(
+        self, partition: Partition, replica_id: int, fetch_offset: int, max_bytes: int
+    ) -> tuple[int, bytes]:
+        """(error, records) for a consumer (below the HW) or a follower (below the LEO)."""
+        plog = partition.log
+        if replica_id >= 0:
+            self._run(partition, partition.replica.on_follower_fetch(replica_id, fetch_offset, now_ms()))
+            limit = None
+        else:
+            limit = partition.replica.high_watermark
+        if fetch_offset < plog.log_start_offset or fetch_offset > plog.log_end_offset:
+            return OFFSET_OUT_OF_RANGE, b""
+        if limit is not None and fetch_offset >= limit:
+            return NONE, b""
+        try:
+            return NONE, plog.read(fetch_offset, max_bytes, limit)
+        except OffsetOutOfRangeError:
+            return OFFSET_OUT_OF_RANGE, b""
+
+    # --- follower side --------------------------------------------------------------------------
+    def follower_append(self, partition: Partition, records: bytes, leader_hw: int) -> None:
+        if records:
+            before = partition.log.log_end_offset
+            partition.log.append_as_follower(records)
+            if partition.log.log_end_offset != before:
+                for h in parse_batches(records, check_crc=False, allow_partial_tail=True):
+                    partition.producers.record(
+                        h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta, h.base_offset
+                    )
+            partition.replica.log_end_offset = partition.log.log_end_offset
+        self._run(partition, partition.replica.on_leader_high_watermark(leader_hw))
+
+    def truncate(self, partition: Partition, offset: int, reason: str) -> None:
+        before = partition.log.log_end_offset
+        if offset < before:
+            log.warning(
+                "%s-%d: truncating from %d to %d (%s)",
+                partition.topic,
+                partition.index,
+                before,
+                offset,
+                reason,
+            )
+            partition.log.truncate_to(offset)
+            partition.producers.truncate(partition.log.log_end_offset)
+        partition.replica.on_truncated(partition.log.log_end_offset)
+
+    # --- checkpoints ----------------------------------------------------------------------------
+    def checkpoint_high_watermarks(self) -> None:
+        by_dir: dict[Path, dict[tuple[str, int], int]] = {}
+        recovery: dict[Path, dict[tuple[str, int], int]] = {}
+        for key, partition in self.partitions.items():
+            directory = self._dir_of[key]
+            by_dir.setdefault(directory, {})[key] = partition.replica.high_watermark
+            recovery.setdefault(directory, {})[key] = partition.log.recovery_point
+        for directory, offsets in by_dir.items():
+            if self._hw_checkpoint.get(directory) != offsets:
+                OffsetCheckpoint(directory / REPLICATION_OFFSET_CHECKPOINT).write(offsets)
+                self._hw_checkpoint[directory] = offsets
+            OffsetCheckpoint(directory / RECOVERY_POINT_OFFSET_CHECKPOINT).write(recovery[directory])
+
+    def close(self) -> None:
+        for partition in self.partitions.values():
+            try:
+                partition.log.close()
+            except Exception:
+                log.exception("closing %s", partition.log)

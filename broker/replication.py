@@ -1,0 +1,226 @@
+"""The partition replication state machine, sans-IO (in the manner of h11's _state.py).
+
+It knows nothing of sockets, ZooKeeper or files. The adapter (broker.replica_manager) feeds it
+events — became leader/follower, a local append, a follower's fetch, the leader's high watermark,
+a timer tick, the outcome of an ISR write — and carries out the actions it returns:
+
+- `HighWatermarkAdvanced(hw)`: wake producers waiting for acks=all and consumers long-polling.
+- `WriteIsr(isr, leader_epoch, zk_version)`: compare-and-set the partition state in ZooKeeper.
+
+Rules, as in Kafka:
+- Leader: HW = min log end offset over the ISR (its own LEO included); it never goes back.
+- A follower's log end offset is the offset it asks for in its Fetch.
+- A follower is caught up at a fetch when it asked for the leader's LEO (or for what the leader's
+  LEO was at its previous fetch); it leaves the ISR once it has not been caught up for
+  replica.lag.time.max.ms, and joins it when its LEO reaches the HW (and the current epoch's
+  start offset).
+- One ISR write in flight at a time; the ISR used for the HW is the committed one.
+- Follower: HW = min(leader's HW, own LEO).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Role(Enum):
+    NONE = "none"  # not a replica, or the partition has no leader we can follow
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+@dataclass(frozen=True, slots=True)
+class HighWatermarkAdvanced:
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class WriteIsr:
+    isr: tuple[int, ...]
+    leader_epoch: int
+    zk_version: int
+    reason: str
+
+
+Action = HighWatermarkAdvanced | WriteIsr
+
+
+@dataclass(slots=True)
+class FollowerProgress:
+    log_end_offset: int = -1  # unknown until the follower fetches in this epoch
+    last_caught_up_ms: float = 0.0
+    last_fetch_ms: float = 0.0
+    leader_leo_at_last_fetch: int = -1
+
+
+@dataclass(slots=True)
+class PartitionReplica:
+    """Replication state of one partition on one broker."""
+
+    broker_id: int
+    lag_time_max_ms: int
+    role: Role = Role.NONE
+    leader_id: int = -1
+    leader_epoch: int = -1
+    epoch_start_offset: int = 0
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
+    zk_version: int = -1
+    log_end_offset: int = 0
+    high_watermark: int = 0
+    followers: dict[int, FollowerProgress] = field(default_factory=dict)
+    isr_write_in_flight: bool = False
+
+    # --- role changes -------------------------------------------------------------------------
+    def become_leader(
+        self,
+        *,
+        leader_epoch: int,
+        isr: tuple[int, ...],
+        replicas: tuple[int, ...],
+        zk_version: int,
+        log_end_offset: int,
+        high_watermark: int,
+        now_ms: float,
+    ) -> list[Action]:
+        self.role = Role.LEADER
+        self.leader_id = self.broker_id
+        self.leader_epoch = leader_epoch
+        self.epoch_start_offset = log_end_offset
+        self.replicas = replicas
+        self.isr = isr
+        self.zk_version = zk_version
+        self.log_end_offset = log_end_offset
+        self.high_watermark = min(high_watermark, log_end_offset)
+        self.isr_write_in_flight = False
+        # Followers get the full lag time to show up under the new leader (Kafka does the same).
+        self.followers = {
+            r: FollowerProgress(last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
+            for r in replicas
+            if r != self.broker_id
+        }
+        return self._maybe_advance_hw()
+
+    def become_follower(
+        self,
+        *,
+        leader_id: int,
+        leader_epoch: int,
+        isr: tuple[int, ...],
+        replicas: tuple[int, ...],
+        zk_version: int,
+    ) -> None:
+        self.role = Role.FOLLOWER if leader_id >= 0 else Role.NONE
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.replicas = replicas
+        self.isr = isr
+        self.zk_version = zk_version
+        self.followers = {}
+        self.isr_write_in_flight = False
+
+    def state_changed(
+        self, *, isr: tuple[int, ...], replicas: tuple[int, ...], zk_version: int
+    ) -> list[Action]:
+        """The partition znode changed without a new leader epoch (an ISR write landed)."""
+        self.isr = isr
+        self.replicas = replicas
+        self.zk_version = zk_version
+        self.isr_write_in_flight = False
+        if self.role is Role.LEADER:
+            for r in replicas:
+                if r != self.broker_id and r not in self.followers:
+                    self.followers[r] = FollowerProgress()
+            return self._maybe_advance_hw()
+        return []
+
+    # --- leader events ------------------------------------------------------------------------
+    def on_local_append(self, log_end_offset: int) -> list[Action]:
+        self.log_end_offset = log_end_offset
+        if self.role is Role.LEADER:
+            return self._maybe_advance_hw()
+        return []
+
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: float) -> list[Action]:
+        """A follower asked for `fetch_offset`: that is its log end offset."""
+        if self.role is not Role.LEADER:
+            return []
+        progress = self.followers.get(replica_id)
+        if progress is None:
+            progress = self.followers[replica_id] = FollowerProgress()
+        if fetch_offset >= self.log_end_offset:
+            progress.last_caught_up_ms = now_ms
+        elif progress.leader_leo_at_last_fetch >= 0 and fetch_offset >= progress.leader_leo_at_last_fetch:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
+        progress.log_end_offset = fetch_offset
+        progress.last_fetch_ms = now_ms
+        progress.leader_leo_at_last_fetch = self.log_end_offset
+        actions = self._maybe_expand_isr(replica_id, progress)
+        actions.extend(self._maybe_advance_hw())
+        return actions
+
+    def on_tick(self, now_ms: float) -> list[Action]:
+        """Periodic check: drop followers that have lagged for longer than replica.lag.time.max.ms."""
+        if self.role is not Role.LEADER or self.isr_write_in_flight:
+            return []
+        lagging = [
+            r
+            for r in self.isr
+            if r != self.broker_id
+            and now_ms
+            - self.followers.setdefault(r, FollowerProgress(last_caught_up_ms=now_ms)).last_caught_up_ms
+            > self.lag_time_max_ms
+        ]
+        if not lagging:
+            return []
+        new_isr = tuple(r for r in self.isr if r not in lagging)
+        self.isr_write_in_flight = True
+        return [WriteIsr(new_isr, self.leader_epoch, self.zk_version, f"shrink: {lagging} lagging")]
+
+    def on_isr_write_failed(self) -> None:
+        """The compare-and-set lost (the znode changed); the watch will bring the new state."""
+        self.isr_write_in_flight = False
+
+    # --- follower events ----------------------------------------------------------------------
+    def on_leader_high_watermark(self, leader_hw: int) -> list[Action]:
+        if self.role is Role.LEADER:
+            return []
+        hw = min(leader_hw, self.log_end_offset)
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            return [HighWatermarkAdvanced(hw)]
+        return []
+
+    def on_truncated(self, log_end_offset: int) -> None:
+        self.log_end_offset = log_end_offset
+        if self.high_watermark > log_end_offset:
+            self.high_watermark = log_end_offset
+
+    # --- queries ------------------------------------------------------------------------------
+    def acks_all_done(self, last_offset: int) -> bool:
+        return self.high_watermark > last_offset
+
+    # --- internals ----------------------------------------------------------------------------
+    def _follower_leo(self, replica_id: int) -> int:
+        if replica_id == self.broker_id:
+            return self.log_end_offset
+        progress = self.followers.get(replica_id)
+        return progress.log_end_offset if progress is not None else -1
+
+    def _maybe_advance_hw(self) -> list[Action]:
+        members = self.isr if self.broker_id in self.isr else (*self.isr, self.broker_id)
+        candidate = min(self._follower_leo(r) for r in members)
+        if candidate > self.high_watermark:
+            self.high_watermark = candidate
+            return [HighWatermarkAdvanced(candidate)]
+        return []
+
+    def _maybe_expand_isr(self, replica_id: int, progress: FollowerProgress) -> list[Action]:
+        if replica_id in self.isr or replica_id not in self.replicas or self.isr_write_in_flight:
+            return []
+        if progress.log_end_offset < max(self.high_watermark, self.epoch_start_offset):
+            return []
+        self.isr_write_in_flight = True
+        new_isr = (*self.isr, replica_id)
+        return [WriteIsr(new_isr, self.leader_epoch, self.zk_version, f"expand: {replica_id} caught up")]

@@ -1,0 +1,180 @@
+"""The asyncio TCP server: frames in, handler tasks, responses out in request order.
+
+Requests on one connection are decoded in order and each handler starts at once (appends happen
+synchronously at the start of a produce handler, so per-connection order is kept); responses are
+written in request order, as Kafka clients require. A bad frame closes only its own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from broker import protocol as p
+from broker.handlers import ApiHandlers
+
+log = logging.getLogger(__name__)
+
+MAX_IN_FLIGHT = 64
+
+
+class Connection:
+    def __init__(
+        self,
+        handlers: ApiHandlers,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        max_frame: int,
+    ) -> None:
+        self.handlers = handlers
+        self.reader = reader
+        self.writer = writer
+        self.max_frame = max_frame
+        self.peer = writer.get_extra_info("peername")
+        self.pending: asyncio.Queue[tuple[p.Request, asyncio.Task[Any]] | None] = asyncio.Queue(MAX_IN_FLIGHT)
+
+    async def serve(self) -> None:
+        responder = asyncio.create_task(self._respond())
+        self._responder = responder
+        try:
+            await self._read_requests()
+        finally:
+            if responder.done():
+                self._drain_pending()
+            else:
+                await self.pending.put(None)
+            try:
+                await responder
+            except Exception:
+                log.debug("responder for %s ended with an error", self.peer, exc_info=True)
+            self.writer.close()
+
+    async def _read_requests(self) -> None:
+        while not self._responder.done():
+            try:
+                size_bytes = await self.reader.readexactly(4)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            (size,) = p.SIZE.unpack(size_bytes)
+            if size < 0 or size > self.max_frame:
+                log.warning("closing %s: frame size %d outside [0, %d]", self.peer, size, self.max_frame)
+                return
+            try:
+                frame = await self.reader.readexactly(size)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            try:
+                request = p.parse_request(frame, self.handlers.versions)
+            except p.UnsupportedVersion as exc:
+                if exc.api_key == p.API_API_VERSIONS:
+                    await self._send_now(p.api_versions_fallback(exc.correlation_id, self.handlers.versions))
+                    continue
+                log.warning(
+                    "closing %s: api %d version %d unsupported", self.peer, exc.api_key, exc.api_version
+                )
+                return
+            except p.FrameError as exc:
+                log.warning("closing %s: %s", self.peer, exc)
+                return
+            task = asyncio.ensure_future(self.handlers.handle(request))
+            if self._responder.done():
+                task.cancel()
+                return
+            await self.pending.put((request, task))
+
+    async def _send_now(self, data: bytes) -> None:
+        # Responses must stay in order: wait for everything queued before this one.
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def marker() -> Any:
+            await done
+            return None
+
+        task = asyncio.ensure_future(marker())
+        await self.pending.put((p.Request(-1, 0, 0, None, data), task))
+        done.set_result(None)
+
+    async def _respond(self) -> None:
+        while True:
+            item = await self.pending.get()
+            if item is None:
+                return
+            request, task = item
+            try:
+                body = await task
+            except Exception:
+                log.exception(
+                    "handler for api %d v%d failed; closing %s",
+                    request.api_key,
+                    request.api_version,
+                    self.peer,
+                )
+                self.writer.close()
+                self._drain_pending()
+                return
+            if request.api_key == -1:
+                data = request.body
+            elif body is None:
+                continue
+            else:
+                try:
+                    data = p.encode_response(
+                        request.api_key, request.api_version, request.correlation_id, body
+                    )
+                except Exception:
+                    log.exception(
+                        "encoding api %d v%d response failed; closing %s",
+                        request.api_key,
+                        request.api_version,
+                        self.peer,
+                    )
+                    self.writer.close()
+                    self._drain_pending()
+                    return
+            try:
+                self.writer.write(data)
+                await self.writer.drain()
+            except (ConnectionError, RuntimeError):
+                self._drain_pending()
+                return
+
+    def _drain_pending(self) -> None:
+        while not self.pending.empty():
+            item = self.pending.get_nowait()
+            if item is not None:
+                item[1].cancel()
+
+
+class BrokerServer:
+    def __init__(self, handlers: ApiHandlers, host: str, port: int, max_frame: int) -> None:
+        self.handlers = handlers
+        self.host = host
+        self.port = port
+        self.max_frame = max_frame
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=2**20)
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        log.info("listening on %s:%d", self.host, self.port)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        try:
+            await Connection(self.handlers, reader, writer, self.max_frame).serve()
+        except Exception:
+            log.exception("connection handler crashed")
+        finally:
+            if task is not None:
+                self._connections.discard(task)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
