@@ -1,11 +1,58 @@
-"""`strandline check`: not built yet (see the issue that builds it)."""
+"""`strandline check RUN_DIR`: (re)check a stored run, write results.json, print the verdict.
+
+The last line on stdout is `verdict: valid|invalid|unknown <run-dir>`; the exit code follows it
+(0 valid, 1 invalid, 3 unknown; 2 for bad input such as a missing history).
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
 
-from harness.errors import NotImplementedYet
+from rich.console import Console
+
+from checkers.api import check_run, load_config, verdict_word
+from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadInput
+
+EXIT_FOR = {"valid": EXIT_VALID, "invalid": EXIT_INVALID, "unknown": EXIT_UNKNOWN}
+
+
+def summary_lines(results: dict[str, Any]) -> list[str]:
+    """A few lines a person reads: counts, anomalies with their effect, what is incomplete."""
+    stats = results.get("stats", {})
+    sends = stats.get("sends", {})
+    lines = [
+        f"sends: {sends.get('ok', 0)} ok, {sends.get('fail', 0)} fail, {sends.get('info', 0)} info"
+        f"{', ' + str(sends['open']) + ' open' if sends.get('open') else ''}; "
+        f"records read: {stats.get('records_read', 0)}; acknowledged then lost: {stats.get('acked_lost', 0)}",
+    ]
+    for name, a in results.get("anomalies", {}).items():
+        if a.get("count"):
+            first = a["examples"][0] if a.get("examples") else {}
+            lines.append(f"  {name}: {a['count']} ({a.get('effect')}) e.g. {str(first)[:200]}")
+    for reason in results.get("incomplete", []):
+        lines.append(f"  incomplete: {reason}")
+    for note in results.get("notes", [])[:5]:
+        lines.append(f"  note: {note}")
+    checker = results.get("checker", {})
+    lines.append(f"checker: {checker.get('engine')} in {checker.get('seconds')} s")
+    return lines
 
 
 def main(args: argparse.Namespace) -> int:
-    raise NotImplementedYet("not implemented yet")
+    run = Path(args.run_dir)
+    if not run.is_dir():
+        raise BadInput(f"no such run directory: {run}")
+    run = run.resolve()
+    engine = args.checker
+    if engine is None:
+        config, _ = load_config(run)
+        engine = config.checker
+    results = check_run(run, engine=engine, spark_master=getattr(args, "spark_master", None))
+    console = Console(highlight=False, soft_wrap=True)
+    for line in summary_lines(results):
+        console.print(line, markup=False)
+    word = verdict_word(results["valid"])
+    print(f"verdict: {word} {run}", flush=True)
+    return EXIT_FOR[word]

@@ -1,0 +1,144 @@
+"""Check one stored run: the history engine, the replica logs, the verdict, the stats -> results.json.
+
+`check_run` reads only the run directory (test.json, history.jsonl, drain.json,
+cluster-state.json, nodes/<node>/data/), so a run can be re-checked any time, with either engine.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from checkers.catalogue import EngineResult
+from checkers.replica_logs import check_replica_logs, expected_partitions
+from checkers.stats import compute_stats
+from checkers.verdict import decide
+from harness.config import TestConfig, load_file, validate
+from harness.errors import BadInput, InfrastructureError
+
+log = logging.getLogger(__name__)
+
+ENGINES = ("reference", "spark")
+TEST_JSON = "test.json"
+HISTORY = "history.jsonl"
+RESULTS = "results.json"
+DRAIN = "drain.json"
+CLUSTER_STATE = "cluster-state.json"
+NODES = "nodes"
+
+
+def run_engine(engine: str, history: Path, spark_master: str | None) -> EngineResult:
+    """Run one engine on a history file. The Spark engine is imported only when asked for."""
+    if engine == "reference":
+        from checkers.reference import check_history
+
+        return check_history(history)
+    if engine == "spark":
+        try:
+            from checkers.spark import (  # type: ignore[import-not-found,unused-ignore]
+                check_history as spark_check_history,
+            )
+        except ModuleNotFoundError as e:
+            if e.name not in ("checkers.spark", "pyspark"):
+                raise
+            raise InfrastructureError(
+                f"the Spark checker is not available ({e}); use --checker reference"
+            ) from None
+
+        result: EngineResult = spark_check_history(history, spark_master=spark_master)
+        return result
+    raise BadInput(f"unknown checker {engine!r} (one of {', '.join(ENGINES)})")
+
+
+def load_config(run: Path) -> tuple[TestConfig, list[str]]:
+    """The run's TestConfig from test.json; defaults (with a note) when the run has none."""
+    path = run / TEST_JSON
+    if not path.exists():
+        return TestConfig(), [f"no {TEST_JSON}: default settings assumed"]
+    return validate(load_file(path)), []
+
+
+def read_optional_json(path: Path) -> tuple[Any, bool]:
+    """(content, present): None content when missing; a damaged file is present with content {}."""
+    try:
+        return json.loads(path.read_text()), True
+    except FileNotFoundError:
+        return None, False
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        log.warning("%s: unreadable: %s", path, e)
+        return {}, True
+
+
+def write_results(path: Path, results: dict[str, Any]) -> None:
+    """Atomically (temp file + rename), so a reader never sees half a results.json."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def check_run(
+    run_dir: str | Path,
+    engine: str = "reference",
+    spark_master: str | None = None,
+    *,
+    replica_logs: bool = True,
+    write: bool = True,
+) -> dict[str, Any]:
+    """Check a run directory and write its results.json; returns the results dict."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise BadInput(f"no such run directory: {run}")
+    history = run / HISTORY
+    if not history.is_file():
+        raise BadInput(f"no history to check: {history} is missing")
+    if engine not in ENGINES:
+        raise BadInput(f"unknown checker {engine!r} (one of {', '.join(ENGINES)})")
+    config, notes = load_config(run)
+    started = time.monotonic()
+    result = run_engine(engine, history, spark_master or config.spark_master)
+    engine_seconds = time.monotonic() - started
+
+    drain, _ = read_optional_json(run / DRAIN)
+    state, _ = read_optional_json(run / CLUSTER_STATE)
+    replicas = None
+    if replica_logs:
+        replicas = check_replica_logs(
+            run / NODES,
+            history,
+            final_state=state,
+            expected=expected_partitions(config.topics, config.partitions),
+            replication_factor=config.replication_factor,
+        )
+    verdict = decide(result, replicas, config, drain)
+    counts = {name: a["count"] for name, a in verdict["anomalies"].items()}
+    stats = compute_stats(history, result["stats"], counts)
+    if replicas is not None:
+        stats["replicas"] = replicas.partitions
+    if isinstance(drain, dict):
+        stats["drain"] = {k: drain.get(k) for k in ("complete", "reason", "seconds", "records") if k in drain}
+    results: dict[str, Any] = {
+        "valid": verdict["valid"],
+        "anomalies": verdict["anomalies"],
+        "stats": stats,
+        "checker": {
+            "engine": engine,
+            "seconds": round(time.monotonic() - started, 3),
+            "engine_seconds": round(engine_seconds, 3),
+        },
+        "fatal": verdict["fatal"],
+        "incomplete": verdict["incomplete"],
+        "explanation": verdict["explanation"],
+        "notes": notes + verdict["notes"],
+    }
+    if write:
+        write_results(run / RESULTS, results)
+    return results
+
+
+def verdict_word(valid: Any) -> str:
+    """valid|invalid|unknown, as the CLI's last line says it."""
+    return "valid" if valid is True else "invalid" if valid is False else "unknown"

@@ -1,0 +1,342 @@
+"""The replica-log checker: what the brokers' data dirs hold after the run, read from disk.
+
+The run's `nodes/<node>/data/` directories are copies of each broker's data dir in Kafka's format
+(`<topic>-<partition>/<base offset>.log` segments of v2 batches, `replication-offset-checkpoint`),
+so this reads the own broker's and real Kafka's alike (through `broker.storage.iter_batches`, which
+never modifies anything). Record values are the ASCII decimal values the workload sent.
+
+Rules (docs/checkers.md):
+* A replica's log is its batches in offset order up to the first batch that fails its CRC or is
+  torn (recovery would truncate there); control batches hold no values. `log_start` is the first
+  offset on disk, `log_end` the offset after the last good batch.
+* log-divergence (per (topic, partition, offset)): among the replicas of a partition whose
+  [log_start, log_end) covers the offset, two hold different records there (a value, or none at
+  all). Example: the offset and every covering replica's value, log end and checkpointed HW.
+* lost-committed-on-replicas (per ok send with an offset): the acked value is nowhere in the final
+  log of the partition's leader, although the leader's log starts at or below the acked offset.
+  The leader is the one named by the collected cluster state; when unknown, the replica with the
+  longest log (ties: the smallest node name), and the example says `leader_known: false`.
+* What cannot be read (no `nodes/`, a node without `data/`, a partition with fewer replicas than
+  its replication factor) is said in `incomplete`, so the verdict can never be a false valid.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker.storage import (
+    REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointError,
+    OffsetCheckpoint,
+    iter_batches,
+    iter_partition_dirs,
+)
+from checkers.catalogue import REPLICA_ANOMALIES, AnomalyResult
+from checkers.reference import Examples
+from workloads.history import iter_ops
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+Value = int | str | None  # an ASCII decimal value as int; anything else as a short repr; None: null
+
+
+@dataclass
+class ReplicaLog:
+    """One replica of one partition, as found on disk."""
+
+    node: str
+    topic: str
+    partition: int
+    path: Path
+    records: dict[int, Value] = field(default_factory=dict)  # offset -> value
+    log_start: int = 0
+    log_end: int = 0
+    high_watermark: int | None = None  # from replication-offset-checkpoint
+    problems: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "log_start": self.log_start,
+            "log_end": self.log_end,
+            "high_watermark": self.high_watermark,
+            "records": len(self.records),
+            "problems": self.problems,
+        }
+
+
+@dataclass
+class ReplicaFindings:
+    """The replica-log anomalies, what each partition's replicas look like, and what is missing."""
+
+    anomalies: dict[str, AnomalyResult]
+    partitions: dict[str, dict[str, Any]]  # "t0-1" -> {"leader", "leader_known", "replicas": [...]}
+    incomplete: list[str]
+    notes: list[str]
+
+
+def decode_value(raw: bytes | None) -> Value:
+    """The workload's ASCII decimal value as an int; anything else as a short repr."""
+    if raw is None:
+        return None
+    text = bytes(raw)
+    if text.isdigit() or (text[:1] == b"-" and text[1:].isdigit()):
+        return int(text)
+    return repr(text[:40])
+
+
+def read_replica(node: str, topic: str, partition: int, path: Path, hw: int | None) -> ReplicaLog:
+    """Read one partition directory: good batches in offset order, stopping at the first bad one."""
+    replica = ReplicaLog(node, topic, partition, path, high_watermark=hw)
+    first = True
+    for batch in iter_batches(path):
+        if not batch.crc_ok:
+            replica.problems.append(
+                f"{batch.segment.name}: batch at offset {batch.base_offset} fails its CRC; log read up to it"
+            )
+            break
+        if first:
+            replica.log_start = batch.base_offset
+            first = False
+        replica.log_end = batch.last_offset + 1
+        if batch.header is not None and batch.header.is_control:
+            continue
+        for offset, value in batch.records:
+            replica.records[offset] = decode_value(value)
+    return replica
+
+
+def _data_roots(data_dir: Path) -> list[Path]:
+    """The data dir itself, or its subdirectories when the copy kept Kafka's log.dirs one level down."""
+    if any(True for _ in iter_partition_dirs(data_dir)):
+        return [data_dir]
+    return sorted(p for p in data_dir.iterdir() if p.is_dir() and any(True for _ in iter_partition_dirs(p)))
+
+
+def read_replicas(nodes_dir: Path) -> tuple[dict[TopicPartition, list[ReplicaLog]], list[str]]:
+    """Every replica under `nodes/<node>/data/`, by partition, and what could not be read."""
+    incomplete: list[str] = []
+    replicas: dict[TopicPartition, list[ReplicaLog]] = {}
+    if not nodes_dir.is_dir():
+        return {}, [f"replicas: no replica data collected ({nodes_dir} is missing)"]
+    for node_dir in sorted(p for p in nodes_dir.iterdir() if p.is_dir()):
+        data_dir = node_dir / "data"
+        if not data_dir.is_dir():
+            incomplete.append(f"replicas: node {node_dir.name} has no data dir ({data_dir} is missing)")
+            continue
+        for root in _data_roots(data_dir):
+            hws: dict[TopicPartition, int] = {}
+            try:
+                hws = OffsetCheckpoint(root / REPLICATION_OFFSET_CHECKPOINT).read()
+            except CheckpointError as e:
+                log.warning("%s", e)
+            for topic, partition, path in iter_partition_dirs(root):
+                if topic.startswith("__"):
+                    continue  # Kafka's internal topics (__consumer_offsets) are not the workload's
+                replica = read_replica(node_dir.name, topic, partition, path, hws.get((topic, partition)))
+                replicas.setdefault((topic, partition), []).append(replica)
+    return replicas, incomplete
+
+
+def expected_partitions(topics: int, partitions: int) -> list[TopicPartition]:
+    """The workload's partitions: topics t0, t1, ... each with `partitions` partitions."""
+    return [(f"t{t}", p) for t in range(topics) for p in range(partitions)]
+
+
+def missing_replicas(
+    replicas: Mapping[TopicPartition, list[ReplicaLog]],
+    expected: Iterable[TopicPartition],
+    replication_factor: int,
+) -> list[str]:
+    """Partitions with fewer replicas on disk than the replication factor."""
+    reasons = []
+    for topic, partition in expected:
+        found = replicas.get((topic, partition), [])
+        if len(found) < replication_factor:
+            nodes = ", ".join(r.node for r in found) or "none"
+            reasons.append(
+                f"replicas: {topic}-{partition}: {len(found)} of {replication_factor} replicas collected ({nodes})"
+            )
+    return reasons
+
+
+def find_divergence(replicas: Mapping[TopicPartition, list[ReplicaLog]]) -> AnomalyResult:
+    """log-divergence: offsets where replicas covering them hold different records."""
+    found = Examples("log-divergence")
+    for (topic, partition), logs in sorted(replicas.items()):
+        if len(logs) < 2:
+            continue
+        low = min(r.log_start for r in logs)
+        high = max(r.log_end for r in logs)
+        for offset in range(low, high):
+            covering = [r for r in logs if r.log_start <= offset < r.log_end]
+            if len(covering) < 2:
+                continue
+            values = {r.records.get(offset) for r in covering}
+            if len(values) > 1:
+                found.add(
+                    {
+                        "topic": topic,
+                        "partition": partition,
+                        "offset": offset,
+                        "replicas": [
+                            {
+                                "node": r.node,
+                                "value": r.records.get(offset),
+                                "log_end": r.log_end,
+                                "high_watermark": r.high_watermark,
+                            }
+                            for r in sorted(covering, key=lambda r: r.node)
+                        ],
+                    }
+                )
+    return found.result()
+
+
+def choose_leader(logs: list[ReplicaLog], named: str | None) -> tuple[ReplicaLog, bool]:
+    """The named leader's replica if it is on disk, else the longest log (ties: smallest node)."""
+    if named is not None:
+        for r in logs:
+            if r.node == named:
+                return r, True
+    return min(logs, key=lambda r: (-r.log_end, r.node)), False
+
+
+def iter_acks(history_path: str | os.PathLike[str]) -> Iterator[tuple[int, Any, str, int, int, int]]:
+    """(index, process, topic, partition, offset, value) of every ok send with an offset."""
+    for op in iter_ops(history_path, problems=[]):
+        if op["type"] != "ok" or op["f"] != "send":
+            continue
+        topic, partition, offset, value = (op.get(k) for k in ("topic", "partition", "offset", "value"))
+        if isinstance(topic, str) and all(
+            isinstance(x, int) and not isinstance(x, bool) for x in (partition, offset, value)
+        ):
+            if offset >= 0:  # type: ignore[operator]
+                yield op["index"], op["process"], topic, partition, offset, value  # type: ignore[misc]
+
+
+def find_lost_committed(
+    replicas: Mapping[TopicPartition, list[ReplicaLog]],
+    acks: Iterable[tuple[int, Any, str, int, int, int]],
+    leaders: Mapping[TopicPartition, str],
+) -> tuple[AnomalyResult, dict[TopicPartition, tuple[ReplicaLog, bool]]]:
+    """lost-committed-on-replicas: acked values absent from their partition leader's final log."""
+    found = Examples("lost-committed-on-replicas")
+    chosen = {tp: choose_leader(logs, leaders.get(tp)) for tp, logs in replicas.items() if logs}
+    values_on_leader: dict[TopicPartition, set[Value]] = {}
+    for index, process, topic, partition, offset, value in acks:
+        tp = (topic, partition)
+        if tp not in chosen:
+            continue  # no replica on disk: said in `incomplete`
+        leader, known = chosen[tp]
+        if offset < leader.log_start:
+            continue  # deleted by retention, not lost
+        held = values_on_leader.get(tp)
+        if held is None:
+            held = values_on_leader[tp] = set(leader.records.values())
+        if value not in held:
+            found.add(
+                {
+                    "index": index,
+                    "process": process,
+                    "topic": topic,
+                    "partition": partition,
+                    "offset": offset,
+                    "value": value,
+                    "leader": leader.node,
+                    "leader_log_end": leader.log_end,
+                    "leader_known": known,
+                }
+            )
+    return found.result(), chosen
+
+
+def leaders_from_state(state: Any, node_names: Iterable[str] = ()) -> dict[TopicPartition, str]:
+    """(topic, partition) -> leader node name from a collected cluster state, in the shapes we know.
+
+    Accepts {"partitions": [{"topic", "partition", "leader"}, ...]}, {"partitions": {"t0-1":
+    {"leader": ...}}}, or a plain mapping {(topic, partition): leader}. A leader given as a broker
+    id N is the node `nN` (node n1 runs broker 1); -1 or None means no leader.
+    """
+    names = set(node_names)
+
+    def node_of(leader: Any) -> str | None:
+        if leader is None or isinstance(leader, bool):
+            return None
+        if isinstance(leader, int):
+            return (
+                None if leader < 0 else (f"n{leader}" if not names or f"n{leader}" in names else str(leader))
+            )
+        if isinstance(leader, dict):
+            return node_of(leader.get("node", leader.get("name", leader.get("id"))))
+        text = str(leader)
+        return f"n{text}" if text.isdigit() and f"n{text}" in names else text
+
+    result: dict[TopicPartition, str] = {}
+    if isinstance(state, Mapping) and state and all(isinstance(k, tuple) for k in state):
+        for (topic, partition), leader in state.items():
+            node = node_of(leader)
+            if node is not None:
+                result[(str(topic), int(partition))] = node
+        return result
+    partitions = state.get("partitions") if isinstance(state, Mapping) else None
+    if isinstance(partitions, list):
+        for p in partitions:
+            if isinstance(p, Mapping) and "topic" in p and "partition" in p:
+                node = node_of(p.get("leader"))
+                if node is not None:
+                    result[(str(p["topic"]), int(p["partition"]))] = node
+    elif isinstance(partitions, Mapping):
+        for name, p in partitions.items():
+            if not isinstance(p, Mapping):
+                continue
+            topic, _, number = str(name).rpartition("-")
+            if "topic" in p and "partition" in p:
+                topic, number = str(p["topic"]), str(p["partition"])
+            if topic and number.isdigit():
+                node = node_of(p.get("leader"))
+                if node is not None:
+                    result[(topic, int(number))] = node
+    return result
+
+
+def check_replica_logs(
+    nodes_dir: Path,
+    history_path: str | os.PathLike[str] | None,
+    final_state: Any = None,
+    expected: Iterable[TopicPartition] = (),
+    replication_factor: int = 1,
+) -> ReplicaFindings:
+    """Read every replica, find divergence and acked records missing on the leader."""
+    replicas, incomplete = read_replicas(nodes_dir)
+    if nodes_dir.is_dir():
+        incomplete += missing_replicas(replicas, expected, replication_factor)
+    node_names = [p.name for p in nodes_dir.iterdir()] if nodes_dir.is_dir() else []
+    leaders = leaders_from_state(final_state, node_names) if final_state is not None else {}
+    divergence = find_divergence(replicas)
+    acks = iter_acks(history_path) if history_path is not None else iter(())
+    lost, chosen = find_lost_committed(replicas, acks, leaders)
+    notes = []
+    partitions: dict[str, dict[str, Any]] = {}
+    for (topic, partition), logs in sorted(replicas.items()):
+        leader, known = chosen[(topic, partition)]
+        if not known:
+            notes.append(
+                f"{topic}-{partition}: leader unknown; acks judged against {leader.node}, the longest log"
+            )
+        for r in logs:
+            notes += [f"{r.node} {topic}-{partition}: {p}" for p in r.problems]
+        partitions[f"{topic}-{partition}"] = {
+            "leader": leader.node,
+            "leader_known": known,
+            "replicas": [r.summary() for r in sorted(logs, key=lambda r: r.node)],
+        }
+    anomalies = {"log-divergence": divergence, "lost-committed-on-replicas": lost}
+    assert set(anomalies) == set(REPLICA_ANOMALIES)
+    return ReplicaFindings(anomalies, partitions, incomplete, notes)

@@ -1,0 +1,234 @@
+"""Statistics of a run: what happened, how fast, how available, and what each fault cost.
+
+One streaming pass over the history (latencies are kept as compact arrays, one float per
+completed client op). Time is the history's `time` (nanoseconds since the test started).
+
+* ops by f and outcome (`open`: never completed), sends/polls/assigns as in the contract;
+* throughput: completions per time bucket by outcome (1 s buckets, wider for long runs);
+* latency percentiles (p50/p95/p99, nearest-rank) of completed client ops, overall and by f;
+* fault windows: a nemesis fault op (completed ok or info) opens a window; the op that heals it
+  closes it -- the heal whose value names the same fault `id`, else one whose f undoes the kind
+  (start: kill/crash/stop, resume: pause, unskew: clock), else any f starting with `heal` closes
+  every open window. Windows still open end at the history's last op. Per window: client outcomes
+  completed inside it, the longest stretch without an ok send, and lost-write acks inside it
+  (by second, from the engine's `lost_by_second`);
+* unavailability: stretches of at least `UNAVAILABLE_S` without an ok send completion between the
+  first send invocation and the last send completion, each with the faults in force.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from array import array
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from typing import Any
+
+from checkers.catalogue import EngineStats
+from workloads.history import NEMESIS_PROCESS, iter_ops
+
+NS = 1_000_000_000
+UNAVAILABLE_S = 1.0
+MAX_BUCKETS = 1800
+OUTCOMES = ("ok", "fail", "info")
+CODES = {outcome: code for code, outcome in enumerate(OUTCOMES)}
+# How a fault ends: the nemesis f that undoes each kind (besides heal*, which undoes all).
+UNDOES: dict[str, tuple[str, ...]] = {
+    "start": ("kill", "crash", "stop"),
+    "resume": ("pause",),
+    "unskew": ("clock",),
+}
+
+
+def percentile(sorted_values: array[float] | list[float], q: float) -> float | None:
+    """Nearest-rank percentile of an ascending sequence (None when empty)."""
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
+    return round(sorted_values[rank - 1], 3)
+
+
+def _percentiles(values: array[float]) -> dict[str, float | None]:
+    ordered = sorted(values)
+    return {"p50": percentile(ordered, 50), "p95": percentile(ordered, 95), "p99": percentile(ordered, 99)}
+
+
+def _is_heal(f: str) -> bool:
+    return f.startswith("heal") or f in UNDOES
+
+
+def _fault_id(value: Any) -> Any:
+    return value.get("id") if isinstance(value, dict) else None
+
+
+class _Windows:
+    """Pairs nemesis ops into fault windows."""
+
+    def __init__(self) -> None:
+        self.open: list[dict[str, Any]] = []
+        self.closed: list[dict[str, Any]] = []
+
+    def fault(self, op: dict[str, Any], t: float) -> None:
+        self.open.append(
+            {
+                "fault": op["f"],
+                "id": _fault_id(op.get("value")),
+                "value": op.get("value"),
+                "outcome": op["type"],
+                "start_s": t,
+                "end_s": None,
+                "healed_by": None,
+            }
+        )
+
+    def heal(self, op: dict[str, Any], t: float) -> None:
+        f, fid = op["f"], _fault_id(op.get("value"))
+        if fid is not None and any(w["id"] == fid for w in self.open):
+            ending = [w for w in self.open if w["id"] == fid]
+        elif f in UNDOES:
+            ending = [w for w in self.open if w["fault"] in UNDOES[f]]
+        else:
+            ending = list(self.open)
+        for w in ending:
+            w["end_s"], w["healed_by"] = t, f
+            self.open.remove(w)
+            self.closed.append(w)
+
+    def finish(self, end_s: float) -> list[dict[str, Any]]:
+        for w in self.open:
+            w["end_s"] = end_s
+            self.closed.append(w)
+        self.open = []
+        return sorted(self.closed, key=lambda w: (w["start_s"], str(w["fault"])))
+
+
+def compute_stats(
+    history_path: str | os.PathLike[str], engine_stats: EngineStats, anomaly_counts: dict[str, int]
+) -> dict[str, Any]:
+    """The results.json `stats` of one history."""
+    open_ops: dict[Any, dict[str, Any]] = {}
+    outcomes: dict[str, dict[str, int]] = defaultdict(lambda: {"ok": 0, "fail": 0, "info": 0, "open": 0})
+    latencies: dict[str, array[float]] = defaultdict(lambda: array("d"))
+    # Client completions: time (s) and outcome code, in history order (time grows with the index).
+    completion_times: array[float] = array("d")
+    completion_codes: array[int] = array("b")
+    per_second: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
+    ok_sends: array[float] = array("d")
+    first_send: float | None = None
+    last_time = 0.0
+    windows = _Windows()
+    nemesis_ops = 0
+    for op in iter_ops(history_path, problems=[]):
+        t = int(op.get("time") or 0) / NS
+        last_time = max(last_time, t)
+        process = op["process"]
+        if process == NEMESIS_PROCESS:
+            nemesis_ops += 1
+            if op["type"] in ("ok", "info"):
+                (windows.heal if _is_heal(str(op["f"])) else windows.fault)(op, t)
+            continue
+        if op["type"] == "invoke":
+            open_ops[process] = op
+            if op["f"] == "send" and first_send is None:
+                first_send = t
+            continue
+        invocation = open_ops.pop(process, None)
+        if invocation is None:
+            continue
+        f = str(invocation["f"])
+        outcome = "info" if op["f"] == "crash" else str(op["type"])
+        outcomes[f][outcome] += 1
+        latencies[f].append((int(op.get("time") or 0) - int(invocation.get("time") or 0)) / 1e6)
+        code = CODES[outcome]
+        completion_times.append(t)
+        completion_codes.append(code)
+        per_second[int(t)][code] += 1
+        if f == "send" and outcome == "ok":
+            ok_sends.append(t)
+    for op in open_ops.values():
+        outcomes[str(op["f"])]["open"] += 1
+
+    duration = last_time
+    bucket = max(1, math.ceil(duration / MAX_BUCKETS))
+    series: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for second, counts in per_second.items():
+        row = series[second // bucket]
+        for code in range(3):
+            row[code] += counts[code]
+    throughput = [{"t_s": k * bucket, **dict(zip(OUTCOMES, series[k], strict=True))} for k in sorted(series)]
+    if any(completion_times[i] > completion_times[i + 1] for i in range(len(completion_times) - 1)):
+        order = sorted(range(len(completion_times)), key=completion_times.__getitem__)
+        completion_times = array("d", (completion_times[i] for i in order))
+        completion_codes = array("b", (completion_codes[i] for i in order))
+    if any(ok_sends[i] > ok_sends[i + 1] for i in range(len(ok_sends) - 1)):
+        ok_sends = array("d", sorted(ok_sends))
+
+    all_latencies: array[float] = array("d")
+    for values in latencies.values():
+        all_latencies.extend(values)
+
+    fault_windows = windows.finish(duration)
+    gaps = _unavailable(ok_sends, first_send, duration)
+    lost_by_second = {int(k): v for k, v in engine_stats["lost_by_second"].items()}
+    for w in fault_windows:
+        start, end = w["start_s"], w["end_s"]
+        lo, hi = bisect_left(completion_times, start), bisect_right(completion_times, end)
+        inside = [0, 0, 0]
+        for code in completion_codes[lo:hi]:
+            inside[code] += 1
+        w["ops"] = dict(zip(OUTCOMES, inside, strict=True))
+        w["longest_gap_s"] = _longest_gap(ok_sends, start, end)
+        w["acked_lost"] = sum(v for s, v in lost_by_second.items() if math.floor(start) <= s <= end)
+    for g in gaps:
+        g["faults"] = [
+            str(w["fault"]) for w in fault_windows if w["start_s"] < g["end_s"] and w["end_s"] > g["start_s"]
+        ]
+
+    completed = len(completion_times)
+    sends = {k: engine_stats["sends"][k] for k in ("ok", "fail", "info", "open")}  # type: ignore[literal-required]
+    return {
+        "sends": sends,
+        "polls": dict(engine_stats["polls"]),
+        "assigns": dict(engine_stats["assigns"]),
+        "ops": {f: dict(v) for f, v in sorted(outcomes.items())},
+        "nemesis_ops": nemesis_ops,
+        "records_read": engine_stats["records_read"],
+        "acked": engine_stats["acked"],
+        "acked_lost": anomaly_counts.get("lost-write", 0),
+        "acked_unseen": anomaly_counts.get("unseen", 0),
+        "acked_missing_on_leader": anomaly_counts.get("lost-committed-on-replicas", 0),
+        "duration_s": round(duration, 3),
+        "ops_per_s": round(completed / duration, 1) if duration > 0 else 0.0,
+        "throughput": {"bucket_s": bucket, "series": throughput},
+        "latency_ms": _percentiles(all_latencies),
+        "latency_ms_by_f": {f: _percentiles(v) for f, v in sorted(latencies.items())},
+        "fault_windows": [{k: v for k, v in w.items() if k != "id"} for w in fault_windows],
+        "unavailable": gaps,
+    }
+
+
+def _unavailable(ok_sends: array[float], first_send: float | None, end: float) -> list[dict[str, Any]]:
+    """Stretches of at least UNAVAILABLE_S with no ok send completion."""
+    if first_send is None:
+        return []
+    gaps = []
+    previous = first_send
+    last_end = ok_sends[-1] if ok_sends else end
+    for t in [*ok_sends, last_end]:
+        if t - previous >= UNAVAILABLE_S:
+            gaps.append(
+                {"start_s": round(previous, 3), "end_s": round(t, 3), "seconds": round(t - previous, 3)}
+            )
+        previous = max(previous, t)
+    return gaps
+
+
+def _longest_gap(ok_sends: array[float], start: float, end: float) -> float:
+    """The longest stretch within [start, end] without an ok send completion."""
+    longest = 0.0
+    previous = start
+    for t in ok_sends[bisect_left(ok_sends, start) : bisect_right(ok_sends, end)]:
+        longest = max(longest, t - previous)
+        previous = t
+    return round(max(longest, end - previous), 3)

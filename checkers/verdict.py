@@ -1,0 +1,176 @@
+"""The verdict: which anomalies make a test invalid for its settings, as data, and `unknown` rules.
+
+Every anomaly found is invalid unless a rule below says otherwise for the test's settings. Loss
+symptoms are never allowed, whatever the settings: an unsafe setting (acks=1, the pre-KIP-101
+truncation, unclean elections) must be *caught*, so its losses make the run invalid.
+
+Trust (what an incomplete history can still prove):
+* a *damaged* history (malformed or unpaired lines in the middle) proves nothing from the history:
+  its history anomalies are `unknown`;
+* a *truncated* history (torn tail, operations that never completed, a final drain that did not
+  finish) still proves what it shows (`presence` anomalies stay invalid) but not what it lacks
+  (`absence` anomalies -- lost-write, unseen, phantom -- become `unknown`);
+* replica-log anomalies stand on their own (they are read from disk).
+
+`valid` is false when any anomaly's effect is `invalid`; otherwise `"unknown"` when any effect is
+`unknown` or anything is incomplete (history, drain, replica data); otherwise true.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from checkers.catalogue import (
+    BY_NAME,
+    NAMES,
+    AnomalyResult,
+    EngineResult,
+    incomplete_kind,
+    is_damaged,
+)
+from checkers.replica_logs import ReplicaFindings
+from harness.config import TestConfig
+
+Effect = Literal["invalid", "allowed", "unknown", "none"]
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the rules may look at besides the anomalies."""
+
+    config: TestConfig
+    drain_complete: bool | None  # None: no drain.json (the drain's outcome is not known)
+
+
+# Conditions a rule can name. `consumer_mode` is not a TestConfig key yet: the queue workload only
+# consumes by assign; a subscribe mode would add it.
+CONDITIONS: dict[str, Callable[[Facts], bool]] = {
+    "without-idempotence": lambda facts: not facts.config.idempotence,
+    "consuming-by-subscribe": lambda facts: getattr(facts.config, "consumer_mode", "assign") == "subscribe",
+    "drain-not-known-complete": lambda facts: facts.drain_complete is not True,
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When `condition` holds, a present `anomaly` has `effect` instead of invalid."""
+
+    anomaly: str
+    effect: Literal["allowed", "unknown"]
+    condition: str
+    because: str
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "duplicate",
+        "allowed",
+        "without-idempotence",
+        "a producer that retries without idempotence may write one value twice",
+    ),
+    Rule(
+        "poll-skip",
+        "allowed",
+        "consuming-by-subscribe",
+        "a rebalance hands a partition to another consumer, so one process's reads skip",
+    ),
+    Rule(
+        "nonmonotonic-poll",
+        "allowed",
+        "consuming-by-subscribe",
+        "after a rebalance a consumer resumes from the last committed offset and reads again",
+    ),
+    Rule(
+        "unseen",
+        "unknown",
+        "drain-not-known-complete",
+        "without a completed final drain an acknowledged record may simply not have been read yet",
+    ),
+)
+
+assert all(r.anomaly in BY_NAME and r.condition in CONDITIONS for r in RULES)
+
+
+def effect_of(
+    name: str, count: int, facts: Facts, history_damaged: bool, history_truncated: bool
+) -> tuple[Effect, str]:
+    """The effect of one anomaly on the verdict, and why."""
+    if count == 0:
+        return "none", ""
+    anomaly = BY_NAME[name]
+    effect: Effect = "invalid"
+    why = "the test's settings must not show it"
+    for rule in RULES:
+        if rule.anomaly == name and CONDITIONS[rule.condition](facts):
+            effect, why = rule.effect, rule.because
+            break
+    if effect == "invalid" and anomaly.source == "history":
+        if history_damaged:
+            return "unknown", "the history is damaged, so it cannot prove this"
+        if history_truncated and anomaly.evidence == "absence":
+            return "unknown", "the history is incomplete, so a missing line could refute this"
+    return effect, why
+
+
+def decide(
+    engine: EngineResult,
+    replicas: ReplicaFindings | None,
+    config: TestConfig,
+    drain: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The results.json dict (without stats and checker): valid, anomalies, fatal, incomplete, why."""
+    incomplete = list(engine["incomplete"])
+    drain_complete: bool | None = None
+    if isinstance(drain, dict) and isinstance(drain.get("complete"), bool):
+        drain_complete = drain["complete"]
+        if not drain_complete:
+            reason = drain.get("reason") or "no reason given"
+            incomplete.append(f"drain: the final drain did not read every partition to its end ({reason})")
+    elif drain is not None:
+        incomplete.append("drain: drain.json is unreadable or has no 'complete' field")
+    facts = Facts(config, drain_complete)
+    history_reasons = [r for r in incomplete if incomplete_kind(r) != "replicas"]
+    damaged = is_damaged(history_reasons)
+    truncated = bool(history_reasons)
+
+    found: dict[str, AnomalyResult] = dict(engine["anomalies"])
+    notes: list[str] = []
+    if replicas is not None:
+        found.update(replicas.anomalies)
+        incomplete += replicas.incomplete
+        notes += replicas.notes
+    else:
+        incomplete.append("replicas: the replica logs were not checked")
+
+    anomalies: dict[str, dict[str, Any]] = {}
+    fatal: list[str] = []
+    unknown_because: list[str] = []
+    explanation: list[str] = []
+    for name in NAMES:
+        result = found.get(name, {"count": 0, "examples": []})
+        effect, why = effect_of(name, result["count"], facts, damaged, truncated)
+        anomalies[name] = {"count": result["count"], "examples": result["examples"], "effect": effect}
+        if effect == "invalid":
+            fatal.append(name)
+        elif effect == "unknown":
+            unknown_because.append(name)
+        if effect != "none":
+            explanation.append(f"{name} x{result['count']}: {effect} ({why})")
+
+    valid: bool | str
+    if fatal:
+        valid = False
+    elif unknown_because or incomplete:
+        valid = "unknown"
+    else:
+        valid = True
+    return {
+        "valid": valid,
+        "anomalies": anomalies,
+        "fatal": fatal,
+        "incomplete": incomplete,
+        "explanation": explanation,
+        "notes": notes,
+    }
