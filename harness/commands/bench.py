@@ -1,11 +1,22 @@
-"""`strandline bench`: not built yet (see the issue that builds it)."""
+"""`strandline bench TARGET`: a thin dispatcher; each target's benchmark lives with its area.
+
+`workload` and `broker` are in `workloads/bench.py`, `checker` in `checkers/bench.py`. Imports are
+lazy so that one area's dependencies (Spark, Kafka clients) load only for its own benchmark.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 
-from harness.errors import NotImplementedYet
+from harness.errors import BadInput
+
+_TARGETS = {"workload": "workloads.bench", "broker": "workloads.bench", "checker": "checkers.bench"}
 
 
 def main(args: argparse.Namespace) -> int:
-    raise NotImplementedYet("not implemented yet")
+    module_name = _TARGETS.get(args.target)
+    if module_name is None:
+        raise BadInput(f"unknown bench target {args.target!r} (known: {', '.join(sorted(_TARGETS))})")
+    module = importlib.import_module(module_name)
+    return int(module.main(args))

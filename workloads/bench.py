@@ -1,0 +1,198 @@
+"""`strandline bench workload` and `strandline bench broker`: figures, never assertions.
+
+workload: the queue workload (10 concurrent client processes, unlimited rate) against a 3-broker,
+RF=3 own-broker cluster on this machine, for `STRANDLINE_BENCH_SECONDS` (default 20) seconds;
+prints the acknowledged operations per second the history recorded (counted from the history
+itself, not from the client's counters).
+broker: raw producer throughput (pipelined sends, acks=all) against the same cluster, as a ceiling
+for the workload figure.
+
+`STRANDLINE_BOOTSTRAP=host:port,...` benchmarks an existing cluster instead of starting one (its
+topics must not exist yet or must have the test's shape). `--keep FILE` keeps the history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.config import TestConfig
+from harness.errors import BadInput, InfrastructureError
+from workloads.history import HistoryWriter, iter_ops, pair_problems
+
+log = logging.getLogger(__name__)
+
+BROKERS = 3
+CONCURRENCY = 10
+
+
+def _seconds() -> float:
+    raw = os.environ.get("STRANDLINE_BENCH_SECONDS", "20")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise BadInput(f"STRANDLINE_BENCH_SECONDS: expected a number of seconds, got {raw!r}") from None
+    if seconds <= 0:
+        raise BadInput("STRANDLINE_BENCH_SECONDS: must be positive")
+    return seconds
+
+
+@contextlib.contextmanager
+def bench_cluster(work_dir: Path, config: TestConfig) -> Iterator[list[str]]:
+    """Bootstrap addresses of the cluster to measure: STRANDLINE_BOOTSTRAP, or a local one."""
+    given = os.environ.get("STRANDLINE_BOOTSTRAP")
+    if given:
+        yield [a.strip() for a in given.split(",") if a.strip()]
+        return
+    try:
+        from broker.localcluster import LocalCluster
+    except ImportError as e:
+        raise InfrastructureError(
+            f"the local cluster is not available ({e}); set STRANDLINE_BOOTSTRAP"
+        ) from None
+    cluster = LocalCluster(
+        work_dir / "cluster",
+        brokers=BROKERS,
+        settings={"min.insync.replicas": str(config.min_insync), "default.replication.factor": str(BROKERS)},
+    )
+    cluster.start()
+    try:
+        yield cluster.bootstrap_servers()
+    finally:
+        cluster.stop()
+
+
+def count_history(path: Path) -> dict[str, Any]:
+    """Acknowledged operations per kind, counted from the journal (what a checker would see)."""
+    counts: dict[str, dict[str, int]] = {}
+    first = last = None
+    for op in iter_ops(path):
+        if op["process"] == "nemesis":
+            continue
+        first = op["time"] if first is None else first
+        last = op["time"]
+        if op["type"] != "invoke":
+            counts.setdefault(op["f"], {"ok": 0, "fail": 0, "info": 0})[op["type"]] += 1
+    seconds = ((last or 0) - (first or 0)) / 1e9
+    return {"counts": counts, "seconds": seconds}
+
+
+def bench_workload(
+    config: TestConfig, bootstrap: list[str], history_path: Path, seconds: float
+) -> dict[str, Any]:
+    from workloads.progress import LiveProgress
+    from workloads.queue import run_workload
+    from workloads.topics import setup_topics
+
+    setup_topics(config, bootstrap)
+    stop = threading.Event()
+    timer = threading.Timer(seconds, stop.set)
+    with HistoryWriter(history_path) as history:
+        timer.start()
+        try:
+            stats = run_workload(config, bootstrap, history, stop, LiveProgress(title="bench workload"))
+        finally:
+            timer.cancel()
+    recorded = count_history(history_path)
+    pairs = pair_problems(history_path)
+    ok = sum(c["ok"] for c in recorded["counts"].values())
+    acked_sends = recorded["counts"].get("send", {}).get("ok", 0)
+    elapsed = max(recorded["seconds"], 1e-9)
+    return {
+        "client": config.client,
+        "concurrency": config.concurrency,
+        "seconds": round(elapsed, 2),
+        "acked_ops_per_s": round(ok / elapsed, 1),
+        "acked_sends_per_s": round(acked_sends / elapsed, 1),
+        "counts": recorded["counts"],
+        "paired": pairs.complete and not pairs.open_invocations,
+        "send_latency_ms": stats.latency_ms(),
+    }
+
+
+def bench_broker(config: TestConfig, bootstrap: list[str], seconds: float) -> dict[str, Any]:
+    """Pipelined acks=all sends from one producer: the cluster's ceiling, not a workload figure."""
+    from kafka import KafkaProducer
+
+    from workloads.topics import setup_topics
+
+    setup_topics(config, bootstrap)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", linger_ms=5, enable_idempotence=False, metrics_enabled=False
+    )
+    acked = 0
+    lock = threading.Lock()
+
+    def on_ack(_metadata: Any) -> None:
+        nonlocal acked
+        with lock:
+            acked += 1
+
+    started = time.monotonic()
+    n = 0
+    try:
+        while time.monotonic() - started < seconds:
+            for _ in range(100):
+                producer.send("t0", value=str(n).encode(), partition=n % config.partitions).add_callback(
+                    on_ack
+                )
+                n += 1
+            while n - acked > 5000 and time.monotonic() - started < seconds:
+                time.sleep(0.001)
+        producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=5)
+    elapsed = time.monotonic() - started
+    return {"sent": n, "acked": acked, "seconds": round(elapsed, 2), "acked_per_s": round(acked / elapsed, 1)}
+
+
+def main(args: argparse.Namespace) -> int:
+    seconds = _seconds()
+    client = os.environ.get("STRANDLINE_BENCH_CLIENT", "kafka-python")
+    config = TestConfig(
+        seed=1,
+        nodes=BROKERS,
+        replication_factor=BROKERS,
+        min_insync=2,
+        topics=1,
+        partitions=2,
+        rate=1e9,
+        concurrency=CONCURRENCY,
+        client=client,  # type: ignore[arg-type]
+    ).replace(client=client)
+    with tempfile.TemporaryDirectory(prefix="strandline-bench-") as tmp:
+        work = Path(tmp)
+        history_path = Path(args.keep) if getattr(args, "keep", None) else work / "history.jsonl"
+        if history_path.exists():
+            raise BadInput(f"--keep {history_path}: the file exists")
+        with bench_cluster(work, config) as bootstrap:
+            if args.target == "broker":
+                r = bench_broker(config, bootstrap, seconds)
+                sys.stdout.write(
+                    f"broker: {r['acked_per_s']:.0f} acked records/s "
+                    f"({r['acked']} of {r['sent']} in {r['seconds']} s, acks=all, RF={BROKERS}, pipelined)\n"
+                )
+                return 0
+            r = bench_workload(config, bootstrap, history_path, seconds)
+    c = r["counts"]
+    sends, polls = c.get("send", {}), c.get("poll", {})
+    sys.stdout.write(
+        f"workload ({r['client']}, {r['concurrency']} clients, {BROKERS} brokers, RF={BROKERS}, "
+        f"acks=all, {r['seconds']} s):\n"
+        f"  sends ok/fail/info: {sends.get('ok', 0)}/{sends.get('fail', 0)}/{sends.get('info', 0)}, "
+        f"polls ok/info: {polls.get('ok', 0)}/{polls.get('info', 0)}, "
+        f"send latency p50 {r['send_latency_ms']['p50']} ms, p99 {r['send_latency_ms']['p99']} ms, "
+        f"pairs {'complete' if r['paired'] else 'INCOMPLETE'}\n"
+        f"acked sends/s: {r['acked_sends_per_s']:.0f}\n"
+        f"acked ops/s: {r['acked_ops_per_s']:.0f}\n"
+    )
+    return 0
