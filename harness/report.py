@@ -87,6 +87,7 @@ class AnomalyView:
     count: int
     description: str
     fatal: bool
+    effect: str  # invalid | allowed | unknown (checkers/verdict.py), "" when results.json has none
     examples: list[ExampleView]
     more: int
 
@@ -502,7 +503,10 @@ def build_context(run: Path) -> dict[str, Any]:
                 name=name,
                 count=int(a.get("count", 0)),
                 description=_sentence(descriptions.get(name, "")),
-                fatal=(name in fatal) if fatal else verdict == "invalid",
+                fatal=(name in fatal)
+                if fatal
+                else (a.get("effect") == "invalid" or (not a.get("effect") and verdict == "invalid")),
+                effect=str(a.get("effect") or ""),
                 examples=[_example_view(e, digest, logs) for e in ex[:MAX_EXAMPLES_SHOWN]],
                 more=max(0, len(ex) - MAX_EXAMPLES_SHOWN),
             )

@@ -1,11 +1,26 @@
-"""`strandline run`: not built yet (see the issue that builds it)."""
+"""`strandline run`: one test from cluster to verdict (harness/run.py does the work)."""
 
 from __future__ import annotations
 
 import argparse
 
-from harness.errors import NotImplementedYet
+from harness.config import resolve
+from harness.run import run_test
+
+# Flags that map to config keys of the same name (dashes become underscores).
+RUN_KEYS = (
+    "system", "backend", "nodes", "topics", "partitions", "replication_factor", "variant", "min_insync",
+    "unclean_election", "acks", "nemesis", "nemesis_interval", "time_limit", "rate", "concurrency",
+    "client", "seed", "store", "checker", "name",
+)  # fmt: skip
+
+
+def overrides(args: argparse.Namespace) -> dict[str, object]:
+    return {k: getattr(args, k, None) for k in RUN_KEYS}
 
 
 def main(args: argparse.Namespace) -> int:
-    raise NotImplementedYet("not implemented yet")
+    config = resolve(args.config, overrides(args))
+    outcome = run_test(config)
+    print(outcome.verdict_line, flush=True)
+    return outcome.exit_code

@@ -1,0 +1,483 @@
+"""The run lifecycle: one test from an empty machine to a verdict, leaving nothing behind.
+
+    run dir + test.json → heal leftovers → cluster up → topics → load + faults (time limit)
+    → heal → wait for recovery → final drain → cluster state → collect → check → report → down
+
+Every step that creates something has its undo in a `finally`, and every step after the load is
+attempted even when an earlier one failed (Ctrl-C, an exception): the history is on disk as it
+happens, so whatever can be checked and reported still is. A controller killed with SIGKILL
+leaves state files behind; the next run (or `strandline cluster down --all`) removes them first.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from harness import rundir
+from harness.config import TestConfig
+from harness.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INFRASTRUCTURE,
+    EXIT_INVALID,
+    EXIT_UNKNOWN,
+    EXIT_VALID,
+    InfrastructureError,
+    StrandlineError,
+)
+
+log = logging.getLogger(__name__)
+
+EXIT_INTERRUPTED = 130
+VERDICT_EXIT = {"valid": EXIT_VALID, "invalid": EXIT_INVALID, "unknown": EXIT_UNKNOWN}
+
+
+@dataclass
+class RunOutcome:
+    """How a run ended: the verdict and exit code of the contract, and the run directory."""
+
+    run_dir: Path
+    verdict: str = "unknown"  # valid | invalid | unknown
+    status: str = "completed"  # completed | interrupted | failed
+    reason: str = ""
+    exit_code: int = EXIT_UNKNOWN
+    results: dict[str, Any] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def verdict_line(self) -> str:
+        return f"verdict: {self.verdict} {self.run_dir}"
+
+
+def verdict_of(results: dict[str, Any] | None) -> str:
+    valid = (results or {}).get("valid")
+    return "valid" if valid is True else "invalid" if valid is False else "unknown"
+
+
+class _Interrupted(BaseException):
+    """SIGTERM, turned into an exception so the run heals and tears down as for Ctrl-C."""
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise _Interrupted(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _harness_log(run: Path) -> Iterator[None]:
+    """Everything the libraries log goes to <run>/harness.log (INFO and up), whatever the CLI's level."""
+    handler = logging.FileHandler(run / rundir.HARNESS_LOG, encoding="utf-8")
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    old_level = root.level
+    root.addHandler(handler)
+    if root.level > logging.INFO or root.level == logging.NOTSET:
+        root.setLevel(logging.INFO)
+        # Keep the terminal as quiet as the CLI asked: its handlers keep their own threshold.
+        for h in root.handlers:
+            if h is not handler and h.level == logging.NOTSET:
+                h.setLevel(old_level or logging.WARNING)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+        handler.close()
+
+
+class _Phases:
+    """Rich progress lines for a person, and timings for outcome.json."""
+
+    def __init__(self, console: Console, timings: dict[str, float]):
+        self.console = console
+        self.timings = timings
+
+    @contextmanager
+    def phase(self, key: str, text: str) -> Iterator[None]:
+        started = time.monotonic()
+        self.console.print(f"[bold cyan]▸[/] {text} …", highlight=False)
+        log.info("phase %s: %s", key, text)
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            took = time.monotonic() - started
+            self.timings[key] = round(took, 2)
+            mark = "[green]✓[/]" if ok else "[red]✗[/]"
+            self.console.print(f"  {mark} {text} ({took:.1f} s)", highlight=False)
+
+
+def _import_pieces() -> dict[str, Any]:
+    """The other teams' pieces, imported when a run starts, with a clear message when one is missing."""
+    pieces: dict[str, Any] = {}
+    wanted = {
+        "build_cluster": ("clusters.factory", "build_cluster"),
+        "cleanup_leftovers": ("clusters.state", "cleanup_leftovers"),
+        "state_dir_default": ("clusters.state", "state_dir_default"),
+        "setup_topics": ("workloads", "setup_topics"),
+        "run_workload": ("workloads", "run_workload"),
+        "final_drain": ("workloads", "final_drain"),
+        "LiveProgress": ("workloads", "LiveProgress"),
+        "check_run": ("checkers.api", "check_run"),
+    }
+    missing = []
+    for key, (module, name) in wanted.items():
+        try:
+            mod = __import__(module, fromlist=[name])
+            pieces[key] = getattr(mod, name)
+        except (ImportError, AttributeError) as e:
+            missing.append(f"{module}.{name} ({e})")
+    if missing:
+        raise InfrastructureError("not available yet: " + "; ".join(missing))
+    try:
+        import nemesis
+
+        pieces["build_nemesis"] = nemesis.build_nemesis  # type: ignore[attr-defined]
+        pieces["heal_leftovers"] = nemesis.heal_leftovers  # type: ignore[attr-defined]
+    except (ImportError, AttributeError):
+        pieces["build_nemesis"] = None
+        pieces["heal_leftovers"] = None
+    return pieces
+
+
+def wants_nemesis(config: TestConfig) -> bool:
+    return bool(config.nemesis) or bool(config.schedule)
+
+
+def wait_for_recovery(sut: Any, config: TestConfig, timeout: float) -> tuple[bool, str]:
+    """Until every partition has a leader and an ISR of at least min.insync.replicas, or timeout."""
+    expected = {(f"t{t}", p) for t in range(config.topics) for p in range(config.partitions)}
+    need = min(config.min_insync, config.replication_factor)
+    deadline = time.monotonic() + timeout
+    why = "no partition state yet"
+    while True:
+        try:
+            state = sut.partition_state()
+            lacking = []
+            for tp in sorted(expected):
+                s = state.get(tp)
+                if s is None:
+                    lacking.append(f"{tp[0]}-{tp[1]}: no state")
+                elif s.get("leader") is None:
+                    lacking.append(f"{tp[0]}-{tp[1]}: no leader")
+                elif len(s.get("isr") or []) < need:
+                    lacking.append(f"{tp[0]}-{tp[1]}: ISR {s.get('isr')}")
+            if not lacking:
+                return True, ""
+            why = "; ".join(lacking[:4])
+        except Exception as e:  # ZooKeeper may still be coming back
+            why = f"{type(e).__name__}: {e}"
+        if time.monotonic() >= deadline:
+            return False, why
+        time.sleep(0.5)
+
+
+def final_state_json(sut: Any) -> dict[str, Any]:
+    """Leaders, epochs and ISRs at the end, in the shape checkers.replica_logs and the report read."""
+    state = sut.partition_state()
+    controller = None
+    try:
+        controller = sut.controller()
+    except Exception as e:
+        log.info("controller unknown: %s", e)
+    return {
+        "controller": controller,
+        "partitions": [
+            {
+                "topic": tp[0],
+                "partition": tp[1],
+                "leader": s.get("leader"),
+                "leader_epoch": s.get("leader_epoch"),
+                "isr": list(s.get("isr") or []),
+            }
+            for tp, s in sorted(state.items())
+        ],
+    }
+
+
+def heal_leftovers(pieces: dict[str, Any], state_dir: Path | None) -> list[str]:
+    """Undo what a crashed controller left: nemesis faults first, then whole clusters."""
+    healed: list[str] = []
+    if pieces.get("heal_leftovers") is not None:
+        try:
+            out = pieces["heal_leftovers"](state_dir or pieces["state_dir_default"]())
+            healed += [str(x) for x in (out or [])]
+        except Exception as e:
+            log.warning("healing leftover faults failed: %s", e)
+    try:
+        healed += [str(x) for x in pieces["cleanup_leftovers"](state_dir) or []]
+    except Exception as e:
+        log.warning("cleaning leftover clusters failed: %s", e)
+    return healed
+
+
+def run_test(
+    config: TestConfig,
+    *,
+    console: Console | None = None,
+    state_dir: Path | None = None,
+    live: bool = True,
+    screenshot: bool = True,
+    on_run_dir: Callable[[Path], None] | None = None,
+    pieces: dict[str, Any] | None = None,
+) -> RunOutcome:
+    """Run one test end to end and return its outcome; never leaves a cluster or fault behind.
+
+    `pieces` replaces the other packages' entry points (tests of the lifecycle itself).
+    """
+    console = console or Console(stderr=True)
+    pieces = pieces if pieces is not None else _import_pieces()
+    if wants_nemesis(config) and pieces["build_nemesis"] is None:
+        raise InfrastructureError("not available yet: the nemesis (nemesis.build_nemesis)")
+    store = Path(config.store)
+    run = rundir.new_run_dir(store, config.name)
+    if on_run_dir is not None:
+        on_run_dir(run)
+    outcome = RunOutcome(run_dir=run)
+    rundir.write_json(run / rundir.TEST_JSON, {"config": config.to_json(), "seed": config.seed})
+    phases = _Phases(console, outcome.timings)
+    console.print(f"[bold]strandline run[/] {config.name} → {run}", highlight=False)
+    started = time.monotonic()
+    with _harness_log(run), _sigterm_as_interrupt():
+        try:
+            _lifecycle(config, run, pieces, phases, state_dir, live)
+        except (KeyboardInterrupt, _Interrupted) as e:
+            outcome.status, outcome.reason = "interrupted", f"interrupted ({type(e).__name__} {e})".strip()
+            console.print("[yellow]interrupted: healed and tore down; what was written is kept[/]")
+        except StrandlineError as e:
+            outcome.status, outcome.reason = "failed", str(e)
+            outcome.exit_code = e.exit_code
+            log.info("run failed: %s", e)
+            console.print(f"[red]failed:[/] {e}", highlight=False, soft_wrap=True)
+        except Exception as e:
+            outcome.status, outcome.reason = "failed", f"{type(e).__name__}: {e}"
+            log.info("run failed:\n%s", traceback.format_exc())
+            console.print(
+                f"[red]failed:[/] {type(e).__name__}: {e} (traceback in harness.log)",
+                highlight=False,
+                soft_wrap=True,
+            )
+        outcome.timings["total"] = round(time.monotonic() - started, 2)
+        _finish(run, outcome, phases, screenshot, pieces["check_run"])
+    return outcome
+
+
+def _lifecycle(
+    config: TestConfig,
+    run: Path,
+    pieces: dict[str, Any],
+    phases: _Phases,
+    state_dir: Path | None,
+    live: bool,
+) -> None:
+    from workloads.history import HistoryWriter
+
+    with phases.phase("heal_leftovers", "healing leftovers of earlier runs"):
+        healed = heal_leftovers(pieces, state_dir)
+        if healed:
+            phases.console.print(f"    removed: {', '.join(healed)}", highlight=False)
+    work = Path(config.store) / ".work"
+    work.mkdir(parents=True, exist_ok=True)
+    kwargs = {"state_dir": state_dir} if state_dir is not None else {}
+    cluster = pieces["build_cluster"](config, work, **kwargs)
+    history: Any = None
+    nemesis: Any = None
+    up = False
+    try:
+        with phases.phase(
+            "cluster_up", f"cluster up: {config.system} on {config.backend}, {config.nodes} nodes"
+        ):
+            cluster.up()  # removes what it created itself when it fails
+        up = True
+        bootstrap = cluster.bootstrap_servers()
+        with phases.phase(
+            "topics",
+            f"topics: {config.topics} × {config.partitions} partitions, RF {config.replication_factor}",
+        ):
+            pieces["setup_topics"](config, bootstrap)
+        history = HistoryWriter(run / rundir.HISTORY)
+        if wants_nemesis(config):
+            nemesis = pieces["build_nemesis"](config, cluster, history, random.Random(config.seed))
+            nemesis.validate()
+        try:
+            _load(config, pieces, phases, history, nemesis, bootstrap, live)
+        finally:
+            if nemesis is not None:
+                with phases.phase("heal", "healing every fault"):
+                    nemesis.heal_all()
+        with phases.phase("recover", "waiting for every partition to have a leader and a full enough ISR"):
+            ok, why = wait_for_recovery(cluster.sut, config, config.recover_timeout)
+            if not ok:
+                log.warning("cluster did not recover within %.0f s: %s", config.recover_timeout, why)
+                phases.console.print(f"    [yellow]not recovered: {why}[/]", highlight=False)
+        with phases.phase("drain", "final reads of every partition"):
+            drain = pieces["final_drain"](
+                config, bootstrap, history, config.drain_timeout, path=run / rundir.DRAIN
+            )
+            if not drain.complete:
+                phases.console.print(f"    [yellow]incomplete: {drain.reason}[/]", highlight=False)
+        _guard(
+            "cluster state",
+            lambda: rundir.write_json(run / rundir.CLUSTER_STATE, final_state_json(cluster.sut)),
+        )
+    finally:
+        if history is not None:
+            _guard("close history", history.close)
+        if nemesis is not None:
+            _guard("heal", nemesis.heal_all)  # idempotent; a no-op after the heal above
+        if up:
+            with phases.phase("collect", "collecting node logs and data dirs"):
+                _guard("collect", lambda: cluster.collect(run / rundir.NODES))
+            with phases.phase("down", "tearing the cluster down"):
+                cluster.down()
+
+
+def _load(
+    config: TestConfig,
+    pieces: dict[str, Any],
+    phases: _Phases,
+    history: Any,
+    nemesis: Any,
+    bootstrap: list[str],
+    live: bool,
+) -> None:
+    """Load and faults until the time limit (or Ctrl-C); both threads stop before this returns."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    progress = pieces["LiveProgress"](enabled=live, console=phases.console, title=f"load {config.name}")
+    if nemesis is not None and hasattr(progress, "set_faults"):
+        current = getattr(nemesis, "active_faults", None) or getattr(nemesis, "current_faults", None)
+        if callable(current):
+            progress.set_faults(current)
+
+    def guarded(target: Callable[[], Any], name: str) -> Callable[[], None]:
+        def body() -> None:
+            try:
+                target()
+            except BaseException as e:  # recorded and re-raised in the main thread
+                log.info("%s thread failed:\n%s", name, traceback.format_exc())
+                errors.append(e)
+                stop.set()
+
+        return body
+
+    workload = threading.Thread(
+        target=guarded(
+            lambda: pieces["run_workload"](config, bootstrap, history, stop, progress), "workload"
+        ),
+        name="workload",
+        daemon=True,
+    )
+    threads = [workload]
+    if nemesis is not None:
+        threads.append(
+            threading.Thread(
+                target=guarded(lambda: nemesis.run_schedule(stop), "nemesis"), name="nemesis", daemon=True
+            )
+        )
+    faults = ", ".join(config.nemesis) or ("scripted" if config.schedule else "none")
+    with phases.phase("load", f"load for {config.time_limit:g} s at {config.rate:g} ops/s; faults: {faults}"):
+        try:
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + config.time_limit
+            while not stop.is_set() and time.monotonic() < deadline:
+                stop.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=config.request_timeout_ms / 1000 * (config.retries + 2) + 30)
+            if hasattr(progress, "stop"):
+                progress.stop()
+    if errors:
+        e = errors[0]
+        if isinstance(e, StrandlineError):
+            raise e
+        raise InfrastructureError(f"load or faults failed: {type(e).__name__}: {e}")
+
+
+def _guard(what: str, fn: Callable[[], Any]) -> bool:
+    """Run a clean-up step; a failure is logged and does not stop the next steps."""
+    try:
+        fn()
+        return True
+    except (Exception, KeyboardInterrupt) as e:
+        log.warning("%s failed: %s", what, e)
+        log.info("%s failed", what, exc_info=True)
+        return False
+
+
+def _finish(
+    run: Path,
+    outcome: RunOutcome,
+    phases: _Phases,
+    screenshot: bool,
+    check_run: Callable[..., dict[str, Any]],
+) -> None:
+    """Check and report whatever was written, then settle the verdict and the exit code."""
+    from harness.report import write_report
+
+    config = rundir.read_json(run / rundir.TEST_JSON) or {}
+    engine = ((config.get("config") or {}).get("checker")) or "reference"
+    spark_master = (config.get("config") or {}).get("spark_master")
+    if (run / rundir.HISTORY).exists():
+        try:
+            with phases.phase("check", f"checking the history ({engine} checker)"):
+                outcome.results = check_run(run, engine, spark_master=spark_master)
+        except (Exception, KeyboardInterrupt) as e:
+            log.info("check failed", exc_info=True)
+            phases.console.print(f"[red]check failed:[/] {e}", highlight=False, soft_wrap=True)
+            if outcome.status == "completed":
+                outcome.status, outcome.reason = "failed", f"check failed: {e}"
+    outcome.verdict = verdict_of(outcome.results)
+    rundir.write_json(
+        run / rundir.OUTCOME,
+        {
+            "status": outcome.status,
+            "reason": outcome.reason,
+            "verdict": outcome.verdict,
+            "timings": outcome.timings,
+        },
+    )
+    try:
+        with phases.phase("report", "writing the report"):
+            report = write_report(run)
+            if screenshot:
+                from harness.report_shot import keep_screenshot
+
+                keep_screenshot(report)
+        phases.console.print(f"report: {report}", highlight=False)
+    except (Exception, KeyboardInterrupt) as e:
+        log.info("report failed", exc_info=True)
+        phases.console.print(f"[red]report failed:[/] {e}", highlight=False, soft_wrap=True)
+    if outcome.status == "interrupted":
+        outcome.exit_code = EXIT_INTERRUPTED
+    elif outcome.status == "failed":
+        if outcome.exit_code not in (EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE):
+            outcome.exit_code = EXIT_INFRASTRUCTURE
+    else:
+        outcome.exit_code = VERDICT_EXIT[outcome.verdict]

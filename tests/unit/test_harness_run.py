@@ -1,0 +1,216 @@
+"""The run lifecycle with stand-ins for the cluster, workload, nemesis and checker.
+
+Each stand-in records what was called, so these tests show the lifecycle's promises: every file of
+the run dir is written, faults are healed and the cluster torn down whatever happens (exception,
+SIGTERM), the verdict line and the exit code follow the contract, and test.json reruns the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from harness import rundir
+from harness.config import load_file, resolve, validate
+from harness.run import run_test
+
+
+class FakeSut:
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        return {("t0", p): {"leader": "n1", "leader_epoch": 2, "isr": ["n1", "n2", "n3"]} for p in range(2)}
+
+    def controller(self) -> str:
+        return "n1"
+
+
+class FakeCluster:
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+        self.sut = FakeSut()
+
+    def up(self) -> None:
+        self.calls.append("up")
+
+    def down(self) -> None:
+        self.calls.append("down")
+
+    def bootstrap_servers(self) -> list[str]:
+        return ["10.77.1.11:9092"]
+
+    def collect(self, dest: Path) -> None:
+        self.calls.append("collect")
+        (dest / "n1" / "logs").mkdir(parents=True)
+        (dest / "n1" / "logs" / "broker.log").write_text("hello\n")
+
+
+class FakeNemesis:
+    def __init__(self, history: Any, calls: list[str], fail: bool = False) -> None:
+        self.history, self.calls, self.fail = history, calls, fail
+
+    def validate(self) -> None:
+        self.calls.append("validate")
+
+    def run_schedule(self, stop: threading.Event) -> None:
+        stop.wait(0.2)
+        if stop.is_set():
+            return
+        self.history.append({"process": "nemesis", "type": "invoke", "f": "kill", "value": ["n2"]})
+        self.history.append({"process": "nemesis", "type": "ok", "f": "kill", "value": ["n2"]})
+        if self.fail:
+            raise RuntimeError("the nemesis broke")
+        stop.wait(0.2)
+        self.history.append({"process": "nemesis", "type": "invoke", "f": "start", "value": ["n2"]})
+        self.history.append({"process": "nemesis", "type": "ok", "f": "start", "value": ["n2"]})
+
+    def heal_all(self) -> None:
+        self.calls.append("heal_all")
+
+
+class FakeProgress:
+    def __init__(self, **kwargs: Any) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+def pieces(calls: list[str], *, nemesis_fails: bool = False, workload_fails: bool = False) -> dict[str, Any]:
+    sent: list[tuple[int, int]] = []
+
+    def run_workload(
+        config: Any, bootstrap: list[str], history: Any, stop: threading.Event, progress: Any
+    ) -> None:
+        value = 0
+        while not stop.is_set():
+            history.append(
+                {"process": 0, "type": "invoke", "f": "send", "topic": "t0", "partition": 0, "value": value}
+            )
+            history.append({"process": 0, "type": "ok", "f": "send", "topic": "t0", "partition": 0, "value": value, "offset": value})  # fmt: skip
+            sent.append((value, value))
+            value += 1
+            if workload_fails and value == 20:
+                raise RuntimeError("client exploded")
+            time.sleep(0.005)
+
+    class Drain:
+        complete = True
+        reason = ""
+
+    def final_drain(config: Any, bootstrap: list[str], history: Any, timeout: float, path: Path) -> Drain:
+        calls.append("drain")
+        recs = [{"topic": "t0", "partition": 0, "offset": o, "value": v} for v, o in sent]
+        history.append({"process": 99, "type": "invoke", "f": "poll"})
+        history.append({"process": 99, "type": "ok", "f": "poll", "records": recs})
+        Path(path).write_text(json.dumps({"complete": True}))
+        return Drain()
+
+    def check_run(run: Path, engine: str, spark_master: str | None = None) -> dict[str, Any]:
+        calls.append(f"check:{engine}")
+        results = {
+            "valid": True,
+            "anomalies": {},
+            "stats": {"sends": {"ok": len(sent)}},
+            "checker": {"engine": engine},
+        }
+        (run / "results.json").write_text(json.dumps(results))
+        return results
+
+    return {
+        "build_cluster": lambda config, work, **kw: FakeCluster(calls),
+        "cleanup_leftovers": lambda state_dir: calls.append("cleanup_leftovers") or [],
+        "state_dir_default": lambda: Path("/nonexistent"),
+        "setup_topics": lambda config, bootstrap: calls.append("topics"),
+        "run_workload": run_workload,
+        "final_drain": final_drain,
+        "LiveProgress": FakeProgress,
+        "check_run": check_run,
+        "build_nemesis": lambda config, cluster, history, rng: FakeNemesis(history, calls, nemesis_fails),
+        "heal_leftovers": lambda state_dir: calls.append("heal_leftovers") or [],
+    }
+
+
+def quiet() -> Console:
+    return Console(stderr=True, quiet=True)
+
+
+def test_a_completed_run_writes_every_file_and_tears_down(tmp_path: Path) -> None:
+    calls: list[str] = []
+    config = resolve(
+        None, {"store": str(tmp_path), "time_limit": 0.6, "nemesis": "kill", "checker": "reference"}
+    )
+    outcome = run_test(config, console=quiet(), pieces=pieces(calls), screenshot=False)
+    assert outcome.exit_code == 0 and outcome.verdict == "valid" and outcome.status == "completed"
+    run = outcome.run_dir
+    assert outcome.verdict_line == f"verdict: valid {run}"
+    assert run.parent == tmp_path / "queue" and (tmp_path / "latest").resolve() == run
+    for name in ("test.json", "history.jsonl", "results.json", "report.html", "harness.log", "drain.json",
+                 "cluster-state.json", "outcome.json", "nodes/n1/logs/broker.log"):  # fmt: skip
+        assert (run / name).exists(), name
+    assert calls[:3] == ["heal_leftovers", "cleanup_leftovers", "up"]
+    assert calls.index("heal_all") < calls.index("drain") < calls.index("collect") < calls.index("down")
+    assert calls[-1] == "check:reference"
+    state = json.loads((run / "cluster-state.json").read_text())
+    assert state["partitions"][0] == {"topic": "t0", "partition": 0, "leader": "n1", "leader_epoch": 2, "isr": ["n1", "n2", "n3"]}  # fmt: skip
+    assert "phase load" in (run / "harness.log").read_text()
+    assert 'data-verdict="valid"' in (run / "report.html").read_text()
+
+
+def test_test_json_reruns_the_same_test(tmp_path: Path) -> None:
+    config = resolve(None, {"store": str(tmp_path), "time_limit": 0.3, "seed": 0})
+    outcome = run_test(config, console=quiet(), pieces=pieces([]), screenshot=False)
+    again = validate(load_file(outcome.run_dir / "test.json"))
+    assert again == config and again.seed == config.seed > 0
+
+
+@pytest.mark.parametrize("what", ["workload", "nemesis"])
+def test_a_failing_piece_still_heals_tears_down_checks_and_reports(tmp_path: Path, what: str) -> None:
+    calls: list[str] = []
+    config = resolve(None, {"store": str(tmp_path), "time_limit": 5, "nemesis": "kill"})
+    p = pieces(calls, workload_fails=what == "workload", nemesis_fails=what == "nemesis")
+    started = time.monotonic()
+    outcome = run_test(config, console=quiet(), pieces=p, screenshot=False)
+    assert time.monotonic() - started < 4  # the failure stopped the load early
+    assert outcome.status == "failed" and outcome.exit_code == 4
+    assert ("exploded" if what == "workload" else "broke") in outcome.reason
+    assert "heal_all" in calls and calls.index("collect") < calls.index("down")
+    assert "drain" not in calls  # no final reads after a failed load: the verdict cannot be valid
+    assert (outcome.run_dir / "report.html").exists()
+    assert json.loads((outcome.run_dir / "outcome.json").read_text())["status"] == "failed"
+
+
+def test_sigterm_heals_and_tears_down(tmp_path: Path) -> None:
+    calls: list[str] = []
+    config = resolve(None, {"store": str(tmp_path), "time_limit": 30, "nemesis": "kill"})
+    timer = threading.Timer(0.8, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        outcome = run_test(config, console=quiet(), pieces=pieces(calls), screenshot=False)
+    finally:
+        timer.cancel()
+    assert outcome.status == "interrupted" and outcome.exit_code == 130
+    assert "heal_all" in calls and "down" in calls
+    assert (outcome.run_dir / rundir.HISTORY).stat().st_size > 0
+
+
+def test_a_cluster_that_cannot_come_up_is_an_infrastructure_failure(tmp_path: Path) -> None:
+    from harness.errors import InfrastructureError
+
+    calls: list[str] = []
+    p = pieces(calls)
+
+    class Broken(FakeCluster):
+        def up(self) -> None:
+            raise InfrastructureError("ZooKeeper on zk exited at start")
+
+    p["build_cluster"] = lambda config, work, **kw: Broken(calls)
+    outcome = run_test(resolve(None, {"store": str(tmp_path)}), console=quiet(), pieces=p, screenshot=False)
+    assert outcome.exit_code == 4 and outcome.verdict == "unknown" and "ZooKeeper" in outcome.reason
+    assert "collect" not in calls
