@@ -1,0 +1,475 @@
+"""Synthetic histories with planted anomalies: for the checker benchmark and the property tests.
+
+A history is simulated, not recorded: producers append values to in-memory partition logs (at
+invoke time, so a consumer can read a value before its send completes, as in Kafka), consumers read
+the logs sequentially, processes crash (their open op completes `info` and a fresh process takes
+over), the nemesis journals faults, and a final drain reads every partition from the beginning.
+Such a history is clean by construction; each planted anomaly is written as a small, self-contained
+episode by fresh processes, so the planted anomalies are exactly the anomalies of the history.
+
+Lines are preformatted strings (no json.dumps on the hot path): about a million ops in a few
+seconds, ten million in well under a minute.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+ANOMALY_KINDS = (
+    "lost-write",
+    "unseen",
+    "duplicate",
+    "inconsistent-offsets",
+    "aborted-read",
+    "phantom",
+    "poll-skip",
+    "nonmonotonic-poll",
+    "nonmonotonic-send",
+)
+
+NEMESIS_FS = (("kill", "start"), ("pause", "resume"), ("partition", "heal"))
+
+
+@dataclass
+class Planted:
+    """What a synthetic history holds, so a checker's findings can be asserted.
+
+    `anomalies` maps an anomaly name to its planted instances; each instance names what the
+    checkers count it by: `value` (lost-write, unseen, duplicate, aborted-read, phantom),
+    `topic`/`partition`/`offset` (inconsistent-offsets), `process`/`topic`/`partition`
+    (poll-skip, nonmonotonic-poll, nonmonotonic-send).
+    """
+
+    ops: int = 0
+    anomalies: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {k: [] for k in ANOMALY_KINDS})
+
+    def counts(self) -> dict[str, int]:
+        return {name: len(instances) for name, instances in self.anomalies.items()}
+
+
+class _Journal:
+    """Buffers preformatted lines and assigns index and time."""
+
+    def __init__(self, out: IO[str], rng: random.Random, flush_every: int = 20_000):
+        self.out = out
+        self.rng = rng
+        self.buf: list[str] = []
+        self.index = 0
+        self.time = 0
+        self.flush_every = flush_every
+
+    def head(self, process: int | str, type_: str, f: str) -> str:
+        """The common prefix of a line; the caller appends the rest and the closing brace."""
+        self.time += 1000 + int(self.rng.random() * 200_000)
+        p = f'"{process}"' if isinstance(process, str) else process
+        line = f'{{"index":{self.index},"time":{self.time},"process":{p},"type":"{type_}","f":"{f}"'
+        self.index += 1
+        return line
+
+    def add(self, line: str) -> None:
+        self.buf.append(line)
+        if len(self.buf) >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buf:
+            self.out.write("\n".join(self.buf))
+            self.out.write("\n")
+            self.buf.clear()
+
+
+@dataclass
+class _Slot:
+    """A client slot: its current process, its open op and, for a consumer, where it reads."""
+
+    process: int
+    consumer: bool
+    open: tuple[Any, ...] | None = None
+    part: int = 0
+    position: int = 0
+    assigned: bool = False
+
+
+class _Simulation:
+    def __init__(
+        self,
+        out: IO[str],
+        rng: random.Random,
+        topics: int,
+        partitions: int,
+        concurrency: int,
+        crash_rate: float,
+        nemesis_rate: float,
+    ):
+        self.j = _Journal(out, rng)
+        self.rng = rng
+        self.parts: list[tuple[str, int]] = [(f"t{t}", p) for t in range(topics) for p in range(partitions)]
+        self.logs: list[list[int]] = [[] for _ in self.parts]
+        # Preformatted pieces per partition.
+        self.tp = [f'"topic":"{t}","partition":{p}' for t, p in self.parts]
+        self.rec = [f'{{"topic":"{t}","partition":{p},"offset":' for t, p in self.parts]
+        self.next_value = 1
+        self.next_process = 0
+        self.crash_rate = crash_rate
+        self.nemesis_rate = nemesis_rate
+        self.nemesis_open: tuple[str, str] | None = None
+        consumers = max(1, min(len(self.parts), concurrency // 3))
+        self.slots = [
+            self._slot(consumer=i < consumers, part=i % len(self.parts)) for i in range(concurrency)
+        ]
+        self.planted = Planted()
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _slot(self, consumer: bool, part: int = 0) -> _Slot:
+        s = _Slot(self.fresh_process(), consumer, part=part)
+        return s
+
+    def fresh_process(self) -> int:
+        self.next_process += 1
+        return self.next_process - 1
+
+    def fresh_value(self) -> int:
+        self.next_value += 1
+        return self.next_value - 1
+
+    def send_invoke(self, process: int, part: int, value: int) -> None:
+        self.j.add(f'{self.j.head(process, "invoke", "send")},{self.tp[part]},"value":{value}}}')
+
+    def send_done(self, process: int, part: int, value: int, type_: str, offset: int | None) -> None:
+        head = self.j.head(process, type_, "send")
+        if type_ == "ok":
+            self.j.add(f'{head},{self.tp[part]},"value":{value},"offset":{offset}}}')
+        else:
+            error = "NotEnoughReplicasError" if type_ == "fail" else "RequestTimedOutError"
+            self.j.add(f'{head},{self.tp[part]},"value":{value},"error":"{error}"}}')
+
+    def records(self, part: int, start: int, end: int) -> str:
+        log = self.logs[part]
+        pre = self.rec[part]
+        return ",".join([f'{pre}{o},"value":{log[o]}}}' for o in range(start, end)])
+
+    def assign(self, process: int, part: int, seek: str | int) -> None:
+        t, p = self.parts[part]
+        s = f'"{seek}"' if isinstance(seek, str) else seek
+        self.j.add(f'{self.j.head(process, "invoke", "assign")},"partitions":[["{t}",{p}]],"seek":{s}}}')
+        self.j.add(f'{self.j.head(process, "ok", "assign")},"partitions":[["{t}",{p}]],"seek":{s}}}')
+
+    def poll(self, process: int, part: int, start: int, end: int) -> None:
+        self.j.add(f"{self.j.head(process, 'invoke', 'poll')}}}")
+        self.j.add(f'{self.j.head(process, "ok", "poll")},"records":[{self.records(part, start, end)}]}}')
+
+    def append_ok_values(self, part: int, n: int) -> int:
+        """A fresh producer sends n values, all acknowledged; returns the first offset."""
+        process = self.fresh_process()
+        log = self.logs[part]
+        first = len(log)
+        for _ in range(n):
+            value = self.fresh_value()
+            log.append(value)
+            self.send_invoke(process, part, value)
+            self.send_done(process, part, value, "ok", len(log) - 1)
+        return first
+
+    # -- the clean simulation ----------------------------------------------------------------
+    def step(self) -> None:
+        rng = self.rng
+        r = rng.random()
+        if r < self.nemesis_rate:
+            self.nemesis_step()
+            return
+        slot = self.slots[int(rng.random() * len(self.slots))]
+        if slot.open is not None:
+            if rng.random() < self.crash_rate:
+                self.crash(slot)
+            else:
+                self.complete(slot)
+        elif slot.consumer:
+            if not slot.assigned:
+                t, p = self.parts[slot.part]
+                seek: str | int = "beginning" if slot.position == 0 else slot.position
+                s = f'"{seek}"' if isinstance(seek, str) else seek
+                self.j.add(
+                    f'{self.j.head(slot.process, "invoke", "assign")},"partitions":[["{t}",{p}]],"seek":{s}}}'
+                )
+                slot.open = ("assign", s)
+            else:
+                self.j.add(f"{self.j.head(slot.process, 'invoke', 'poll')}}}")
+                slot.open = ("poll",)
+        else:
+            part = int(rng.random() * len(self.parts))
+            value = self.fresh_value()
+            r = rng.random()
+            if r < 0.9:
+                outcome = "ok"
+            elif r < 0.95:
+                outcome = "fail"
+            else:
+                outcome = "info"
+            offset = None
+            if outcome == "ok" or (outcome == "info" and rng.random() < 0.5):
+                log = self.logs[part]
+                offset = len(log)
+                log.append(value)
+            self.send_invoke(slot.process, part, value)
+            slot.open = ("send", part, value, outcome, offset)
+
+    def complete(self, slot: _Slot) -> None:
+        op = slot.open
+        assert op is not None
+        slot.open = None
+        if op[0] == "send":
+            _, part, value, outcome, offset = op
+            self.send_done(slot.process, part, value, outcome, offset)
+        elif op[0] == "poll":
+            log = self.logs[slot.part]
+            start = slot.position
+            end = min(len(log), start + 1 + int(self.rng.random() * 8))
+            recs = self.records(slot.part, start, end)
+            self.j.add(f'{self.j.head(slot.process, "ok", "poll")},"records":[{recs}]}}')
+            slot.position = end
+        else:
+            t, p = self.parts[slot.part]
+            self.j.add(
+                f'{self.j.head(slot.process, "ok", "assign")},"partitions":[["{t}",{p}]],"seek":{op[1]}}}'
+            )
+            slot.assigned = True
+
+    def crash(self, slot: _Slot) -> None:
+        """The client dies mid-op: the op is `info`, the process is never reused."""
+        op = slot.open
+        assert op is not None
+        slot.open = None
+        if op[0] == "send":
+            _, part, value, _outcome, offset = op
+            # An op whose record reached the log stays there; the client just never heard back.
+            self.send_done(slot.process, part, value, "info", offset)
+        else:
+            self.j.add(f'{self.j.head(slot.process, "info", op[0])},"error":"client crashed"}}')
+        self.j.add(f"{self.j.head(slot.process, 'invoke', 'crash')}}}")
+        self.j.add(f"{self.j.head(slot.process, 'info', 'crash')}}}")
+        slot.process = self.fresh_process()
+        slot.assigned = False
+
+    def nemesis_step(self) -> None:
+        if self.nemesis_open is None:
+            start, stop = NEMESIS_FS[int(self.rng.random() * len(NEMESIS_FS))]
+            node = f"n{1 + int(self.rng.random() * 3)}"
+            self.j.add(f'{self.j.head("nemesis", "invoke", start)},"value":["{node}"]}}')
+            self.j.add(f'{self.j.head("nemesis", "info", start)},"value":["{node}"]}}')
+            self.nemesis_open = (stop, node)
+        else:
+            stop, node = self.nemesis_open
+            self.j.add(f'{self.j.head("nemesis", "invoke", stop)},"value":["{node}"]}}')
+            self.j.add(f'{self.j.head("nemesis", "info", stop)},"value":{{"healed":["{node}"]}}}}')
+            self.nemesis_open = None
+
+    def finish(self, drain_batch: int) -> None:
+        """Complete every open op, heal, then drain: read every partition from the beginning."""
+        for slot in self.slots:
+            if slot.open is not None:
+                self.complete(slot)
+        if self.nemesis_open is not None:
+            self.nemesis_step()
+        for part, log in enumerate(self.logs):
+            process = self.fresh_process()
+            self.assign(process, part, "beginning")
+            for start in range(0, len(log), drain_batch):
+                self.poll(process, part, start, min(len(log), start + drain_batch))
+        self.j.flush()
+        self.planted.ops = self.j.index
+
+    # -- planted anomalies -------------------------------------------------------------------
+    def plant(self, kind: str) -> None:
+        getattr(self, "plant_" + kind.replace("-", "_"))()
+
+    def _note(self, kind: str, **instance: Any) -> None:
+        self.planted.anomalies[kind].append(instance)
+
+    def _part(self) -> int:
+        return int(self.rng.random() * len(self.parts))
+
+    def plant_lost_write(self) -> None:
+        """Acked at an offset that a later leader reused for another value (also inconsistent)."""
+        part = self._part()
+        a, b = self.fresh_process(), self.fresh_process()
+        lost, winner, after = self.fresh_value(), self.fresh_value(), self.fresh_value()
+        log = self.logs[part]
+        offset = len(log)
+        log.append(winner)
+        log.append(after)
+        self.send_invoke(a, part, lost)
+        self.send_invoke(b, part, winner)
+        self.send_done(a, part, lost, "ok", offset)
+        self.send_done(b, part, winner, "ok", offset)
+        self.send_invoke(b, part, after)
+        self.send_done(b, part, after, "ok", offset + 1)
+        t, p = self.parts[part]
+        self._note("lost-write", value=lost, topic=t, partition=p, offset=offset)
+        self._note("inconsistent-offsets", topic=t, partition=p, offset=offset)
+
+    def plant_unseen(self) -> None:
+        """Acked beyond the final end of the log (called after the last regular append)."""
+        part = self._part()
+        process, value = self.fresh_process(), self.fresh_value()
+        offset = len(self.logs[part]) + sum(
+            1 for u in self.planted.anomalies["unseen"] if (u["topic"], u["partition"]) == self.parts[part]
+        )
+        self.send_invoke(process, part, value)
+        self.send_done(process, part, value, "ok", offset)
+        t, p = self.parts[part]
+        self._note("unseen", value=value, topic=t, partition=p, offset=offset)
+
+    def plant_duplicate(self) -> None:
+        """A send whose record the broker appended twice (a retry without idempotence)."""
+        part = self._part()
+        process, value = self.fresh_process(), self.fresh_value()
+        log = self.logs[part]
+        log.append(value)
+        log.append(value)
+        self.send_invoke(process, part, value)
+        self.send_done(process, part, value, "ok", len(log) - 1)
+        t, p = self.parts[part]
+        self._note("duplicate", value=value, topic=t, partition=p)
+
+    def plant_inconsistent_offsets(self) -> None:
+        """A reader saw an unacknowledged value at an offset a new leader then gave to another."""
+        part = self._part()
+        a, b, reader = self.fresh_process(), self.fresh_process(), self.fresh_process()
+        old, new = self.fresh_value(), self.fresh_value()
+        log = self.logs[part]
+        offset = len(log)
+        log.append(old)
+        self.send_invoke(a, part, old)
+        self.assign(reader, part, offset)
+        self.poll(reader, part, offset, offset + 1)
+        self.send_done(a, part, old, "info", None)
+        log[offset] = new
+        self.send_invoke(b, part, new)
+        self.send_done(b, part, new, "ok", offset)
+        t, p = self.parts[part]
+        self._note("inconsistent-offsets", topic=t, partition=p, offset=offset)
+
+    def plant_aborted_read(self) -> None:
+        """A send reported failed whose record nevertheless reached the log."""
+        part = self._part()
+        process, value = self.fresh_process(), self.fresh_value()
+        self.logs[part].append(value)
+        self.send_invoke(process, part, value)
+        self.send_done(process, part, value, "fail", None)
+        t, p = self.parts[part]
+        self._note("aborted-read", value=value, topic=t, partition=p)
+
+    def plant_phantom(self) -> None:
+        """A record in the log that no send carried."""
+        part = self._part()
+        value = self.fresh_value()
+        self.logs[part].append(value)
+        t, p = self.parts[part]
+        self._note("phantom", value=value, topic=t, partition=p)
+
+    def plant_poll_skip(self) -> None:
+        part = self._part()
+        first = self.append_ok_values(part, 6)
+        reader = self.fresh_process()
+        self.assign(reader, part, first)
+        self.poll(reader, part, first, first + 2)
+        self.poll(reader, part, first + 3, first + 5)
+        t, p = self.parts[part]
+        self._note("poll-skip", process=reader, topic=t, partition=p)
+
+    def plant_nonmonotonic_poll(self) -> None:
+        part = self._part()
+        first = self.append_ok_values(part, 6)
+        reader = self.fresh_process()
+        self.assign(reader, part, first)
+        self.poll(reader, part, first, first + 4)
+        self.poll(reader, part, first + 1, first + 3)
+        t, p = self.parts[part]
+        self._note("nonmonotonic-poll", process=reader, topic=t, partition=p)
+
+    def plant_nonmonotonic_send(self) -> None:
+        """One process's second send acked at an earlier offset than its first."""
+        part = self._part()
+        process = self.fresh_process()
+        v1, v2 = self.fresh_value(), self.fresh_value()
+        log = self.logs[part]
+        offset = len(log)
+        log.append(v2)
+        log.append(v1)
+        self.send_invoke(process, part, v1)
+        self.send_done(process, part, v1, "ok", offset + 1)
+        self.send_invoke(process, part, v2)
+        self.send_done(process, part, v2, "ok", offset)
+        t, p = self.parts[part]
+        self._note("nonmonotonic-send", process=process, topic=t, partition=p)
+
+
+def default_plants(ops: int) -> dict[str, int]:
+    """A few of every kind; more in bigger histories, at most 50 of each."""
+    n = max(1, min(50, ops // 200_000))
+    return dict.fromkeys(ANOMALY_KINDS, n)
+
+
+def generate(
+    path: str | Path,
+    ops: int,
+    *,
+    seed: int = 0,
+    plants: dict[str, int] | None = None,
+    topics: int = 2,
+    partitions: int = 3,
+    concurrency: int = 20,
+    crash_rate: float = 0.0005,
+    nemesis_rate: float = 0.0002,
+    drain_batch: int = 500,
+    progress: Callable[[int], None] | None = None,
+) -> Planted:
+    """Write a history of about `ops` ops (the drain adds a few) to `path`; return what was planted.
+
+    `plants` maps anomaly names to how many of each to plant (default: `default_plants(ops)`).
+    """
+    plants = default_plants(ops) if plants is None else plants
+    unknown = set(plants) - set(ANOMALY_KINDS)
+    if unknown:
+        raise ValueError(f"unknown anomaly kinds: {sorted(unknown)}")
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8", buffering=1 << 20) as out:
+        sim = _Simulation(out, rng, topics, partitions, concurrency, crash_rate, nemesis_rate)
+        # The drain reads every value once more, in big polls: budget the main loop's ops for it.
+        plant_lines = 2 * plants.get("unseen", 0)
+        main_ops = max(0, ops - plant_lines - 4 * len(sim.parts) - 2 * concurrency)
+        schedule = sorted(
+            (rng.randrange(1, max(2, int(main_ops * 0.95))), kind)
+            for kind, n in plants.items()
+            if kind != "unseen"
+            for _ in range(n)
+        )
+        j = sim.j
+        step = sim.step
+        next_plant = 0
+        next_progress = 1_000_000
+        reserve = 0
+        while j.index + reserve < main_ops:
+            if j.index & 0xFFF == 0:
+                # The drain's lines: an assign and polls of drain_batch records per partition.
+                reserve = sum(2 * (len(log) // drain_batch + 2) for log in sim.logs)
+            while next_plant < len(schedule) and schedule[next_plant][0] <= j.index:
+                sim.plant(schedule[next_plant][1])
+                next_plant += 1
+            step()
+            if progress is not None and j.index >= next_progress:
+                progress(j.index)
+                next_progress += 1_000_000
+        for _, kind in schedule[next_plant:]:
+            sim.plant(kind)
+        for slot in sim.slots:
+            if slot.open is not None:
+                sim.complete(slot)
+        for _ in range(plants.get("unseen", 0)):
+            sim.plant_unseen()
+        sim.finish(drain_batch)
+    return sim.planted
