@@ -1,0 +1,378 @@
+"""Small histories for tests: a hand-writing builder, a correct-system simulator, anomaly planting.
+
+Used by the checkers' unit and property tests (and usable by the Spark engine's tests to compare
+engines on the same histories). Nothing here runs in a real test run.
+
+* `HistoryBuilder` writes ops by hand: `b.send(0, 7, offset=3)`, `b.poll(1, [(3, 7)])` ...
+* `simulate(rng)` plays client slots against a correct, in-memory replicated log: random
+  interleavings, `info` sends that did or did not write, `fail` sends, values read before their
+  send completed, crashed consumers replaced by new processes, re-assigns, nemesis noise, and a
+  complete final drain. Its history has no anomaly at all.
+* `plant(history, kind, rng)` adds one occurrence of one anomaly kind, cleanly: exactly one more
+  of that kind and nothing else (each plant uses fresh processes and, where it must, a topic of its
+  own), so a checker must report exactly what was planted.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MS = 1_000_000
+Record = tuple[str, int, int, int]  # topic, partition, offset, value
+
+
+class HistoryBuilder:
+    """Appends ops with consecutive indices and growing times (1 ms apart unless told)."""
+
+    def __init__(self) -> None:
+        self.ops: list[dict[str, Any]] = []
+        self.time = 0
+
+    def op(self, **fields: Any) -> int:
+        self.time += MS
+        index = len(self.ops)
+        self.ops.append({"index": index, "time": self.time, **fields})
+        return index
+
+    def advance(self, seconds: float) -> None:
+        self.time += int(seconds * 1e9)
+
+    def invoke_send(self, process: int, value: int, topic: str = "t0", partition: int = 0) -> int:
+        return self.op(
+            process=process, type="invoke", f="send", topic=topic, partition=partition, value=value
+        )
+
+    def complete_send(
+        self,
+        process: int,
+        value: int,
+        outcome: str = "ok",
+        offset: int | None = None,
+        topic: str = "t0",
+        partition: int = 0,
+    ) -> int:
+        fields: dict[str, Any] = {"topic": topic, "partition": partition, "value": value}
+        if outcome == "ok" and offset is not None:
+            fields["offset"] = offset
+        if outcome in ("fail", "info"):
+            fields["error"] = "timed out" if outcome == "info" else "not leader"
+        return self.op(process=process, type=outcome, f="send", **fields)
+
+    def send(
+        self,
+        process: int,
+        value: int,
+        offset: int | None = None,
+        outcome: str = "ok",
+        topic: str = "t0",
+        partition: int = 0,
+    ) -> tuple[int, int]:
+        invoke = self.invoke_send(process, value, topic, partition)
+        return invoke, self.complete_send(process, value, outcome, offset, topic, partition)
+
+    def invoke_poll(self, process: int) -> int:
+        return self.op(process=process, type="invoke", f="poll")
+
+    def complete_poll(
+        self,
+        process: int,
+        records: Sequence[Any] = (),
+        outcome: str = "ok",
+        topic: str = "t0",
+        partition: int = 0,
+    ) -> int:
+        """`records`: (offset, value) pairs on topic/partition, or full (topic, partition, offset, value)."""
+        if outcome != "ok":
+            return self.op(process=process, type=outcome, f="poll", error="timed out")
+        listed = []
+        for r in records:
+            t, p, o, v = r if len(r) == 4 else (topic, partition, *r)
+            listed.append({"topic": t, "partition": p, "offset": o, "value": v})
+        return self.op(process=process, type="ok", f="poll", records=listed)
+
+    def poll(
+        self,
+        process: int,
+        records: Sequence[Any] = (),
+        outcome: str = "ok",
+        topic: str = "t0",
+        partition: int = 0,
+    ) -> tuple[int, int]:
+        return self.invoke_poll(process), self.complete_poll(process, records, outcome, topic, partition)
+
+    def assign(
+        self,
+        process: int,
+        partitions: Sequence[tuple[str, int]] = (("t0", 0),),
+        outcome: str = "ok",
+        seek: str = "beginning",
+    ) -> tuple[int, int]:
+        fields = {"partitions": [list(tp) for tp in partitions], "seek": seek}
+        invoke = self.op(process=process, type="invoke", f="assign", **fields)
+        return invoke, self.op(process=process, type=outcome, f="assign", **fields)
+
+    def nemesis(self, f: str, value: Any = None, outcome: str = "ok") -> tuple[int, int]:
+        invoke = self.op(process="nemesis", type="invoke", f=f, value=value)
+        return invoke, self.op(process="nemesis", type=outcome, f=f, value=value)
+
+    def write(self, path: str | Path) -> Path:
+        return write_history(path, self.ops)
+
+
+def write_history(path: str | Path, ops: list[dict[str, Any]]) -> Path:
+    """Write ops as history.jsonl lines, re-numbering `index` in line order."""
+    p = Path(path)
+    with open(p, "w", encoding="utf-8") as f:
+        for i, op in enumerate(ops):
+            f.write(json.dumps({**op, "index": i}, separators=(",", ":")) + "\n")
+    return p
+
+
+# --- a correct system ----------------------------------------------------------------------------
+
+
+@dataclass
+class Simulated:
+    """A simulated history and what is true about it (for planting)."""
+
+    ops: list[dict[str, Any]]
+    logs: dict[tuple[str, int], list[int]]  # the true log of each partition
+    acked: dict[int, tuple[str, int, int]] = field(default_factory=dict)  # value -> position
+    failed: list[int] = field(default_factory=list)  # values whose send failed (never written)
+    unwritten_info: list[int] = field(default_factory=list)  # info sends that did not write
+    next_process: int = 0
+    next_value: int = 1_000_000  # values for plants (the simulation's are below)
+    used_values: set[int] = field(default_factory=set)  # values a plant already used
+    used_positions: set[tuple[tuple[str, int], int]] = field(default_factory=set)
+
+
+@dataclass
+class _Slot:
+    process: int
+    open: dict[str, Any] | None = None
+    positions: dict[tuple[str, int], int] | None = None  # None: must assign first
+
+
+def simulate(rng: random.Random, steps: int = 120, slots: int = 3, partitions: int = 2) -> Simulated:
+    """A history of a correct system: no anomaly of any kind, and a complete final drain."""
+    tps = [("t0", p) for p in range(partitions)]
+    logs: dict[tuple[str, int], list[int]] = {tp: [] for tp in tps}
+    sim = Simulated(ops=[], logs=logs)
+    b = HistoryBuilder()
+    value = 0
+
+    def new_process() -> int:
+        sim.next_process += 1
+        return sim.next_process - 1
+
+    clients = [_Slot(new_process()) for _ in range(slots)]
+
+    def complete(slot: _Slot) -> None:
+        op = slot.open
+        assert op is not None
+        slot.open = None
+        if op["f"] == "send":
+            fate, v, tp, offset = op["fate"], op["value"], op["tp"], op.get("offset", -1)
+            if fate == "ok":
+                b.complete_send(slot.process, v, "ok", offset, *tp)
+                sim.acked[v] = (tp[0], tp[1], offset)
+            elif fate == "fail":
+                b.complete_send(slot.process, v, "fail", None, *tp)
+                sim.failed.append(v)
+            else:
+                b.complete_send(slot.process, v, "info", None, *tp)
+                if fate == "info-unwritten":
+                    sim.unwritten_info.append(v)
+        elif op["f"] == "poll":
+            if rng.random() < 0.1:
+                b.complete_poll(slot.process, outcome="info")
+                slot.process, slot.positions = new_process(), None  # crashed: never reused
+                return
+            assert slot.positions is not None
+            records = []
+            for tp, position in sorted(slot.positions.items()):
+                upto = min(len(logs[tp]), position + rng.randint(0, 4))
+                records += [(tp[0], tp[1], o, logs[tp][o]) for o in range(position, upto)]
+                slot.positions[tp] = upto
+            b.complete_poll(slot.process, records)
+        else:  # assign
+            if rng.random() < 0.05:
+                b.op(process=slot.process, type="info", f="assign", error="timed out")
+                slot.process, slot.positions = new_process(), None
+                return
+            b.op(process=slot.process, type="ok", f="assign")
+            slot.positions = op["positions"]
+
+    for _ in range(steps):
+        if rng.random() < 0.03:
+            b.nemesis(rng.choice(["kill", "pause", "partition"]), {"nodes": ["n1"]}, "ok")
+            b.nemesis(rng.choice(["start", "resume", "heal"]), {"nodes": ["n1"]}, "ok")
+        slot = rng.choice(clients)
+        if slot.open is not None:
+            complete(slot)
+            continue
+        kind = "assign" if slot.positions is None else rng.choice(["send", "send", "poll", "poll", "assign"])
+        if kind == "send":
+            v, tp = value, rng.choice(tps)
+            value += 1
+            fate = rng.choice(["ok", "ok", "ok", "fail", "info-written", "info-unwritten"])
+            op: dict[str, Any] = {"f": "send", "value": v, "tp": tp, "fate": fate}
+            b.invoke_send(slot.process, v, *tp)
+            if fate in ("ok", "info-written"):
+                # Written at once: a poll may read it before the send completes.
+                op["offset"] = len(logs[tp])
+                logs[tp].append(v)
+            slot.open = op
+        elif kind == "poll":
+            b.invoke_poll(slot.process)
+            slot.open = {"f": "poll"}
+        else:
+            chosen = [tp for tp in tps if rng.random() < 0.7] or [rng.choice(tps)]
+            b.op(
+                process=slot.process,
+                type="invoke",
+                f="assign",
+                partitions=[list(tp) for tp in chosen],
+                seek="beginning",
+            )
+            slot.open = {"f": "assign", "positions": {tp: 0 for tp in chosen}}
+    for slot in clients:
+        if slot.open is not None:
+            complete(slot)
+    # The final drain: a fresh process reads every partition from the beginning to its end.
+    drainer = new_process()
+    b.assign(drainer, tps)
+    positions = {tp: 0 for tp in tps}
+    while any(positions[tp] < len(logs[tp]) for tp in tps):
+        records = []
+        for tp in tps:
+            upto = min(len(logs[tp]), positions[tp] + rng.randint(1, 8))
+            records += [(tp[0], tp[1], o, logs[tp][o]) for o in range(positions[tp], upto)]
+            positions[tp] = upto
+        b.poll(drainer, records)
+    sim.ops = b.ops
+    return sim
+
+
+# --- planting ------------------------------------------------------------------------------------
+
+PLANTABLE = (
+    "lost-write",
+    "unseen",
+    "duplicate",
+    "inconsistent-offsets",
+    "aborted-read",
+    "phantom",
+    "poll-skip",
+    "nonmonotonic-poll",
+    "nonmonotonic-send",
+)
+
+
+def _insert(sim: Simulated, rng: random.Random, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    """Insert each (invoke, completion) pair at random places, the completion after the invoke."""
+    for invoke, completion in pairs:
+        i = rng.randint(0, len(sim.ops))
+        sim.ops.insert(i, invoke)
+        j = rng.randint(i + 1, len(sim.ops))
+        sim.ops.insert(j, completion)
+    for n, op in enumerate(sim.ops):
+        op["index"] = n
+        op["time"] = (n + 1) * MS
+
+
+def _fresh_poll(sim: Simulated, records: list[Record]) -> tuple[dict[str, Any], dict[str, Any]]:
+    process = sim.next_process
+    sim.next_process += 1
+    listed = [{"topic": t, "partition": p, "offset": o, "value": v} for t, p, o, v in records]
+    return (
+        {"process": process, "type": "invoke", "f": "poll"},
+        {"process": process, "type": "ok", "f": "poll", "records": listed},
+    )
+
+
+def _send_ops(process: int, value: int, topic: str, offset: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    base = {"process": process, "f": "send", "topic": topic, "partition": 0, "value": value}
+    return {**base, "type": "invoke"}, {**base, "type": "ok", "offset": offset}
+
+
+def _new_value(sim: Simulated) -> int:
+    sim.next_value += 1
+    return sim.next_value
+
+
+def plant(sim: Simulated, kind: str, rng: random.Random, serial: int) -> bool:
+    """Plant one `kind` into `sim` (serial: a number unique among this history's plants).
+
+    Returns False when this history cannot host the plant (e.g. no failed send to read).
+    """
+    written = [(tp, o, v) for tp, log in sim.logs.items() for o, v in enumerate(log)]
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    if kind == "phantom":
+        pairs.append(_fresh_poll(sim, [(f"tphantom{serial}", 0, 0, _new_value(sim))]))
+    elif kind == "aborted-read":
+        unused = [v for v in sim.failed if v not in sim.used_values]
+        if not unused:
+            return False
+        v = rng.choice(unused)
+        sim.used_values.add(v)
+        pairs.append(_fresh_poll(sim, [(f"taborted{serial}", 0, 0, v)]))
+    elif kind == "duplicate":
+        used = sim.used_values
+        candidates = [(tp, o, v) for tp, o, v in written if v not in used]
+        if not candidates:
+            return False
+        _tp, _o, v = rng.choice(candidates)
+        used.add(v)
+        pairs.append(_fresh_poll(sim, [(f"tdup{serial}", 0, 0, v)]))
+    elif kind == "inconsistent-offsets":
+        used, positions = sim.used_values, sim.used_positions
+        spares = [v for v in sim.unwritten_info if v not in used]
+        free = [(tp, o) for tp, o, _v in written if (tp, o) not in positions]
+        if not spares or not free:
+            return False
+        spare, (tp, o) = rng.choice(spares), rng.choice(free)
+        used.add(spare)
+        positions.add((tp, o))
+        pairs.append(_fresh_poll(sim, [(tp[0], tp[1], o, spare)]))
+    elif kind in ("poll-skip", "nonmonotonic-poll"):
+        long_logs = [(tp, log) for tp, log in sim.logs.items() if len(log) >= 3]
+        if not long_logs:
+            return False
+        tp, log = rng.choice(long_logs)
+        a = rng.randrange(len(log) - 2)
+        if kind == "poll-skip":
+            offsets = [a, a + 2]
+        else:
+            offsets = [a + 1, a]
+        pairs.append(_fresh_poll(sim, [(tp[0], tp[1], o, log[o]) for o in offsets]))
+    elif kind == "nonmonotonic-send":
+        topic = f"tnonmono{serial}"
+        process = sim.next_process
+        sim.next_process += 1
+        high, low = _new_value(sim), _new_value(sim)
+        first, second = _send_ops(process, high, topic, 1), _send_ops(process, low, topic, 0)
+        # One process, one op at a time: both sends together, in order.
+        i = rng.randint(0, len(sim.ops))
+        sim.ops[i:i] = [first[0], first[1], second[0], second[1]]
+        pairs.append(_fresh_poll(sim, [(topic, 0, 1, high)]))
+        pairs.append(_fresh_poll(sim, [(topic, 0, 0, low)]))
+    elif kind == "lost-write":
+        topic = f"tlost{serial}"
+        lost, later = _new_value(sim), _new_value(sim)
+        for value, offset in ((lost, 0), (later, 1)):
+            pairs.append(_send_ops(sim.next_process, value, topic, offset))
+            sim.next_process += 1
+        pairs.append(_fresh_poll(sim, [(topic, 0, 1, later)]))
+    elif kind == "unseen":
+        pairs.append(_send_ops(sim.next_process, _new_value(sim), f"tunseen{serial}", 0))
+        sim.next_process += 1
+    else:
+        raise ValueError(f"cannot plant {kind!r}")
+    _insert(sim, rng, pairs)
+    return True
