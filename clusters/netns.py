@@ -3,7 +3,7 @@
 One bridge per cluster (`slbr-<cluster>`, address 10.77.X.1/24 so the controller in the root
 namespace reaches every node), one namespace per node (`sl-<cluster>-<node>`) joined to the bridge
 by a veth pair (`slv<X>-<node>` outside, `eth0` inside), a persistent UTS namespace per node for
-its hostname, and `/etc/netns/<ns>/hosts` so nodes resolve each other by name. X, the cluster's
+its hostname. X, the cluster's
 slot, is derived from its name and is unique among live clusters, so clusters coexist.
 
 Processes started on a node run inside its namespace and in their own cgroup v2 directory
@@ -129,9 +129,14 @@ class NetnsNode:
     # --- commands -----------------------------------------------------------------------------
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
-        """The argv that runs `argv` inside this node's network and UTS namespaces."""
-        inner = ["nsenter", f"--uts={self.uts_file}", "--"] if self.uts_file.exists() else []
-        return ["ip", "netns", "exec", self.netns, *inner, *argv]
+        """The argv that runs `argv` inside this node's network and UTS namespaces.
+
+        `nsenter --net` rather than `ip netns exec`: the latter also enters a private mount
+        namespace, and a mount made on a node (a FUSE data dir for the lose-unsynced fault) must
+        be seen by the node's other processes, as on a real host.
+        """
+        uts = [f"--uts={self.uts_file}"] if self.uts_file.exists() else []
+        return ["nsenter", f"--net=/run/netns/{self.netns}", *uts, "--", *argv]
 
     def exec(
         self,
@@ -204,6 +209,12 @@ class NetnsNode:
                     raise InfrastructureError(f"{self.name}: {name} did not join its cgroup {cgroup}")
                 time.sleep(0.005)
         if self.state is not None:
+            # One record per daemon: the previous one is dead (start_daemon refuses a running one).
+            self.state.data["resources"] = [
+                r
+                for r in self.state.resources
+                if not (r["kind"] == "pid" and r.get("node") == self.name and r.get("daemon") == name)
+            ]
             self.state.add(
                 "pid",
                 str(proc.pid),
@@ -477,11 +488,10 @@ class NetnsNetwork:
             state.add("cgroup", str(self.cgroup))
             self.cgroup.mkdir(parents=True, exist_ok=True)
 
-        hosts = "127.0.0.1 localhost\n" + "".join(f"{n.address} {n.name}\n" for n in self.nodes.values())
         for node in self.nodes.values():
-            self._create_node(node, hosts)
+            self._create_node(node)
 
-    def _create_node(self, node: NetnsNode, hosts: str) -> None:
+    def _create_node(self, node: NetnsNode) -> None:
         state = self.state
         assert state is not None
         ns, veth = node.netns, self.veth(node.name)
@@ -500,11 +510,6 @@ class NetnsNetwork:
         result = run_quiet(["unshare", f"--uts={node.uts_file}", "hostname", node.hostname])
         if result.returncode != 0:
             raise InfrastructureError(f"cannot give {node.name} its hostname: {result.stderr.strip()}")
-
-        etc = Path("/etc/netns") / ns
-        state.add("etcdir", str(etc))
-        etc.mkdir(parents=True, exist_ok=True)
-        (etc / "hosts").write_text(hosts)
         Path(node.home).mkdir(parents=True, exist_ok=True)
 
     def destroy(self) -> list[str]:

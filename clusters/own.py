@@ -32,6 +32,8 @@ BROKER_PORT = 9092
 ZOOKEEPER_PORT = 2181
 BROKER = "broker"  # daemon names on the nodes
 ZOOKEEPER = "zookeeper"
+LAZYFS = "lazyfs"
+LOSE_UNSYNCED = "lose-unsynced"  # the fault that needs data dirs on lazyfs (nemesis/lazyfs.py)
 CLOCK_UNSKEWED = "+0\n"  # libfaketime's offset syntax: "+0", "+5s", "-2m" ...
 
 
@@ -53,6 +55,11 @@ def faketime_env(clock_file: str, library: str | None = None) -> dict[str, str]:
     }
 
 
+def wants_lazyfs(config: TestConfig) -> bool:
+    """Does this test ask for the power-loss fault (data dirs must then sit on lazyfs)?"""
+    return LOSE_UNSYNCED in config.nemesis or any(s.get("do") == LOSE_UNSYNCED for s in config.schedule)
+
+
 @dataclass(frozen=True)
 class BrokerLayout:
     """Where one broker's files live on its node."""
@@ -62,6 +69,9 @@ class BrokerLayout:
     data_dir: str
     log_path: str
     clock_file: str
+    backing_dir: str  # with lazyfs: where data_dir's synced contents really live
+    lazyfs_socket: str
+    lazyfs_log: str
 
 
 def broker_layout(home: str) -> BrokerLayout:
@@ -71,6 +81,9 @@ def broker_layout(home: str) -> BrokerLayout:
         data_dir=f"{home}/data",
         log_path=f"{home}/logs/broker.log",
         clock_file=f"{home}/clock",
+        backing_dir=f"{home}/data.backing",
+        lazyfs_socket=f"{home}/lazyfs.sock",
+        lazyfs_log=f"{home}/logs/lazyfs.log",
     )
 
 
@@ -157,6 +170,7 @@ class OwnSystem:
         self.zookeeper_node = zookeeper_node
         self.python = python
         self.ready_timeout = ready_timeout
+        self.lazyfs = wants_lazyfs(config)
         self._zk: Any = None  # a kazoo client, connected on first use
         self._zk_lock = threading.Lock()
 
@@ -206,6 +220,9 @@ class OwnSystem:
         self.close()
         for node in self.brokers:
             node.signal_daemon(BROKER, signal.SIGKILL)
+            if self.lazyfs:
+                node.exec(["umount", "-l", self.layout(node).data_dir], check=False)
+                node.signal_daemon(LAZYFS, signal.SIGKILL)
         self.zookeeper_node.signal_daemon(ZOOKEEPER, signal.SIGKILL)
 
     def close(self) -> None:
@@ -227,7 +244,11 @@ class OwnSystem:
         home = self.home(node)
         node.exec(["mkdir", "-p", f"{home}/zookeeper", f"{home}/logs"])
         cfg_text = zookeeper.render_config(
-            data_dir=f"{home}/zookeeper", client_address=node.address, client_port=ZOOKEEPER_PORT
+            data_dir=f"{home}/zookeeper",
+            client_address=node.address,
+            client_port=ZOOKEEPER_PORT,
+            # ZooKeeper clamps sessions to maxSessionTimeout: let the configured timeout through.
+            max_session_timeout_ms=max(10_000, self.config.zookeeper_session_timeout_ms),
         )
         cfg_path = f"{home}/zoo.cfg"
         self._put(node, cfg_text, cfg_path)
@@ -290,6 +311,35 @@ class OwnSystem:
         )
         self._put(node, props, lay.config_path)
         self._put(node, CLOCK_UNSKEWED, lay.clock_file)
+        if self.lazyfs:
+            self._mount_lazyfs(node)
+
+    def _mount_lazyfs(self, node: Node) -> None:
+        """Put the data dir on lazyfs (un-fsynced writes can be dropped) and wait until it answers."""
+        from nemesis import lazyfs  # type: ignore[attr-defined]  # the nemesis helper's FUSE layer
+
+        lay = self.layout(node)
+        node.exec(["mkdir", "-p", lay.backing_dir])
+        argv = lazyfs.mount_argv(self.python, lay.backing_dir, lay.data_dir, lay.lazyfs_socket)
+        node.start_daemon(LAZYFS, argv, log_path=lay.lazyfs_log)
+        deadline = time.monotonic() + 30
+        while True:
+            ping = node.exec(lazyfs.ctl_argv(self.python, lay.lazyfs_socket, "ping"), check=False)
+            mounted = node.exec(["mountpoint", "-q", lay.data_dir], check=False)
+            if ping.ok and mounted.ok:
+                return
+            if node.daemon_pid(LAZYFS) is None or time.monotonic() > deadline:
+                raise InfrastructureError(
+                    f"lazyfs for {lay.data_dir} on {node.name} did not come up; "
+                    f"log: {self._log_tail(node, lay.lazyfs_log)}"
+                )
+            time.sleep(0.1)
+
+    def lazyfs_sockets(self, node: Node) -> list[str]:
+        """Control sockets of the lazyfs under this node's data dirs (empty: not on lazyfs)."""
+        if not self.lazyfs or node.name == self.zookeeper_node.name:
+            return []
+        return [self.layout(node).lazyfs_socket]
 
     def _start_broker(self, node: Node) -> int:
         lay = self.layout(node)
@@ -424,7 +474,8 @@ class OwnSystem:
     def log_files(self, node: Node) -> list[str]:
         if node.name == self.zookeeper_node.name:
             return [f"{self.home(node)}/logs/zookeeper.log"]
-        return [self.layout(node).log_path]
+        lay = self.layout(node)
+        return [lay.log_path, lay.lazyfs_log] if self.lazyfs else [lay.log_path]
 
     def data_dirs(self, node: Node) -> list[str]:
         if node.name == self.zookeeper_node.name:

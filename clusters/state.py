@@ -10,7 +10,7 @@ controller) is removed only by `cluster down` or `cluster down --all`.
 Resource kinds: `netns`, `veth`, `bridge`, `iptables` (a rule spec for `iptables -D`), `mount`
 (a bind mount such as a persistent UTS namespace), `cgroup` (a cgroup v2 directory: killed whole,
 then removed), `pid` (a process, with its start time so a reused pid is never killed), `dir`,
-`etcdir` (`/etc/netns/<ns>`). Other backends may add kinds with `register_remover`.
+`etcdir` (a directory under /etc). Other backends may add kinds with `register_remover`.
 """
 
 from __future__ import annotations
@@ -249,13 +249,32 @@ def _remove_iptables(r: dict[str, Any]) -> None:
             raise RuntimeError(result.stderr.strip())
 
 
-def _remove_mount(r: dict[str, Any]) -> None:
-    path = Path(r["name"])
+def mount_points_under(path: Path) -> list[Path]:
+    """Mount points at or below `path`, deepest first."""
+    found = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            point = Path(line.split()[1].replace("\\040", " "))
+            if point == path or path in point.parents:
+                found.append(point)
+    return sorted(found, key=lambda p: -len(p.parts))
+
+
+def unmount(path: Path) -> None:
+    """Unmount, lazily when busy (a FUSE daemon already killed, a file still open)."""
     result = run_quiet(["umount", str(path)])
     if result.returncode != 0 and not _gone(result, "not mounted", "no such file", "not found"):
-        raise RuntimeError(result.stderr.strip())
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+        lazy = run_quiet(["umount", "-l", str(path)])
+        if lazy.returncode != 0 and not _gone(lazy, "not mounted", "no such file", "not found"):
+            raise RuntimeError(lazy.stderr.strip() or result.stderr.strip())
+
+
+def _remove_mount(r: dict[str, Any]) -> None:
+    path = Path(r["name"])
+    unmount(path)
+    if not path.is_dir():
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
 
 def cgroup_pids(path: Path) -> list[int]:
@@ -331,7 +350,10 @@ def _remove_pid(r: dict[str, Any]) -> None:
 
 
 def _remove_dir(r: dict[str, Any]) -> None:
-    shutil.rmtree(r["name"], ignore_errors=True)
+    path = Path(r["name"])
+    for point in mount_points_under(path):  # e.g. a data dir on FUSE: never delete through it
+        unmount(point)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 register_remover("netns", _remove_netns)

@@ -103,52 +103,23 @@ def up(args: argparse.Namespace, handle: Path) -> int:
     return 0
 
 
-def create_topics(config: TestConfig, cluster: Cluster, timeout: float = 30.0) -> None:
-    """The test's topics (t0, t1, ...), then wait until every partition has a leader."""
-    bootstrap = cluster.bootstrap_servers()
-    try:
-        from workloads import setup_topics  # type: ignore[attr-defined]
-    except ImportError:
-        _create_topics_with_admin(config, bootstrap, timeout)
-    else:
-        setup_topics(config, bootstrap)
+def create_topics(config: TestConfig, cluster: Cluster, timeout: float = 60.0) -> None:
+    """The test's topics (t0, t1, ...), then wait until the SUT shows a leader for every partition."""
+    from workloads import setup_topics
+
+    setup_topics(config, cluster.bootstrap_servers(), timeout=timeout)
+    if not hasattr(cluster.sut, "partition_state"):
+        return
     deadline = time.monotonic() + timeout
     wanted = {(f"t{t}", p) for t in range(config.topics) for p in range(config.partitions)}
     while True:
-        states = cluster.sut.partition_state() if hasattr(cluster.sut, "partition_state") else {}
-        if all(states.get(tp, {}).get("leader") for tp in wanted):
+        states = cluster.sut.partition_state()
+        missing = sorted(f"{t}-{p}" for t, p in wanted if not states.get((t, p), {}).get("leader"))
+        if not missing:
             return
         if time.monotonic() > deadline:
-            missing = sorted(f"{t}-{p}" for t, p in wanted if not states.get((t, p), {}).get("leader"))
             raise InfrastructureError(f"partitions without a leader after {timeout:g}s: {', '.join(missing)}")
         time.sleep(0.2)
-
-
-def _create_topics_with_admin(config: TestConfig, bootstrap: list[str], timeout: float) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-    from kafka.errors import KafkaError, TopicAlreadyExistsError
-
-    try:
-        admin = KafkaAdminClient(
-            bootstrap_servers=bootstrap,
-            client_id="strandline-setup",
-            request_timeout_ms=int(timeout * 1000),
-        )
-    except KafkaError as e:
-        raise InfrastructureError(f"cannot reach the cluster at {','.join(bootstrap)}: {e}") from None
-    try:
-        topics = [
-            NewTopic(f"t{i}", num_partitions=config.partitions, replication_factor=config.replication_factor)
-            for i in range(config.topics)
-        ]
-        try:
-            admin.create_topics(topics, timeout_ms=int(timeout * 1000))
-        except TopicAlreadyExistsError:
-            pass
-        except KafkaError as e:
-            raise InfrastructureError(f"creating topics failed: {e}") from None
-    finally:
-        admin.close()
 
 
 # --- status -----------------------------------------------------------------------------------
