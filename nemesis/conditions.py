@@ -1,0 +1,126 @@
+"""Conditions a scripted schedule can wait for (`{"wait_until": NAME, "topic", "partition", "timeout"}`).
+
+Each condition is a function of the live cluster returning (met, detail). The detail goes into the
+history so a reader sees the offsets the script acted on.
+
+- `leader-elected`: the partition has a leader.
+- `isr-full`: every replica of the partition is in its ISR.
+- `hw-at-least`: the partition's high watermark is at least `offset`.
+- `follower-fetched-past-hw`: a follower holds records above the high watermark it last
+  checkpointed (its `replication-offset-checkpoint`): restarting it now makes a pre-KIP-101
+  broker truncate acknowledged records (the seed scenario).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from clusters.sut import HasDataDirs, HasLeaders
+from harness.errors import BadInput
+from nemesis.packages.base import Context
+
+log = logging.getLogger(__name__)
+
+Condition = Callable[[Context, dict[str, Any]], tuple[bool, dict[str, Any]]]
+
+
+def _state(ctx: Context, step: dict[str, Any]) -> dict[str, Any]:
+    topic, partition = ctx.topic_partition(step)
+    return dict(ctx.sut.partition_state().get((topic, partition)) or {})
+
+
+def high_watermark(ctx: Context, step: dict[str, Any]) -> int | None:
+    """The partition's high watermark: from the SUT when it reports one, else ListOffsets (latest)."""
+    state = _state(ctx, step)
+    for key in ("high_watermark", "hw"):
+        if isinstance(state.get(key), int):
+            return int(state[key])
+    from kafka import KafkaConsumer, TopicPartition
+
+    topic, partition = ctx.topic_partition(step)
+    consumer = KafkaConsumer(
+        bootstrap_servers=ctx.bootstrap(), request_timeout_ms=5000, api_version_auto_timeout_ms=5000
+    )
+    try:
+        tp = TopicPartition(topic, partition)
+        return int(consumer.end_offsets([tp])[tp])
+    except Exception as e:  # noqa: BLE001 - an unreachable leader means "not yet"
+        log.debug("high watermark of %s/%d unknown: %s", topic, partition, e)
+        return None
+    finally:
+        consumer.close()
+
+
+def checkpointed_hw(ctx: Context, node_name: str, topic: str, partition: int) -> int | None:
+    """The HW a broker last wrote to `replication-offset-checkpoint` (Kafka's format)."""
+    node = ctx.node(node_name)
+    for data_dir in ctx.sut.data_dirs(node):
+        result = node.exec(["cat", f"{data_dir}/replication-offset-checkpoint"], timeout=10, check=False)
+        if not result.ok:
+            continue
+        for line in result.stdout.splitlines()[2:]:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == topic and parts[1] == str(partition):
+                return int(parts[2])
+    return None
+
+
+def leader_elected(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    state = _state(ctx, step)
+    return state.get("leader") is not None, {"leader": state.get("leader")}
+
+
+def isr_full(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    state = _state(ctx, step)
+    isr = list(state.get("isr") or [])  # type: ignore[call-overload]
+    want = state.get("replicas") or list(range(int(getattr(ctx.config, "replication_factor", 1))))
+    return len(isr) >= len(want), {"isr": isr}  # type: ignore[arg-type]
+
+
+def hw_at_least(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    hw = high_watermark(ctx, step)
+    return hw is not None and hw >= int(step.get("offset", 1)), {"high_watermark": hw}
+
+
+def follower_fetched_past_hw(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    topic, partition = ctx.topic_partition(step)
+    state = _state(ctx, step)
+    leader = state.get("leader")
+    followers = [str(r) for r in (state.get("isr") or []) if r != leader]  # type: ignore[attr-defined]
+    if "follower" in step:
+        followers = [f for f in followers if f == step["follower"]]
+    hw = high_watermark(ctx, step)
+    if hw is None or hw < int(step.get("min_offset", 1)):
+        return False, {"high_watermark": hw}
+    for follower in followers:
+        checkpoint = checkpointed_hw(ctx, follower, topic, partition)
+        if checkpoint is None or checkpoint < hw:
+            return True, {
+                "follower": follower,
+                "leader": leader,
+                "high_watermark": hw,
+                "checkpointed_hw": checkpoint,
+            }
+    return False, {"high_watermark": hw}
+
+
+CONDITIONS: dict[str, Condition] = {
+    "leader-elected": leader_elected,
+    "isr-full": isr_full,
+    "hw-at-least": hw_at_least,
+    "follower-fetched-past-hw": follower_fetched_past_hw,
+}
+
+
+def check(ctx: Context, step: dict[str, Any]) -> None:
+    name = step.get("wait_until")
+    if name not in CONDITIONS:
+        raise BadInput(f"schedule: unknown condition {name!r} (conditions: {', '.join(CONDITIONS)})")
+    if not isinstance(ctx.sut, HasLeaders):
+        raise BadInput(f"schedule: condition {name!r} needs a system that reports leaders (HasLeaders)")
+    if name == "follower-fetched-past-hw" and not isinstance(ctx.sut, HasDataDirs):
+        raise BadInput(
+            "schedule: condition 'follower-fetched-past-hw' needs the brokers' data dirs (HasDataDirs)"
+        )

@@ -1,0 +1,357 @@
+"""The Nemesis: validates the requested faults, runs a schedule, journals every fault, heals.
+
+Every fault is journaled as process "nemesis": `invoke` (what was asked), then `ok` (what it did:
+nodes, grudge, probability, offsets), `fail` (it certainly did not happen: e.g. no leader to
+kill) or `info` (unknown: it raised half-way). Each fault's value carries its `fault_id`, and its
+heal op carries the same id, so a report can draw the window between them.
+
+Every fault is written to the ledger (state.py) before it is applied; `heal_all` heals what is
+active, then whatever the ledger still lists, then removes our chains everywhere: it is idempotent
+and safe to call from a signal handler's thread or twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from clusters.node import Node
+from clusters.sut import HasLeaders
+from harness.errors import BadInput, StrandlineError
+from nemesis import conditions, net, schedule
+from nemesis.packages import PACKAGES, Active, Context, NoTarget, Package, PlanEnv, lookup
+from nemesis.packages.process import start_node
+from nemesis.state import FaultLedger, default_state_dir, run_recipe
+
+log = logging.getLogger(__name__)
+
+NEMESIS = "nemesis"
+# Heal order: the network first (so restarted brokers can reach each other), processes last.
+HEAL_ORDER = ("clock", "partition", "loss", "bandwidth", "delay", "pause", "kill", "lose-unsynced")
+
+
+class Nemesis:
+    def __init__(
+        self,
+        config: Any,
+        cluster: Any,
+        history: Any,
+        rng: random.Random,
+        state_dir: str | Path | None = None,
+    ) -> None:
+        self.config = config
+        self.history = history
+        self.rng = rng
+        zookeeper = getattr(cluster, "zookeeper_node", None)
+        sut = getattr(cluster, "sut", None)
+        python = getattr(sut, "python", None) or getattr(cluster, "python", None) or sys.executable
+        state = Path(state_dir) if state_dir is not None else default_state_dir()
+        self.ledger = FaultLedger(state)
+        self.ctx = Context(
+            config=config,
+            nodes=list(getattr(cluster, "nodes", [])),
+            sut=sut,
+            zookeeper=zookeeper,
+            bootstrap=getattr(cluster, "bootstrap_servers", lambda: []),
+            ledger=self.ledger,
+            python=str(python),
+        )
+        self._lock = threading.RLock()
+        self._active: dict[str, Active] = {}
+        self._counter = 0
+        self._closing = False
+        self._touched_qdisc = False
+        self._after: dict[str, Any] | None = None  # what the last wait_until saw
+        self.executed: list[dict[str, Any]] = []  # the decisions, in order, as they were taken
+
+    # --- what was asked -----------------------------------------------------------------------
+
+    @property
+    def scripted(self) -> bool:
+        return bool(getattr(self.config, "schedule", ()))
+
+    def plan_env(self) -> PlanEnv:
+        return PlanEnv(
+            names=tuple(self.ctx.names),
+            topics=int(getattr(self.config, "topics", 1)),
+            partitions=int(getattr(self.config, "partitions", 1)),
+            has_leaders=isinstance(self.ctx.sut, HasLeaders),
+            has_zookeeper=_zookeeper_apart(self.ctx),
+        )
+
+    def steps(self) -> Iterator[dict[str, Any]]:
+        """The schedule's decisions (pure function of the config, the cluster's shape and the rng)."""
+        if self.scripted:
+            return schedule.scripted_steps(list(self.config.schedule), self.rng)
+        specs = schedule.parse_specs(tuple(getattr(self.config, "nemesis", ())))
+        return schedule.random_steps(specs, self.plan_env(), self.rng, float(self.config.nemesis_interval))
+
+    def packages_in_use(self) -> list[Package]:
+        names: list[str] = []
+        if self.scripted:
+            for step in self.config.schedule:
+                package = lookup(str(step.get("do", "")))
+                if package is not None:
+                    names.append(package.name)
+        else:
+            names = [n for group in schedule.parse_specs(tuple(self.config.nemesis)) for n, _ in group]
+        return [PACKAGES[n] for n in dict.fromkeys(names)]
+
+    # --- validation ---------------------------------------------------------------------------
+
+    def validate(self, probe: bool = True) -> None:
+        """BadInput, before the test starts, for anything that cannot run on this cluster."""
+        env = self.plan_env()
+        if self.scripted:
+            for i, step in enumerate(self.config.schedule):
+                kind = schedule.step_kind(step, i)
+                if kind == "wait_until":
+                    conditions.check(self.ctx, step)
+                elif kind == "do" and step["do"] not in schedule.CONTROL_DO:
+                    package = lookup(str(step["do"]))
+                    assert package is not None
+                    _checked(package, self.ctx, step, f"schedule[{i}]")
+        else:
+            for group in schedule.parse_specs(tuple(getattr(self.config, "nemesis", ()))):
+                for name, qualifier in group:
+                    package = PACKAGES[name]
+                    if qualifier is None:
+                        if not package.usable_qualifiers(env, self.ctx):
+                            raise BadInput(
+                                f"fault {name!r} has no target that works on {len(env.names)} node(s)"
+                            )
+                        step = package.plan(random.Random(0), env, None)
+                    else:
+                        step = package.plan(random.Random(0), env, qualifier)
+                    _checked(package, self.ctx, step, f"fault {name!r}")
+        if probe:
+            for package in self.packages_in_use():
+                why = package.probe(self.ctx)
+                if why:
+                    raise BadInput(f"fault {package.name!r} cannot run on this cluster: {why}")
+
+    # --- running ------------------------------------------------------------------------------
+
+    def run_schedule(self, stop_event: threading.Event) -> None:
+        """Thread target: run the schedule until it ends or `stop_event` is set. Never raises."""
+        try:
+            for step in self.steps():
+                if stop_event.is_set() or self._closing:
+                    return
+                self.executed.append(dict(step))
+                try:
+                    self.execute(step, stop_event)
+                except Exception as e:  # noqa: BLE001 - one failed fault must not end the test
+                    log.warning("nemesis step %s failed: %s", step, e)
+        except Exception:  # noqa: BLE001
+            log.exception("nemesis schedule crashed")
+
+    def execute(self, step: dict[str, Any], stop_event: threading.Event | None = None) -> None:
+        stop = stop_event or threading.Event()
+        if "wait" in step:
+            stop.wait(float(step["wait"]))
+        elif "heal" in step:
+            which = step["heal"]
+            self.heal(None if which in ("all", True) else str(which))
+        elif "wait_until" in step:
+            self._wait_until(step, stop)
+        elif step.get("do") == "heal":
+            self.heal(step.get("fault"))
+        elif step.get("do") in ("start", "resume"):
+            self._start_or_resume(step)
+        elif "do" in step:
+            self.apply(step)
+
+    def apply(self, step: dict[str, Any]) -> Active | None:
+        package = lookup(str(step["do"]))
+        if package is None:
+            raise BadInput(f"unknown fault {step['do']!r}")
+        request = {k: v for k, v in step.items() if k not in ("do", "pick")}
+        if self._after is not None:
+            request["after"], self._after = self._after, None
+        with self._lock:
+            if self._closing:
+                return None
+            self._counter += 1
+            fault_id = f"{package.name}-{self._counter}"
+            self._journal("invoke", package.f, {**request, "fault_id": fault_id})
+            pick = random.Random(int(step.get("pick", 0)))
+            try:
+                active = package.apply(self.ctx, dict(step), pick, fault_id)
+            except NoTarget as e:
+                self.ledger.cross_out(fault_id)
+                self._journal("fail", package.f, {**request, "fault_id": fault_id}, error=str(e))
+                return None
+            except Exception as e:
+                self._journal("info", package.f, {**request, "fault_id": fault_id}, error=_text(e))
+                raise
+            active.started = time.monotonic()
+            if package.name in ("bandwidth", "delay"):
+                self._touched_qdisc = True
+            self._journal("ok", package.f, {**active.value, "fault_id": fault_id})
+            if active.heal is not None:
+                self._active[fault_id] = active
+            else:
+                self.ledger.cross_out(fault_id)
+            return active
+
+    def heal(self, kind: str | None = None) -> None:
+        """Heal the active faults (of one kind, e.g. "partition", or all of them)."""
+        with self._lock:
+            chosen = [a for a in self._active.values() if kind is None or a.kind == kind or a.heal_f == kind]
+            for active in sorted(chosen, key=_heal_rank):
+                self._heal_one(active)
+
+    def _heal_one(self, active: Active) -> bool:
+        assert active.heal is not None
+        request = {"fault": active.kind, "fault_id": active.id, "nodes": active.nodes}
+        self._journal("invoke", active.heal_f, request)
+        try:
+            value = active.heal()
+        except Exception as e:  # noqa: BLE001 - the next heal must still run
+            log.warning("healing %s failed: %s", active.id, e)
+            self._journal("info", active.heal_f, request, error=_text(e))
+            return False
+        self._active.pop(active.id, None)
+        self.ledger.cross_out(active.id)
+        self._journal("ok", active.heal_f, {"fault": active.kind, **value, "fault_id": active.id})
+        return True
+
+    def _start_or_resume(self, step: dict[str, Any]) -> None:
+        kinds = ("kill", "lose-unsynced") if step["do"] == "start" else ("pause",)
+        wanted: set[str] | None = None
+        if "target" in step:
+            from nemesis import targets
+
+            topic, partition = self.ctx.topic_partition(step)
+            pick = random.Random(int(step.get("pick", 0)))
+            wanted = set(
+                targets.resolve(step["target"], self.ctx.names, self.ctx.sut, pick, topic, partition)
+            )
+        with self._lock:
+            chosen = [
+                a
+                for a in self._active.values()
+                if a.kind in kinds and (wanted is None or set(a.nodes) & wanted)
+            ]
+            for active in chosen:
+                self._heal_one(active)
+            healed = {n for a in chosen for n in a.nodes}
+            rest = sorted((wanted or set()) - healed)
+            if rest and step["do"] == "start":  # start brokers this nemesis did not kill
+                self._journal("invoke", "start", {"nodes": rest})
+                try:
+                    for name in rest:
+                        start_node(self.ctx, self.ctx.node(name))
+                except Exception as e:
+                    self._journal("info", "start", {"nodes": rest}, error=_text(e))
+                    raise
+                self._journal("ok", "start", {"nodes": rest})
+
+    def _wait_until(self, step: dict[str, Any], stop: threading.Event) -> None:
+        """Poll a condition; what it saw is attached (as `after`) to the next fault's invoke value.
+
+        Conditions are not faults, so they get no history op of their own (a report would shade them).
+        """
+        name = str(step["wait_until"])
+        condition = conditions.CONDITIONS[name]
+        timeout = float(step.get("timeout", 60))
+        deadline = time.monotonic() + timeout
+        detail: dict[str, Any] = {}
+        while not stop.is_set() and time.monotonic() < deadline:
+            try:
+                met, detail = condition(self.ctx, step)
+            except StrandlineError as e:
+                met, detail = False, {"error": str(e)}
+            if met:
+                log.info("nemesis: condition %s met: %s", name, detail)
+                self._after = {"condition": name, **detail}
+                return
+            stop.wait(float(step.get("poll", 0.2)))
+        log.warning("nemesis: condition %s not met within %g s: %s", name, timeout, detail)
+        self._after = {"condition": name, "timed_out": True, **detail}
+
+    # --- healing everything -----------------------------------------------------------------
+
+    def heal_all(self) -> list[str]:
+        """Heal every fault this nemesis (or a crashed predecessor in the same state dir) left.
+
+        Idempotent; returns the problems it could not fix (also logged).
+        """
+        self._closing = True
+        problems: list[str] = []
+        with self._lock:
+            for active in sorted(self._active.values(), key=_heal_rank):
+                if not self._heal_one(active):
+                    problems.append(f"could not heal {active.id}")
+            by_name: Mapping[str, Node] = {n.name: n for n in self.ctx.nodes}
+            for entry in self.ledger.load():
+                if entry.get("id") in self._active:
+                    continue
+                problems += run_recipe(entry, by_name)
+            for node in self.ctx.nodes:
+                try:
+                    node.exec(net.remove_argv(), timeout=30, check=False)
+                    if self._touched_qdisc:
+                        node.exec(net.qdisc_heal_argv(net.interface_of(node)), timeout=30, check=False)
+                except Exception as e:  # noqa: BLE001
+                    problems.append(f"{node.name}: {_text(e)}")
+            if not problems:
+                self.ledger.clear()
+        for p in problems:
+            log.warning("nemesis heal: %s", p)
+        return problems
+
+    def active_faults(self) -> list[dict[str, Any]]:
+        """The faults in effect now, for live progress: id, fault, nodes, value, seconds active."""
+        with self._lock:
+            now = time.monotonic()
+            return [{**a.describe(), "seconds": round(now - a.started, 1)} for a in self._active.values()]
+
+    # --- journal ------------------------------------------------------------------------------
+
+    def _journal(self, type_: str, f: str, value: dict[str, Any], error: str | None = None) -> None:
+        op: dict[str, Any] = {"process": NEMESIS, "type": type_, "f": f, "value": value}
+        if error is not None:
+            op["error"] = error
+        if self.history is not None:
+            try:
+                self.history.append(op)
+            except (ValueError, OSError) as e:  # the history was closed (a late heal at teardown)
+                log.warning("nemesis op not journaled (%s): %s", e, op)
+        log.info("nemesis %s %s %s%s", type_, f, value, f" ({error})" if error else "")
+
+
+def _heal_rank(active: Active) -> int:
+    base = active.kind.split("-")[0] if active.kind.startswith("clock") else active.kind
+    return HEAL_ORDER.index(base) if base in HEAL_ORDER else len(HEAL_ORDER)
+
+
+def _checked(package: Package, ctx: Context, step: dict[str, Any], where: str) -> None:
+    try:
+        package.check(ctx, step)
+    except BadInput as e:
+        message = str(e)
+        raise BadInput(message if message.startswith(where) else f"{where}: {message}") from None
+
+
+def _zookeeper_apart(ctx: Context) -> bool:
+    zk = ctx.zookeeper
+    return zk is not None and zk.address not in {n.address for n in ctx.nodes}
+
+
+def _text(e: BaseException) -> str:
+    return str(e) or type(e).__name__
+
+
+def build_nemesis(
+    config: Any, cluster: Any, history: Any, rng: random.Random, state_dir: str | Path | None = None
+) -> Nemesis:
+    """The nemesis for a test. `state_dir` holds the fault ledger (default: the clusters' state dir)."""
+    return Nemesis(config, cluster, history, rng, state_dir)

@@ -1,0 +1,134 @@
+"""What every fault package shares: the context it runs in, its active faults, its interface.
+
+A package (after Jepsen's nemesis/combined) bundles one kind of fault: how to check it can run
+(`check`, `probe`), how the random schedule draws it (`plan`), how it is applied (`apply`, which
+returns the history value and the `Active` fault whose `heal` undoes it), and how a report shades
+it (`shade`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from clusters.node import Node
+from harness.errors import BadInput
+from nemesis.state import FaultLedger, recipe_step
+
+T = TypeVar("T")
+
+
+class NoTarget(Exception):
+    """The target named no node right now (e.g. a partition without a leader): journaled as info."""
+
+
+@dataclass
+class Context:
+    """Everything a fault needs, taken from the cluster once."""
+
+    config: Any
+    nodes: list[Node]
+    sut: Any
+    zookeeper: Node | None
+    bootstrap: Callable[[], list[str]]
+    ledger: FaultLedger
+    python: str
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(n.name for n in self.nodes)
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        if self.zookeeper is not None and self.zookeeper.name == name:
+            return self.zookeeper
+        raise BadInput(f"unknown node {name!r} (nodes: {', '.join(self.names)})")
+
+    def topic_partition(self, step: dict[str, Any]) -> tuple[str, int]:
+        return str(step.get("topic", "t0")), int(step.get("partition", 0))
+
+    def parallel(self, fn: Callable[[Node], T], nodes: list[Node]) -> list[T]:
+        """Run `fn` on every node at once (a partition should start everywhere at the same time)."""
+        if len(nodes) <= 1:
+            return [fn(n) for n in nodes]
+        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+            return list(pool.map(fn, nodes))
+
+
+@dataclass
+class Active:
+    """A fault in effect. `heal()` undoes it and returns what to journal (the heal op's value)."""
+
+    id: str
+    kind: str
+    heal_f: str
+    nodes: list[str]
+    value: dict[str, Any]
+    heal: Callable[[], dict[str, Any]] | None  # None: a one-shot fault (e.g. a graceful restart)
+    started: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        return {"id": self.id, "fault": self.kind, "nodes": self.nodes, "value": self.value}
+
+
+@dataclass(frozen=True)
+class PlanEnv:
+    """What the random schedule may know when it draws: the shape of the cluster, never its state."""
+
+    names: tuple[str, ...]
+    topics: int
+    partitions: int
+    has_leaders: bool
+    has_zookeeper: bool
+
+
+class Package:
+    """One kind of fault. Subclasses set the class attributes and override what they need."""
+
+    name: str = ""
+    f: str = ""
+    heal_f: str = "heal"
+    # Qualifiers accepted after a colon (`kill:leader`) and those a bare name draws from.
+    qualifiers: tuple[str, ...] = ()
+    default_qualifiers: tuple[str, ...] = ()
+    shade: dict[str, str] = {}
+    summary: str = ""
+
+    def check(self, ctx: Context, step: dict[str, Any]) -> None:
+        """Static checks for one step (target, parameters, SUT protocols): BadInput when impossible."""
+
+    def probe(self, ctx: Context) -> str | None:
+        """Ask the nodes whether the fault can work here (iptables, tc, files); None when it can."""
+        return None
+
+    def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
+        return list(self.default_qualifiers)
+
+    def plan(self, rng: random.Random, env: PlanEnv, qualifier: str | None) -> dict[str, Any]:
+        """Draw one step for the random schedule (uses only `rng` and `env`: reproducible)."""
+        raise NotImplementedError
+
+    def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
+        """Apply the fault; return its Active (whose `heal` is None for one-shot faults)."""
+        raise NotImplementedError
+
+    # helpers -------------------------------------------------------------------------------------
+
+    def record(
+        self, ctx: Context, fault_id: str, nodes: list[str], heal: list[dict[str, Any]], **more: Any
+    ) -> None:
+        ctx.ledger.record({"id": fault_id, "kind": self.name, "nodes": nodes, "heal": heal, **more})
+
+    @staticmethod
+    def step_for(node: Node, argv: list[str]) -> dict[str, Any]:
+        return recipe_step(node, argv)
+
+
+def topic_partition_draw(rng: random.Random, env: PlanEnv) -> dict[str, Any]:
+    return {"topic": f"t{rng.randrange(env.topics)}", "partition": rng.randrange(env.partitions)}

@@ -1,0 +1,84 @@
+"""Power loss: SIGKILL the broker, then drop every write its data dir never fsynced.
+
+The data dir must be mounted on `nemesis.lazyfs` (the system under test does it when the test asks
+for this fault: `sut.lazyfs_sockets(node) -> list[str]` names the control sockets). The broker is
+killed first, so nothing it writes after the drop survives; the heal restarts it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from clusters.sut import Killable
+from harness.errors import BadInput, InfrastructureError
+from nemesis import lazyfs, targets
+from nemesis.packages.base import Active, Context, Package, PlanEnv, topic_partition_draw
+from nemesis.packages.process import _resolve, start_node
+
+
+def sockets(ctx: Context, name: str) -> list[str]:
+    found = getattr(ctx.sut, "lazyfs_sockets", None)
+    return list(found(ctx.node(name))) if callable(found) else []
+
+
+class LoseUnsynced(Package):
+    name = "lose-unsynced"
+    f = "lose-unsynced"
+    heal_f = "start"
+    qualifiers = targets.TARGETS
+    default_qualifiers = ("one", "minority", "majority", "all", "leader")
+    shade = {"color": "#ff9da6", "label": "power loss"}
+    summary = "power loss: SIGKILL the broker and drop its un-fsynced writes (lazyfs); restarted when healed"
+
+    def check(self, ctx: Context, step: dict[str, Any]) -> None:
+        if not isinstance(ctx.sut, Killable):
+            raise BadInput("lose-unsynced needs a system that can kill and start its brokers (Killable)")
+        if not callable(getattr(ctx.sut, "lazyfs_sockets", None)):
+            raise BadInput(
+                "lose-unsynced needs data dirs mounted on nemesis.lazyfs (sut.lazyfs_sockets(node)); "
+                f"{type(ctx.sut).__name__} does not offer it"
+            )
+        targets.check(step.get("target", "one"), ctx.names, ctx.sut, self.name)
+
+    def probe(self, ctx: Context) -> str | None:
+        for node in ctx.nodes:
+            if not sockets(ctx, node.name):
+                return f"node {node.name} has no lazyfs-mounted data dir (start the cluster with this fault requested)"
+        return None
+
+    def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
+        return targets.possible(env.names, env.has_leaders, self.default_qualifiers)
+
+    def plan(self, rng: random.Random, env: PlanEnv, qualifier: str | None) -> dict[str, Any]:
+        target = qualifier or rng.choice(self.usable_qualifiers(env, None) or ["one"])
+        step: dict[str, Any] = {"do": self.name, "target": target}
+        if target in targets.NEEDS_PARTITION:
+            step.update(topic_partition_draw(rng, env))
+        return step
+
+    def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
+        names = _resolve(ctx, step, pick)
+        self.record(ctx, fault_id, names, [])
+        nodes = [ctx.node(n) for n in names]
+        ctx.parallel(ctx.sut.kill, nodes)
+        dropped: dict[str, Any] = {}
+        for node in nodes:
+            for sock in sockets(ctx, node.name):
+                result = node.exec(lazyfs.ctl_argv(ctx.python, sock, "drop"), timeout=30, check=False)
+                if not result.ok:
+                    raise InfrastructureError(f"{node.name}: lazyfs drop failed: {result.stderr.strip()}")
+                reply = json.loads(result.stdout.strip().splitlines()[-1])
+                dropped.setdefault(node.name, []).append(
+                    {"socket": sock, "files": reply.get("files", 0), "bytes": reply.get("bytes", 0)}
+                )
+
+        def heal() -> dict[str, Any]:
+            ctx.parallel(lambda node: start_node(ctx, node), nodes)
+            return {"nodes": names}
+
+        return Active(fault_id, self.name, self.heal_f, names, {"nodes": names, "dropped": dropped}, heal)
+
+
+PACKAGES: tuple[Package, ...] = (LoseUnsynced(),)

@@ -1,0 +1,154 @@
+"""Link faults on a node's network: random packet loss (iptables statistic), bandwidth limits (tc
+tbf) and delay (tc netem, where the kernel has it: many do not, and `validate` says so).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from harness.errors import BadInput
+from nemesis import net, targets
+from nemesis.packages.base import Active, Context, Package, PlanEnv
+from nemesis.packages.process import _resolve
+
+SIZE_TARGETS = ("one", "minority", "majority", "all")
+
+
+class _LinkFault(Package):
+    qualifiers = targets.TARGETS
+    default_qualifiers = SIZE_TARGETS
+
+    def check(self, ctx: Context, step: dict[str, Any]) -> None:
+        targets.check(step.get("target", "one"), ctx.names, ctx.sut, self.name)
+
+    def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
+        return targets.possible(env.names, env.has_leaders, self.default_qualifiers)
+
+    def draw(self, rng: random.Random) -> dict[str, Any]:
+        return {}
+
+    def plan(self, rng: random.Random, env: PlanEnv, qualifier: str | None) -> dict[str, Any]:
+        target = qualifier or rng.choice(self.usable_qualifiers(env, None) or ["one"])
+        step: dict[str, Any] = {"do": self.name, "target": target, **self.draw(rng)}
+        if target in targets.NEEDS_PARTITION:
+            step.update(
+                {"topic": f"t{rng.randrange(env.topics)}", "partition": rng.randrange(env.partitions)}
+            )
+        return step
+
+
+class Loss(_LinkFault):
+    name = "loss"
+    f = "loss"
+    shade = {"color": "#eeca3b", "label": "packet loss"}
+    summary = "drop incoming packets at random (iptables statistic) with a probability"
+
+    def draw(self, rng: random.Random) -> dict[str, Any]:
+        return {"probability": rng.choice([0.05, 0.1, 0.2, 0.3, 0.5])}
+
+    def check(self, ctx: Context, step: dict[str, Any]) -> None:
+        super().check(ctx, step)
+        p = step.get("probability", 0.2)
+        if not isinstance(p, int | float) or not 0 < p <= 1:
+            raise BadInput(f"loss: probability must be in (0, 1], got {p!r}")
+
+    def probe(self, ctx: Context) -> str | None:
+        for node in ctx.nodes:
+            why = net.has_statistic(node)
+            if why:
+                return f"packet loss needs the iptables statistic match on {node.name}: {why}"
+        return None
+
+    def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
+        names = _resolve(ctx, step, pick)
+        p = float(step.get("probability", 0.2))
+        nodes = [ctx.node(n) for n in names]
+        self.record(ctx, fault_id, names, [self.step_for(n, net.flush_argv(net.LOSS_CHAIN)) for n in nodes])
+        ctx.parallel(lambda node: node.exec(net.loss_script(p), timeout=30), nodes)
+
+        def heal() -> dict[str, Any]:
+            ctx.parallel(lambda node: node.exec(net.flush_argv(net.LOSS_CHAIN), timeout=30), nodes)
+            return {"fault": self.name, "nodes": names}
+
+        return Active(fault_id, self.name, self.heal_f, names, {"nodes": names, "probability": p}, heal)
+
+
+class _Qdisc(_LinkFault):
+    """A root qdisc on the device that carries the node's address; healed by deleting it."""
+
+    def argv(self, device: str, step: dict[str, Any]) -> list[str]:
+        raise NotImplementedError
+
+    def describe(self, step: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
+        names = _resolve(ctx, step, pick)
+        nodes = [ctx.node(n) for n in names]
+        devices = dict(zip(names, ctx.parallel(net.interface_of, nodes), strict=True))
+        recipe = [self.step_for(n, net.qdisc_heal_argv(devices[n.name])) for n in nodes]
+        self.record(ctx, fault_id, names, recipe)
+        ctx.parallel(lambda node: node.exec(self.argv(devices[node.name], step), timeout=30), nodes)
+
+        def heal() -> dict[str, Any]:
+            ctx.parallel(lambda node: node.exec(net.qdisc_heal_argv(devices[node.name]), timeout=30), nodes)
+            return {"fault": self.name, "nodes": names}
+
+        value = {"nodes": names, "devices": devices, **self.describe(step)}
+        return Active(fault_id, self.name, self.heal_f, names, value, heal)
+
+
+class Bandwidth(_Qdisc):
+    name = "bandwidth"
+    f = "bandwidth"
+    shade = {"color": "#9d755d", "label": "bandwidth limit"}
+    summary = "limit the node's egress bandwidth with tc tbf"
+
+    def draw(self, rng: random.Random) -> dict[str, Any]:
+        return {"rate": rng.choice(["100kbit", "1mbit", "10mbit"])}
+
+    def check(self, ctx: Context, step: dict[str, Any]) -> None:
+        super().check(ctx, step)
+        rate = str(step.get("rate", "1mbit"))
+        if not rate[:1].isdigit():
+            raise BadInput(f"bandwidth: rate must be a tc rate such as 1mbit, got {rate!r}")
+
+    def probe(self, ctx: Context) -> str | None:
+        for node in ctx.nodes[:1]:
+            why = net.has_tbf(node)
+            if why:
+                return why
+        return None
+
+    def argv(self, device: str, step: dict[str, Any]) -> list[str]:
+        return net.tbf_argv(device, str(step.get("rate", "1mbit")))
+
+    def describe(self, step: dict[str, Any]) -> dict[str, Any]:
+        return {"rate": str(step.get("rate", "1mbit"))}
+
+
+class Delay(_Qdisc):
+    name = "delay"
+    f = "delay"
+    shade = {"color": "#72b7b2", "label": "delay"}
+    summary = "add latency to the node's egress with tc netem (only where the kernel has netem)"
+
+    def draw(self, rng: random.Random) -> dict[str, Any]:
+        return {"delay_ms": rng.choice([20, 100, 500]), "jitter_ms": rng.choice([0, 10, 50])}
+
+    def probe(self, ctx: Context) -> str | None:
+        for node in ctx.nodes[:1]:
+            why = net.has_netem(node)
+            if why:
+                return why + ": the delay fault cannot run here (loss, bandwidth and partition can)"
+        return None
+
+    def argv(self, device: str, step: dict[str, Any]) -> list[str]:
+        return net.netem_argv(device, float(step.get("delay_ms", 100)), float(step.get("jitter_ms", 10)))
+
+    def describe(self, step: dict[str, Any]) -> dict[str, Any]:
+        return {"delay_ms": step.get("delay_ms", 100), "jitter_ms": step.get("jitter_ms", 10)}
+
+
+PACKAGES: tuple[Package, ...] = (Loss(), Bandwidth(), Delay())

@@ -1,0 +1,181 @@
+"""Process faults: kill (SIGKILL, restarted at heal), graceful restart, pause/resume.
+
+Targets: one, minority, majority, all, a partition's leader or followers, the controller, or
+named nodes. Pause uses the SUT's own pause when it has one, else the node's cgroup freeze
+(`pause_daemon`), else SIGSTOP to the broker daemon.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+from typing import Any
+
+from clusters.node import Node
+from clusters.sut import Killable, Pausable
+from harness.errors import BadInput
+from nemesis import targets
+from nemesis.packages.base import Active, Context, NoTarget, Package, PlanEnv, topic_partition_draw
+
+log = logging.getLogger(__name__)
+
+BROKER_DAEMON = "broker"
+
+
+def _daemon(ctx: Context) -> str:
+    return str(getattr(ctx.sut, "broker_daemon", BROKER_DAEMON))
+
+
+def _resolve(ctx: Context, step: dict[str, Any], pick: random.Random, default: Any = "one") -> list[str]:
+    topic, partition = ctx.topic_partition(step)
+    target = step.get("target", default)
+    nodes = targets.resolve(target, ctx.names, ctx.sut, pick, topic, partition)
+    if not nodes:
+        raise NoTarget(f"target {target!r} names no node now (topic {topic}, partition {partition})")
+    return nodes
+
+
+class _Targeted(Package):
+    qualifiers = targets.TARGETS
+    default_qualifiers = ("one", "minority", "majority", "all", "leader", "controller", "followers")
+
+    def check(self, ctx: Context, step: dict[str, Any]) -> None:
+        targets.check(step.get("target", "one"), ctx.names, ctx.sut, f"{self.name}")
+
+    def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
+        return targets.possible(env.names, env.has_leaders, self.default_qualifiers)
+
+    def plan(self, rng: random.Random, env: PlanEnv, qualifier: str | None) -> dict[str, Any]:
+        target = qualifier or rng.choice(self.usable_qualifiers(env, None) or ["one"])
+        step: dict[str, Any] = {"do": self.name, "target": target}
+        if target in targets.NEEDS_PARTITION:
+            step.update(topic_partition_draw(rng, env))
+        return step
+
+
+def start_node(ctx: Context, node: Node) -> None:
+    """Start a broker we killed; one that already runs again (a scripted start) is fine."""
+    try:
+        ctx.sut.start(node)
+    except Exception:
+        if node.daemon_pid(_daemon(ctx)) is None:
+            raise
+        log.info("%s: broker already running, not started again", node.name)
+
+
+def _need_killable(ctx: Context, what: str) -> None:
+    if not isinstance(ctx.sut, Killable):
+        raise BadInput(f"{what} needs a system that can kill and start its brokers (Killable)")
+
+
+class Kill(_Targeted):
+    name = "kill"
+    f = "kill"
+    heal_f = "start"
+    shade = {"color": "#e45756", "label": "kill"}
+    summary = "SIGKILL the broker process; restarted when healed"
+
+    def check(self, ctx: Context, step: dict[str, Any]) -> None:
+        _need_killable(ctx, "kill")
+        super().check(ctx, step)
+
+    def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
+        names = _resolve(ctx, step, pick)
+        self.record(ctx, fault_id, names, [])  # a killed broker of a dead run stays down
+        ctx.parallel(ctx.sut.kill, [ctx.node(n) for n in names])
+
+        def heal() -> dict[str, Any]:
+            ctx.parallel(lambda node: start_node(ctx, node), [ctx.node(n) for n in names])
+            return {"nodes": names}
+
+        return Active(fault_id, self.name, self.heal_f, names, {"nodes": names}, heal)
+
+
+class Restart(_Targeted):
+    name = "restart"
+    f = "restart"
+    shade = {"color": "#f58518", "label": "restart"}
+    summary = "graceful stop (SIGTERM, wait) and start of the broker"
+
+    def check(self, ctx: Context, step: dict[str, Any]) -> None:
+        _need_killable(ctx, "restart")
+        super().check(ctx, step)
+
+    def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
+        names = _resolve(ctx, step, pick)
+        ctx.parallel(ctx.sut.restart, [ctx.node(n) for n in names])
+        return Active(fault_id, self.name, "", names, {"nodes": names}, None)
+
+
+def pause_node(ctx: Context, node: Node) -> None:
+    if isinstance(ctx.sut, Pausable):
+        ctx.sut.pause(node)
+    elif callable(getattr(node, "pause_daemon", None)):
+        node.pause_daemon(_daemon(ctx))  # type: ignore[attr-defined]
+    else:
+        node.signal_daemon(_daemon(ctx), signal.SIGSTOP)
+
+
+def resume_node(ctx: Context, node: Node) -> None:
+    if isinstance(ctx.sut, Pausable):
+        ctx.sut.resume(node)
+    elif callable(getattr(node, "resume_daemon", None)):
+        node.resume_daemon(_daemon(ctx))  # type: ignore[attr-defined]
+    else:
+        node.signal_daemon(_daemon(ctx), signal.SIGCONT)
+
+
+def _resume_recipe(ctx: Context, node: Node) -> list[dict[str, Any]]:
+    """How to resume this node's broker without the cluster object (after a controller crash)."""
+    daemon = _daemon(ctx)
+    steps: list[dict[str, Any]] = []
+    cgroup_of = getattr(node, "daemon_cgroup", None)
+    cgroup = cgroup_of(daemon) if callable(cgroup_of) else None
+    if cgroup is not None:
+        # The freeze file lives on this machine (netns nodes share its filesystem): thaw it here.
+        steps.append(
+            {
+                "node": None,
+                "argv": [
+                    "sh",
+                    "-c",
+                    '[ -e "$1" ] && echo 0 > "$1" || true',
+                    "sh",
+                    f"{cgroup}/cgroup.freeze",
+                ],
+                "access": [],
+            }
+        )
+    pid = node.daemon_pid(daemon)
+    if pid:
+        steps.append(
+            Package.step_for(
+                node, ["sh", "-c", f"kill -CONT {int(pid)} 2>/dev/null; pkill -CONT -P {int(pid)}; true"]
+            )
+        )
+    return steps
+
+
+class Pause(_Targeted):
+    name = "pause"
+    f = "pause"
+    heal_f = "resume"
+    shade = {"color": "#b279a2", "label": "pause"}
+    summary = "freeze the broker (SUT pause, cgroup freeze, or SIGSTOP); resumed when healed"
+
+    def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
+        names = _resolve(ctx, step, pick)
+        nodes = [ctx.node(n) for n in names]
+        recipe = [s for node in nodes for s in _resume_recipe(ctx, node)]
+        self.record(ctx, fault_id, names, recipe)
+        ctx.parallel(lambda node: pause_node(ctx, node), nodes)
+
+        def heal() -> dict[str, Any]:
+            ctx.parallel(lambda node: resume_node(ctx, node), nodes)
+            return {"nodes": names}
+
+        return Active(fault_id, self.name, self.heal_f, names, {"nodes": names}, heal)
+
+
+PACKAGES: tuple[Package, ...] = (Kill(), Restart(), Pause())

@@ -1,0 +1,103 @@
+"""Fault schedules as sequences of steps, drawn from a seeded `random.Random` before any cluster exists.
+
+A step is a dict: `{"wait": s}`, `{"do": fault, ...parameters}`, `{"heal": "all"}` (or a fault name),
+`{"wait_until": condition, ...}`. Every `do` step carries a `pick` (an integer drawn from the
+schedule's rng) that seeds the choice of concrete nodes when the step fires, so the same seed gives
+the same sequence of decisions, whatever the cluster does.
+
+The random schedule: after a calm start, one fault (or a composed group `kill+partition`) every
+`nemesis_interval` seconds with jitter, held for part of the interval and healed before the next.
+The scripted schedule: `config.schedule`, run once, in order; faults stay until a step heals them
+(or the end of the test does).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from harness.errors import BadInput
+from nemesis.packages import ALIASES, PACKAGES, PlanEnv, lookup
+
+CONTROL_DO = ("start", "resume", "heal")
+PICK_RANGE = 2**32
+
+
+def available() -> list[str]:
+    return sorted(PACKAGES)
+
+
+def parse_specs(names: Sequence[str]) -> list[list[tuple[str, str | None]]]:
+    """`["kill:leader", "partition+clock"]` -> [[("kill", "leader")], [("partition", None), ("clock", None)]]."""
+    groups: list[list[tuple[str, str | None]]] = []
+    for spec in names:
+        group: list[tuple[str, str | None]] = []
+        for part in str(spec).split("+"):
+            name, _, qualifier = part.strip().partition(":")
+            package = lookup(name)
+            if package is None:
+                raise BadInput(
+                    f"unknown fault {name!r} in --nemesis (available: {', '.join(available())}; "
+                    f"aliases: {', '.join(f'{a}={b}' for a, b in sorted(ALIASES.items()))})"
+                )
+            if package.name == "clock-reset":
+                raise BadInput("clock-reset is a scripted step, not a fault for the random schedule")
+            if qualifier and qualifier not in package.qualifiers:
+                raise BadInput(
+                    f"fault {package.name!r}: unknown qualifier {qualifier!r} "
+                    f"(accepted: {', '.join(package.qualifiers)})"
+                )
+            group.append((package.name, qualifier or None))
+        groups.append(group)
+    return groups
+
+
+def random_steps(
+    specs: list[list[tuple[str, str | None]]], env: PlanEnv, rng: random.Random, interval: float
+) -> Iterator[dict[str, Any]]:
+    """The endless random schedule. Uses nothing but `rng`, `env` and `interval`."""
+    if not specs:
+        return
+    yield {"wait": round(interval * rng.uniform(0.5, 1.0), 3)}
+    while True:
+        cycle = interval * rng.uniform(0.8, 1.2)
+        hold = cycle * rng.uniform(0.4, 0.7)
+        for name, qualifier in rng.choice(specs):
+            step = PACKAGES[name].plan(rng, env, qualifier)
+            step["pick"] = rng.randrange(PICK_RANGE)
+            yield step
+        yield {"wait": round(hold, 3)}
+        yield {"heal": "all"}
+        yield {"wait": round(cycle - hold, 3)}
+
+
+def scripted_steps(steps: Sequence[dict[str, Any]], rng: random.Random) -> Iterator[dict[str, Any]]:
+    """The scripted schedule, each `do` step given its `pick` from the rng in order."""
+    for raw in steps:
+        step = dict(raw)
+        if "do" in step and "pick" not in step:
+            step["pick"] = rng.randrange(PICK_RANGE)
+        yield step
+
+
+def step_kind(step: dict[str, Any], index: int) -> str:
+    """Which of do / wait / wait_until / heal a scripted step is; BadInput when unclear."""
+    kinds = [k for k in ("do", "wait", "wait_until", "heal") if k in step]
+    if len(kinds) != 1:
+        raise BadInput(
+            f"schedule[{index}]: a step has exactly one of do, wait, wait_until, heal; got {sorted(step)}"
+        )
+    kind = kinds[0]
+    if kind == "wait":
+        value = step["wait"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise BadInput(f"schedule[{index}]: wait must be a number of seconds, got {value!r}")
+    if kind == "do":
+        name = step["do"]
+        if name not in CONTROL_DO and lookup(str(name)) is None:
+            raise BadInput(
+                f"schedule[{index}]: unknown action {name!r} (faults: {', '.join(available())}; "
+                f"also {', '.join(CONTROL_DO)})"
+            )
+    return kind

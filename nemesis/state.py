@@ -1,0 +1,152 @@
+"""The fault ledger: every fault is written down BEFORE it is applied, and crossed out once healed.
+
+A controller killed with SIGKILL leaves its partitions, paused brokers and skewed clocks behind;
+`heal_leftovers(state_dir)` reads this file at the next start and runs each fault's heal recipe.
+A recipe is a list of `{"node", "argv"}` commands plus, for each node, how to reach it without the
+cluster object (`access`: an argv prefix such as `ip netns exec <ns>`, recorded from the node).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import subprocess
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from clusters.node import Node
+from clusters.state import process_alive, process_start_time
+
+log = logging.getLogger(__name__)
+
+LEDGER_DIR = "nemesis"  # under the state dir shared with clusters/state.py
+
+
+def default_state_dir() -> Path:
+    """The directory the cluster ledgers live in too (`$STRANDLINE_STATE_DIR`, else /run/strandline)."""
+    from clusters.state import state_dir_default
+
+    return state_dir_default()
+
+
+def node_access(node: Node) -> list[str] | None:
+    """An argv prefix that runs a command on `node` from this machine, when the node has one."""
+    wrap = getattr(node, "wrap", None)
+    if callable(wrap):
+        try:
+            prefix = wrap([])
+        except Exception:  # noqa: BLE001 - a node that cannot describe itself has no prefix
+            return None
+        if isinstance(prefix, list) and all(isinstance(p, str) for p in prefix):
+            return list(prefix)
+    return None
+
+
+class FaultLedger:
+    """One JSON file per controller process listing the faults that are (or may be) in effect.
+
+    The file is named after its owner (pid and start time), so concurrent runs sharing a state dir
+    never heal each other's faults: `heal_leftovers` only takes files whose owner is dead.
+    """
+
+    def __init__(self, state_dir: str | os.PathLike[str], path: Path | None = None):
+        if path is None:
+            pid = os.getpid()
+            path = Path(state_dir) / LEDGER_DIR / f"{pid}-{process_start_time(pid) or 0}.json"
+        self.path = path
+        self._lock = threading.Lock()
+
+    @property
+    def owner_alive(self) -> bool:
+        try:
+            pid, start = (int(x) for x in self.path.stem.split("-", 1))
+        except ValueError:
+            return False
+        if pid == os.getpid():
+            return False  # our own ledger (an earlier Nemesis of this process): ours to heal
+        return process_alive(pid, start or None)
+
+    @staticmethod
+    def all_in(state_dir: str | os.PathLike[str]) -> list[FaultLedger]:
+        folder = Path(state_dir) / LEDGER_DIR
+        return [FaultLedger(state_dir, p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+    def load(self) -> list[dict[str, Any]]:
+        try:
+            data = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return []
+        except (OSError, json.JSONDecodeError) as e:
+            log.warning("nemesis ledger %s unreadable (%s): ignoring it", self.path, e)
+            return []
+        faults = data.get("faults", []) if isinstance(data, dict) else []
+        return [f for f in faults if isinstance(f, dict)]
+
+    def _save(self, faults: list[dict[str, Any]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump({"faults": faults}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def record(self, entry: dict[str, Any]) -> None:
+        """Write the fault (with its heal recipe) down; call this before applying it."""
+        with self._lock:
+            faults = [f for f in self.load() if f.get("id") != entry["id"]]
+            faults.append(entry)
+            self._save(faults)
+
+    def cross_out(self, fault_id: str) -> None:
+        with self._lock:
+            faults = self.load()
+            remaining = [f for f in faults if f.get("id") != fault_id]
+            if len(remaining) != len(faults):
+                self._save(remaining)
+
+    def clear(self) -> None:
+        with self._lock, contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+def recipe_step(node: Node, argv: list[str]) -> dict[str, Any]:
+    return {"node": node.name, "argv": argv, "access": node_access(node)}
+
+
+def run_recipe(
+    entry: Mapping[str, Any], nodes: Mapping[str, Node] | None = None, timeout: float = 30.0
+) -> list[str]:
+    """Run one fault's heal recipe; returns the problems (empty when everything healed)."""
+    problems: list[str] = []
+    for step in entry.get("heal", []):
+        name, argv = step.get("node"), step.get("argv")
+        if not isinstance(argv, list):
+            continue
+        node = (nodes or {}).get(str(name))
+        try:
+            if node is not None:
+                result = node.exec(argv, timeout=timeout, check=False)
+                ok, err = result.ok, result.stderr
+            elif step.get("access") is not None or name is None:
+                proc = subprocess.run(
+                    [*(step.get("access") or []), *argv],
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    check=False,
+                )
+                ok, err = proc.returncode == 0, proc.stderr
+            else:
+                problems.append(f"{entry.get('kind')} on {name}: no way to reach the node")
+                continue
+        except Exception as e:  # noqa: BLE001 - healing goes on with the next step
+            problems.append(f"{entry.get('kind')} on {name}: {e}")
+            continue
+        if not ok:
+            problems.append(f"{entry.get('kind')} on {name}: {err.strip() or 'failed'}")
+    return problems

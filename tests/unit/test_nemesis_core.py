@@ -1,0 +1,404 @@
+"""The nemesis without a cluster: grudges, validation, reproducible schedules, journaling, healing.
+
+Nodes and the system under test are recording fakes (this tests the nemesis alone); the real thing
+runs in tests/integration/test_nemesis_*.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusters.node import ExecResult
+from harness.config import TestConfig
+from harness.errors import BadInput
+from nemesis import build_nemesis, fault_windows, grudge, heal_leftovers
+from nemesis.packages import SHADES
+from nemesis.state import FaultLedger
+from workloads.history import HistoryWriter, iter_ops, pair_problems
+
+
+@dataclass
+class FakeNode:
+    name: str
+    address: str
+    calls: list[list[str]] = field(default_factory=list)
+    ledger: Path | None = None
+    ledger_seen: list[bool] = field(default_factory=list)
+
+    @property
+    def hostname(self) -> str:
+        return self.name
+
+    def exec(
+        self,
+        argv: list[str],
+        *,
+        timeout: float = 60.0,
+        check: bool = True,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        self.calls.append(list(argv))
+        if self.ledger is not None:
+            self.ledger_seen.append(any(self.ledger.glob("nemesis/*.json")))
+        if argv[:3] == ["ip", "-o", "-4"]:
+            return ExecResult(0, f"2: eth0    inet {self.address}/24 brd x scope global eth0\n", "")
+        return ExecResult(0, "", "")
+
+    def start_daemon(
+        self, name: str, argv: list[str], *, env: dict[str, str] | None = None, log_path: str
+    ) -> int:
+        return 1
+
+    def daemon_pid(self, name: str) -> int | None:
+        return None
+
+    def signal_daemon(self, name: str, signal: int) -> None:
+        self.calls.append(["signal", name, str(signal)])
+
+    def upload(self, local_path: str, remote_path: str) -> None: ...
+
+    def download(self, remote_path: str, local_path: str) -> None: ...
+
+    def scripts(self) -> str:
+        return "\n".join(" ".join(c) for c in self.calls)
+
+
+class FakeSut:
+    """Killable + Pausable + HasLeaders + HasDataDirs, recording what was done to whom."""
+
+    def __init__(self, names: list[str]):
+        self.names = names
+        self.events: list[tuple[str, str]] = []
+        self.leader = names[0]
+        self.controller_name = names[-1]
+
+    def kill(self, node: Any) -> None:
+        self.events.append(("kill", node.name))
+
+    def start(self, node: Any) -> None:
+        self.events.append(("start", node.name))
+
+    def restart(self, node: Any) -> None:
+        self.events.append(("restart", node.name))
+
+    def pause(self, node: Any) -> None:
+        self.events.append(("pause", node.name))
+
+    def resume(self, node: Any) -> None:
+        self.events.append(("resume", node.name))
+
+    def leaders(self) -> dict[tuple[str, int], str | None]:
+        return {("t0", 0): self.leader, ("t0", 1): self.leader}
+
+    def controller(self) -> str | None:
+        return self.controller_name
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        return {
+            tp: {"leader": self.leader, "leader_epoch": 1, "isr": list(self.names)} for tp in self.leaders()
+        }
+
+    def data_dirs(self, node: Any) -> list[str]:
+        return [f"/data/{node.name}"]
+
+    def clock_file(self, node: Any) -> str:
+        return f"/clock/{node.name}"
+
+
+class PlainSut:
+    """Only Killable: no leaders, no clocks."""
+
+    def kill(self, node: Any) -> None: ...
+
+    def start(self, node: Any) -> None: ...
+
+    def restart(self, node: Any) -> None: ...
+
+
+@dataclass
+class FakeCluster:
+    nodes: list[FakeNode]
+    sut: Any
+    zookeeper_node: FakeNode | None = None
+
+    def bootstrap_servers(self) -> list[str]:
+        return [f"{n.address}:9092" for n in self.nodes]
+
+
+def cluster(n: int = 3, sut: Any = None, ledger: Path | None = None, zk: bool = True) -> FakeCluster:
+    nodes = [FakeNode(f"n{i}", f"10.77.9.{10 + i}", ledger=ledger) for i in range(1, n + 1)]
+    zk_node = FakeNode("zk", "10.77.9.2", ledger=ledger) if zk else None
+    return FakeCluster(nodes, sut if sut is not None else FakeSut([x.name for x in nodes]), zk_node)
+
+
+def config(**kw: Any) -> TestConfig:
+    return TestConfig(seed=7, **kw)
+
+
+# --- grudges ----------------------------------------------------------------------------------
+
+
+def test_isolate_and_halves_are_symmetric_partitions() -> None:
+    nodes = ["n1", "n2", "n3", "n4", "n5"]
+    g = grudge.isolate(nodes, ["n2"])
+    assert g["n2"] == {"n1", "n3", "n4", "n5"} and g["n1"] == {"n2"}
+    h = grudge.halves(nodes, random.Random(1))
+    sizes = sorted(len(c) for c in grudge.components(h))
+    assert sizes == [2, 3]
+    for a, drops in h.items():
+        for b in drops:
+            assert a in h[b]
+
+
+def test_majorities_ring_gives_each_node_a_distinct_majority() -> None:
+    for n in (4, 5, 6, 7):
+        nodes = [f"n{i}" for i in range(n)]
+        g = grudge.majorities_ring(nodes, random.Random(n))
+        views = {a: frozenset(set(nodes) - drops) for a, drops in g.items()}
+        assert all(len(v) > n // 2 for v in views.values())
+        assert len(set(views.values())) == n
+    with pytest.raises(BadInput, match="at least 4"):
+        grudge.majorities_ring(["a", "b", "c"], random.Random(0))
+
+
+def test_bridge_and_zookeeper_cut() -> None:
+    g = grudge.bridge(["n1", "n2", "n3", "n4", "n5"], random.Random(3))
+    bridges = [n for n, drops in g.items() if not drops]
+    assert len(bridges) == 1
+    cut = grudge.cut_from(["n1", "n2", "n3"], ["n2"], "zookeeper")
+    assert grudge.to_json(cut) == {"n2": ["zookeeper"], "zookeeper": ["n2"]}
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+def test_unknown_fault_lists_available(tmp_path: Path) -> None:
+    nem = build_nemesis(config(nemesis=("kill", "explode")), cluster(), None, random.Random(1), tmp_path)
+    with pytest.raises(BadInput) as e:
+        nem.validate(probe=False)
+    assert "explode" in str(e.value) and "partition" in str(e.value) and "kill" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "faults", "sut", "match"),
+    [
+        (1, ("kill:majority",), None, "majority of 1"),
+        (2, ("pause:minority",), None, "minority needs at least 3"),
+        (3, ("partition:ring",), None, "at least 4"),
+        (3, ("kill:leader",), PlainSut(), "HasLeaders"),
+        (3, ("clock",), PlainSut(), "libfaketime"),
+        (3, ("lose-unsynced",), None, "lazyfs"),
+        (3, ("kill:sideways",), None, "unknown qualifier"),
+    ],
+)
+def test_impossible_faults_are_bad_input(
+    tmp_path: Path, nodes: int, faults: tuple[str, ...], sut: Any, match: str
+) -> None:
+    nem = build_nemesis(
+        TestConfig(nodes=nodes, replication_factor=1, min_insync=1, nemesis=faults, seed=1),
+        cluster(nodes, sut),
+        None,
+        random.Random(1),
+        tmp_path,
+    )
+    with pytest.raises(BadInput, match=match):
+        nem.validate(probe=False)
+
+
+def test_partition_with_zookeeper_needs_a_separate_zookeeper(tmp_path: Path) -> None:
+    nem = build_nemesis(
+        config(nemesis=("partition:zk-one",)), cluster(zk=False), None, random.Random(1), tmp_path
+    )
+    with pytest.raises(BadInput, match="no ZooKeeper"):
+        nem.validate(probe=False)
+
+
+def test_scripted_schedule_is_validated(tmp_path: Path) -> None:
+    bad = config(schedule=({"do": "kill", "wait": 1},))
+    with pytest.raises(BadInput, match="exactly one"):
+        build_nemesis(bad, cluster(), None, random.Random(1), tmp_path).validate(probe=False)
+    bad = config(schedule=({"wait_until": "moon-is-full"},))
+    with pytest.raises(BadInput, match="unknown condition"):
+        build_nemesis(bad, cluster(), None, random.Random(1), tmp_path).validate(probe=False)
+    good = config(
+        schedule=(
+            {"wait_until": "follower-fetched-past-hw", "topic": "t0", "partition": 0},
+            {"do": "restart", "target": "follower", "topic": "t0", "partition": 0},
+            {"do": "kill", "target": "leader", "topic": "t0", "partition": 0},
+            {"wait": 2.5},
+            {"do": "start"},
+        )
+    )
+    build_nemesis(good, cluster(), None, random.Random(1), tmp_path).validate(probe=False)
+
+
+# --- reproducible schedules ----------------------------------------------------------------------
+
+
+def _decisions(seed: int, faults: tuple[str, ...], n: int = 40) -> list[dict[str, Any]]:
+    nem = build_nemesis(
+        config(nemesis=faults, nodes=5), cluster(5), None, random.Random(seed), "/nonexistent"
+    )
+    steps = nem.steps()
+    return [next(steps) for _ in range(n)]
+
+
+def test_same_seed_same_decisions() -> None:
+    faults = ("kill", "pause", "partition", "clock", "loss", "kill:leader+partition:zk-leader")
+    a, b = _decisions(42, faults), _decisions(42, faults)
+    assert a == b
+    assert a != _decisions(43, faults)
+    dos = [s["do"] for s in a if "do" in s]
+    assert len(set(dos)) >= 3
+    assert all("pick" in s for s in a if "do" in s)
+
+
+def test_random_schedule_heals_before_the_next_fault() -> None:
+    steps = _decisions(5, ("kill", "partition"), n=60)
+    open_faults = 0
+    for s in steps:
+        if "do" in s:
+            assert open_faults == 0 or steps[steps.index(s) - 1].get("do")  # only composed faults overlap
+            open_faults += 1
+        if "heal" in s:
+            open_faults = 0
+
+
+def test_same_seed_same_nodes_when_run(tmp_path: Path) -> None:
+    def run(seed: int) -> list[Any]:
+        c = cluster(5)
+        nem = build_nemesis(
+            config(nemesis=("kill", "partition"), nodes=5), c, None, random.Random(seed), tmp_path
+        )
+        steps = nem.steps()
+        for _ in range(30):
+            step = next(steps)
+            if "wait" not in step:
+                nem.execute(step, threading.Event())
+        nem.heal_all()
+        return list(c.sut.events) + [n.calls for n in c.nodes]
+
+    assert run(9) == run(9)
+
+
+# --- applying, journaling, healing ---------------------------------------------------------------
+
+
+def _history(tmp_path: Path) -> HistoryWriter:
+    return HistoryWriter(tmp_path / "history.jsonl")
+
+
+def test_partition_is_recorded_before_it_is_applied_and_journaled(tmp_path: Path) -> None:
+    c = cluster(3, ledger=tmp_path)
+    history = _history(tmp_path)
+    nem = build_nemesis(config(nemesis=("partition",)), c, history, random.Random(1), tmp_path)
+    nem.execute({"do": "partition", "grudge": "one", "pick": 4})
+    assert all(seen for n in c.nodes for seen in n.ledger_seen)
+    scripts = "\n".join(n.scripts() for n in c.nodes)
+    assert "-j DROP" in scripts and "SL-PART" in scripts
+    assert [a["fault"] for a in nem.active_faults()] == ["partition"]
+    nem.heal_all()
+    assert nem.active_faults() == []
+    assert not list(tmp_path.glob("nemesis/*.json"))
+    assert any("-F SL-PART" in " ".join(call) for call in c.nodes[0].calls)
+    history.close()
+    ops = list(iter_ops(tmp_path / "history.jsonl"))
+    assert [(o["type"], o["f"]) for o in ops] == [
+        ("invoke", "partition"),
+        ("ok", "partition"),
+        ("invoke", "heal"),
+        ("ok", "heal"),
+    ]
+    assert all(o["process"] == "nemesis" for o in ops)
+    assert ops[1]["value"]["grudge"] and ops[1]["value"]["fault_id"] == ops[3]["value"]["fault_id"]
+    assert pair_problems(tmp_path / "history.jsonl").complete
+
+
+def test_leader_kill_hits_the_leader_and_heal_starts_it(tmp_path: Path) -> None:
+    c = cluster(3)
+    c.sut.leader = "n2"
+    history = _history(tmp_path)
+    nem = build_nemesis(config(), c, history, random.Random(1), tmp_path)
+    nem.execute({"do": "kill", "target": "leader", "topic": "t0", "partition": 0, "pick": 1})
+    nem.execute({"do": "kill", "target": "controller", "pick": 2})
+    nem.execute({"do": "pause", "target": "followers", "topic": "t0", "partition": 1, "pick": 3})
+    assert c.sut.events == [("kill", "n2"), ("kill", "n3"), ("pause", "n1"), ("pause", "n3")]
+    nem.heal_all()
+    assert set(c.sut.events[4:]) == {("resume", "n1"), ("resume", "n3"), ("start", "n2"), ("start", "n3")}
+    assert c.sut.events[4][0] == "resume"  # processes resumed before killed ones restart
+    nem.heal_all()  # idempotent
+    assert len(c.sut.events) == 8
+
+
+def test_no_leader_is_a_fail_not_a_crash(tmp_path: Path) -> None:
+    c = cluster(3)
+    c.sut.leader = None
+    history = _history(tmp_path)
+    nem = build_nemesis(config(), c, history, random.Random(1), tmp_path)
+    nem.execute({"do": "kill", "target": "leader", "pick": 1})
+    history.close()
+    ops = list(iter_ops(tmp_path / "history.jsonl"))
+    assert [o["type"] for o in ops] == ["invoke", "fail"] and "no node" in ops[1]["error"]
+
+
+def test_clock_loss_bandwidth_commands(tmp_path: Path) -> None:
+    c = cluster(3)
+    nem = build_nemesis(config(), c, _history(tmp_path), random.Random(1), tmp_path)
+    nem.execute({"do": "clock-bump", "target": "n1", "offset": -5, "pick": 1})
+    nem.execute({"do": "loss", "target": "n2", "probability": 0.25, "pick": 1})
+    nem.execute({"do": "bandwidth", "target": "n3", "rate": "1mbit", "pick": 1})
+    assert "-5s" in c.nodes[0].scripts() and "/clock/n1" in c.nodes[0].scripts()
+    assert "--probability 0.2500" in c.nodes[1].scripts()
+    assert "tbf rate 1mbit" in c.nodes[2].scripts()
+    nem.heal_all()
+    assert any(call[-2:] == ["/clock/n1", "+0"] for call in c.nodes[0].calls)
+    assert "tc qdisc del dev eth0 root" in c.nodes[2].scripts()
+
+
+def test_shading_pairs_faults_with_their_heals(tmp_path: Path) -> None:
+    c = cluster(3)
+    history = _history(tmp_path)
+    nem = build_nemesis(config(), c, history, random.Random(1), tmp_path)
+    nem.execute({"do": "kill", "target": "n1", "pick": 1})
+    nem.execute({"do": "partition", "grudge": "halves", "pick": 1})
+    nem.execute({"heal": "all"})
+    history.close()
+    windows = fault_windows(iter_ops(tmp_path / "history.jsonl"))
+    assert [w["fault"] for w in windows] == ["kill", "partition"]
+    assert all(w["end_ns"] is not None and w["end_ns"] > w["start_ns"] for w in windows)
+    assert SHADES["kill"]["healed_by"] == "start" and SHADES["partition"]["healed_by"] == "heal"
+
+
+def test_heal_leftovers_runs_recipes_of_dead_owners_only(tmp_path: Path) -> None:
+    marker = tmp_path / "healed"
+    dead = FaultLedger(tmp_path, tmp_path / "nemesis" / "999999999-1.json")
+    dead.record(
+        {
+            "id": "partition-1",
+            "kind": "partition",
+            "nodes": ["n1"],
+            "heal": [{"node": "n1", "argv": ["touch", str(marker)], "access": []}],
+        }
+    )
+    mine = FaultLedger(tmp_path)  # this process: alive, but its own ledger counts as leftover too
+    assert mine.path != dead.path
+    healed = heal_leftovers(tmp_path)
+    assert healed == ["fault partition-1 on n1"] and marker.exists()
+    assert not dead.path.exists()
+    assert heal_leftovers(tmp_path) == []
+
+
+def test_ledger_file_is_plain_json(tmp_path: Path) -> None:
+    ledger = FaultLedger(tmp_path)
+    ledger.record({"id": "kill-1", "kind": "kill", "nodes": ["n1"], "heal": []})
+    assert json.loads(ledger.path.read_text())["faults"][0]["id"] == "kill-1"
+    ledger.cross_out("kill-1")
+    assert ledger.load() == []
