@@ -554,6 +554,7 @@ def build_context(run: Path) -> dict[str, Any]:
         "faults": [
             {
                 "label": w.label,
+                "colour": w.colour,
                 "start": f"{w.start_s:.1f}",
                 "end": f"{w.end_s:.1f}" if w.end_s is not None else "never healed",
                 "info": w.info,

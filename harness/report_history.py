@@ -147,8 +147,29 @@ def _sample(points: list[tuple[float, float, str]]) -> list[tuple[float, float, 
     return ok[::stride] + bad
 
 
-# How a fault ends: the nemesis op that undoes it. Anything named heal* ends every open fault.
-_ENDS = {"start": ("kill", "crash", "stop"), "resume": ("pause",), "unskew": ("clock",)}
+# What ends each fault's window when the nemesis package table is not importable (it is the
+# authority: nemesis.packages.SHADES maps each fault's f to its colour, label and healing f).
+_FALLBACK_SHADES: dict[str, dict[str, str]] = {
+    "kill": {"color": "#e45756", "healed_by": "start"},
+    "lose-unsynced": {"color": "#ff9da6", "healed_by": "start"},
+    "pause": {"color": "#b279a2", "healed_by": "resume"},
+    "partition": {"color": "#4c78a8", "healed_by": "heal"},
+    "clock": {"color": "#54a24b", "healed_by": "heal"},
+    "loss": {"color": "#eeca3b", "healed_by": "heal"},
+    "bandwidth": {"color": "#9d755d", "healed_by": "heal"},
+    "delay": {"color": "#72b7b2", "healed_by": "heal"},
+    "restart": {"color": "#f58518", "healed_by": ""},
+}
+ONE_SHOT = ("restart",)  # faults that are over when their op completes
+DEFAULT_COLOUR = "#fa5252"
+
+
+def fault_shades() -> dict[str, dict[str, str]]:
+    try:
+        from nemesis.packages import SHADES
+    except Exception:  # a stored run can be reported without the nemesis package
+        return dict(_FALLBACK_SHADES)
+    return {**_FALLBACK_SHADES, **SHADES}
 
 
 @dataclass(frozen=True)
@@ -160,42 +181,77 @@ class FaultWindow:
     start_s: float
     end_s: float | None  # None: never healed within the history
     info: bool = False  # the fault's outcome was uncertain
+    colour: str = DEFAULT_COLOUR
 
 
 def fault_windows(nemesis_ops: list[dict[str, Any]]) -> list[FaultWindow]:
-    """Pair faults with the ops that heal them. Uses completions (the fault is in force then)."""
+    """Pair faults with the ops that heal them: from the fault's invocation to the heal's completion.
+
+    The nemesis gives a fault and its heal the same `fault_id`; histories without ids are paired by
+    the healing f (kill → start, pause → resume, others → heal) and the nodes they name.
+    """
+    shades = fault_shades()
+    healers = {s.get("healed_by") for s in shades.values()} - {"", None}
     windows: list[FaultWindow] = []
-    open_: dict[str, list[tuple[str, float, bool]]] = defaultdict(list)
+    open_: list[dict[str, Any]] = []
     invoked: dict[str, float] = {}
+    asked: dict[str, dict[str, Any]] = {}
+
+    def close(item: dict[str, Any], t: float) -> None:
+        colour = shades.get(item["f"], {}).get("color", DEFAULT_COLOUR)
+        windows.append(FaultWindow(item["f"], item["label"], item["start"], t, item["info"], colour))
+
     for op in nemesis_ops:
         f = str(op["f"])
         t = int(op.get("time") or 0) / NS
+        value = op.get("value")
+        fault_id = value.get("fault_id") if isinstance(value, dict) else None
+        key = str(fault_id) if fault_id else f
         if op["type"] == "invoke":
-            invoked[f] = t
+            invoked.setdefault(key, t)
+            asked[key] = value if isinstance(value, dict) else {}
             continue
+        start = invoked.pop(key, t)
+        request = asked.pop(key, {})
+        if isinstance(value, dict) and request:
+            op = {**op, "value": {**request, **value}}
         if op["type"] == "fail":
             continue
-        start = invoked.pop(f, t)
-        ended = [k for k, v in _ENDS.items() if f == k]
-        if f.startswith("heal") or f in ("stop-all", "reset"):
-            for key in list(open_):
-                for label, s, info in open_.pop(key):
-                    windows.append(FaultWindow(key, label, s, t, info))
-        elif ended:
-            for key in _ENDS[f]:
-                targets = _nodes_of(op.get("value"))
-                still: list[tuple[str, float, bool]] = []
-                for label, s, info in open_.get(key, []):
-                    if not targets or any(n in label for n in targets):
-                        windows.append(FaultWindow(key, label, s, t, info))
-                    else:
-                        still.append((label, s, info))
-                open_[key] = still
+        same = [w for w in open_ if fault_id and w["id"] == fault_id]
+        if same:
+            for item in same:
+                close(item, t)
+            open_ = [w for w in open_ if w not in same]
+            continue
+        info = op["type"] == "info"
+        if f in ONE_SHOT or (f in shades and not shades[f].get("healed_by")):
+            close({"f": f, "label": describe_fault(op), "start": start, "info": info}, t)
+        elif f in shades or (f not in healers and not f.startswith("heal")):
+            nodes = _nodes_of(value)
+            open_.append(
+                {
+                    "id": fault_id,
+                    "f": f,
+                    "label": describe_fault(op),
+                    "start": start,
+                    "info": info,
+                    "nodes": nodes,
+                }
+            )
         else:
-            open_[f].append((describe_fault(op), start, op["type"] == "info"))
-    for key, items in open_.items():
-        for label, s, info in items:
-            windows.append(FaultWindow(key, label, s, None, info))
+            targets = set(_nodes_of(value))
+            still = []
+            for item in open_:
+                heals = shades.get(item["f"], {}).get("healed_by", "heal")
+                matches = heals == f or (f.startswith("heal") and heals.startswith("heal"))
+                if matches and (not targets or not item["nodes"] or targets & set(item["nodes"])):
+                    close(item, t)
+                else:
+                    still.append(item)
+            open_ = still
+    for item in open_:
+        colour = shades.get(item["f"], {}).get("color", DEFAULT_COLOUR)
+        windows.append(FaultWindow(item["f"], item["label"], item["start"], None, item["info"], colour))
     return sorted(windows, key=lambda w: w.start_s)
 
 
@@ -217,19 +273,28 @@ def _nodes_of(value: Any) -> list[str]:
     return []
 
 
+ROLES = ("leader", "follower", "followers", "controller")
+
+
 def describe_fault(op: dict[str, Any]) -> str:
-    """A short human label for a nemesis op: 'kill n2', 'partition n1 | n2 n3'."""
+    """A short human label for a nemesis op: 'kill leader n2', 'partition n1 | n2 n3'."""
     f = str(op.get("f"))
     value = op.get("value")
     if isinstance(value, dict):
-        role = value.get("role")
+        if isinstance(value.get("components"), list) and value["components"]:
+            parts = [" ".join(map(str, c)) if isinstance(c, list) else str(c) for c in value["components"]]
+            return f"{f} {' | '.join(parts)}"[:80]
         if "grudge" in value and isinstance(value["grudge"], dict | list):
             return f"{f} {_grudge_text(value['grudge'])}"
-        nodes = _nodes_of(value)
-        who = " ".join(nodes)
+        role = value.get("role") or (value.get("target") if value.get("target") in ROLES else None)
+        who = " ".join(_nodes_of(value))
         if role:
             who = f"{role} {who}".strip()
-        extra = [f"{k}={v}" for k, v in value.items() if k in ("delta", "skew", "loss", "percent", "ms")]
+        extra = [
+            f"{k}={v}"
+            for k, v in value.items()
+            if k in ("delta", "skew", "offset_s", "loss", "probability", "percent", "ms")
+        ]
         return " ".join(x for x in (f, who, *extra) if x)
     nodes = _nodes_of(value)
     return f"{f} {' '.join(nodes)}".strip()
@@ -237,6 +302,6 @@ def describe_fault(op: dict[str, Any]) -> str:
 
 def _grudge_text(grudge: Any) -> str:
     if isinstance(grudge, dict):
-        parts = [f"{k}×{','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in grudge.items()]
+        parts = [f"{k}✕{','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in grudge.items() if v]
         return " ".join(parts)[:60]
     return " | ".join(" ".join(map(str, g)) if isinstance(g, list) else str(g) for g in grudge)[:60]

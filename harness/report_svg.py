@@ -106,7 +106,8 @@ class _Frame:
             x1 = self.x(w.end_s if w.end_s is not None else self.t_end)
             width = max(x1 - x0, 2.0)
             out.append(
-                f'<rect x="{x0:.1f}" y="{TOP}" width="{width:.1f}" height="{self.ph}" class="fault">'
+                f'<rect x="{x0:.1f}" y="{TOP}" width="{width:.1f}" height="{self.ph}" class="fault" '
+                f'fill="{escape(w.colour)}" stroke="{escape(w.colour)}">'
                 f"<title>{escape(w.label)} from {w.start_s:.1f} s"
                 f"{f' to {w.end_s:.1f} s' if w.end_s is not None else ' (never healed)'}</title></rect>"
             )
@@ -118,7 +119,9 @@ class _Frame:
             lanes[lane] = x0 + 6.5 * len(label) + 8
             if lane < 3:
                 y = TOP - 4 - 10 * lane if lane else TOP - 4
-                out.append(f'<text x="{x0 + 2:.1f}" y="{y}" class="faultlabel">{escape(label)}</text>')
+                out.append(
+                    f'<text x="{x0 + 2:.1f}" y="{y}" class="faultlabel" fill="{escape(w.colour)}">{escape(label)}</text>'
+                )
         if load_end is not None and 0 < load_end < self.t_end:
             x = self.x(load_end)
             out.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + self.ph}" class="phase"/>')

@@ -314,3 +314,37 @@ def test_report_of_an_empty_or_unchecked_run(tmp_path: Path) -> None:
     )
     html = write_report(run).read_text()
     assert "Not checked yet" in html
+
+
+def test_fault_windows_follow_fault_ids_and_roles() -> None:
+    def op(t: float, type_: str, f: str, value: dict[str, Any]) -> dict[str, Any]:
+        return {"index": 0, "time": int(t * NS), "process": "nemesis", "type": type_, "f": f, "value": value}
+
+    ops = [
+        op(1, "invoke", "kill", {"target": "leader", "topic": "t0", "partition": 0, "fault_id": "kill-1"}),
+        op(1.1, "ok", "kill", {"nodes": ["n1"], "fault_id": "kill-1"}),
+        op(2, "invoke", "partition", {"grudge": "halves", "fault_id": "partition-2"}),
+        op(
+            2.1,
+            "ok",
+            "partition",
+            {
+                "shape": "halves",
+                "grudge": {"n1": ["n2"]},
+                "components": [["n1"], ["n2", "n3"]],
+                "fault_id": "partition-2",
+            },
+        ),  # fmt: skip
+        op(5, "invoke", "heal", {"fault": "partition", "fault_id": "partition-2", "nodes": ["n1"]}),
+        op(5.2, "ok", "heal", {"fault": "partition", "fault_id": "partition-2"}),
+        op(6, "invoke", "start", {"fault": "kill", "fault_id": "kill-1", "nodes": ["n1"]}),
+        op(6.5, "ok", "start", {"fault": "kill", "fault_id": "kill-1", "nodes": ["n1"]}),
+        op(7, "invoke", "restart", {"target": "n2", "fault_id": "restart-3"}),
+        op(8, "ok", "restart", {"nodes": ["n2"], "fault_id": "restart-3"}),
+    ]
+    windows = fault_windows(ops)
+    assert [(w.label, w.start_s, w.end_s) for w in windows] == [
+        ("kill leader n1", 1.0, 6.5),
+        ("partition n1 | n2 n3", 2.0, 5.2),
+        ("restart n2", 7.0, 8.0),
+    ]
