@@ -1,0 +1,174 @@
+"""The replica-log checker on real segment files (v2 batches written with broker.storage)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from broker.storage import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpoint
+from broker.storage.build import build_batch
+from broker.storage.segment import segment_name
+from checkers.histories import HistoryBuilder
+from checkers.replica_logs import check_replica_logs, decode_value, leaders_from_state
+
+
+def write_replica(
+    nodes: Path,
+    node: str,
+    topic: str,
+    partition: int,
+    batches: list[tuple[int, list[bytes | None]]],
+    hw: int | None = None,
+) -> Path:
+    """Write one replica: batches of (base offset, values) into one segment file."""
+    data = nodes / node / "data"
+    log_dir = data / f"{topic}-{partition}"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    segment = log_dir / segment_name(batches[0][0] if batches else 0)
+    segment.write_bytes(
+        b"".join(build_batch(values, base_offset=base, leader_epoch=1) for base, values in batches)
+    )
+    if hw is not None:
+        checkpoint = OffsetCheckpoint(data / REPLICATION_OFFSET_CHECKPOINT)
+        checkpoint.write({**checkpoint.read(), (topic, partition): hw})
+    return segment
+
+
+def values(*numbers: int) -> list[bytes | None]:
+    return [str(n).encode() for n in numbers]
+
+
+def history(tmp_path: Path, acks: list[tuple[int, int, int]]) -> Path:
+    """ok sends (partition, offset, value) on t0."""
+    b = HistoryBuilder()
+    for partition, offset, value in acks:
+        b.send(0, value, offset=offset, partition=partition)
+    return b.write(tmp_path / "history.jsonl")
+
+
+def test_identical_replicas_have_no_anomaly(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes"
+    for node in ("n1", "n2", "n3"):
+        write_replica(nodes, node, "t0", 0, [(0, values(10, 11)), (2, values(12))], hw=3)
+    findings = check_replica_logs(
+        nodes, history(tmp_path, [(0, 0, 10), (0, 2, 12)]), expected=[("t0", 0)], replication_factor=3
+    )
+    assert {k: v["count"] for k, v in findings.anomalies.items()} == {
+        "log-divergence": 0,
+        "lost-committed-on-replicas": 0,
+    }
+    assert findings.incomplete == []
+    replicas = findings.partitions["t0-0"]["replicas"]
+    assert [(r["node"], r["log_end"], r["high_watermark"], r["records"]) for r in replicas] == [
+        ("n1", 3, 3, 3),
+        ("n2", 3, 3, 3),
+        ("n3", 3, 3, 3),
+    ]
+
+
+def test_divergence_below_the_smaller_log_end_only(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes"
+    write_replica(nodes, "n1", "t0", 0, [(0, values(10, 11, 12, 13))], hw=4)
+    write_replica(nodes, "n2", "t0", 0, [(0, values(10, 21))], hw=1)  # diverged at 1, shorter
+    write_replica(nodes, "n3", "t0", 0, [(0, values(10, 11, 12, 13, 14))], hw=4)
+    findings = check_replica_logs(nodes, None, final_state={("t0", 0): "n1"})
+    divergence = findings.anomalies["log-divergence"]
+    assert divergence["count"] == 1  # offset 1; offset 4 is beyond n1's log end, n2 ends at 2
+    [example] = divergence["examples"]
+    assert (example["topic"], example["partition"], example["offset"]) == ("t0", 0, 1)
+    assert [(r["node"], r["value"], r["log_end"], r["high_watermark"]) for r in example["replicas"]] == [
+        ("n1", 11, 4, 4),
+        ("n2", 21, 2, 1),
+        ("n3", 11, 5, 4),
+    ]
+
+
+def test_lost_committed_on_the_named_leader(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes"
+    write_replica(nodes, "n1", "t0", 0, [(0, values(10, 11, 12))])
+    write_replica(nodes, "n2", "t0", 0, [(0, values(10)), (1, values(13, 14))])  # the leader lost 11, 12
+    path = history(tmp_path, [(0, 0, 10), (0, 1, 11), (0, 2, 12)])
+    state = {
+        "partitions": [{"topic": "t0", "partition": 0, "leader": "n2", "leader_epoch": 3, "isr": ["n2"]}]
+    }
+    findings = check_replica_logs(nodes, path, final_state=state)
+    lost = findings.anomalies["lost-committed-on-replicas"]
+    assert lost["count"] == 2
+    assert [(e["value"], e["leader"], e["leader_known"], e["leader_log_end"]) for e in lost["examples"]] == [
+        (11, "n2", True, 3),
+        (12, "n2", True, 3),
+    ]
+    assert findings.anomalies["log-divergence"]["count"] == 2
+    assert findings.partitions["t0-0"]["leader"] == "n2"
+
+
+def test_unknown_leader_uses_the_longest_log_and_says_so(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes"
+    write_replica(nodes, "n1", "t0", 0, [(0, values(10))])
+    write_replica(nodes, "n2", "t0", 0, [(0, values(10, 13))])
+    findings = check_replica_logs(nodes, history(tmp_path, [(0, 1, 11)]))
+    [example] = findings.anomalies["lost-committed-on-replicas"]["examples"]
+    assert example["leader"] == "n2" and example["leader_known"] is False
+    assert any("leader unknown" in n and "n2" in n for n in findings.notes)
+
+
+def test_missing_data_is_incomplete_never_silent(tmp_path: Path) -> None:
+    findings = check_replica_logs(tmp_path / "nodes", None, expected=[("t0", 0)], replication_factor=3)
+    assert findings.incomplete and "nodes" in findings.incomplete[0]
+
+    nodes = tmp_path / "nodes"
+    write_replica(nodes, "n1", "t0", 0, [(0, values(10))])
+    (nodes / "n2" / "logs").mkdir(parents=True)  # a node whose data dir was not collected
+    findings = check_replica_logs(nodes, None, expected=[("t0", 0), ("t0", 1)], replication_factor=2)
+    text = "\n".join(findings.incomplete)
+    assert "n2 has no data dir" in text
+    assert "t0-0: 1 of 2 replicas collected (n1)" in text
+    assert "t0-1: 0 of 2 replicas collected (none)" in text
+
+
+def test_torn_and_corrupt_batches_end_the_log(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes"
+    segment = write_replica(nodes, "n1", "t0", 0, [(0, values(10, 11)), (2, values(12))])
+    data = bytearray(segment.read_bytes())
+    first_len = len(build_batch(values(10, 11), base_offset=0, leader_epoch=1))
+    data[-3] ^= 0xFF  # corrupt the second batch: its CRC fails
+    segment.write_bytes(bytes(data) + b"\x00\x00\x00")  # and a torn tail after it
+    write_replica(nodes, "n2", "t0", 0, [(0, values(10, 11)), (2, values(12))])
+    findings = check_replica_logs(nodes, None)
+    n1 = findings.partitions["t0-0"]["replicas"][0]
+    assert n1["log_end"] == 2 and n1["records"] == 2 and n1["problems"]
+    assert first_len < len(data)
+    assert findings.anomalies["log-divergence"]["count"] == 0  # n1 simply ends earlier
+
+
+def test_internal_topics_and_kafka_style_nested_log_dirs(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes"
+    write_replica(nodes, "n1", "__consumer_offsets", 0, [(0, values(1))])
+    # A copy that kept Kafka's log.dirs one level down: nodes/n2/data/kafka-logs/t0-0/
+    elsewhere = tmp_path / "elsewhere"
+    write_replica(elsewhere, "x", "t0", 0, [(0, values(10))])
+    (nodes / "n2" / "data").mkdir(parents=True)
+    (elsewhere / "x" / "data").rename(nodes / "n2" / "data" / "kafka-logs")
+    findings = check_replica_logs(nodes, None)
+    assert list(findings.partitions) == ["t0-0"]
+    assert findings.partitions["t0-0"]["replicas"][0]["node"] == "n2"
+
+
+def test_records_deleted_by_retention_are_not_lost(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes"
+    write_replica(nodes, "n1", "t0", 0, [(5, values(15, 16))])
+    write_replica(nodes, "n2", "t0", 0, [(0, values(10, 11, 12, 13, 14, 15, 16))])
+    findings = check_replica_logs(
+        nodes, history(tmp_path, [(0, 1, 11), (0, 6, 16)]), final_state={("t0", 0): "n1"}
+    )
+    assert findings.anomalies["lost-committed-on-replicas"]["count"] == 0
+    assert findings.anomalies["log-divergence"]["count"] == 0
+
+
+def test_decode_value_and_leaders_from_state() -> None:
+    assert decode_value(b"42") == 42 and decode_value(None) is None and decode_value(b"x y") == "b'x y'"
+    assert leaders_from_state(
+        {"partitions": [{"topic": "t0", "partition": 1, "leader": 2}]}, ["n1", "n2"]
+    ) == {("t0", 1): "n2"}
+    assert leaders_from_state({"partitions": {"t0-0": {"leader": "n3"}, "t0-1": {"leader": -1}}}) == {
+        ("t0", 0): "n3"
+    }

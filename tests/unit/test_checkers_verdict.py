@@ -1,0 +1,218 @@
+"""Verdict rules (as data), trust of incomplete histories, stats, and check_run on run directories."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from checkers.api import check_run
+from checkers.catalogue import NAMES
+from checkers.histories import HistoryBuilder, simulate, write_history
+from checkers.reference import check_history
+from checkers.replica_logs import ReplicaFindings
+from checkers.stats import compute_stats, percentile
+from checkers.verdict import CONDITIONS, RULES, Facts, decide
+from harness.config import TestConfig
+from harness.errors import BadInput
+from tests.unit.test_checkers_replica_logs import values, write_replica
+
+
+def no_replica_anomalies() -> ReplicaFindings:
+    empty = {"count": 0, "examples": []}
+    return ReplicaFindings({"log-divergence": empty, "lost-committed-on-replicas": empty}, {}, [], [])  # type: ignore[dict-item]
+
+
+def verdict_of(
+    tmp_path: Path, b: HistoryBuilder, drain: Any = None, config: TestConfig | None = None, tail: str = ""
+) -> dict[str, Any]:
+    path = b.write(tmp_path / "history.jsonl")
+    if tail:
+        with open(path, "a") as f:
+            f.write(tail)
+    return decide(check_history(path), no_replica_anomalies(), config or TestConfig(), drain)
+
+
+COMPLETE = {"complete": True}
+
+
+def test_rules_name_known_anomalies_and_conditions() -> None:
+    assert all(r.anomaly in NAMES and r.condition in CONDITIONS for r in RULES)
+
+
+def test_clean_history_with_complete_drain_is_valid(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    b.send(0, 1, offset=0)
+    b.poll(1, [(0, 1)])
+    result = verdict_of(tmp_path, b, COMPLETE)
+    assert result["valid"] is True and result["fatal"] == [] and result["incomplete"] == []
+    assert set(result["anomalies"]) == set(NAMES)
+
+
+def test_duplicate_is_allowed_only_without_idempotence(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    b.send(0, 1, offset=0)
+    b.poll(1, [(0, 1), (1, 1)])
+    assert verdict_of(tmp_path, b, COMPLETE)["valid"] is True
+    assert verdict_of(tmp_path, b, COMPLETE)["anomalies"]["duplicate"]["effect"] == "allowed"
+    strict = verdict_of(tmp_path, b, COMPLETE, TestConfig(idempotence=True))
+    assert strict["valid"] is False and strict["fatal"] == ["duplicate"]
+
+
+def test_poll_skip_is_allowed_when_consuming_by_subscribe() -> None:
+    facts = Facts(SimpleNamespace(idempotence=False, consumer_mode="subscribe"), True)  # type: ignore[arg-type]
+    assert CONDITIONS["consuming-by-subscribe"](facts)
+    assert not CONDITIONS["consuming-by-subscribe"](Facts(TestConfig(), True))
+
+
+@pytest.mark.parametrize(
+    ("drain", "valid"),
+    [
+        ({"complete": True}, False),
+        (None, "unknown"),
+        ({"complete": False, "reason": "time bound passed"}, "unknown"),
+    ],
+)
+def test_unseen_is_invalid_only_after_a_complete_drain(tmp_path: Path, drain: Any, valid: Any) -> None:
+    b = HistoryBuilder()
+    b.send(0, 1, offset=0)
+    result = verdict_of(tmp_path, b, drain)
+    assert result["valid"] == valid
+    if drain and not drain["complete"]:
+        assert any("time bound passed" in r for r in result["incomplete"])
+
+
+def test_truncated_history_keeps_presence_but_not_absence_evidence(tmp_path: Path) -> None:
+    torn = '{"index": 99, "ti'
+    b = HistoryBuilder()
+    b.send(0, 1, offset=5)
+    b.send(0, 2, offset=3)  # nonmonotonic-send: shown by the lines present
+    b.poll(1, [(3, 2), (4, 9), (5, 1)])
+    b.send(2, 9, outcome="info")
+    assert verdict_of(tmp_path, b, COMPLETE, tail=torn)["fatal"] == ["nonmonotonic-send"]
+
+    b = HistoryBuilder()
+    b.send(0, 1, offset=0)
+    b.send(0, 2, offset=1)
+    b.poll(1, [(1, 2)])  # lost-write of 1: a missing line could have read it
+    result = verdict_of(tmp_path, b, COMPLETE, tail=torn)
+    assert result["valid"] == "unknown" and result["anomalies"]["lost-write"]["effect"] == "unknown"
+    assert verdict_of(tmp_path, b, COMPLETE)["valid"] is False
+
+
+def test_damaged_history_proves_nothing_from_the_history(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    b.send(0, 1, offset=5)
+    b.send(0, 2, offset=3)
+    path = b.write(tmp_path / "history.jsonl")
+    path.write_text("garbage\n" + path.read_text())
+    result = decide(check_history(path), no_replica_anomalies(), TestConfig(), COMPLETE)
+    assert result["valid"] == "unknown" and result["anomalies"]["nonmonotonic-send"]["effect"] == "unknown"
+
+
+def test_replica_evidence_stands_even_with_a_torn_history(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    b.send(0, 1, offset=0)
+    path = b.write(tmp_path / "history.jsonl")
+    with open(path, "a") as f:
+        f.write('{"ind')
+    findings = no_replica_anomalies()
+    findings.anomalies["log-divergence"] = {
+        "count": 1,
+        "examples": [{"topic": "t0", "partition": 0, "offset": 0, "replicas": []}],
+    }
+    result = decide(check_history(path), findings, TestConfig(), None)
+    assert result["valid"] is False and result["fatal"] == ["log-divergence"]
+
+
+def test_unchecked_replicas_mean_unknown(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    path = b.write(tmp_path / "history.jsonl")
+    result = decide(check_history(path), None, TestConfig(), COMPLETE)
+    assert result["valid"] == "unknown" and "replicas" in result["incomplete"][0]
+
+
+def test_stats_throughput_latency_faults_and_unavailability(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    b.send(0, 1, offset=0)
+    b.nemesis("kill", {"id": "f1", "nodes": ["n1"]})
+    b.advance(0.5)
+    b.send(0, 2, offset=1)  # acked inside the fault window, later lost
+    b.advance(2.0)  # nothing acknowledged for 2 s
+    b.send(0, 3, outcome="info")
+    b.nemesis("start", {"id": "f1", "nodes": ["n1"]})
+    b.send(0, 4, offset=2)
+    b.poll(1, [(0, 1), (2, 4)])
+    path = b.write(tmp_path / "history.jsonl")
+    engine = check_history(path)
+    stats = compute_stats(path, engine["stats"], {"lost-write": 1})
+    assert stats["sends"] == {"ok": 3, "fail": 0, "info": 1, "open": 0}
+    assert stats["acked_lost"] == 1
+    assert stats["ops"]["send"]["ok"] == 3 and stats["ops"]["poll"]["ok"] == 1
+    assert stats["latency_ms"]["p50"] == 1.0 and stats["latency_ms_by_f"]["send"]["p99"] == 1.0
+    assert sum(row["ok"] + row["info"] for row in stats["throughput"]["series"]) == 5
+    [window] = stats["fault_windows"]
+    assert window["fault"] == "kill" and window["healed_by"] == "start"
+    assert window["start_s"] < window["end_s"] and window["acked_lost"] == 1
+    assert window["ops"]["info"] == 1 and window["longest_gap_s"] >= 2.0
+    [gap] = stats["unavailable"]
+    assert gap["seconds"] >= 2.0 and gap["faults"] == ["kill"]
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert percentile([], 50) is None
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0 and percentile([1.0, 2.0, 3.0, 4.0], 99) == 4.0
+
+
+# --- check_run on run directories --------------------------------------------------------------
+
+
+def make_run(
+    tmp_path: Path, ops: list[dict[str, Any]], *, drain: bool | None = True, replicas: bool = True
+) -> Path:
+    run = tmp_path / "run"
+    run.mkdir(parents=True)
+    config = TestConfig(topics=1, partitions=2, replication_factor=2, nodes=2, min_insync=1, seed=7)
+    (run / "test.json").write_text(json.dumps({"config": config.to_json(), "seed": 7}))
+    write_history(run / "history.jsonl", ops)
+    if drain is not None:
+        (run / "drain.json").write_text(
+            json.dumps({"complete": drain, "reason": "" if drain else "time bound passed"})
+        )
+    if replicas:
+        logs: dict[int, list[int]] = {0: [], 1: []}
+        for op in ops:
+            if op["f"] == "poll" and op["type"] == "ok":
+                for r in op["records"]:
+                    log = logs[r["partition"]]
+                    if r["offset"] == len(log):
+                        log.append(r["value"])
+        for node in ("n1", "n2"):
+            for partition, log in logs.items():
+                write_replica(run / "nodes", node, "t0", partition, [(0, values(*log))] if log else [])
+    return run
+
+
+def test_check_run_writes_results(tmp_path: Path) -> None:
+    sim = simulate(random.Random(3), steps=60)
+    run = make_run(tmp_path, sim.ops)
+    results = check_run(run)
+    assert results["valid"] is True, results["incomplete"]
+    on_disk = json.loads((run / "results.json").read_text())
+    assert on_disk["valid"] is True and on_disk["checker"]["engine"] == "reference"
+    assert on_disk["checker"]["seconds"] >= 0 and on_disk["stats"]["sends"]["ok"] > 0
+    assert set(on_disk["stats"]["replicas"]) == {"t0-0", "t0-1"}
+
+
+def test_check_run_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="no such run directory"):
+        check_run(tmp_path / "missing")
+    with pytest.raises(BadInput, match="history.jsonl is missing"):
+        check_run(tmp_path)
+    write_history(tmp_path / "history.jsonl", [])
+    with pytest.raises(BadInput, match="unknown checker"):
+        check_run(tmp_path, engine="duckdb")
