@@ -7,9 +7,10 @@ completed client op). Time is the history's `time` (nanoseconds since the test s
 * throughput: completions per time bucket by outcome (1 s buckets, wider for long runs);
 * latency percentiles (p50/p95/p99, nearest-rank) of completed client ops, overall and by f;
 * fault windows: a nemesis fault op (completed ok or info) opens a window; the op that heals it
-  closes it -- the heal whose value names the same fault `id`, else one whose f undoes the kind
-  (start: kill/crash/stop, resume: pause, unskew: clock), else any f starting with `heal` closes
-  every open window. Windows still open end at the history's last op. Per window: client outcomes
+  closes it -- the next `ok` op whose value carries the same `fault_id` (the nemesis journals a
+  fault and its heal with one id); in histories without ids, an op whose f undoes the kind
+  (start: kill/lose-unsynced, resume: pause, unskew: clock), else any f starting with `heal`,
+  closes the matching (or every) open window. `restart` is instantaneous. Windows still open end at the history's last op. Per window: client outcomes
   completed inside it, the longest stretch without an ok send, and lost-write acks inside it
   (by second, from the engine's `lost_by_second`);
 * unavailability: stretches of at least `UNAVAILABLE_S` without an ok send completion between the
@@ -35,10 +36,11 @@ OUTCOMES = ("ok", "fail", "info")
 CODES = {outcome: code for code, outcome in enumerate(OUTCOMES)}
 # How a fault ends: the nemesis f that undoes each kind (besides heal*, which undoes all).
 UNDOES: dict[str, tuple[str, ...]] = {
-    "start": ("kill", "crash", "stop"),
+    "start": ("kill", "crash", "stop", "lose-unsynced"),
     "resume": ("pause",),
     "unskew": ("clock",),
 }
+INSTANT = frozenset({"restart"})  # one-shot faults: a window of no length
 
 
 def percentile(sorted_values: array[float] | list[float], q: float) -> float | None:
@@ -59,7 +61,9 @@ def _is_heal(f: str) -> bool:
 
 
 def _fault_id(value: Any) -> Any:
-    return value.get("id") if isinstance(value, dict) else None
+    if not isinstance(value, dict):
+        return None
+    return value.get("fault_id", value.get("id"))
 
 
 class _Windows:
@@ -69,27 +73,35 @@ class _Windows:
         self.open: list[dict[str, Any]] = []
         self.closed: list[dict[str, Any]] = []
 
-    def fault(self, op: dict[str, Any], t: float) -> None:
-        self.open.append(
-            {
-                "fault": op["f"],
-                "id": _fault_id(op.get("value")),
-                "value": op.get("value"),
-                "outcome": op["type"],
-                "start_s": t,
-                "end_s": None,
-                "healed_by": None,
-            }
-        )
+    def add(self, op: dict[str, Any], t: float) -> None:
+        """One nemesis completion (ok or info)."""
+        f, fid = str(op["f"]), _fault_id(op.get("value"))
+        if fid is not None:
+            same = [w for w in self.open if w["id"] == fid]
+            if same:
+                if op["type"] == "ok":  # a heal that failed leaves the fault in force
+                    self._close(same, f, t)
+                return
+            if _is_heal(f):
+                return  # healing a fault this history never showed in force
+        elif _is_heal(f):
+            ending = [w for w in self.open if w["fault"] in UNDOES[f]] if f in UNDOES else list(self.open)
+            self._close(ending, f, t)
+            return
+        window = {
+            "fault": f,
+            "id": fid,
+            "value": op.get("value"),
+            "outcome": op["type"],
+            "start_s": t,
+            "end_s": None,
+            "healed_by": None,
+        }
+        self.open.append(window)
+        if f in INSTANT:
+            self._close([window], f, t)
 
-    def heal(self, op: dict[str, Any], t: float) -> None:
-        f, fid = op["f"], _fault_id(op.get("value"))
-        if fid is not None and any(w["id"] == fid for w in self.open):
-            ending = [w for w in self.open if w["id"] == fid]
-        elif f in UNDOES:
-            ending = [w for w in self.open if w["fault"] in UNDOES[f]]
-        else:
-            ending = list(self.open)
+    def _close(self, ending: list[dict[str, Any]], f: str, t: float) -> None:
         for w in ending:
             w["end_s"], w["healed_by"] = t, f
             self.open.remove(w)
@@ -126,7 +138,7 @@ def compute_stats(
         if process == NEMESIS_PROCESS:
             nemesis_ops += 1
             if op["type"] in ("ok", "info"):
-                (windows.heal if _is_heal(str(op["f"])) else windows.fault)(op, t)
+                windows.add(op, t)
             continue
         if op["type"] == "invoke":
             open_ops[process] = op

@@ -139,12 +139,12 @@ def test_unchecked_replicas_mean_unknown(tmp_path: Path) -> None:
 def test_stats_throughput_latency_faults_and_unavailability(tmp_path: Path) -> None:
     b = HistoryBuilder()
     b.send(0, 1, offset=0)
-    b.nemesis("kill", {"id": "f1", "nodes": ["n1"]})
+    b.nemesis("kill", {"fault_id": "kill-1", "nodes": ["n1"]})
     b.advance(0.5)
     b.send(0, 2, offset=1)  # acked inside the fault window, later lost
     b.advance(2.0)  # nothing acknowledged for 2 s
     b.send(0, 3, outcome="info")
-    b.nemesis("start", {"id": "f1", "nodes": ["n1"]})
+    b.nemesis("start", {"fault_id": "kill-1", "nodes": ["n1"]})
     b.send(0, 4, offset=2)
     b.poll(1, [(0, 1), (2, 4)])
     path = b.write(tmp_path / "history.jsonl")
@@ -216,3 +216,24 @@ def test_check_run_bad_input(tmp_path: Path) -> None:
     write_history(tmp_path / "history.jsonl", [])
     with pytest.raises(BadInput, match="unknown checker"):
         check_run(tmp_path, engine="duckdb")
+
+
+def test_fault_windows_pair_by_fault_id_then_by_kind(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    b.nemesis("kill", {"fault_id": "kill-1", "nodes": ["n1"]})
+    b.nemesis("kill", {"fault_id": "kill-2", "nodes": ["n2"]})
+    b.nemesis("start", {"fault": "kill", "fault_id": "kill-2", "nodes": ["n2"]})
+    b.nemesis("restart", {"fault_id": "restart-3", "nodes": ["n3"]})
+    b.nemesis("pause", {"nodes": ["n3"]})  # an older history without ids
+    b.nemesis("resume", {"nodes": ["n3"]})
+    b.send(0, 1, offset=0)
+    path = b.write(tmp_path / "history.jsonl")
+    windows = compute_stats(path, check_history(path)["stats"], {})["fault_windows"]
+    summary = [(w["fault"], w["healed_by"], w["start_s"] <= w["end_s"]) for w in windows]
+    assert summary == [
+        ("kill", None, True),  # kill-1 never healed: runs to the end
+        ("kill", "start", True),
+        ("restart", "restart", True),
+        ("pause", "resume", True),
+    ]
+    assert windows[0]["end_s"] == windows[-1]["end_s"] or windows[0]["end_s"] >= windows[-1]["end_s"]
