@@ -8,6 +8,7 @@ version the client asked for, dropping fields that version lacks and defaulting 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import io
 import struct
 from collections.abc import Mapping
@@ -222,6 +223,8 @@ def _field_plan(cls: Any) -> tuple[tuple[str, str, Any, bool, Any], ...]:
             kind, nested = "entity", kind_info.type_
         elif isinstance(kind_info, PrimitiveTupleField):
             kind = "primitive_tuple"
+        elif f.metadata.get("kafka_type") in ("timedelta_i32", "timedelta_i64"):
+            kind = "timedelta"
         has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
         fallback: Any = None
         if not has_default:
@@ -233,9 +236,7 @@ def _field_plan(cls: Any) -> tuple[tuple[str, str, Any, bool, Any], ...]:
                 ktype = f.metadata.get("kafka_type", "")
                 if ktype == "error_code":
                     fallback = ErrorCode.none
-                elif ktype == "timedelta_i32":
-                    import datetime
-
+                elif ktype in ("timedelta_i32", "timedelta_i64"):
                     fallback = datetime.timedelta(0)
                 else:
                     fallback = _PRIMITIVE_DEFAULTS.get(ktype)
@@ -260,6 +261,8 @@ def build(cls: Any, data: Mapping[str, Any]) -> Any:
                     value = build(nested, value)
             elif kind == "primitive_tuple":
                 value = None if value is None else tuple(value)
+            elif kind == "timedelta" and isinstance(value, int):
+                value = datetime.timedelta(milliseconds=value)
             elif name == "error_code" and isinstance(value, int) and not isinstance(value, ErrorCode):
                 value = ErrorCode(value)
             kwargs[name] = value

@@ -1,0 +1,327 @@
+"""Follower side of replication: one fetch loop per leader broker, for all partitions it leads.
+
+On becoming a follower a partition first truncates, by the configured protocol:
+- `high-watermark` (pre-KIP-101): at once, to its own high watermark (after a restart that is
+  the checkpointed, possibly stale, HW) — without asking anyone;
+- `leader-epoch` (KIP-101): it asks the leader OffsetForLeaderEpoch for its latest epoch and
+  truncates only what the leader does not have.
+Then it fetches from its log end offset with its replica id, appends what comes back and takes
+the leader's HW (capped by its own log end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker import protocol as p
+from broker.client import BrokerConnection, ConnectionClosed
+from broker.config import BrokerConfig
+from broker.metadata import BrokerAddress
+from broker.replica_manager import (
+    FENCED_LEADER_EPOCH,
+    NONE,
+    OFFSET_OUT_OF_RANGE,
+    Partition,
+    PartitionState,
+    ReplicaManager,
+)
+from broker.storage import UNDEFINED_EPOCH, StorageError, UnexpectedAppendOffsetError, parse_batches
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+LIST_OFFSETS_VERSION = 4
+RETRY_SECONDS = 0.1
+FETCH_MAX_BYTES = 16 * 1024 * 1024
+PARTITION_MAX_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(eq=False)
+class _Followed:
+    partition: Partition
+    leader_epoch: int
+    needs_truncation: bool
+
+
+class LeaderFetcher:
+    """Fetches every partition this broker follows from one leader broker."""
+
+    def __init__(
+        self,
+        leader_id: int,
+        config: BrokerConfig,
+        replicas: ReplicaManager,
+        addresses: Callable[[], dict[int, BrokerAddress]],
+    ) -> None:
+        self.leader_id = leader_id
+        self.config = config
+        self.replicas = replicas
+        self.addresses = addresses
+        self.followed: dict[tuple[str, int], _Followed] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._conn: BrokerConnection | None = None
+        self._changed = asyncio.Event()
+
+    def add(self, partition: Partition, leader_epoch: int) -> None:
+        needs = True
+        if self.config.truncation == "high-watermark":
+            self.replicas.truncate(
+                partition, partition.replica.high_watermark, "high-watermark truncation on becoming follower"
+            )
+            needs = False
+        self.followed[partition.key] = _Followed(partition, leader_epoch, needs)
+        self._changed.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run())
+
+    def remove(self, key: tuple[str, int]) -> None:
+        self.followed.pop(key, None)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self._conn is not None:
+            self._conn.close()
+
+    async def _run(self) -> None:
+        while self.followed:
+            try:
+                conn = await self._connection()
+                if conn is None:
+                    await self._pause()
+                    continue
+                pending = [f for f in self.followed.values() if f.needs_truncation]
+                if pending:
+                    await self._truncate_by_epoch(conn, pending)
+                ready = [f for f in self.followed.values() if not f.needs_truncation]
+                if not ready:
+                    await self._pause()
+                    continue
+                await self._fetch(conn, ready)
+            except ConnectionClosed as exc:
+                log.info("fetcher for leader %d: %s", self.leader_id, exc)
+                self._conn = None
+                await self._pause()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("fetcher for leader %d failed; retrying", self.leader_id)
+                self._conn = None
+                await self._pause()
+
+    async def _pause(self) -> None:
+        self._changed.clear()
+        try:
+            await asyncio.wait_for(self._changed.wait(), RETRY_SECONDS)
+        except TimeoutError:
+            pass
+
+    async def _connection(self) -> BrokerConnection | None:
+        address = self.addresses().get(self.leader_id)
+        if address is None:
+            return None
+        conn = self._conn
+        if conn is not None and (conn.host, conn.port) != (address.host, address.port):
+            conn.close()
+            conn = None
+        if conn is None or not conn.connected:
+            conn = BrokerConnection(address.host, address.port, f"replica-fetcher-{self.config.broker_id}")
+            try:
+                await conn.connect()
+            except (OSError, TimeoutError):
+                return None
+            self._conn = conn
+        return conn
+
+    async def _truncate_by_epoch(self, conn: BrokerConnection, pending: list[_Followed]) -> None:
+        topics: dict[str, list[dict[str, int]]] = {}
+        for f in pending:
+            part = f.partition
+            topics.setdefault(part.topic, []).append(
+                {
+                    "partition": part.index,
+                    "current_leader_epoch": f.leader_epoch,
+                    "leader_epoch": part.log.epochs.latest_epoch(),
+                }
+            )
+        body = {
+            "replica_id": self.config.broker_id,
+            "topics": [{"topic": t, "partitions": parts} for t, parts in topics.items()],
+        }
+        response = await conn.request(p.API_OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body)
+        for topic in response.topics:
+            for result in topic.partitions:
+                found = self.followed.get((topic.topic, result.partition))
+                if found is None or found not in pending:
+                    continue
+                f = found
+                if result.error_code.value != NONE:
+                    log.info(
+                        "%s-%d: OffsetForLeaderEpoch from %d: error %s; retrying",
+                        topic.topic,
+                        result.partition,
+                        self.leader_id,
+                        result.error_code.name,
+                    )
+                    continue
+                self._truncate_to_leader_epoch(f.partition, result.leader_epoch, result.end_offset)
+                f.needs_truncation = False
+
+    def _truncate_to_leader_epoch(self, partition: Partition, leader_epoch: int, end_offset: int) -> None:
+        """Kafka's follower rule (KIP-101/KIP-279) for an OffsetForLeaderEpoch answer."""
+        plog = partition.log
+        if end_offset < 0:
+            if plog.epochs.latest_epoch() == UNDEFINED_EPOCH:
+                return  # nothing epoch-stamped here: nothing the leader could contradict
+            target = partition.replica.high_watermark  # the leader knows no epoch: fall back to HW
+            reason = "leader has no epoch information: truncating to high watermark"
+        elif leader_epoch == UNDEFINED_EPOCH:
+            target = min(end_offset, plog.log_end_offset)
+            reason = "leader epoch undefined"
+        else:
+            mine_epoch, mine_end = plog.epochs.end_offset_for(leader_epoch)
+            if mine_epoch == leader_epoch and mine_end >= 0:
+                target = min(end_offset, mine_end)
+            else:
+                target = min(end_offset, plog.log_end_offset)
+            reason = f"leader's epoch {leader_epoch} ends at {end_offset}"
+        self.replicas.truncate(partition, target, reason)
+
+    async def _fetch(self, conn: BrokerConnection, ready: list[_Followed]) -> None:
+        topics: dict[str, list[dict[str, int]]] = {}
+        for f in ready:
+            part = f.partition
+            topics.setdefault(part.topic, []).append(
+                {
+                    "partition": part.index,
+                    "current_leader_epoch": f.leader_epoch,
+                    "fetch_offset": part.log.log_end_offset,
+                    "last_fetched_epoch": -1,
+                    "log_start_offset": part.log.log_start_offset,
+                    "partition_max_bytes": PARTITION_MAX_BYTES,
+                }
+            )
+        body = {
+            "replica_id": self.config.broker_id,
+            "max_wait": self.config.replica_fetch_wait_max_ms,
+            "min_bytes": 1,
+            "max_bytes": FETCH_MAX_BYTES,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": parts} for t, parts in topics.items()],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        wait_s = self.config.replica_fetch_wait_max_ms / 1000.0
+        response = await conn.request(p.API_FETCH, FETCH_VERSION, body, timeout=wait_s + 10.0)
+        backoff = False
+        for topic in response.responses:
+            for result in topic.partitions:
+                found = self.followed.get((topic.topic, result.partition_index))
+                if found is None or found not in ready:
+                    continue  # stopped following (or re-added for a new epoch) meanwhile
+                f = found
+                error = result.error_code.value
+                if error == NONE:
+                    self._append(f, result.records or b"", result.high_watermark)
+                elif error == OFFSET_OUT_OF_RANGE:
+                    await self._out_of_range(conn, f)
+                else:
+                    if error != FENCED_LEADER_EPOCH:
+                        log.debug(
+                            "%s-%d: fetch error %s",
+                            topic.topic,
+                            result.partition_index,
+                            result.error_code.name,
+                        )
+                    backoff = True
+        if backoff:
+            await self._pause()
+
+    def _append(self, f: _Followed, records: bytes, leader_hw: int) -> None:
+        partition = f.partition
+        try:
+            self.replicas.follower_append(partition, records, leader_hw)
+        except UnexpectedAppendOffsetError:
+            headers = parse_batches(records, check_crc=False, allow_partial_tail=True)
+            if headers and headers[0].base_offset < partition.log.log_end_offset:
+                # the leader's batch straddles our log end: take the leader's version of it
+                self.replicas.truncate(partition, headers[0].base_offset, "leader batch straddles log end")
+                self.replicas.follower_append(partition, records, leader_hw)
+            else:
+                raise
+        except StorageError:
+            log.exception("%s-%d: follower append failed", partition.topic, partition.index)
+
+    async def _out_of_range(self, conn: BrokerConnection, f: _Followed) -> None:
+        """Our fetch offset is outside the leader's log: past its end (truncate) or before its start."""
+        part = f.partition
+        body = {
+            "replica_id": self.config.broker_id,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": part.topic,
+                    "partitions": [
+                        {
+                            "partition_index": part.index,
+                            "current_leader_epoch": f.leader_epoch,
+                            "timestamp": ts,
+                        }
+                        for ts in (-1, -2)
+                    ],
+                }
+            ],
+        }
+        response = await conn.request(p.API_LIST_OFFSETS, LIST_OFFSETS_VERSION, body)
+        results = response.topics[0].partitions
+        if any(r.error_code.value != NONE for r in results):
+            return
+        leader_end, leader_start = results[0].offset, results[1].offset
+        if part.log.log_end_offset > leader_end:
+            if self.config.truncation == "leader-epoch":
+                f.needs_truncation = True
+            else:
+                self.replicas.truncate(part, leader_end, "fetch offset past the leader's log end")
+        elif part.log.log_end_offset < leader_start:
+            part.log.truncate_to(leader_start)
+            part.replica.on_truncated(part.log.log_end_offset)
+
+
+class FetcherManager:
+    """Routes followed partitions to the LeaderFetcher of their current leader."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        replicas: ReplicaManager,
+        addresses: Callable[[], dict[int, BrokerAddress]],
+    ) -> None:
+        self.config = config
+        self.replicas = replicas
+        self.addresses = addresses
+        self.fetchers: dict[int, LeaderFetcher] = {}
+
+    def on_partition_state(self, partition: Partition, state: PartitionState, follow: bool) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(partition.key)
+        if follow and state.leader >= 0 and state.leader != self.config.broker_id:
+            leader_fetcher = self.fetchers.get(state.leader)
+            if leader_fetcher is None:
+                leader_fetcher = self.fetchers[state.leader] = LeaderFetcher(
+                    state.leader, self.config, self.replicas, self.addresses
+                )
+            leader_fetcher.add(partition, state.leader_epoch)
+
+    def brokers_changed(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher._changed.set()
+
+    def stop(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
