@@ -576,7 +576,8 @@ class GroupService:
     def _is_coordinator(self) -> bool:
         mine = self.coordinator_id() == self.broker_id
         if self._was_coordinator and not mine:
-            log.info("broker %d is no longer the group coordinator; unloading groups", self.broker_id)
+            if self.coordinator.groups:
+                log.info("broker %d is no longer the group coordinator; unloading groups", self.broker_id)
             self._resolve(self.coordinator.unload())
         self._was_coordinator = mine
         return mine

@@ -1,0 +1,135 @@
+"""The group APIs over kio: every supported version decodes, is answered and encodes."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker import protocol as p
+from broker.groups import GROUP_API_VERSIONS, NOT_COORDINATOR, GroupCoordinator, GroupService
+from broker.metadata import BrokerAddress
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def service(tmp_path: Path, me: int = 1) -> GroupService:
+    brokers = {1: BrokerAddress(1, "127.0.0.1", 9001), 2: BrokerAddress(2, "127.0.0.1", 9002)}
+    return GroupService(GroupCoordinator(tmp_path), me, lambda: brokers, clock=Clock())
+
+
+def call(svc: GroupService, api_key: int, version: int, data: dict[str, Any]) -> Any:
+    """Encode a request as a client would, decode it as the server does, answer, encode the answer."""
+    body = p.build_request(api_key, version, data)
+    frame = p.encode_request(api_key, version, 7, "client", body)[4:]
+    request = p.parse_request(frame, GROUP_API_VERSIONS)
+    answer = asyncio.run(svc.handlers()[api_key](request))
+    response = p.build_response(api_key, version, answer)
+    p.encode_response(api_key, version, 7, response)
+    return response
+
+
+def join_data(member_id: str = "") -> dict[str, Any]:
+    return {
+        "group_id": "g",
+        "session_timeout": datetime.timedelta(seconds=10),
+        "rebalance_timeout": datetime.timedelta(seconds=5),
+        "member_id": member_id,
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"meta"}],
+    }
+
+
+@pytest.mark.parametrize("version", range(GROUP_API_VERSIONS[11][0], GROUP_API_VERSIONS[11][1] + 1))
+def test_join_sync_heartbeat_leave_every_version(tmp_path: Path, version: int) -> None:
+    svc = service(tmp_path)
+    joined = call(svc, 11, version, join_data())
+    assert joined.error_code == 0 and joined.generation_id == 1 and joined.leader == joined.member_id
+    assert [m.metadata for m in joined.members] == [b"meta"]
+    member = joined.member_id
+    sync_version = min(version, GROUP_API_VERSIONS[14][1])
+    synced = call(
+        svc,
+        14,
+        sync_version,
+        {
+            "group_id": "g",
+            "generation_id": 1,
+            "member_id": member,
+            "protocol_type": "consumer",
+            "protocol_name": "range",
+            "assignments": [{"member_id": member, "assignment": b"parts"}],
+        },
+    )
+    assert (synced.error_code, synced.assignment) == (0, b"parts")
+    beat = call(svc, 12, min(version, 4), {"group_id": "g", "generation_id": 1, "member_id": member})
+    assert beat.error_code == 0
+    leave_version = min(version, 5)
+    left = call(
+        svc, 13, leave_version, {"group_id": "g", "member_id": member, "members": [{"member_id": member}]}
+    )
+    assert left.error_code == 0
+    if leave_version >= 3:
+        assert [(m.member_id, m.error_code) for m in left.members] == [(member, 0)]
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+def test_find_coordinator(tmp_path: Path, version: int) -> None:
+    svc = service(tmp_path, me=2)
+    found = call(svc, 10, version, {"key": "g", "key_type": 0, "coordinator_keys": ["g", "h"]})
+    if version >= 4:
+        assert [(c.key, c.node_id, c.port) for c in found.coordinators] == [("g", 1, 9001), ("h", 1, 9001)]
+    else:
+        assert (found.node_id, found.host, found.port) == (1, "127.0.0.1", 9001)
+
+
+@pytest.mark.parametrize("commit_version", range(2, 9))
+def test_offsets_every_version(tmp_path: Path, commit_version: int) -> None:
+    svc = service(tmp_path)
+    committed = call(
+        svc,
+        8,
+        commit_version,
+        {
+            "group_id": "manual",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "topics": [
+                {
+                    "name": "t0",
+                    "partitions": [{"partition_index": 1, "committed_offset": 42, "committed_metadata": "m"}],
+                }
+            ],
+        },
+    )
+    assert [
+        (t.name, [(q.partition_index, q.error_code) for q in t.partitions]) for t in committed.topics
+    ] == [("t0", [(1, 0)])]
+    for version in range(1, 9):
+        topics = [{"name": "t0", "partition_indexes": [1, 2]}]
+        data = {"group_id": "manual", "topics": topics, "groups": [{"group_id": "manual", "topics": topics}]}
+        fetched = call(svc, 9, version, data)
+        topic_list = fetched.groups[0].topics if version >= 8 else fetched.topics
+        got = [(q.partition_index, q.committed_offset) for t in topic_list for q in t.partitions]
+        assert got == [(1, 42), (2, -1)]
+
+
+def test_not_coordinator(tmp_path: Path) -> None:
+    svc = service(tmp_path, me=2)
+    assert call(svc, 11, 5, join_data()).error_code == NOT_COORDINATOR
+    assert (
+        call(svc, 12, 4, {"group_id": "g", "generation_id": 1, "member_id": "m"}).error_code
+        == NOT_COORDINATOR
+    )
+    fetched = call(svc, 9, 7, {"group_id": "g", "topics": [{"name": "t0", "partition_indexes": [0]}]})
+    assert fetched.error_code == NOT_COORDINATOR
