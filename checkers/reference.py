@@ -128,7 +128,8 @@ class FirstSightings:
 
 
 def _is_int(x: Any) -> TypeGuard[int]:
-    return isinstance(x, int) and not isinstance(x, bool)
+    """An integer, and not a bool."""
+    return type(x) is int
 
 
 class _Checker:
@@ -153,7 +154,8 @@ class _Checker:
         ] = {}  # (process, tp) -> (offset, index, value)
         self.superseded: list[tuple[int, Any, int]] = []
         self.orphans: list[int] = []
-        self.malformed: list[tuple[int, str]] = []
+        self.malformed_count = 0
+        self.first_malformed: tuple[int, str] | None = None
 
     # --- streaming -------------------------------------------------------------------------------
 
@@ -184,7 +186,7 @@ class _Checker:
         elif op["f"] == "send":
             value = op.get("value")
             if not _is_int(value):
-                self.malformed.append((op["index"], "send without an integer value"))
+                self._malformed(op["index"], "send without an integer value")
                 return
             self.status.setdefault(value, [PENDING, None, None])
 
@@ -236,7 +238,7 @@ class _Checker:
             return
         topic, partition = invocation.get("topic"), invocation.get("partition")
         if not isinstance(topic, str) or not _is_int(partition):
-            self.malformed.append((completion["index"], "ok send without a topic and integer partition"))
+            self._malformed(completion["index"], "ok send without a topic and integer partition")
             return
         index = completion["index"]
         self.stats["acked"] += 1
@@ -268,16 +270,20 @@ class _Checker:
         index = completion["index"]
         records = completion.get("records") or []
         if not isinstance(records, list):
-            self.malformed.append((index, "ok poll whose records are not a list"))
+            self._malformed(index, "ok poll whose records are not a list")
             return
         positions = self.poll_position.setdefault(process, {})
         for list_pos, record in enumerate(records):
-            topic = record.get("topic") if isinstance(record, dict) else None
-            partition = record.get("partition") if isinstance(record, dict) else None
-            offset = record.get("offset") if isinstance(record, dict) else None
-            value = record.get("value") if isinstance(record, dict) else None
-            if not (isinstance(topic, str) and _is_int(partition) and _is_int(offset) and _is_int(value)):
-                self.malformed.append((index, "poll record without topic, partition, offset and value"))
+            if type(record) is not dict:
+                self._malformed(index, "poll record that is not an object")
+                continue
+            topic, partition = record.get("topic"), record.get("partition")
+            offset, value = record.get("offset"), record.get("value")
+            # (type(x) is int: an integer, and not a bool)
+            if not (
+                type(topic) is str and type(partition) is int and type(offset) is int and type(value) is int
+            ):
+                self._malformed(index, "poll record without topic, partition, offset and value")
                 continue
             self.stats["records_read"] += 1
             if value not in self.first_read:
@@ -306,6 +312,11 @@ class _Checker:
                 elif offset <= prev_offset:
                     self.found["nonmonotonic-poll"].add(example)
             positions[tp] = (offset, index)
+
+    def _malformed(self, index: int, reason: str) -> None:
+        self.malformed_count += 1
+        if self.first_malformed is None:
+            self.first_malformed = (index, reason)
 
     def _finish_open_ops(self) -> None:
         self.still_open = sorted((op["index"], p, op["f"]) for p, op in self.open_ops.items())
@@ -411,10 +422,10 @@ class _Checker:
             self.incomplete.append(
                 f"unpaired: {len(self.orphans)} completion(s) without an invocation (first: index {self.orphans[0]})"
             )
-        if self.malformed:
-            index, reason = self.malformed[0]
+        if self.first_malformed is not None:
+            index, reason = self.first_malformed
             self.incomplete.append(
-                f"malformed-op: {len(self.malformed)} malformed operation(s) (first: index {index}: {reason})"
+                f"malformed-op: {self.malformed_count} malformed operation(s) (first: index {index}: {reason})"
             )
 
 
