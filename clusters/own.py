@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clusters import zookeeper
 from clusters.node import Node
 from harness.config import TestConfig
 from harness.errors import InfrastructureError
@@ -238,8 +239,6 @@ class OwnSystem:
     # --- ZooKeeper ----------------------------------------------------------------------------
 
     def start_zookeeper(self) -> None:
-        from clusters import zookeeper  # type: ignore[attr-defined]  # broker-core: ZooKeeper config + command
-
         node = self.zookeeper_node
         home = self.home(node)
         node.exec(["mkdir", "-p", f"{home}/zookeeper", f"{home}/logs"])
@@ -316,7 +315,7 @@ class OwnSystem:
 
     def _mount_lazyfs(self, node: Node) -> None:
         """Put the data dir on lazyfs (un-fsynced writes can be dropped) and wait until it answers."""
-        from nemesis import lazyfs  # type: ignore[attr-defined]  # the nemesis helper's FUSE layer
+        from nemesis import lazyfs  # the power-loss fault's FUSE layer (imported only when asked)
 
         lay = self.layout(node)
         node.exec(["mkdir", "-p", lay.backing_dir])
