@@ -112,6 +112,7 @@ def check_run(
             final_state=state,
             expected=expected_partitions(config.topics, config.partitions),
             replication_factor=config.replication_factor,
+            brokers=[f"n{i}" for i in range(1, config.nodes + 1)],  # node nN runs broker N
         )
     verdict = decide(result, replicas, config, drain)
     counts = {name: a["count"] for name, a in verdict["anomalies"].items()}

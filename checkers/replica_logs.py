@@ -119,13 +119,21 @@ def _data_roots(data_dir: Path) -> list[Path]:
     return sorted(p for p in data_dir.iterdir() if p.is_dir() and any(True for _ in iter_partition_dirs(p)))
 
 
-def read_replicas(nodes_dir: Path) -> tuple[dict[TopicPartition, list[ReplicaLog]], list[str]]:
-    """Every replica under `nodes/<node>/data/`, by partition, and what could not be read."""
+def read_replicas(
+    nodes_dir: Path, brokers: Iterable[str] | None = None
+) -> tuple[dict[TopicPartition, list[ReplicaLog]], list[str]]:
+    """Every replica under `nodes/<node>/data/`, by partition, and what could not be read.
+
+    `brokers`: the nodes that run brokers, when known; others (the ZooKeeper node) hold no data.
+    """
     incomplete: list[str] = []
     replicas: dict[TopicPartition, list[ReplicaLog]] = {}
     if not nodes_dir.is_dir():
         return {}, [f"replicas: no replica data collected ({nodes_dir} is missing)"]
+    broker_names = set(brokers) if brokers is not None else None
     for node_dir in sorted(p for p in nodes_dir.iterdir() if p.is_dir()):
+        if broker_names is not None and node_dir.name not in broker_names:
+            continue
         data_dir = node_dir / "data"
         if not data_dir.is_dir():
             incomplete.append(f"replicas: node {node_dir.name} has no data dir ({data_dir} is missing)")
@@ -312,9 +320,10 @@ def check_replica_logs(
     final_state: Any = None,
     expected: Iterable[TopicPartition] = (),
     replication_factor: int = 1,
+    brokers: Iterable[str] | None = None,
 ) -> ReplicaFindings:
     """Read every replica, find divergence and acked records missing on the leader."""
-    replicas, incomplete = read_replicas(nodes_dir)
+    replicas, incomplete = read_replicas(nodes_dir, brokers)
     if nodes_dir.is_dir():
         incomplete += missing_replicas(replicas, expected, replication_factor)
     node_names = [p.name for p in nodes_dir.iterdir()] if nodes_dir.is_dir() else []
