@@ -88,6 +88,13 @@ RULES: tuple[Rule, ...] = (
         "drain-not-known-complete",
         "without a completed final drain an acknowledged record may simply not have been read yet",
     ),
+    Rule(
+        "lost-write",
+        "unknown",
+        "drain-not-known-complete",
+        "without a completed final drain no read need have covered the offset (a consumer that crashed"
+        " mid-poll resumes past records the history never saw)",
+    ),
 )
 
 assert all(r.anomaly in BY_NAME and r.condition in CONDITIONS for r in RULES)

@@ -237,3 +237,12 @@ def test_fault_windows_pair_by_fault_id_then_by_kind(tmp_path: Path) -> None:
         ("pause", "resume", True),
     ]
     assert windows[0]["end_s"] == windows[-1]["end_s"] or windows[0]["end_s"] >= windows[-1]["end_s"]
+
+
+def test_lost_write_needs_a_complete_drain_to_be_invalid(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    b.send(0, 1, offset=0)
+    b.send(0, 2, offset=1)
+    b.poll(1, [(1, 2)])
+    assert verdict_of(tmp_path, b, COMPLETE)["fatal"] == ["lost-write"]
+    assert verdict_of(tmp_path, b, None)["valid"] == "unknown"
