@@ -93,7 +93,7 @@ def test_confluent_kafka(cluster: LocalCluster) -> None:
     while len(read) < N and idle < 10:
         messages = consumer.consume(5000, 1.0)
         idle = 0 if messages else idle + 1
-        read += [(m.offset(), int(m.value())) for m in messages if not m.error()]
+        read += [(m.offset() or 0, int(m.value() or b"-1")) for m in messages if not m.error()]
     consumer.close()
     check_exact(acked, read)
 

@@ -47,7 +47,7 @@ def read_all(bootstrap: str, topic: str, expected: int) -> dict[int, list[int]]:
         idle = 0 if messages else idle + 1
         for m in messages:
             if not m.error():
-                seen.setdefault(int(m.value()), []).append(m.offset())
+                seen.setdefault(int(m.value() or b"-1"), []).append(m.offset() or 0)
                 count += 1
     consumer.close()
     return seen
