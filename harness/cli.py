@@ -130,7 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checker", choices=CHECKERS, default=None)
     p.add_argument("--keep", metavar="FILE", help="keep the generated history here")
 
-    sub.add_parser("demo", help="the main job: the seed scenario with both truncation protocols")
+    p = sub.add_parser("demo", help="the main job: the seed scenario with both truncation protocols")
+    p.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
+    p.add_argument("--seed", type=int, metavar="N", help="seed of both runs (default 101)")
     return parser
 
 

@@ -112,8 +112,14 @@ def _refs(example: Any) -> tuple[set[int], set[Any]]:
         k = key.lower()
         if k in ("index", "indices") or k.endswith(("_index", "_indices", "-index", "-indices")):
             indices.update(ints(v))
-        elif k in ("value", "values"):
-            values.update(v if isinstance(v, list | tuple) else [v])
+        elif k in ("value", "values", "prev_value"):
+            for x in v if isinstance(v, list | tuple) else [v]:
+                if isinstance(x, int | str) and not isinstance(x, bool):
+                    values.add(x)
+                elif isinstance(x, dict):
+                    i, vals = _refs(x)
+                    indices |= i
+                    values |= vals
         elif isinstance(v, dict):
             i, vals = _refs(v)
             indices |= i
@@ -257,7 +263,7 @@ def _fault_phrase(w: FaultWindow) -> str:
         "stop": "was stopped",
     }
     if w.f in verbs and who:
-        who = who.replace("leader ", "the leader ").replace("follower ", "a follower ")
+        who = who.replace("leader ", "the leader ")
         return f"{who} {verbs[w.f]} at {w.start_s:.1f} s"
     nouns = {
         "partition": "the network was partitioned",
@@ -282,8 +288,15 @@ def _tp_text(tps: set[tuple[str, int]]) -> str:
     return " on " + " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
+PROCESS_FAULTS = ("kill", "restart", "lose-unsynced", "pause", "crash", "stop")
+
+
 def _fault_after(examples: list[Any], digest: HistoryDigest, windows: list[FaultWindow]) -> str:
-    """The fault that most plausibly destroyed acknowledged data: the first one after the last ack."""
+    """The faults that most plausibly destroyed acknowledged data: process faults after the last ack.
+
+    Up to two are named (the first, and the last one that hit a leader), so the KIP-101 story reads
+    "after follower n3 was killed at 16.5 s and the leader n2 was killed at 19.6 s".
+    """
     if not windows:
         return ", with no fault injected"
     acks: list[float] = []
@@ -294,15 +307,26 @@ def _fault_after(examples: list[Any], digest: HistoryDigest, windows: list[Fault
             if c is not None and c.complete_ns is not None:
                 acks.append(c.complete_ns / NS)
     destructive = [w for w in windows if w.f not in ("clock",)] or windows
-    if acks:
-        last_ack = max(acks)
-        after = [w for w in destructive if w.start_s >= last_ack]
-        if after:
-            return " after " + _fault_phrase(after[0])
-        before = [w for w in destructive if w.start_s < last_ack]
-        if before:
-            return " after " + _fault_phrase(before[-1])
-    return " after " + _fault_phrase(destructive[0])
+    last_ack = max(acks) if acks else None
+    after = [w for w in destructive if last_ack is None or w.start_s >= last_ack]
+    process = [w for w in after if w.f in PROCESS_FAULTS]
+    if process:
+        leader = [w for w in process if "leader" in w.label]
+        chosen = [process[0]]
+        if leader and leader[-1] is not process[0]:
+            chosen.append(leader[-1])
+        elif len(process) > 1 and not leader:
+            chosen.append(process[1])
+        return " after " + " and ".join(_fault_phrase(w) for w in chosen)
+    if after:
+        return " after " + _fault_phrase(after[0])
+    before = [w for w in destructive if last_ack is not None and w.start_s < last_ack]
+    return " after " + _fault_phrase(before[-1] if before else destructive[0])
+
+
+def _leader_of(examples: list[Any]) -> str | None:
+    leaders = {str(e["leader"]) for e in examples if isinstance(e, dict) and e.get("leader")}
+    return leaders.pop() if len(leaders) == 1 else None
 
 
 def headline(
@@ -324,7 +348,12 @@ def headline(
         if name == "lost-write":
             s = f"{_plural(n, 'acknowledged write was', 'acknowledged writes were')} lost{where}{_fault_after(ex, digest, windows)}."
         elif name == "lost-committed-on-replicas":
-            s = f"{_plural(n, 'acknowledged record is', 'acknowledged records are')} missing from the leader's final log{where}{_fault_after(ex, digest, windows)}."
+            leader = _leader_of(ex)
+            whose = f"its leader {leader}" if leader else "the leader"
+            s = (
+                f"{_plural(n, 'acknowledged write was', 'acknowledged writes were')} lost{where}: "
+                f"missing from the final log of {whose}{_fault_after(ex, digest, windows)}."
+            )
         elif name == "log-divergence":
             s = f"Replicas diverged: {_plural(n, 'offset holds', 'offsets hold')} different records on different replicas{where}."
         elif name == "inconsistent-offsets":
@@ -421,8 +450,19 @@ def _stats_cards(results: dict[str, Any] | None, digest: HistoryDigest) -> list[
                 f"{polls.get('ok', 0)} / {polls.get('fail', 0)} / {polls.get('info', 0)}",
             )
         )
-    if "acked_lost" in stats:
-        cards.append(("acknowledged, lost", str(stats["acked_lost"])))
+    anomalies = (results or {}).get("anomalies") or {}
+
+    def count(name: str) -> int:
+        a = anomalies.get(name)
+        return int(a.get("count", 0)) if isinstance(a, dict) else 0
+
+    if anomalies:
+        cards.append(
+            (
+                "acked, never read / missing on leader",
+                f"{count('lost-write')} / {count('lost-committed-on-replicas')}",
+            )
+        )
     if isinstance(stats.get("ops_per_s"), int | float):
         cards.append(("throughput", f"{stats['ops_per_s']:.0f} ops/s"))
     lat = stats.get("latency_ms")

@@ -15,8 +15,7 @@ def keep_screenshot(report: Path) -> Path | None:
     if browser.chromium() is None:
         log.info("no chromium: %s kept without a screenshot", report)
         return None
-    dom = browser.dump_dom(report)
-    height = browser.page_height(dom.output) if dom.ok else 2400
+    height = browser.page_height(report.read_text(encoding="utf-8", errors="replace"))
     png = report.with_name(rundir.REPORT_PNG)
     shot = browser.screenshot(report, png, height=height)
     if not shot.ok:

@@ -20,7 +20,7 @@ FAULT_FILL = "#fa5252"
 EPOCH_FILLS = ("#d0ebff", "#a5d8ff", "#c5f6fa", "#99e9f2", "#d3f9d8", "#b2f2bb", "#e5dbff", "#d0bfff")
 
 W = 1080
-LEFT, RIGHT, TOP, BOTTOM = 64, 20, 34, 36
+LEFT, RIGHT, TOP, BOTTOM = 64, 20, 52, 36
 
 
 def _nice_ticks(lo: float, hi: float, n: int = 8) -> list[float]:
@@ -116,9 +116,9 @@ class _Frame:
                 lane = len(lanes)
                 lanes.append(0.0)
             label = str(w.label)
-            lanes[lane] = x0 + 6.5 * len(label) + 8
+            lanes[lane] = x0 + 6.8 * len(label) + 10
             if lane < 3:
-                y = TOP - 4 - 10 * lane if lane else TOP - 4
+                y = TOP - 4 - 13 * lane
                 out.append(
                     f'<text x="{x0 + 2:.1f}" y="{y}" class="faultlabel" fill="{escape(w.colour)}">{escape(label)}</text>'
                 )

@@ -1,13 +1,50 @@
-"""`strandline demo`: not built yet (see the issue that builds it)."""
+"""`strandline demo` (`make demo`): the seed scenario, once per truncation protocol, same faults and seed.
+
+Pre-KIP-101 high-watermark truncation must lose acknowledged writes (invalid); leader epochs must
+not (valid). Prints both report paths and a one-line comparison; exit 0 only when both verdicts are
+the expected ones.
+"""
 
 from __future__ import annotations
 
 import argparse
+import time
 
-from harness.errors import NotImplementedYet
+from rich.console import Console
+
+from harness.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID, EXIT_VALID
+from harness.repro import attempt, lost_text
+from harness.scenarios import SEED_SCENARIO, scenario
+
+DEMO_SEED = 101
 
 
 def main(args: argparse.Namespace) -> int:
-    raise NotImplementedYet(
-        "not implemented yet: the demo needs the own broker, the netns cluster, the workload and the checker"
-    )
+    console = Console(stderr=True)
+    s = scenario(SEED_SCENARIO)
+    seed = getattr(args, "seed", None) or DEMO_SEED
+    store = getattr(args, "store", None)
+    console.print(f"[bold]strandline demo[/]: {s.name} — {s.summary}", highlight=False)
+    started = time.monotonic()
+    runs = []
+    for safe in (False, True):
+        variant = (s.safe if safe else s.unsafe)["variant"]
+        console.rule(f"{variant} (expected: {s.expected(safe)})")
+        a = attempt(s, safe, seed, store, console)
+        runs.append((variant, s.expected(safe), a))
+        if a.outcome.status == "failed" and a.outcome.exit_code == EXIT_INFRASTRUCTURE and not safe:
+            break  # the harness itself failed: a second run would fail the same way
+    took = time.monotonic() - started
+    print()
+    for variant, _expected, a in runs:
+        print(f"{variant:>15}: {a.verdict:<8} {a.outcome.run_dir / 'report.html'}")
+    parts = [
+        f"{variant} {a.verdict} ({lost_text(a.outcome)}, expected {expected})"
+        for variant, expected, a in runs
+    ]
+    ok = len(runs) == 2 and all(a.verdict == expected for _v, expected, a in runs)
+    failed = [a for _v, _e, a in runs if a.outcome.status == "failed"]
+    print(f"demo: {' vs '.join(parts)}: {'as expected' if ok else 'NOT as expected'} in {took:.0f} s")
+    if ok:
+        return EXIT_VALID
+    return EXIT_INFRASTRUCTURE if failed else EXIT_INVALID

@@ -1,11 +1,45 @@
-"""`strandline repro`: not built yet (see the issue that builds it)."""
+"""`strandline repro NAME | --list`: reproduce a reported data-loss scenario, then show the fix holds."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
-from harness.errors import NotImplementedYet
+from rich.console import Console
+
+from harness.errors import EXIT_INVALID, EXIT_VALID, BadInput
+from harness.repro import lost_text, reproduce
+from harness.scenarios import SCENARIOS, scenario
 
 
 def main(args: argparse.Namespace) -> int:
-    raise NotImplementedYet("not implemented yet")
+    if args.list or not args.scenario:
+        if not args.list:
+            raise BadInput("name a scenario (see `strandline repro --list`)")
+        for s in SCENARIOS.values():
+            unsafe = ", ".join(f"{k}={v}" for k, v in s.unsafe.items())
+            safe = ", ".join(f"{k}={v}" for k, v in s.safe.items())
+            print(f"{s.name:<22} {s.summary}\n{'':<22} unsafe: {unsafe} (invalid) · safe: {safe} (valid)")
+        return EXIT_VALID
+    s = scenario(args.scenario)
+    console = Console(stderr=True)
+    console.print(f"[bold]repro {s.name}[/]: {s.summary}", highlight=False)
+    result = reproduce(s, seed=args.seed or 0, store=args.store, console=console)
+    summary = result.summary()
+    last = result.unsafe[-1]
+    if summary["reproduced"]:
+        print(
+            f"reproduced in {result.reproduced_after_s:.0f} s after {len(result.unsafe)} attempt(s): {lost_text(last.outcome)}"
+        )
+    else:
+        print(
+            f"not reproduced within {s.budget:.0f} s ({len(result.unsafe)} attempt(s), last: {last.verdict})"
+        )
+    print(f"unsafe report: {last.outcome.run_dir / 'report.html'}")
+    if result.safe is not None:
+        print(
+            f"safe run: {result.safe.verdict} ({lost_text(result.safe.outcome)}) {result.safe.outcome.run_dir / 'report.html'}"
+        )
+    (last.outcome.run_dir.parent / "repro.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"repro {s.name}: {'as expected' if result.as_expected else 'NOT as expected'}")
+    return EXIT_VALID if result.as_expected else EXIT_INVALID

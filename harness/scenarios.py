@@ -1,0 +1,204 @@
+"""The library of reported data-loss scenarios: settings, a scripted fault schedule, expected verdicts.
+
+Each scenario is a bug report turned into a test: an *unsafe* configuration that must lose
+acknowledged data (expected `invalid`), and the same faults under the *safe* settings that must
+not (expected `valid`). `strandline repro NAME` runs the unsafe one until it reproduces (or its
+budget runs out), then the safe one; `strandline demo` runs the seed scenario (kip-101-truncation)
+once each way. Schedules use the nemesis's scripted steps (nemesis/schedule.py, docs/faults.md):
+`{"wait": s}`, `{"do": fault, "target": ...}`, `{"wait_until": condition, ...}`, `{"heal": "all"}`.
+
+Every scenario runs one topic with one partition, so that the faults aimed at "the leader of t0-0"
+hit the partition that carries all the load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.config import TestConfig, validate
+from harness.errors import BadInput
+
+P0 = {"topic": "t0", "partition": 0}
+
+# Shared by all scenarios: small, fast, one partition, and the reference checker (no JVM start-up).
+BASE: dict[str, Any] = {
+    "system": "own",
+    "backend": "netns",
+    "nodes": 3,
+    "topics": 1,
+    "partitions": 1,
+    "replication_factor": 3,
+    "min_insync": 2,
+    "acks": "all",
+    "rate": 150.0,
+    "concurrency": 6,
+    "checker": "reference",
+    "drain_timeout": 40.0,
+    "recover_timeout": 40.0,
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str  # the bug, in one line
+    story: str  # how the schedule provokes it
+    unsafe: dict[str, Any]  # settings that must lose data
+    safe: dict[str, Any]  # the same test with the safe settings
+    schedule: tuple[dict[str, Any], ...]
+    time_limit: float
+    budget: float = 120.0  # seconds of attempts for the unsafe run, in repro
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def config(self, safe: bool, seed: int = 0, store: str | None = None) -> TestConfig:
+        """The TestConfig of the unsafe (safe=False) or safe run; seed 0 draws one."""
+        raw = {
+            **BASE,
+            **self.extra,
+            **(self.safe if safe else self.unsafe),
+            "name": f"{self.name}-{'safe' if safe else 'unsafe'}",
+            "schedule": [dict(s) for s in self.schedule],
+            "time_limit": self.time_limit,
+            "seed": seed,
+        }
+        if store is not None:
+            raw["store"] = store
+        return validate(raw)
+
+    def expected(self, safe: bool) -> str:
+        return "valid" if safe else "invalid"
+
+
+KIP_101_TRUNCATION = Scenario(
+    name="kip-101-truncation",
+    summary="a restarted follower truncates to its stale checkpointed high watermark, then is elected "
+    "leader: acknowledged writes are lost (KAFKA-1211, fixed by KIP-101 leader epochs)",
+    story=(
+        "Kill one follower and let the leader drop it from the ISR. Wait until the other follower "
+        "holds records above the high watermark it last checkpointed. Cut the leader off from the "
+        "other brokers, kill that follower and start it again: with high-watermark truncation it cuts "
+        "its log back to the stale checkpoint and cannot fetch the rest. Kill the leader: the "
+        "truncated follower, the only live member of the ISR, is elected, and the acknowledged "
+        "records above its checkpoint are gone. With leader epochs the restarted follower truncates "
+        "nothing it cannot confirm with the leader, so nothing acknowledged is lost."
+    ),
+    unsafe={"variant": "high-watermark"},
+    safe={"variant": "leader-epoch"},
+    schedule=(
+        {"wait": 3},
+        {"do": "kill", "target": "follower", **P0},
+        {"wait": 13},
+        {"wait_until": "follower-fetched-past-hw", **P0, "timeout": 20},
+        {"do": "partition", "grudge": "leader", **P0},
+        {"do": "kill", "target": "follower", **P0},
+        {"do": "start", "target": "followers", **P0},
+        {"wait": 3},
+        {"do": "kill", "target": "leader", **P0},
+        {"wait": 5},
+        {"heal": "all"},
+    ),
+    time_limit=38.0,
+)
+
+KIP_101_DIVERGENCE = Scenario(
+    name="kip-101-divergence",
+    summary="fast leader changes with power loss leave two replicas with different records at one "
+    "offset (KIP-101 scenario 2)",
+    story=(
+        "Power-cut the leader and a follower together (unsynced writes lost on both), start them, "
+        "and cut the new leader down again before the others caught up: with high-watermark "
+        "truncation the replicas keep different records at the same offsets."
+    ),
+    unsafe={"variant": "high-watermark"},
+    safe={"variant": "leader-epoch"},
+    schedule=(
+        {"wait": 4},
+        {"do": "lose-unsynced", "target": "all"},
+        {"do": "start", "target": "all"},
+        {"wait_until": "leader-elected", **P0, "timeout": 20},
+        {"wait": 1},
+        {"do": "lose-unsynced", "target": "leader", **P0},
+        {"do": "start", "target": "all"},
+        {"wait": 4},
+        {"heal": "all"},
+    ),
+    time_limit=25.0,
+)
+
+ACKS_1_LEADER_CRASH = Scenario(
+    name="acks-1-leader-crash",
+    summary="with acks=1 the leader acknowledges before any follower has the record; killing it loses them",
+    story=(
+        "Cut the leader off from its followers (it still serves clients and, with acks=1, keeps "
+        "acknowledging), then kill it: a follower that never received those records is elected."
+    ),
+    unsafe={"acks": "1"},
+    safe={"acks": "all"},
+    schedule=(
+        {"wait": 3},
+        {"do": "partition", "grudge": "leader", **P0},
+        {"wait": 3},
+        {"do": "kill", "target": "leader", **P0},
+        {"wait": 4},
+        {"heal": "all"},
+    ),
+    time_limit=18.0,
+)
+
+MIN_ISR_1 = Scenario(
+    name="min-isr-1",
+    summary="acks=all with min.insync.replicas=1: once the ISR shrinks to the leader alone, a power "
+    "loss on it loses acknowledged writes",
+    story=(
+        "Cut the leader off from its followers until it shrinks the ISR to itself; with "
+        "min.insync.replicas=1 it keeps acknowledging alone. Power-cut it (unsynced writes lost) and "
+        "start it: it is still the only ISR member, elected with a shorter log."
+    ),
+    unsafe={"min_insync": 1},
+    safe={"min_insync": 2},
+    schedule=(
+        {"wait": 3},
+        {"do": "partition", "grudge": "leader", **P0},
+        {"wait": 14},
+        {"do": "lose-unsynced", "target": "leader", **P0},
+        {"heal": "all"},
+    ),
+    time_limit=26.0,
+)
+
+UNCLEAN_ELECTION = Scenario(
+    name="unclean-election",
+    summary="unclean.leader.election.enable=true elects a replica that fell out of the ISR: "
+    "everything it missed is lost",
+    story=(
+        "Kill one follower and let the others go on without it. Kill the other two and start only "
+        "the stale one: an unclean election makes it leader with a short log; when the others come "
+        "back they truncate to it."
+    ),
+    unsafe={"unclean_election": True},
+    safe={"unclean_election": False},
+    schedule=(
+        {"wait": 3},
+        {"do": "kill", "target": "follower", **P0},
+        {"wait": 13},
+        {"do": "kill", "target": "all"},
+        {"do": "start", "target": "one"},
+        {"wait": 8},
+        {"heal": "all"},
+    ),
+    time_limit=30.0,
+)
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (KIP_101_TRUNCATION, KIP_101_DIVERGENCE, ACKS_1_LEADER_CRASH, MIN_ISR_1, UNCLEAN_ELECTION)
+}
+SEED_SCENARIO = KIP_101_TRUNCATION.name
+
+
+def scenario(name: str) -> Scenario:
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise BadInput(f"unknown scenario {name!r} (known: {', '.join(SCENARIOS)})") from None
