@@ -95,17 +95,38 @@ def check_batch_at(
 
 
 def scan(buf: bytes | bytearray | memoryview, *, check_crc: bool = True) -> ScanResult:
-    """Walk consecutive batches from the start of `buf`, stopping at the first torn or corrupt one."""
+    """Walk consecutive batches from the start of `buf`, stopping at the first torn or corrupt one.
+
+    This loop runs once per batch on recovery and on every append, so it is written flat: one
+    struct unpack, one CRC over a memoryview, no per-batch function calls.
+    """
     batches: list[tuple[int, BatchHeader]] = []
+    append = batches.append
+    unpack = HEADER.unpack_from
+    make = tuple.__new__
+    crc32c = calc_crc32c
+    view = memoryview(buf)
     pos = 0
     end = len(buf)
-    while pos < end:
-        header, problem = check_batch_at(buf, pos, check_crc)
-        if header is None:
-            return ScanResult(batches, pos, problem)
-        batches.append((pos, header))
-        pos += header.size
-    return ScanResult(batches, pos, None)
+    while end - pos >= HEADER_SIZE:
+        fields = unpack(buf, pos)
+        length = fields[1]
+        after = pos + LOG_OVERHEAD + length
+        if (
+            length < MIN_LENGTH
+            or after > end
+            or fields[3] != MAGIC_V2
+            or fields[6] < 0
+            or fields[12] < 0
+            or (check_crc and crc32c(view[pos + CRC_COVERED_FROM : after]) != fields[4])
+        ):
+            break
+        append((pos, make(BatchHeader, fields)))
+        pos = after
+    if pos == end:
+        return ScanResult(batches, pos, None)
+    _, problem = check_batch_at(buf, pos, check_crc)  # says why, once
+    return ScanResult(batches, pos, problem)
 
 
 def parse_batches(
