@@ -116,10 +116,11 @@ class Cluster:
     def down(self) -> None:
         """Kill every process and remove every resource; raises when something would not go."""
         started = time.monotonic()
-        try:
-            self.sut.close()
-        except Exception as e:
-            log.debug("closing the system under test: %s", e)
+        if self.state is not None:
+            try:  # stop processes the SUT's way first; destroying the nodes kills whatever is left
+                self.sut.teardown()
+            except Exception as e:
+                log.debug("teardown of the system under test: %s", e)
         failures = self.network.destroy()
         self.timings["down_s"] = time.monotonic() - started
         if failures:

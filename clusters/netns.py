@@ -464,6 +464,8 @@ class NetnsNetwork:
 
     def create(self, info: dict[str, object] | None = None) -> None:
         """Create bridge, rule, cgroup, namespaces and veths; every step recorded before it runs."""
+        if os.geteuid() != 0:
+            raise InfrastructureError("the netns backend needs root (network namespaces, bridge, iptables)")
         self._allocate(dict(info or {}))
         state = self.state
         assert state is not None

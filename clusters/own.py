@@ -286,10 +286,12 @@ class OwnSystem:
             return self._zk
 
     def registered_brokers(self) -> list[int]:
-        zk = self.zk()
-        if not zk.exists("/brokers/ids"):
-            return []
-        return sorted(int(i) for i in zk.get_children("/brokers/ids"))
+        def read(zk: Any) -> list[int]:
+            if not zk.exists("/brokers/ids"):
+                return []
+            return sorted(int(i) for i in zk.get_children("/brokers/ids"))
+
+        return self._read_zk("/brokers/ids", read)  # type: ignore[no-any-return]
 
     # --- brokers ------------------------------------------------------------------------------
 
@@ -430,20 +432,39 @@ class OwnSystem:
 
     # --- HasLeaders ---------------------------------------------------------------------------
 
+    def _read_zk(self, what: str, read: Any) -> Any:
+        """A ZooKeeper read whose failure (connection loss, timeout) is one clear error."""
+        from kazoo.exceptions import KazooException
+
+        try:
+            return read(self.zk())
+        except KazooException as e:
+            raise InfrastructureError(
+                f"reading {what} from ZooKeeper at {self.zookeeper_connect()}: {type(e).__name__} {e}"
+            ) from None
+
     def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
-        zk = self.zk()
+        return self._read_zk("partition states", self._partition_state)  # type: ignore[no-any-return]
+
+    def _partition_state(self, zk: Any) -> dict[tuple[str, int], dict[str, object]]:
+        from kazoo.exceptions import NoNodeError
+
         result: dict[tuple[str, int], dict[str, object]] = {}
-        if not zk.exists("/brokers/topics"):
+        try:
+            topics = sorted(zk.get_children("/brokers/topics"))
+        except NoNodeError:
             return result
-        for topic in sorted(zk.get_children("/brokers/topics")):
+        for topic in topics:
             path = f"/brokers/topics/{topic}/partitions"
-            if not zk.exists(path):
+            try:  # a topic being created may not have its partitions (or their states) yet
+                partitions = sorted(zk.get_children(path), key=int)
+            except NoNodeError:
                 continue
-            for p in sorted(zk.get_children(path), key=int):
-                found = zk.exists(f"{path}/{p}/state")
-                if not found:
+            for p in partitions:
+                try:
+                    data, _stat = zk.get(f"{path}/{p}/state")
+                except NoNodeError:
                     continue
-                data, _stat = zk.get(f"{path}/{p}/state")
                 state = json.loads(data)
                 leader = int(state.get("leader", -1))
                 result[(topic, int(p))] = {
@@ -458,10 +479,15 @@ class OwnSystem:
         return {tp: s["leader"] for tp, s in self.partition_state().items()}  # type: ignore[misc]
 
     def controller(self) -> str | None:
-        zk = self.zk()
-        if not zk.exists("/controller"):
+        return self._read_zk("the controller", self._controller)  # type: ignore[no-any-return]
+
+    def _controller(self, zk: Any) -> str | None:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            data, _stat = zk.get("/controller")
+        except NoNodeError:
             return None
-        data, _stat = zk.get("/controller")
         try:
             broker_id = int(json.loads(data)["brokerid"])
         except (ValueError, KeyError, TypeError):

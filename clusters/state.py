@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.errors import InfrastructureError
+
 log = logging.getLogger(__name__)
 
 DEFAULT_STATE_DIR = "/run/strandline"
@@ -219,7 +221,12 @@ def remove_resource(resource: dict[str, Any]) -> None:
 
 def run_quiet(argv: list[str], *, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
     """Run a system tool; the caller decides what a non-zero exit means."""
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise InfrastructureError(f"{argv[0]} is not installed (scripts/setup.sh installs it)") from None
+    except subprocess.TimeoutExpired:
+        raise InfrastructureError(f"`{' '.join(argv)}` timed out after {timeout:g}s") from None
 
 
 def _gone(result: subprocess.CompletedProcess[str], *markers: str) -> bool:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -15,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from clusters.netns import existing_links, existing_namespaces
+from clusters.state import ClusterState
+from tests.integration.test_clusters_netns import leftovers
 
 pytestmark = [
     pytest.mark.integration,
@@ -22,6 +26,7 @@ pytestmark = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
+ONE_BROKER = ("--nodes", "1", "--replication-factor", "1", "--min-insync", "1")
 
 
 @pytest.fixture
@@ -46,7 +51,9 @@ def strandline(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[s
 def test_up_status_down(tmp_path: Path) -> None:
     env = {"STRANDLINE_STATE_DIR": str(tmp_path / "state")}
     handle = str(tmp_path / "cluster.json")
-    flags = ["--nodes", "1", "--replication-factor", "1", "--min-insync", "1", "--state", handle]
+    # The power-loss fault asks for data dirs on lazyfs: the cluster mounts them at bring-up.
+    (tmp_path / "test.toml").write_text('nemesis = ["lose-unsynced"]\n')
+    flags = ["--config", str(tmp_path / "test.toml"), *ONE_BROKER, "--state", handle]
     started = time.monotonic()
     up = strandline("up", *flags, env=env)
     up_s = time.monotonic() - started
@@ -69,6 +76,8 @@ def test_up_status_down(tmp_path: Path) -> None:
             ("t0", 1, "n1", ["n1"]),
         ]
         assert info["controller"] == "n1"
+        assert {p["name"] for p in info["nodes"][1]["processes"]} == {"broker", "lazyfs"}
+        assert f"/{name}/n1/data lazyfs" in mounts() or f"/{name}/n1/data fuse" in mounts()
         assert strandline("status", "--state", handle, env=env).returncode == 0
     finally:
         started = time.monotonic()
@@ -79,8 +88,52 @@ def test_up_status_down(tmp_path: Path) -> None:
     assert not [n for n in existing_namespaces() if n.startswith(f"sl-{name}-")]
     assert f"slbr-{name}" not in existing_links()
     assert not Path(handle).exists()
+    assert f"/{name}/" not in mounts()
     gone = strandline("status", "--state", handle, env=env)
     assert gone.returncode == 2 and "no cluster is up" in gone.stderr
+
+
+def mounts() -> str:
+    return Path("/proc/self/mounts").read_text()
+
+
+def test_ctrl_c_during_up_leaves_nothing(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "cluster",
+            "up",
+            *ONE_BROKER,
+            "--state",
+            str(tmp_path / "c.json"),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "STRANDLINE_STATE_DIR": str(state_dir)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    state: ClusterState | None = None
+    while time.monotonic() < deadline:  # interrupt once ZooKeeper has been started
+        files = list(state_dir.glob("*.json"))
+        if files:
+            with contextlib.suppress(OSError, ValueError):
+                state = ClusterState.load(files[0])
+                if state.of_kind("pid"):
+                    break
+        time.sleep(0.05)
+    assert state is not None and state.of_kind("pid"), "bring-up never started ZooKeeper"
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "strandline cluster: interrupted"
+    slot = int(state.info["slot"])
+    pids = [(int(r["name"]), r.get("start")) for r in state.of_kind("pid")]
+    assert leftovers(state.cluster, slot, pids, state_dir) == []
 
 
 def test_down_all_removes_detached_clusters(tmp_path: Path) -> None:
