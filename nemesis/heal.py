@@ -23,6 +23,9 @@ def _gone(step: Mapping[str, Any]) -> bool:
     access = step.get("access") or []
     if len(access) >= 4 and access[:3] == ["ip", "netns", "exec"]:
         return not os.path.exists(f"/run/netns/{access[3]}")
+    for arg in access:  # nsenter --net=/run/netns/<ns> ...
+        if isinstance(arg, str) and arg.startswith("--net="):
+            return not os.path.exists(arg[len("--net=") :])
     return False
 
 

@@ -1,0 +1,309 @@
+"""Every fault taking effect and being healed on a real netns cluster (own brokers + ZooKeeper).
+
+One module-scoped cluster (3 brokers, ZooKeeper on its own node) serves every test; each test
+heals what it did. Checks are made from the outside, with real sockets: a partitioned pair cannot
+connect, a paused broker does not answer ApiVersions, a skewed node's processes see a skewed wall
+clock, packet loss drops TCP handshakes, a leader kill hits the current leader, and a controller
+SIGKILLed with a partition in place is healed by `heal_leftovers` at the next start.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusters.factory import Cluster, build_cluster
+from harness.config import TestConfig
+from nemesis import build_nemesis, clock, heal_leftovers, net
+from nemesis.core import Nemesis
+from workloads import setup_topics
+from workloads.history import HistoryWriter, iter_ops, pair_problems
+
+pytestmark = [pytest.mark.integration]
+
+PORT = 9092
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("nemesis")
+    config = TestConfig(name="nemt", nodes=3, topics=1, partitions=2, replication_factor=3, seed=11)
+    cluster = build_cluster(config, root / "work", state_dir=root / "state")
+    cluster.up()
+    try:
+        try:
+            setup_topics(config, cluster.bootstrap_servers())
+        except Exception:  # a just-started cluster occasionally needs a second try
+            time.sleep(2)
+            setup_topics(config, cluster.bootstrap_servers())
+        yield {"config": config, "cluster": cluster, "root": root}
+    finally:
+        cluster.down()
+
+
+def nemesis_for(env: dict[str, Any], name: str, **changes: Any) -> tuple[Nemesis, HistoryWriter]:
+    config = env["config"].replace(**changes) if changes else env["config"]
+    history = HistoryWriter(env["root"] / f"{name}.jsonl")
+    nem = build_nemesis(
+        config, env["cluster"], history, random.Random(5), state_dir=env["root"] / f"state-{name}"
+    )
+    return nem, history
+
+
+def node(env: dict[str, Any], name: str) -> Any:
+    cluster: Cluster = env["cluster"]
+    return cluster.node(name)
+
+
+def can_connect(src: Any, address: str, timeout: float = 1.0) -> bool:
+    """A TCP connect from inside node `src` to a broker port."""
+    code = f"import socket; socket.create_connection(({address!r}, {PORT}), timeout={timeout}).close()"
+    return bool(src.exec([sys.executable, "-c", code], timeout=timeout + 10, check=False).ok)
+
+
+def api_versions_answers(address: str, timeout: float = 1.5) -> bool:
+    """Send ApiVersions v0 from the controller; True when the broker answers within `timeout`."""
+    client = b"nemesis-test"
+    body = struct.pack(">hhih", 18, 0, 7, len(client)) + client
+    try:
+        with socket.create_connection((address, PORT), timeout=timeout) as s:
+            s.settimeout(timeout)
+            s.sendall(struct.pack(">i", len(body)) + body)
+            head = s.recv(8)
+            return len(head) == 8 and struct.unpack(">ii", head)[1] == 7
+    except OSError:
+        return False
+
+
+def answers_soon(address: str, within: float = 20.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if api_versions_answers(address):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def ready(env: dict[str, Any], name: str) -> None:
+    """Wait until the broker is back; on failure show the lines of its log that explain why."""
+    sut = env["cluster"].sut
+    try:
+        sut.wait_ready(node(env, name), timeout=40)
+    except Exception as e:
+        log = Path(sut.layout(node(env, name)).log_path).read_text(errors="replace").splitlines()
+        useful = [line for line in log if "Task was destroyed" not in line and "task: <Task" not in line]
+        raise AssertionError(f"{e}\n" + "\n".join(useful[-40:])) from None
+
+
+def rules(n: Any, chain: str) -> list[str]:
+    out = n.exec(["iptables", "-w", "5", "-S", chain], check=False).stdout
+    return [line for line in out.splitlines() if line.startswith("-A")]
+
+
+def test_partitioned_pair_cannot_connect_then_can(env: dict[str, Any]) -> None:
+    nem, history = nemesis_for(env, "partition")
+    n1, n2, n3 = (node(env, n) for n in ("n1", "n2", "n3"))
+    assert can_connect(n1, n2.address)
+    nem.execute({"do": "partition", "grudge": {"n1": ["n2"], "n2": ["n1"]}, "pick": 1})
+    assert not can_connect(n1, n2.address)
+    assert not can_connect(n2, n1.address)
+    assert can_connect(n1, n3.address)
+    nem.heal_all()
+    assert can_connect(n1, n2.address) and can_connect(n2, n1.address)
+    assert rules(n1, net.PARTITION_CHAIN) == [] and rules(n2, net.PARTITION_CHAIN) == []
+    history.close()
+    ops = list(iter_ops(history.path))
+    assert ops[1]["type"] == "ok" and ops[1]["value"]["grudge"] == {"n1": ["n2"], "n2": ["n1"]}
+
+
+def test_zookeeper_cut_is_made_on_the_brokers_side(env: dict[str, Any]) -> None:
+    nem, history = nemesis_for(env, "zk")
+    zk = env["cluster"].zookeeper_node
+    nem.execute({"do": "partition", "grudge": "zk-one", "pick": 3})
+    cut = [n for n in env["cluster"].nodes if rules(n, net.PARTITION_CHAIN)]
+    assert len(cut) == 1 and any(zk.address in r and "2181" in r for r in rules(cut[0], net.PARTITION_CHAIN))
+    nem.heal_all()
+    assert all(not rules(n, net.PARTITION_CHAIN) for n in env["cluster"].nodes)
+    history.close()
+    for n in env["cluster"].nodes:  # a broker cut from ZooKeeper re-registers once healed
+        ready(env, n.name)
+
+
+def test_paused_broker_stops_answering_and_answers_after_resume(env: dict[str, Any]) -> None:
+    nem, history = nemesis_for(env, "pause")
+    n3 = node(env, "n3")
+    assert answers_soon(n3.address)
+    nem.execute({"do": "pause", "target": "n3", "pick": 1})
+    assert not api_versions_answers(n3.address)
+    nem.heal_all()
+    assert answers_soon(n3.address)
+    history.close()
+
+
+def test_skewed_node_reports_a_skewed_wall_clock_and_is_reset(env: dict[str, Any]) -> None:
+    nem, history = nemesis_for(env, "clock")
+    n2 = node(env, "n2")
+    clock_file = env["cluster"].sut.clock_file(n2)
+
+    def skew() -> float:
+        out = n2.exec(clock.wall_clock_argv(sys.executable, clock_file), timeout=30).stdout
+        return float(out.strip()) - time.time()
+
+    assert abs(skew()) < 2
+    nem.execute({"do": "clock-bump", "target": "n2", "offset": "+30s", "pick": 1})
+    assert 28 < skew() < 32
+    nem.heal_all()
+    assert abs(skew()) < 2
+    nem2, history2 = nemesis_for(env, "strobe")
+    nem2.execute({"do": "clock-strobe", "target": "n2", "offsets": ["+0", "-60s"], "period": 0.1, "pick": 1})
+    seen = {round(skew() / 60) for _ in range(12) if not time.sleep(0.04)}
+    assert seen == {0, -1}
+    nem2.heal_all()
+    assert abs(skew()) < 2
+    history.close()
+    history2.close()
+
+
+def test_packet_loss_drops_traffic_measurably(env: dict[str, Any]) -> None:
+    nem, history = nemesis_for(env, "loss")
+    n2 = node(env, "n2")
+
+    def handshakes(tries: int = 40) -> int:
+        ok = 0
+        for _ in range(tries):
+            try:
+                socket.create_connection((n2.address, PORT), timeout=0.15).close()
+                ok += 1
+            except OSError:
+                pass
+        return ok
+
+    assert handshakes() == 40
+    nem.execute({"do": "loss", "target": "n2", "probability": 0.6, "pick": 1})
+    lossy = handshakes()
+    nem.heal_all()
+    assert 4 <= lossy <= 30, lossy  # ~16 expected
+    assert handshakes() == 40
+    history.close()
+
+
+def test_leader_kill_hits_the_current_leader(env: dict[str, Any]) -> None:
+    nem, history = nemesis_for(env, "kill")
+    sut = env["cluster"].sut
+    leader = sut.leaders()[("t0", 1)]
+    assert leader is not None
+    nem.execute({"do": "kill", "target": "leader", "topic": "t0", "partition": 1, "pick": 1})
+    assert node(env, leader).daemon_pid("broker") is None
+    others = [n for n in env["cluster"].nodes if n.name != leader]
+    assert all(n.daemon_pid("broker") is not None for n in others)
+    nem.heal_all()
+    ready(env, leader)
+    history.close()
+    ops = list(iter_ops(history.path))
+    assert [(o["type"], o["f"]) for o in ops] == [
+        ("invoke", "kill"),
+        ("ok", "kill"),
+        ("invoke", "start"),
+        ("ok", "start"),
+    ]
+    assert ops[1]["value"]["nodes"] == [leader]
+
+
+CHILD = textwrap.dedent(
+    """
+    import json, os, random, signal, subprocess, sys
+    from clusters.node import ExecResult
+    from nemesis import build_nemesis
+
+    spec = json.loads(sys.argv[1])
+
+    class Node:  # the node's own command prefix, as a controller reattaching to a cluster would use
+        def __init__(self, name, address, prefix):
+            self.name, self.address, self.prefix = name, address, prefix
+        def wrap(self, argv):
+            return [*self.prefix, *argv]
+        def exec(self, argv, timeout=60.0, check=True, input=None, env=None):
+            r = subprocess.run(self.wrap(argv), capture_output=True, text=True, timeout=timeout)
+            if check and r.returncode:
+                raise RuntimeError(r.stderr)
+            return ExecResult(r.returncode, r.stdout, r.stderr)
+
+    class Cluster:
+        nodes = [Node(n["name"], n["address"], n["prefix"]) for n in spec["nodes"]]
+        zookeeper_node = None
+        sut = None
+
+    nem = build_nemesis(None, Cluster(), None, random.Random(1), state_dir=spec["state"])
+    nem.execute({"do": "partition", "grudge": "one", "pick": 2})
+    nem.execute({"do": "loss", "target": "all", "probability": 0.1, "pick": 3})
+    print("applied", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def test_heal_leftovers_after_controller_sigkill(env: dict[str, Any]) -> None:
+    state = env["root"] / "crashed-state"
+    nodes = env["cluster"].nodes
+    spec = {
+        "nodes": [{"name": n.name, "address": n.address, "prefix": n.wrap([])} for n in nodes],
+        "state": str(state),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert "applied" in proc.stdout
+    assert any(rules(n, net.PARTITION_CHAIN) for n in nodes)
+    assert all(rules(n, net.LOSS_CHAIN) for n in nodes)
+    healed = heal_leftovers(state)
+    assert len(healed) == 2, healed
+    assert all(not rules(n, net.PARTITION_CHAIN) and not rules(n, net.LOSS_CHAIN) for n in nodes)
+    assert all(can_connect(nodes[0], n.address) for n in nodes[1:])
+    assert heal_leftovers(state) == []
+
+
+def test_random_schedule_runs_journals_and_heals(env: dict[str, Any]) -> None:
+    nem, history = nemesis_for(
+        env, "random", nemesis=("kill", "pause", "partition", "clock", "loss"), nemesis_interval=0.8
+    )
+    nem.validate()
+    stop = threading.Event()
+    thread = threading.Thread(target=nem.run_schedule, args=(stop,))
+    thread.start()
+    time.sleep(5)
+    stop.set()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert nem.heal_all() == []
+    history.close()
+    ops = [o for o in iter_ops(history.path)]
+    faults = [
+        o for o in ops if o["type"] == "ok" and o["f"] in ("kill", "pause", "partition", "clock", "loss")
+    ]
+    assert len(faults) >= 3
+    assert pair_problems(history.path).complete
+    for n in env["cluster"].nodes:
+        assert not rules(n, net.PARTITION_CHAIN) and not rules(n, net.LOSS_CHAIN)
+        assert n.daemon_pid("broker") is not None
+        assert not n.daemon_paused("broker")
+    assert not list((env["root"] / "state-random").glob("nemesis/*.json"))
+    for n in env["cluster"].nodes:
+        ready(env, n.name)
