@@ -60,13 +60,17 @@ def bench_cluster(work_dir: Path, config: TestConfig) -> Iterator[list[str]]:
             f"the local cluster is not available ({e}); set STRANDLINE_BOOTSTRAP"
         ) from None
     cluster = LocalCluster(
-        work_dir / "cluster",
         brokers=BROKERS,
-        settings={"min.insync.replicas": str(config.min_insync), "default.replication.factor": str(BROKERS)},
+        settings={"min.insync.replicas": config.min_insync, "default.replication.factor": BROKERS},
+        base_dir=work_dir / "cluster",
     )
-    cluster.start()
     try:
-        yield cluster.bootstrap_servers()
+        cluster.start_all()
+    except Exception as e:
+        cluster.stop()
+        raise InfrastructureError(f"the local {BROKERS}-broker cluster did not start: {e}") from None
+    try:
+        yield cluster.bootstrap.split(",")
     finally:
         cluster.stop()
 

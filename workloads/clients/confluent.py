@@ -204,7 +204,13 @@ class ConfluentConsumer:
 
     def poll(self, timeout_s: float, max_records: int) -> list[Record]:
         try:
-            messages = self._consumer.consume(num_messages=max_records, timeout=timeout_s)
+            # consume() waits for all `num_messages` or the timeout: take what is buffered first,
+            # and wait (for one message at most) only when nothing is.
+            messages = self._consumer.consume(num_messages=max_records, timeout=0)
+            if not messages:
+                messages = self._consumer.consume(num_messages=1, timeout=timeout_s)
+                if messages and max_records > 1:
+                    messages += self._consumer.consume(num_messages=max_records - 1, timeout=0)
         except Exception as e:
             raise ClientError(describe(e)) from e
         records: list[Record] = []

@@ -153,7 +153,7 @@ def producer_settings(config: TestConfig, bootstrap: list[str]) -> dict[str, Any
         "reconnect_backoff_max_ms": 1000,
         "metadata_max_age_ms": 10000,
         "metrics_enabled": False,
-        "max_in_flight_requests_per_connection": 5 if config.idempotence else 1,
+        "max_in_flight_requests_per_connection": 5,
     }
 
 
@@ -203,6 +203,7 @@ class KafkaPythonConsumer:
             auto_offset_reset="earliest",
             request_timeout_ms=max(config.request_timeout_ms, 1000),
             fetch_max_wait_ms=100,
+            fetch_min_bytes=512,
             retry_backoff_ms=100,
             reconnect_backoff_max_ms=1000,
             metadata_max_age_ms=10000,

@@ -1,0 +1,143 @@
+"""The queue workload against a real 3-broker own-broker cluster (ZooKeeper + brokers on 127.0.0.1).
+
+- a 30 s no-fault run (kafka-python) journals every operation as an invoke with one completion,
+  and the final drain reads back every acknowledged value at its acknowledged offset;
+- the same with the confluent-kafka (librdkafka) driver, shorter;
+- a controller killed with SIGKILL mid-run leaves a history the reader loads up to its last
+  complete line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.localcluster import LocalCluster
+from harness.config import TestConfig
+from workloads import final_drain, run_workload, setup_topics
+from workloads.history import HistoryWriter, ReadProblem, iter_ops, pair_problems
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(brokers=3, settings={"min.insync.replicas": 2}) as c:
+        yield c
+
+
+def _config(client: str, **changes: Any) -> TestConfig:
+    base = TestConfig(
+        seed=17, topics=1, partitions=2, replication_factor=3, min_insync=2, concurrency=5, rate=60.0
+    )
+    return base.replace(client=client, **changes)
+
+
+def _run(config: TestConfig, bootstrap: list[str], path: Path, seconds: float) -> tuple[Any, Any]:
+    setup_topics(config, bootstrap)
+    stop = threading.Event()
+    timer = threading.Timer(seconds, stop.set)
+    with HistoryWriter(path) as history:
+        timer.start()
+        stats = run_workload(config, bootstrap, history, stop)
+        drain = final_drain(config, bootstrap, history, timeout=60)
+    return stats, drain
+
+
+def _check_history(path: Path) -> dict[str, int]:
+    """Pairs complete; no failed or unknown op; every ack read back at its offset with its value."""
+    summary = pair_problems(path)
+    assert summary.complete, summary.problems[:5]
+    assert not summary.open_invocations
+    acks: dict[tuple[str, int, int], int] = {}
+    reads: dict[tuple[str, int, int], set[Any]] = {}
+    outcomes: dict[str, int] = {}
+    for op in iter_ops(path):
+        if op["type"] != "invoke":
+            outcomes[f"{op['f']}:{op['type']}"] = outcomes.get(f"{op['f']}:{op['type']}", 0) + 1
+        if op["f"] == "send" and op["type"] == "ok":
+            acks[(op["topic"], op["partition"], op["offset"])] = op["value"]
+        elif op["f"] == "poll" and op["type"] == "ok":
+            for r in op["records"]:
+                reads.setdefault((r["topic"], r["partition"], r["offset"]), set()).add(r["value"])
+    assert not [k for k in outcomes if k.endswith((":fail", ":info"))], outcomes
+    missing = {pos: v for pos, v in acks.items() if reads.get(pos) != {v}}
+    assert not missing, f"{len(missing)} acknowledged values not read back, e.g. {list(missing.items())[:5]}"
+    return {"acked": len(acks), **outcomes}
+
+
+@pytest.mark.timeout(120)
+def test_no_fault_run_kafka_python(cluster: LocalCluster, tmp_path: Path) -> None:
+    bootstrap = cluster.bootstrap.split(",")
+    stats, drain = _run(_config("kafka-python"), bootstrap, tmp_path / "history.jsonl", seconds=30)
+    assert drain.complete, drain.reason
+    counts = _check_history(tmp_path / "history.jsonl")
+    assert counts["acked"] == stats.acked > 300
+    assert counts["poll:ok"] > 100 and counts["assign:ok"] >= 5
+    for part in drain.per_partition.values():
+        assert part["read_to"] == part["high_watermark"]
+
+
+@pytest.mark.timeout(60)
+def test_no_fault_run_confluent(cluster: LocalCluster, tmp_path: Path) -> None:
+    bootstrap = cluster.bootstrap.split(",")
+    stats, drain = _run(_config("confluent-kafka", seed=18), bootstrap, tmp_path / "history.jsonl", seconds=8)
+    assert drain.complete, drain.reason
+    counts = _check_history(tmp_path / "history.jsonl")
+    assert counts["acked"] == stats.acked > 50
+
+
+CONTROLLER = """
+import sys, threading
+from harness.config import TestConfig
+from workloads import run_workload, setup_topics
+from workloads.history import HistoryWriter
+config = TestConfig(seed=5, topics=1, partitions=2, concurrency=5, rate=400.0)
+bootstrap = sys.argv[2].split(",")
+setup_topics(config, bootstrap)
+run_workload(config, bootstrap, HistoryWriter(sys.argv[1]), threading.Event())
+"""
+
+
+@pytest.mark.timeout(60)
+def test_history_survives_a_controller_killed_with_sigkill(cluster: LocalCluster, tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CONTROLLER, str(path), cluster.bootstrap], env=env, cwd=REPO
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (not path.exists() or path.stat().st_size < 20_000):
+            assert proc.poll() is None, "the controller exited early"
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    data = path.read_bytes()
+    complete_lines = data.count(b"\n")
+    problems: list[ReadProblem] = []
+    ops = list(iter_ops(path, problems=problems))
+    assert len(ops) == complete_lines > 50
+    assert all(p.torn_tail for p in problems), problems
+    assert [op["index"] for op in ops] == list(range(len(ops)))
+    for line in data.split(b"\n")[:complete_lines]:
+        json.loads(line)
+    summary = pair_problems(path)
+    assert [p for p in summary.problems if not p.torn_tail] == []
+    # Only the operations in flight at the kill stay open: at most one per client.
+    assert len(summary.open_invocations) <= 5
