@@ -114,6 +114,7 @@ class ZkCluster:
         self._controller_task: asyncio.Task[None] | None = None
         self._producer_ids: list[int] = []
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._brokers_lock = asyncio.Lock()
         self._session_lost = False
         self._stopping = False
         self.fetchers = FetcherManager(config, replicas, self.brokers)
@@ -347,25 +348,27 @@ class ZkCluster:
 
     # --- watches (on the loop) --------------------------------------------------------------------
     def _on_broker_ids(self, ids: list[str]) -> None:
-        self._spawn(self._refresh_brokers(ids))
+        self._spawn(self._refresh_brokers())
 
-    async def _refresh_brokers(self, ids: list[str]) -> None:
-        wanted = {int(i) for i in ids if i.isdigit()}
-        fresh: dict[int, BrokerAddress] = {}
-        for broker_id in wanted:
-            known = self._brokers.get(broker_id)
+    async def _refresh_brokers(self) -> None:
+        """Re-read the registrations (serialised, so a slow older refresh cannot win)."""
+        async with self._brokers_lock:
             try:
-                data, _ = await asyncio.to_thread(self.zk.get, f"{IDS}/{broker_id}")
+                ids = await asyncio.to_thread(self.zk.get_children, IDS)
             except NoNodeError:
-                continue
-            info = _json(data) or {}
-            if "host" in info and "port" in info:
-                fresh[broker_id] = BrokerAddress(broker_id, info["host"], int(info["port"]))
-            elif known is not None:
-                fresh[broker_id] = known
-        if set(fresh) != set(self._brokers):
-            log.info("live brokers: %s", sorted(fresh))
-        self._brokers = fresh
+                ids = []
+            fresh: dict[int, BrokerAddress] = {}
+            for broker_id in sorted(int(i) for i in ids if i.isdigit()):
+                try:
+                    data, _ = await asyncio.to_thread(self.zk.get, f"{IDS}/{broker_id}")
+                except NoNodeError:
+                    continue
+                info = _json(data) or {}
+                if "host" in info and "port" in info:
+                    fresh[broker_id] = BrokerAddress(broker_id, info["host"], int(info["port"]))
+            if set(fresh) != set(self._brokers):
+                log.info("live brokers: %s", sorted(fresh))
+            self._brokers = fresh
         self.fetchers.brokers_changed()
         self._reconcile_needed.set()
 
@@ -496,7 +499,8 @@ class ZkCluster:
                 self._reconcile_needed.set()
 
     async def _reconcile(self) -> bool:
-        live = set(self._brokers)
+        # The registrations themselves, not the cache: a new controller's cache may still be empty.
+        live = {int(i) for i in await asyncio.to_thread(self.zk.get_children, IDS) if i.isdigit()}
         retry = False
         for topic, assignment in list(self._topics.items()):
             for index, replicas in assignment.items():
