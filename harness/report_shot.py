@@ -17,7 +17,7 @@ def keep_screenshot(report: Path) -> Path | None:
         return None
     height = browser.page_height(report.read_text(encoding="utf-8", errors="replace"))
     png = report.with_name(rundir.REPORT_PNG)
-    shot = browser.screenshot(report, png, height=height)
+    shot = browser.screenshot(report, png, height=height, timeout=45)
     if not shot.ok:
         log.warning("could not screenshot %s: %s", report, "; ".join(shot.console) or "chromium failed")
         return None

@@ -82,7 +82,7 @@ def lost_text(outcome: RunOutcome) -> str:
     anomalies = {
         k: v.get("count", 0)
         for k, v in (results.get("anomalies") or {}).items()
-        if isinstance(v, dict) and v.get("count", 0) and (not results.get("fatal") or k in results["fatal"])
+        if isinstance(v, dict) and v.get("count", 0) and ("fatal" not in results or k in results["fatal"])
     }
     lost = anomalies.get("lost-write") or anomalies.get("lost-committed-on-replicas")
     if lost:

@@ -85,26 +85,43 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+class _ClientNoise(logging.Filter):
+    """Kafka and ZooKeeper clients log every refused connection during faults: expected, not news."""
+
+    PREFIXES = ("kafka", "kazoo", "aiokafka", "confluent_kafka")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.CRITICAL or not record.name.startswith(self.PREFIXES)
+
+
 @contextmanager
 def _harness_log(run: Path) -> Iterator[None]:
-    """Everything the libraries log goes to <run>/harness.log (INFO and up), whatever the CLI's level."""
+    """Everything logged goes to <run>/harness.log (INFO and up); the terminal stays as quiet as asked."""
     handler = logging.FileHandler(run / rundir.HARNESS_LOG, encoding="utf-8")
     handler.setLevel(logging.INFO)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
     root = logging.getLogger()
     old_level = root.level
+    terminal = [h for h in root.handlers if not isinstance(h, logging.FileHandler)]
+    old_levels = {h: h.level for h in terminal}
+    noise = _ClientNoise()
+    verbose = old_level != logging.NOTSET and old_level <= logging.DEBUG
+    for h in terminal:
+        if h.level == logging.NOTSET:
+            h.setLevel(old_level or logging.WARNING)
+        if not verbose:
+            h.addFilter(noise)
     root.addHandler(handler)
-    if root.level > logging.INFO or root.level == logging.NOTSET:
+    if old_level == logging.NOTSET or old_level > logging.INFO:
         root.setLevel(logging.INFO)
-        # Keep the terminal as quiet as the CLI asked: its handlers keep their own threshold.
-        for h in root.handlers:
-            if h is not handler and h.level == logging.NOTSET:
-                h.setLevel(old_level or logging.WARNING)
     try:
         yield
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
+        for h in terminal:
+            h.setLevel(old_levels[h])
+            h.removeFilter(noise)
         handler.close()
 
 
@@ -162,6 +179,17 @@ def _import_pieces() -> dict[str, Any]:
         pieces["build_nemesis"] = None
         pieces["heal_leftovers"] = None
     return pieces
+
+
+def precheck(config: TestConfig) -> None:
+    """Bad input found before anything is created: unknown faults, malformed schedule steps."""
+    try:
+        from nemesis import schedule
+    except ImportError:
+        return
+    schedule.parse_specs(tuple(config.nemesis))
+    for i, step in enumerate(config.schedule):
+        schedule.step_kind(step, i)
 
 
 def wants_nemesis(config: TestConfig) -> bool:
@@ -250,6 +278,7 @@ def run_test(
     `pieces` replaces the other packages' entry points (tests of the lifecycle itself).
     """
     console = console or Console(stderr=True)
+    precheck(config)
     pieces = pieces if pieces is not None else _import_pieces()
     if wants_nemesis(config) and pieces["build_nemesis"] is None:
         raise InfrastructureError("not available yet: the nemesis (nemesis.build_nemesis)")

@@ -1,0 +1,82 @@
+"""Bad input to run, report, repro and demo: one clear line on stderr and exit 2, nothing created."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+
+def strandline(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in-process (fast), with its exit code and output as a subprocess would give them."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as e:
+            code = int(e.code or 0)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["report", "/nonexistent/run"], "no such run directory"),
+        (["repro", "no-such-scenario"], "unknown scenario 'no-such-scenario'"),
+        (["repro"], "name a scenario"),
+        (["run", "--nemesis", "kill,teleport"], "unknown fault 'teleport'"),
+        (["run", "--time-limit", "-5"], "'time_limit'"),
+        (["run", "--replication-factor", "4"], "'replication_factor'"),
+        (["run", "--acks", "most"], "--acks"),
+        (["demo", "--seed", "many"], "--seed"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
+    out = strandline(*args, "--store", str(tmp_path / "store")) if args[0] == "run" else strandline(*args)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], out.stderr
+    assert not (tmp_path / "store").exists()  # nothing was created for a test that cannot run
+
+
+def test_report_of_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
+    out = strandline("report", str(tmp_path))
+    assert out.returncode == 2 and "not a run directory" in out.stderr
+
+
+def test_bad_config_file_names_the_key(tmp_path: Path) -> None:
+    cfg = tmp_path / "t.toml"
+    cfg.write_text('nodes = 3\nacks = "sometimes"\n')
+    out = strandline("run", "--config", str(cfg))
+    assert out.returncode == 2 and "'acks'" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_repro_list_names_every_scenario() -> None:
+    out = strandline("repro", "--list")
+    assert out.returncode == 0
+    for name in (
+        "kip-101-truncation",
+        "kip-101-divergence",
+        "acks-1-leader-crash",
+        "min-isr-1",
+        "unclean-election",
+    ):
+        assert name in out.stdout
+
+
+def test_scenarios_build_valid_configs() -> None:
+    from harness.scenarios import SCENARIOS
+    from nemesis import schedule
+
+    for s in SCENARIOS.values():
+        for safe in (False, True):
+            config = s.config(safe, seed=5)
+            assert config.seed == 5 and config.name.startswith(s.name)
+            for i, step in enumerate(config.schedule):
+                schedule.step_kind(step, i)
+        assert s.config(False).to_json() != s.config(True).to_json()
