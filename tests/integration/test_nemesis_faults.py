@@ -45,10 +45,10 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     cluster.up()
     try:
         try:
-            setup_topics(config, cluster.bootstrap_servers())
+            setup_topics(config, cluster.bootstrap_servers(), timeout=30)
         except Exception:  # a just-started cluster occasionally needs a second try
-            time.sleep(2)
-            setup_topics(config, cluster.bootstrap_servers())
+            time.sleep(1)
+            setup_topics(config, cluster.bootstrap_servers(), timeout=60)
         yield {"config": config, "cluster": cluster, "root": root}
     finally:
         cluster.down()
