@@ -27,6 +27,7 @@ import pytest
 
 from clusters.factory import Cluster, build_cluster
 from harness.config import TestConfig
+from harness.errors import BadInput
 from nemesis import build_nemesis, clock, heal_leftovers, net
 from nemesis.core import Nemesis
 from workloads import setup_topics
@@ -307,3 +308,13 @@ def test_random_schedule_runs_journals_and_heals(env: dict[str, Any]) -> None:
     assert not list((env["root"] / "state-random").glob("nemesis/*.json"))
     for n in env["cluster"].nodes:
         ready(env, n.name)
+
+
+def test_delay_says_when_netem_is_missing(env: dict[str, Any]) -> None:
+    nem, history = nemesis_for(env, "delay", nemesis=("delay",))
+    if net.has_netem(env["cluster"].nodes[0]) is None:
+        nem.validate()  # this kernel has netem: the fault is allowed
+    else:
+        with pytest.raises(BadInput, match="netem"):
+            nem.validate()
+    history.close()

@@ -402,3 +402,13 @@ def test_ledger_file_is_plain_json(tmp_path: Path) -> None:
     assert json.loads(ledger.path.read_text())["faults"][0]["id"] == "kill-1"
     ledger.cross_out("kill-1")
     assert ledger.load() == []
+
+
+def test_check_config_needs_no_cluster() -> None:
+    from nemesis import check_config
+
+    check_config(TestConfig(nemesis=("kill:leader", "partition:ring", "clock+loss"), nodes=5, seed=1))
+    with pytest.raises(BadInput, match="fault 'partition': shape 'ring' needs at least 4 nodes"):
+        check_config(TestConfig(nemesis=("partition:ring",), seed=1))
+    with pytest.raises(BadInput, match=r"schedule\[1\]: unknown target 'n9'"):
+        check_config(TestConfig(schedule=({"wait": 1}, {"do": "kill", "target": "n9"}), seed=1))
