@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from broker import protocol as p
@@ -312,6 +312,9 @@ class ZkCluster:
             log.info(
                 "%s-%d: ISR write lost the compare-and-set (version %d)", topic, index, action.zk_version
             )
+            return None
+        except KazooException as exc:
+            log.warning("%s-%d: ISR write failed: %r", topic, index, exc)
             return None
         return int(stat.version)
 
