@@ -41,7 +41,16 @@ PORT = 9092
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("nemesis")
-    config = TestConfig(name="nemt", nodes=3, topics=1, partitions=2, replication_factor=3, seed=11)
+    # Asking for lose-unsynced makes the own system put every data dir on lazyfs.
+    config = TestConfig(
+        name="nemt",
+        nodes=3,
+        topics=1,
+        partitions=2,
+        replication_factor=3,
+        seed=11,
+        nemesis=("lose-unsynced",),
+    )
     cluster = build_cluster(config, root / "work", state_dir=root / "state")
     cluster.up()
     try:
@@ -318,3 +327,31 @@ def test_delay_says_when_netem_is_missing(env: dict[str, Any]) -> None:
         with pytest.raises(BadInput, match="netem"):
             nem.validate()
     history.close()
+
+
+def test_power_loss_drops_unsynced_log_data_and_the_broker_recovers(env: dict[str, Any]) -> None:
+    from kafka import KafkaProducer
+
+    cluster = env["cluster"]
+    sut = cluster.sut
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap_servers(), acks="all", request_timeout_ms=10000
+    )
+    try:
+        for i in range(50):
+            producer.send("t0", value=str(i).encode(), partition=0)
+        producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=5)
+    follower = next(n for n in sut.partition_state()[("t0", 0)]["isr"] if n != sut.leaders()[("t0", 0)])
+    nem, history = nemesis_for(env, "power")
+    nem.validate()
+    nem.execute({"do": "lose-unsynced", "target": follower, "pick": 1})
+    backing = Path(sut.layout(node(env, follower)).backing_dir) / "t0-0" / "00000000000000000000.log"
+    assert not backing.exists() or backing.stat().st_size == 0  # the broker never fsynced its log
+    nem.heal_all()
+    ready(env, follower)
+    history.close()
+    ops = list(iter_ops(history.path))
+    assert [(o["type"], o["f"]) for o in ops][:2] == [("invoke", "lose-unsynced"), ("ok", "lose-unsynced")]
+    assert sum(d["bytes"] for d in ops[1]["value"]["dropped"][follower]) > 0
