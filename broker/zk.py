@@ -47,6 +47,7 @@ from broker.metadata import (
 )
 from broker.replica_manager import PartitionState, ReplicaManager
 from broker.replication import WriteIsr
+from harness.errors import InfrastructureError
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class ZkCluster:
         self.loop = asyncio.get_running_loop()
         if advertised_port is not None:
             self._advertised = type(self._advertised)(self._advertised.host, advertised_port)
-        await asyncio.to_thread(self.zk.start, 15.0)
+        await self._connect()
         self.zk.add_listener(self._on_connection_state)
         await asyncio.to_thread(self._bootstrap_paths)
         await asyncio.to_thread(self._register)
@@ -134,6 +135,20 @@ class ZkCluster:
         ChildrenWatch(self.zk, IDS, lambda ids: self._post(self._on_broker_ids, list(ids)))
         ChildrenWatch(self.zk, TOPICS, lambda names: self._post(self._on_topics, list(names)))
         DataWatch(self.zk, CONTROLLER, lambda data, stat: self._post(self._on_controller, data))
+
+    async def _connect(self, patience_s: float = 120.0) -> None:
+        """Wait for ZooKeeper (it may start after us); give up with one clear line."""
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                await asyncio.to_thread(self.zk.start, 5.0)
+                return
+            except Exception as exc:  # kazoo raises a timeout of its handler's type
+                if time.monotonic() > deadline:
+                    raise InfrastructureError(
+                        f"cannot reach ZooKeeper at {self.config.zookeeper_connect} for {patience_s:g}s"
+                    ) from exc
+                log.warning("ZooKeeper at %s not reachable yet: %r", self.config.zookeeper_connect, exc)
 
     async def stop(self) -> None:
         self._stopping = True
