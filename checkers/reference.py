@@ -8,7 +8,9 @@ Terms
 -----
 * An *operation* is a client invocation plus its completion: the next non-invoke line of the same
   process. A completion with `f` = `crash` completes the open operation as `info`. An invocation
-  that never completes is *open*; it counts as `info` (possibly happened). Nemesis lines are ignored.
+  that never completes is *open*; it counts as `info` (possibly happened). An invocation while the
+  process's previous operation is open abandons that one (counted open; the history is `unpaired`),
+  and a completion without an invocation is ignored (`unpaired`). Nemesis lines are ignored.
   Fields (`topic`, `partition`, `value`) of a send come from its invocation; `offset` from its `ok`.
 * An *ack* is an `ok` send with an integer `offset` >= 0. An `ok` send without one (acks=0) counts
   as `info`: possibly written, never judged.
