@@ -87,6 +87,8 @@ class TestConfig:
     # Apache Kafka: a tarball path or URL (netns, ssh) or an image (docker).
     kafka_tarball: str = ""
     kafka_image: str = ""
+    # docker backend: an image of your own for the nodes (default: the cached strandline-node image).
+    docker_image: str = ""
     # ssh backend: the real hosts, one per node.
     ssh_hosts: tuple[SshHost, ...] = ()
     # A scripted fault schedule (list of steps, see docs/faults.md); empty: the random schedule.
