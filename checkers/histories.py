@@ -145,6 +145,7 @@ class Simulated:
     acked: dict[int, tuple[str, int, int]] = field(default_factory=dict)  # value -> position
     failed: list[int] = field(default_factory=list)  # values whose send failed (never written)
     unwritten_info: list[int] = field(default_factory=list)  # info sends that did not write
+    retried: list[int] = field(default_factory=list)  # acked values written twice by a retry
     next_process: int = 0
     next_value: int = 1_000_000  # values for plants (the simulation's are below)
     used_values: set[int] = field(default_factory=set)  # values a plant already used
@@ -158,8 +159,14 @@ class _Slot:
     positions: dict[tuple[str, int], int] | None = None  # None: must assign first
 
 
-def simulate(rng: random.Random, steps: int = 120, slots: int = 3, partitions: int = 2) -> Simulated:
-    """A history of a correct system: no anomaly of any kind, and a complete final drain."""
+def simulate(
+    rng: random.Random, steps: int = 120, slots: int = 3, partitions: int = 2, *, retries: bool = False
+) -> Simulated:
+    """A history of a correct system: no anomaly of any kind, and a complete final drain.
+
+    With `retries`, some acked sends were written twice by a non-idempotent producer's retry: each
+    is one `duplicate` (listed in `Simulated.retried`) and nothing else.
+    """
     tps = [("t0", p) for p in range(partitions)]
     logs: dict[tuple[str, int], list[int]] = {tp: [] for tp in tps}
     sim = Simulated(ops=[], logs=logs)
@@ -224,6 +231,12 @@ def simulate(rng: random.Random, steps: int = 120, slots: int = 3, partitions: i
             op: dict[str, Any] = {"f": "send", "value": v, "tp": tp, "fate": fate}
             b.invoke_send(slot.process, v, *tp)
             if fate in ("ok", "info-written"):
+                if fate == "ok" and retries and rng.random() < 0.1:
+                    # The producer's first attempt was written but its answer lost; the retry is
+                    # written again and acked: one value at two offsets (expected without idempotence).
+                    logs[tp].append(v)
+                    sim.retried.append(v)
+                    sim.used_values.add(v)  # already a duplicate: no plant may reuse it
                 # Written at once: a poll may read it before the send completes.
                 op["offset"] = len(logs[tp])
                 logs[tp].append(v)
