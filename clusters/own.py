@@ -172,6 +172,7 @@ class OwnSystem:
         self.python = python
         self.ready_timeout = ready_timeout
         self.lazyfs = wants_lazyfs(config)
+        self._stale_sessions: dict[int, int | None] = {}  # broker id -> session of its last process
         self._zk: Any = None  # a kazoo client, connected on first use
         self._zk_lock = threading.Lock()
 
@@ -208,11 +209,14 @@ class OwnSystem:
     # --- Lifecycle ----------------------------------------------------------------------------
 
     def setup(self) -> None:
-        self.start_zookeeper()
+        # Brokers spend seconds importing before they dial ZooKeeper (and then retry for 15 s):
+        # start everything at once and wait afterwards, so the JVM and the imports overlap.
+        deadline = time.monotonic() + self.ready_timeout
+        self.start_zookeeper(wait=False)
         for node in self.brokers:
             self._install_broker(node)
-            self._start_broker(node)
-        deadline = time.monotonic() + self.ready_timeout
+            self._start_broker(node, fresh=True)
+        self.wait_zookeeper(timeout=max(1.0, deadline - time.monotonic()))
         for node in self.brokers:
             self.wait_ready(node, timeout=max(1.0, deadline - time.monotonic()))
 
@@ -238,7 +242,7 @@ class OwnSystem:
 
     # --- ZooKeeper ----------------------------------------------------------------------------
 
-    def start_zookeeper(self) -> None:
+    def start_zookeeper(self, *, wait: bool = True) -> None:
         node = self.zookeeper_node
         home = self.home(node)
         node.exec(["mkdir", "-p", f"{home}/zookeeper", f"{home}/logs"])
@@ -251,9 +255,18 @@ class OwnSystem:
         )
         cfg_path = f"{home}/zoo.cfg"
         self._put(node, cfg_text, cfg_path)
-        log_path = f"{home}/logs/zookeeper.log"
-        node.start_daemon(ZOOKEEPER, zookeeper.command(cfg_path), log_path=log_path)
-        deadline = time.monotonic() + self.ready_timeout
+        node.start_daemon(ZOOKEEPER, zookeeper.command(cfg_path), log_path=self.zookeeper_log())
+        if wait:
+            self.wait_zookeeper()
+
+    def zookeeper_log(self) -> str:
+        return f"{self.home(self.zookeeper_node)}/logs/zookeeper.log"
+
+    def wait_zookeeper(self, timeout: float | None = None) -> None:
+        """Until ZooKeeper accepts connections; else one error quoting its log."""
+        node, log_path = self.zookeeper_node, self.zookeeper_log()
+        timeout = self.ready_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
         while not port_open(node.address, ZOOKEEPER_PORT):
             if node.daemon_pid(ZOOKEEPER) is None:
                 raise InfrastructureError(
@@ -262,7 +275,7 @@ class OwnSystem:
             if time.monotonic() > deadline:
                 raise InfrastructureError(
                     f"ZooKeeper on {node.name} did not listen on {node.address}:{ZOOKEEPER_PORT} "
-                    f"within {self.ready_timeout:g}s; log: {self._log_tail(node, log_path)}"
+                    f"within {timeout:g}s; log: {self._log_tail(node, log_path)}"
                 )
             time.sleep(0.1)
 
@@ -342,9 +355,21 @@ class OwnSystem:
             return []
         return [self.layout(node).lazyfs_socket]
 
-    def _start_broker(self, node: Node) -> int:
+    def _start_broker(self, node: Node, *, fresh: bool = False) -> int:
+        """Start the broker process; `fresh` (setup): there is no earlier registration to outwait."""
         lay = self.layout(node)
-        env = {**faketime_env(lay.clock_file), "PYTHONUNBUFFERED": "1"}
+        broker_id = self.broker_id(node)
+        self._stale_sessions[broker_id] = None
+        if not fresh:
+            try:
+                self._stale_sessions[broker_id] = self._registration_owner(broker_id)
+            except InfrastructureError as e:  # unreachable: readiness is then port + registration
+                log.debug("registration of broker %d unknown before start: %s", broker_id, e)
+        # A node whose libfaketime lives elsewhere than the controller's (docker, ssh) names it.
+        env = {
+            **faketime_env(lay.clock_file, getattr(node, "faketime_library", None)),
+            "PYTHONUNBUFFERED": "1",
+        }
         return node.start_daemon(
             BROKER, broker_command(self.python, lay.config_path), env=env, log_path=lay.log_path
         )
@@ -369,7 +394,7 @@ class OwnSystem:
                 raise InfrastructureError(
                     f"broker {broker_id} on {node.name} exited; log: {self._log_tail(node, lay.log_path)}"
                 )
-            if port_open(node.address, BROKER_PORT) and broker_id in self.registered_brokers():
+            if port_open(node.address, BROKER_PORT) and self._registered_anew(broker_id):
                 return
             if time.monotonic() > deadline:
                 raise InfrastructureError(
@@ -378,6 +403,21 @@ class OwnSystem:
                     f"log: {self._log_tail(node, lay.log_path)}"
                 )
             time.sleep(0.1)
+
+    def _registration_owner(self, broker_id: int) -> int | None:
+        """The ZooKeeper session that holds /brokers/ids/<id> now (None: not registered)."""
+
+        def read(zk: Any) -> int | None:
+            stat = zk.exists(f"/brokers/ids/{broker_id}")
+            return int(stat.ephemeralOwner) if stat else None
+
+        return self._read_zk(f"/brokers/ids/{broker_id}", read)  # type: ignore[no-any-return]
+
+    def _registered_anew(self, broker_id: int) -> bool:
+        """Registered by a session other than the one of the broker's previous (killed) process:
+        a killed broker's ephemeral node lives on until its session times out."""
+        owner = self._registration_owner(broker_id)
+        return owner is not None and owner != self._stale_sessions.get(broker_id)
 
     # --- Killable -----------------------------------------------------------------------------
 
@@ -498,7 +538,7 @@ class OwnSystem:
 
     def log_files(self, node: Node) -> list[str]:
         if node.name == self.zookeeper_node.name:
-            return [f"{self.home(node)}/logs/zookeeper.log"]
+            return [self.zookeeper_log()]
         lay = self.layout(node)
         return [lay.log_path, lay.lazyfs_log] if self.lazyfs else [lay.log_path]
 
