@@ -9,7 +9,6 @@ SIGKILLed with a partition in place is healed by `heal_leftovers` at the next st
 
 from __future__ import annotations
 
-import json
 import random
 import signal
 import socket
@@ -234,31 +233,17 @@ def test_leader_kill_hits_the_current_leader(env: dict[str, Any]) -> None:
 
 CHILD = textwrap.dedent(
     """
-    import json, os, random, signal, subprocess, sys
-    from clusters.node import ExecResult
+    import os, random, signal, sys
+    from pathlib import Path
+    from clusters.factory import attach_cluster
     from nemesis import build_nemesis
 
-    spec = json.loads(sys.argv[1])
-
-    class Node:  # the node's own command prefix, as a controller reattaching to a cluster would use
-        def __init__(self, name, address, prefix):
-            self.name, self.address, self.prefix = name, address, prefix
-        def wrap(self, argv):
-            return [*self.prefix, *argv]
-        def exec(self, argv, timeout=60.0, check=True, input=None, env=None):
-            r = subprocess.run(self.wrap(argv), capture_output=True, text=True, timeout=timeout)
-            if check and r.returncode:
-                raise RuntimeError(r.stderr)
-            return ExecResult(r.returncode, r.stdout, r.stderr)
-
-    class Cluster:
-        nodes = [Node(n["name"], n["address"], n["prefix"]) for n in spec["nodes"]]
-        zookeeper_node = None
-        sut = None
-
-    nem = build_nemesis(None, Cluster(), None, random.Random(1), state_dir=spec["state"])
+    cluster = attach_cluster(Path(sys.argv[1]))  # a controller of the same cluster, as `cluster status` is
+    nem = build_nemesis(cluster.config, cluster, None, random.Random(1), state_dir=sys.argv[2])
     nem.execute({"do": "partition", "grudge": "one", "pick": 2})
     nem.execute({"do": "loss", "target": "all", "probability": 0.1, "pick": 3})
+    nem.execute({"do": "pause", "target": "n2", "pick": 4})
+    nem.execute({"do": "clock-bump", "target": "n3", "offset": "+60s", "pick": 5})
     print("applied", flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
     """
@@ -267,13 +252,10 @@ CHILD = textwrap.dedent(
 
 def test_heal_leftovers_after_controller_sigkill(env: dict[str, Any]) -> None:
     state = env["root"] / "crashed-state"
-    nodes = env["cluster"].nodes
-    spec = {
-        "nodes": [{"name": n.name, "address": n.address, "prefix": n.wrap([])} for n in nodes],
-        "state": str(state),
-    }
+    cluster = env["cluster"]
+    nodes = cluster.nodes
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(spec)],
+        [sys.executable, "-c", CHILD, str(cluster.state.path), str(state)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -281,12 +263,18 @@ def test_heal_leftovers_after_controller_sigkill(env: dict[str, Any]) -> None:
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert "applied" in proc.stdout
+    n2, n3 = node(env, "n2"), node(env, "n3")
     assert any(rules(n, net.PARTITION_CHAIN) for n in nodes)
     assert all(rules(n, net.LOSS_CHAIN) for n in nodes)
+    assert n2.daemon_paused("broker")
+    assert Path(cluster.sut.clock_file(n3)).read_text().strip() == "+60s"
     healed = heal_leftovers(state)
-    assert len(healed) == 2, healed
+    assert len(healed) == 4, healed
     assert all(not rules(n, net.PARTITION_CHAIN) and not rules(n, net.LOSS_CHAIN) for n in nodes)
+    assert not n2.daemon_paused("broker")
+    assert Path(cluster.sut.clock_file(n3)).read_text().strip() == "+0"
     assert all(can_connect(nodes[0], n.address) for n in nodes[1:])
+    assert answers_soon(n2.address)
     assert heal_leftovers(state) == []
 
 
