@@ -142,7 +142,7 @@ ANOMALIES: tuple[Anomaly, ...] = (
         "after the final reads, two replicas hold different records at one offset below the smaller of their log ends",
         "replicas",
         "presence",
-        ("topic", "partition", "offset", "replicas"),
+        ("topic", "partition", "offset", "replicas", "below_high_watermarks"),
         ("topic", "partition", "offset"),
         "(topic, partition, offset) positions",
     ),

@@ -11,7 +11,9 @@ Rules (docs/checkers.md):
   offset on disk, `log_end` the offset after the last good batch.
 * log-divergence (per (topic, partition, offset)): among the replicas of a partition whose
   [log_start, log_end) covers the offset, two hold different records there (a value, or none at
-  all). Example: the offset and every covering replica's value, log end and checkpointed HW.
+  all). Example: the offset and every covering replica's value, log end and checkpointed HW, and
+  `below_high_watermarks` (the offset is below every covering replica's checkpointed HW: committed
+  data diverged; false: an uncommitted tail that was not truncated yet; null: an HW is unknown).
 * lost-committed-on-replicas (per ok send with an offset): the acked value is nowhere in the final
   log of the partition's leader, although the leader's log starts at or below the acked offset.
   The leader is the one named by the collected cluster state; when unknown, the replica with the
@@ -188,11 +190,15 @@ def find_divergence(replicas: Mapping[TopicPartition, list[ReplicaLog]]) -> Anom
                 continue
             values = {r.records.get(offset) for r in covering}
             if len(values) > 1:
+                hws = [r.high_watermark for r in covering]
                 found.add(
                     {
                         "topic": topic,
                         "partition": partition,
                         "offset": offset,
+                        # Below every covering replica's checkpointed HW: a committed record diverged
+                        # (None: some HW unknown). False: an uncommitted tail not truncated yet.
+                        "below_high_watermarks": None if None in hws else all(offset < hw for hw in hws),  # type: ignore[operator]
                         "replicas": [
                             {
                                 "node": r.node,

@@ -75,6 +75,7 @@ def test_divergence_below_the_smaller_log_end_only(tmp_path: Path) -> None:
     assert divergence["count"] == 1  # offset 1; offset 4 is beyond n1's log end, n2 ends at 2
     [example] = divergence["examples"]
     assert (example["topic"], example["partition"], example["offset"]) == ("t0", 0, 1)
+    assert example["below_high_watermarks"] is False  # n2's checkpointed HW is 1: not committed there
     assert [(r["node"], r["value"], r["log_end"], r["high_watermark"]) for r in example["replicas"]] == [
         ("n1", 11, 4, 4),
         ("n2", 21, 2, 1),
