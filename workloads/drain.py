@@ -154,8 +154,7 @@ class _Drainer:
             self.read_up_to[tp] = max(self.read_up_to.get(tp, 0), r.offset + 1)
         # Offsets may have gaps (e.g. control records in real Kafka); the client's position knows.
         for tp, position in self.consumer.positions().items():
-            if tp in self.read_up_to or position > 0:
-                self.read_up_to[tp] = max(self.read_up_to.get(tp, 0), position)
+            self.read_up_to[tp] = max(self.read_up_to.get(tp, 0), position)
 
     def behind(self, targets: dict[TopicPartition, int]) -> list[TopicPartition]:
         return [tp for tp in self.partitions if self.read_up_to.get(tp, 0) < targets[tp]]

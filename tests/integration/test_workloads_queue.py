@@ -141,3 +141,21 @@ def test_history_survives_a_controller_killed_with_sigkill(cluster: LocalCluster
     assert [p for p in summary.problems if not p.torn_tail] == []
     # Only the operations in flight at the kill stay open: at most one per client.
     assert len(summary.open_invocations) <= 5
+
+
+@pytest.mark.timeout(60)
+def test_drain_is_incomplete_when_the_cluster_is_gone(cluster: LocalCluster, tmp_path: Path) -> None:
+    """Runs last in this module: it kills every broker of the shared cluster."""
+    config = _config("kafka-python")
+    for broker_id in cluster.broker_ids:
+        cluster.kill(broker_id)
+    started = time.monotonic()
+    with HistoryWriter(tmp_path / "history.jsonl") as history:
+        drain = final_drain(
+            config, cluster.bootstrap.split(","), history, timeout=4, path=tmp_path / "drain.json"
+        )
+    assert time.monotonic() - started < 15
+    assert not drain.complete
+    assert "high watermarks unknown" in drain.reason
+    assert json.loads((tmp_path / "drain.json").read_text())["complete"] is False
+    assert pair_problems(tmp_path / "history.jsonl").complete

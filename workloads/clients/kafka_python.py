@@ -148,6 +148,8 @@ def producer_settings(config: TestConfig, bootstrap: list[str]) -> dict[str, Any
         # One op must end in bounded time: every attempt may take a request timeout.
         "delivery_timeout_ms": request_ms * (config.retries + 1) + 1000,
         "max_block_ms": request_ms,
+        # Creating a client must not block for kafka-python's default 30 s when no broker answers.
+        "bootstrap_timeout_ms": request_ms,
         "linger_ms": 0,
         "retry_backoff_ms": 100,
         "reconnect_backoff_max_ms": 1000,
@@ -202,8 +204,8 @@ class KafkaPythonConsumer:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             request_timeout_ms=max(config.request_timeout_ms, 1000),
+            bootstrap_timeout_ms=max(config.request_timeout_ms, 1000),
             fetch_max_wait_ms=100,
-            fetch_min_bytes=512,
             retry_backoff_ms=100,
             reconnect_backoff_max_ms=1000,
             metadata_max_age_ms=10000,
@@ -250,8 +252,6 @@ class KafkaPythonConsumer:
             ends = self._consumer.end_offsets(
                 [KTopicPartition(t, p) for t, p in partitions], timeout_ms=int(timeout_s * 1000)
             )
-        except TypeError:  # older signature without timeout_ms
-            ends = self._consumer.end_offsets([KTopicPartition(t, p) for t, p in partitions])
         except Exception as e:
             raise ClientError(describe(e)) from e
         return {(tp.topic, tp.partition): int(off) for tp, off in ends.items()}
