@@ -81,6 +81,11 @@ def dump_dom(html: Path, timeout: float = 60) -> BrowserResult:
     return _run(["--dump-dom"], html.resolve().as_uri(), timeout)
 
 
+def dump_dom_url(url: str, timeout: float = 60) -> BrowserResult:
+    """The DOM of a page served over HTTP (the results browser)."""
+    return _run(["--dump-dom"], url, timeout)
+
+
 def page_height(dom: str, default: int = 2400) -> int:
     """A rough height for a full-page screenshot: Chromium's CLI cannot measure it."""
     charts = dom.count("<svg")

@@ -1,11 +1,29 @@
-"""`strandline campaign`: not built yet (see the issue that builds it)."""
+"""`strandline campaign FILE.toml`: a matrix of tests with expected verdicts, summary, index and JUnit."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from harness.errors import NotImplementedYet
+from rich.console import Console
+
+from harness.campaign import load_campaign, run_campaign
+from harness.errors import EXIT_INVALID, EXIT_VALID
 
 
 def main(args: argparse.Namespace) -> int:
-    raise NotImplementedYet("not implemented yet")
+    campaign = load_campaign(args.file, store=args.store)
+    store = Path(campaign.tests[0].config.store)
+    console = Console(stderr=True)
+    console.print(
+        f"[bold]campaign {campaign.name}[/]: {len(campaign.tests)} tests, budget {campaign.budget:.0f} s",
+        highlight=False,
+    )
+    out_dir, results = run_campaign(campaign, store, console)
+    missed = [r for r in results if not r.as_expected]
+    for r in results:
+        mark = "ok  " if r.as_expected else "MISS"
+        print(f"{mark} {r.test.name:<40} {r.verdict:<8} expected {'|'.join(r.test.expect)}")
+    print(f"campaign: {out_dir / 'index.html'}")
+    print(f"campaign {campaign.name}: {len(results) - len(missed)}/{len(results)} as expected")
+    return EXIT_INVALID if missed else EXIT_VALID

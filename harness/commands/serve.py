@@ -1,11 +1,32 @@
-"""`strandline serve`: not built yet (see the issue that builds it)."""
+"""`strandline serve`: browse stored runs and campaigns in a web browser."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from harness.errors import NotImplementedYet
+from rich.console import Console
+
+from harness.errors import BadInput
+from harness.serve import make_server
 
 
 def main(args: argparse.Namespace) -> int:
-    raise NotImplementedYet("not implemented yet")
+    store = Path(args.store)
+    if not store.is_dir():
+        raise BadInput(f"no results store at {store} (run a test first, or pass --store DIR)")
+    if not 0 <= args.port <= 65535:
+        raise BadInput(f"--port must be between 0 and 65535, got {args.port}")
+    try:
+        server = make_server(store, args.bind, args.port)
+    except OSError as e:
+        raise BadInput(f"cannot listen on {args.bind}:{args.port}: {e.strerror}") from None
+    host, port = server.server_address[:2]
+    Console(stderr=True).print(f"serving {store} on http://{host}:{port}/ (Ctrl-C to stop)", highlight=False)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,327 @@
+"""Campaigns: a matrix of tests from a TOML file, run one after another within a time budget.
+
+    name = "nightly"            # the campaign's name
+    budget = 3600               # seconds for the whole campaign; later tests are skipped past it
+    [defaults]                  # config keys for every test (harness/config.py names)
+    time_limit = 30
+    [[test]]
+    name = "safe-kill"          # the test name (runs go to <store>/<name>[-<matrix values>]/<time>/)
+    nemesis = "kill"            # any config key: a per-entry override
+    matrix = { seed = [1, 2], acks = ["all"] }   # every combination is one test
+    expect = "valid"            # valid | invalid | unknown | any, or a list of them
+    [[test]]
+    scenario = "kip-101-truncation"   # a repro scenario: its unsafe run (invalid) and safe run (valid)
+
+The campaign directory `<store>/campaigns/<name>/<time>/` gets `summary.json`, `index.html` (a
+table linking each run's report) and `junit.xml` for CI systems. A verdict other than the expected
+one fails the campaign (exit 1).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import re
+import time
+import tomllib
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from rich.console import Console
+
+from harness import rundir
+from harness.config import TestConfig, validate
+from harness.errors import BadInput
+from harness.run import RunOutcome, run_test
+from harness.scenarios import scenario as lookup_scenario
+
+log = logging.getLogger(__name__)
+
+VERDICTS = ("valid", "invalid", "unknown")
+ENTRY_KEYS = {"name", "matrix", "expect", "scenario"}
+SETUP_ALLOWANCE_S = 90.0  # cluster up, drain, check, report: added to time_limit when budgeting
+
+
+@dataclass
+class PlannedTest:
+    name: str
+    config: TestConfig
+    expect: tuple[str, ...]
+    entry: str  # the [[test]] it came from, for the summary
+    settings: dict[str, Any] = field(default_factory=dict)  # the values that vary or matter
+
+
+@dataclass
+class TestResult:
+    test: PlannedTest
+    verdict: str  # valid | invalid | unknown | skipped
+    seconds: float = 0.0
+    run_dir: Path | None = None
+    anomalies: dict[str, int] = field(default_factory=dict)
+    reason: str = ""
+
+    @property
+    def as_expected(self) -> bool:
+        return self.verdict == "skipped" or "any" in self.test.expect or self.verdict in self.test.expect
+
+
+@dataclass
+class Campaign:
+    name: str
+    budget: float
+    tests: list[PlannedTest]
+    source: Path
+
+
+def _expect(value: Any, where: str) -> tuple[str, ...]:
+    values = value if isinstance(value, list) else [value]
+    for v in values:
+        if v not in (*VERDICTS, "any"):
+            raise BadInput(f"{where}: expect must be valid, invalid, unknown or any, got {v!r}")
+    return tuple(values)
+
+
+def _slug(value: Any) -> str:
+    text = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+    return re.sub(r"[^A-Za-z0-9_.,=+-]+", "_", text)[:40]
+
+
+KEY_SETTINGS = (
+    "system",
+    "variant",
+    "acks",
+    "min_insync",
+    "replication_factor",
+    "unclean_election",
+    "nemesis",
+    "seed",
+)
+
+
+def _settings(config: TestConfig) -> dict[str, Any]:
+    c = config.to_json()
+    out = {k: c[k] for k in KEY_SETTINGS}
+    if config.schedule:
+        out["nemesis"] = f"scripted ({len(config.schedule)} steps)"
+    return out
+
+
+def load_campaign(path: str | Path, store: str | None = None) -> Campaign:
+    """Parse and validate the whole campaign before anything runs (errors name the entry and key)."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except OSError as e:
+        raise BadInput(f"cannot read campaign {p}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise BadInput(f"malformed campaign {p}: {e}") from None
+    unknown = sorted(set(data) - {"name", "budget", "defaults", "test", "store"})
+    if unknown:
+        raise BadInput(
+            f"campaign {p}: unknown key {unknown[0]!r} (known: name, budget, store, defaults, test)"
+        )
+    name = str(data.get("name") or p.stem)
+    budget = data.get("budget", 3600)
+    if isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0:
+        raise BadInput(f"campaign {p}: budget must be a positive number of seconds, got {budget!r}")
+    defaults = dict(data.get("defaults") or {})
+    store = store or data.get("store") or defaults.get("store")
+    if store:
+        defaults["store"] = store
+    entries = data.get("test") or []
+    if not isinstance(entries, list) or not entries:
+        raise BadInput(f"campaign {p}: no [[test]] entries")
+    tests: list[PlannedTest] = []
+    for i, entry in enumerate(entries):
+        where = f"campaign {p.name}: test[{i}]"
+        if not isinstance(entry, dict):
+            raise BadInput(f"{where}: expected a table")
+        tests += _expand(entry, defaults, where)
+    return Campaign(name=name, budget=float(budget), tests=tests, source=p)
+
+
+def _expand(entry: dict[str, Any], defaults: dict[str, Any], where: str) -> list[PlannedTest]:
+    overrides = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
+    matrix = entry.get("matrix") or {}
+    if not isinstance(matrix, dict):
+        raise BadInput(f"{where}: matrix must be a table of lists")
+    axes = []
+    for key, values in matrix.items():
+        if not isinstance(values, list) or not values:
+            raise BadInput(f"{where}: matrix.{key} must be a non-empty list")
+        axes.append([(key, v) for v in values])
+    combos = [dict(c) for c in itertools.product(*axes)] if axes else [{}]
+    out: list[PlannedTest] = []
+    if "scenario" in entry:
+        s = lookup_scenario(str(entry["scenario"]))
+        base_name = str(entry.get("name") or s.name)
+        for combo in combos:
+            # Both runs of a scenario share one seed: the same faults, two settings.
+            seed = int(combo.get("seed", overrides.get("seed", 0)) or 0) or s.config(False).seed
+            for safe in (False, True):
+                config = s.config(safe, seed=seed, store=defaults.get("store"))
+                extra = {k: v for k, v in {**overrides, **combo}.items() if k != "seed"}
+                name = f"{base_name}-{'safe' if safe else 'unsafe'}"
+                config = config.replace(name=name, **extra) if extra else config.replace(name=name)
+                expect = _expect(entry["expect"], where) if "expect" in entry else (s.expected(safe),)
+                out.append(PlannedTest(name, config, expect, base_name, _settings(config)))
+        return out
+    if "name" not in entry:
+        raise BadInput(f"{where}: needs a name (or a scenario)")
+    if "expect" not in entry:
+        raise BadInput(f"{where}: needs expect (valid, invalid, unknown or any)")
+    expect = _expect(entry["expect"], where)
+    for combo in combos:
+        suffix = "".join(f"-{_slug(v)}" for k, v in combo.items() if k != "seed")
+        name = f"{entry['name']}{suffix}"
+        raw = {**defaults, **overrides, **combo, "name": name}
+        try:
+            config = validate(raw)
+        except BadInput as e:
+            raise BadInput(f"{where}: {e}") from None
+        out.append(PlannedTest(name, config, expect, str(entry["name"]), _settings(config)))
+    return out
+
+
+def _anomaly_counts(outcome: RunOutcome) -> dict[str, int]:
+    anomalies = (outcome.results or {}).get("anomalies") or {}
+    return {k: int(v.get("count", 0)) for k, v in anomalies.items() if isinstance(v, dict) and v.get("count")}
+
+
+def run_campaign(campaign: Campaign, store: Path, console: Console) -> tuple[Path, list[TestResult]]:
+    """Run every test (or skip what the budget no longer allows); write summary, index and JUnit."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    out_dir = store / "campaigns" / campaign.name / stamp
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    results: list[TestResult] = []
+    for i, test in enumerate(campaign.tests, start=1):
+        elapsed = time.monotonic() - started
+        if elapsed + test.config.time_limit + SETUP_ALLOWANCE_S > campaign.budget:
+            results.append(TestResult(test, "skipped", reason=f"budget of {campaign.budget:.0f} s spent"))
+            console.print(f"[yellow]skipped[/] {test.name}: the budget is spent", highlight=False)
+            continue
+        console.rule(
+            f"{campaign.name} {i}/{len(campaign.tests)}: {test.name} (expect {'|'.join(test.expect)})"
+        )
+        t0 = time.monotonic()
+        try:
+            outcome = run_test(test.config, console=console)
+        except BadInput:
+            raise
+        except Exception as e:  # one broken test must not end the campaign
+            log.exception("campaign test %s failed", test.name)
+            results.append(
+                TestResult(test, "unknown", time.monotonic() - t0, reason=f"{type(e).__name__}: {e}")
+            )
+            continue
+        result = TestResult(
+            test,
+            outcome.verdict,
+            time.monotonic() - t0,
+            outcome.run_dir,
+            _anomaly_counts(outcome),
+            outcome.reason,
+        )
+        results.append(result)
+        mark = "[green]as expected[/]" if result.as_expected else "[red]NOT as expected[/]"
+        console.print(f"{test.name}: {outcome.verdict} ({mark})", highlight=False)
+        write_outputs(
+            campaign, out_dir, results, time.monotonic() - started
+        )  # partial results survive a crash
+    write_outputs(campaign, out_dir, results, time.monotonic() - started)
+    rundir.point_latest(store / "campaigns" / campaign.name, out_dir)
+    return out_dir, results
+
+
+def summary_json(campaign: Campaign, results: list[TestResult], seconds: float) -> dict[str, Any]:
+    return {
+        "campaign": campaign.name,
+        "source": str(campaign.source),
+        "budget": campaign.budget,
+        "seconds": round(seconds, 1),
+        "as_expected": all(r.as_expected for r in results),
+        "counts": {v: sum(1 for r in results if r.verdict == v) for v in (*VERDICTS, "skipped")},
+        "tests": [
+            {
+                "name": r.test.name,
+                "entry": r.test.entry,
+                "settings": r.test.settings,
+                "expect": list(r.test.expect),
+                "verdict": r.verdict,
+                "as_expected": r.as_expected,
+                "seconds": round(r.seconds, 1),
+                "anomalies": r.anomalies,
+                "run_dir": str(r.run_dir) if r.run_dir else None,
+                "reason": r.reason,
+            }
+            for r in results
+        ],
+    }
+
+
+def junit_xml(campaign: Campaign, results: list[TestResult], seconds: float) -> bytes:
+    failures = sum(1 for r in results if not r.as_expected)
+    skipped = sum(1 for r in results if r.verdict == "skipped")
+    suite = ET.Element(
+        "testsuite",
+        name=f"strandline.{campaign.name}",
+        tests=str(len(results)),
+        failures=str(failures),
+        errors="0",
+        skipped=str(skipped),
+        time=f"{seconds:.1f}",
+        timestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S"),
+    )
+    for r in results:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"strandline.{campaign.name}.{r.test.entry}",
+            name=f"{r.test.name} seed={r.test.config.seed}",
+            time=f"{r.seconds:.1f}",
+        )
+        if r.verdict == "skipped":
+            ET.SubElement(case, "skipped", message=r.reason)
+        elif not r.as_expected:
+            failure = ET.SubElement(
+                case,
+                "failure",
+                message=f"expected {'|'.join(r.test.expect)}, got {r.verdict}",
+                type="verdict",
+            )
+            failure.text = "\n".join(
+                [f"run: {r.run_dir}", *(f"{k}: {v}" for k, v in r.anomalies.items()), r.reason]
+            ).strip()
+        if r.run_dir is not None:
+            ET.SubElement(case, "system-out").text = f"report: {r.run_dir / rundir.REPORT}"
+    root = ET.Element("testsuites", name="strandline", tests=str(len(results)), failures=str(failures))
+    root.append(suite)
+    ET.indent(root)
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="utf-8")
+
+
+def index_html(campaign: Campaign, results: list[TestResult], seconds: float, out_dir: Path) -> str:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("harness", "templates"), autoescape=True)
+    rows = []
+    for r in results:
+        link = os.path.relpath(r.run_dir / rundir.REPORT, out_dir) if r.run_dir is not None else None
+        rows.append({"r": r, "link": link})
+    return env.get_template("campaign.html.j2").render(
+        campaign=campaign,
+        rows=rows,
+        seconds=seconds,
+        ok=all(r.as_expected for r in results),
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    )
+
+
+def write_outputs(campaign: Campaign, out_dir: Path, results: list[TestResult], seconds: float) -> None:
+    rundir.write_json(out_dir / "summary.json", summary_json(campaign, results, seconds))
+    (out_dir / "junit.xml").write_bytes(junit_xml(campaign, results, seconds))
+    (out_dir / "index.html").write_text(index_html(campaign, results, seconds, out_dir), encoding="utf-8")

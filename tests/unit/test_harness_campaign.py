@@ -1,0 +1,142 @@
+"""Campaigns: matrix expansion, scenario entries, budget, summary/index/JUnit, exit code on a miss.
+
+Runs are stood in for (each returns a chosen verdict) so the campaign logic is tested alone; the
+real runs are covered by the run tests.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from harness import campaign as campaign_module
+from harness.campaign import load_campaign, run_campaign
+from harness.errors import BadInput
+from harness.run import RunOutcome
+
+CAMPAIGN = """
+name = "mini"
+budget = 1000
+[defaults]
+time_limit = 5
+checker = "reference"
+[[test]]
+name = "safe"
+matrix = { nemesis = ["kill", "partition"], seed = [1, 2] }
+expect = "valid"
+[[test]]
+name = "hw"
+variant = "high-watermark"
+nemesis = "kill"
+seed = 3
+expect = ["invalid"]
+[[test]]
+scenario = "kip-101-truncation"
+seed = 101
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    return path
+
+
+def test_matrix_and_scenarios_expand(tmp_path: Path) -> None:
+    c = load_campaign(write(tmp_path, CAMPAIGN), store=str(tmp_path / "store"))
+    names = [(t.name, t.config.seed, t.expect) for t in c.tests]
+    assert names == [
+        ("safe-kill", 1, ("valid",)),
+        ("safe-kill", 2, ("valid",)),
+        ("safe-partition", 1, ("valid",)),
+        ("safe-partition", 2, ("valid",)),
+        ("hw", 3, ("invalid",)),
+        ("kip-101-truncation-unsafe", 101, ("invalid",)),
+        ("kip-101-truncation-safe", 101, ("valid",)),
+    ]
+    assert c.tests[0].config.nemesis == ("kill",) and c.tests[0].config.time_limit == 5
+    assert c.tests[5].config.variant == "high-watermark" and c.tests[6].config.variant == "leader-epoch"
+    assert c.tests[5].config.schedule and c.tests[5].config.store == str(tmp_path / "store")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('[[test]]\nname = "x"\nexpect = "fine"\n', "expect must be"),
+        ('[[test]]\nname = "x"\n', "needs expect"),
+        ('[[test]]\nname = "x"\nexpect = "valid"\nacks = "most"\n', "test[0]: config key 'acks'"),
+        (
+            '[[test]]\nname = "x"\nexpect = "valid"\nmatrix = { seed = 1 }\n',
+            "matrix.seed must be a non-empty list",
+        ),
+        ('[[test]]\nscenario = "nope"\n', "unknown scenario"),
+        ("budgit = 3\n", "unknown key 'budgit'"),
+        ("name = [\n", "malformed campaign"),
+    ],
+)
+def test_bad_campaigns_name_the_entry_and_key(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(BadInput, match=needle.replace("[", r"\[").replace("]", r"\]")):
+        load_campaign(write(tmp_path, text))
+
+
+def test_run_writes_summary_index_and_junit_and_flags_misses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "store"
+    c = load_campaign(write(tmp_path, CAMPAIGN), store=str(store))
+    verdicts = {"safe-kill": "valid", "safe-partition": "valid", "hw": "valid"}  # hw misses: expected invalid
+
+    def fake_run(config: Any, console: Any = None) -> RunOutcome:
+        run = store / config.name / f"2026{len(list(store.glob('*/*'))):04d}"
+        run.mkdir(parents=True)
+        verdict = verdicts.get(config.name, "invalid" if config.name.endswith("unsafe") else "valid")
+        (run / "report.html").write_text("<html></html>")
+        results = {
+            "valid": verdict == "valid",
+            "anomalies": {"lost-write": {"count": 0 if verdict == "valid" else 3}},
+        }
+        return RunOutcome(run_dir=run, verdict=verdict, exit_code=0, results=results)
+
+    monkeypatch.setattr(campaign_module, "run_test", fake_run)
+    out_dir, results = run_campaign(c, store, Console(quiet=True))
+    assert [r.as_expected for r in results] == [True, True, True, True, False, True, True]
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert summary["as_expected"] is False and summary["counts"]["valid"] == 6
+    suite = ET.parse(out_dir / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("tests") == "7" and suite.get("failures") == "1"
+    failure = suite.find("testcase[@name='hw seed=3']/failure")
+    assert failure is not None and failure.get("message") == "expected invalid, got valid"
+    index = (out_dir / "index.html").read_text()
+    assert 'data-ok="false"' in index and "../../../hw/" in index and "lost-write ×3" in index
+    assert (store / "campaigns" / "mini" / "latest").resolve() == out_dir
+
+
+def test_budget_skips_what_no_longer_fits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    c = load_campaign(write(tmp_path, CAMPAIGN.replace("budget = 1000", "budget = 50")), store=str(tmp_path))
+    monkeypatch.setattr(campaign_module, "run_test", lambda config, console=None: pytest.fail("nothing fits"))
+    out_dir, results = run_campaign(c, tmp_path, Console(quiet=True))
+    assert {r.verdict for r in results} == {"skipped"} and all(r.as_expected for r in results)
+    suite = ET.parse(out_dir / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("skipped") == "7"
+
+
+def test_sample_campaigns_load() -> None:
+    root = Path(__file__).resolve().parents[2] / "campaigns"
+    smoke = load_campaign(root / "smoke.toml")
+    nightly = load_campaign(root / "nightly.toml")
+    assert smoke.budget <= 600 and len(smoke.tests) >= 3
+    names = {t.name for t in nightly.tests}
+    for fault in ("kill", "restart", "pause", "partition", "loss", "delay", "bandwidth", "clock"):
+        assert f"safe-{fault}" in names
+    for unsafe in (
+        "kip-101-truncation-unsafe",
+        "acks-1-leader-crash-unsafe",
+        "min-isr-1-unsafe",
+        "unclean-election-unsafe",
+    ):
+        assert unsafe in names
