@@ -77,7 +77,7 @@ def read_run(store: Path, run: Path) -> RunInfo:
     if config.get("schedule"):
         settings["nemesis"] = "scripted"
     elif isinstance(settings.get("nemesis"), list):
-        settings["nemesis"] = ",".join(settings["nemesis"]) or "none"
+        settings["nemesis"] = ",".join(map(str, settings["nemesis"] or [])) or "none"
     timings = outcome.get("timings", {}) if isinstance(outcome, dict) else {}
     return RunInfo(
         name=run.parent.name,

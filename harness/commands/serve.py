@@ -21,7 +21,7 @@ def main(args: argparse.Namespace) -> int:
         server = make_server(store, args.bind, args.port)
     except OSError as e:
         raise BadInput(f"cannot listen on {args.bind}:{args.port}: {e.strerror}") from None
-    host, port = server.server_address[:2]
+    host, port = str(server.server_address[0]), int(server.server_address[1])
     Console(stderr=True).print(f"serving {store} on http://{host}:{port}/ (Ctrl-C to stop)", highlight=False)
     try:
         server.serve_forever()
