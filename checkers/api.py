@@ -116,7 +116,7 @@ def check_run(
         )
     verdict = decide(result, replicas, config, drain)
     counts = {name: a["count"] for name, a in verdict["anomalies"].items()}
-    stats = compute_stats(history, result["stats"], counts)
+    stats = compute_stats(history, result["stats"], counts, replicas.lost_by_second if replicas else None)
     if replicas is not None:
         stats["replicas"] = replicas.partitions
     if isinstance(drain, dict):

@@ -81,6 +81,8 @@ class ReplicaFindings:
     partitions: dict[str, dict[str, Any]]  # "t0-1" -> {"leader", "leader_known", "replicas": [...]}
     incomplete: list[str]
     notes: list[str]
+    # lost-committed-on-replicas acks by the second of their ack (str(floor(time_ns / 1e9))).
+    lost_by_second: dict[str, int] = field(default_factory=dict)
 
 
 def decode_value(raw: bytes | None) -> Value:
@@ -222,8 +224,11 @@ def choose_leader(logs: list[ReplicaLog], named: str | None) -> tuple[ReplicaLog
     return min(logs, key=lambda r: (-r.log_end, r.node)), False
 
 
-def iter_acks(history_path: str | os.PathLike[str]) -> Iterator[tuple[int, Any, str, int, int, int]]:
-    """(index, process, topic, partition, offset, value) of every ok send with an offset."""
+Ack = tuple[int, Any, str, int, int, int, int]  # index, process, topic, partition, offset, value, time_ns
+
+
+def iter_acks(history_path: str | os.PathLike[str]) -> Iterator[Ack]:
+    """(index, process, topic, partition, offset, value, time) of every ok send with an offset."""
     for op in iter_ops(history_path, problems=[]):
         if op["type"] != "ok" or op["f"] != "send":
             continue
@@ -232,19 +237,20 @@ def iter_acks(history_path: str | os.PathLike[str]) -> Iterator[tuple[int, Any, 
             isinstance(x, int) and not isinstance(x, bool) for x in (partition, offset, value)
         ):
             if offset >= 0:  # type: ignore[operator]
-                yield op["index"], op["process"], topic, partition, offset, value  # type: ignore[misc]
+                yield op["index"], op["process"], topic, partition, offset, value, int(op["time"])  # type: ignore[misc]
 
 
 def find_lost_committed(
     replicas: Mapping[TopicPartition, list[ReplicaLog]],
-    acks: Iterable[tuple[int, Any, str, int, int, int]],
+    acks: Iterable[Ack],
     leaders: Mapping[TopicPartition, str],
+    lost_by_second: dict[str, int] | None = None,
 ) -> tuple[AnomalyResult, dict[TopicPartition, tuple[ReplicaLog, bool]]]:
     """lost-committed-on-replicas: acked values absent from their partition leader's final log."""
     found = Examples("lost-committed-on-replicas")
     chosen = {tp: choose_leader(logs, leaders.get(tp)) for tp, logs in replicas.items() if logs}
     values_on_leader: dict[TopicPartition, set[Value]] = {}
-    for index, process, topic, partition, offset, value in acks:
+    for index, process, topic, partition, offset, value, time_ns in acks:
         tp = (topic, partition)
         if tp not in chosen:
             continue  # no replica on disk: said in `incomplete`
@@ -255,6 +261,9 @@ def find_lost_committed(
         if held is None:
             held = values_on_leader[tp] = set(leader.records.values())
         if value not in held:
+            if lost_by_second is not None:
+                second = str(time_ns // 1_000_000_000)
+                lost_by_second[second] = lost_by_second.get(second, 0) + 1
             found.add(
                 {
                     "index": index,
@@ -336,7 +345,8 @@ def check_replica_logs(
     leaders = leaders_from_state(final_state, node_names) if final_state is not None else {}
     divergence = find_divergence(replicas)
     acks = iter_acks(history_path) if history_path is not None else iter(())
-    lost, chosen = find_lost_committed(replicas, acks, leaders)
+    lost_by_second: dict[str, int] = {}
+    lost, chosen = find_lost_committed(replicas, acks, leaders, lost_by_second)
     notes = []
     partitions: dict[str, dict[str, Any]] = {}
     for (topic, partition), logs in sorted(replicas.items()):
@@ -354,4 +364,4 @@ def check_replica_logs(
         }
     anomalies = {"log-divergence": divergence, "lost-committed-on-replicas": lost}
     assert set(anomalies) == set(REPLICA_ANOMALIES)
-    return ReplicaFindings(anomalies, partitions, incomplete, notes)
+    return ReplicaFindings(anomalies, partitions, incomplete, notes, lost_by_second)

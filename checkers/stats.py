@@ -11,8 +11,9 @@ completed client op). Time is the history's `time` (nanoseconds since the test s
   fault and its heal with one id); in histories without ids, an op whose f undoes the kind
   (start: kill/lose-unsynced, resume: pause, unskew: clock), else any f starting with `heal`,
   closes the matching (or every) open window. `restart` is instantaneous. Windows still open end at the history's last op. Per window: client outcomes
-  completed inside it, the longest stretch without an ok send, and lost-write acks inside it
-  (by second, from the engine's `lost_by_second`);
+  completed inside it, the longest stretch without an ok send, and the acks completed inside it
+  (by the second) later found lost: `lost_write` (the engine's `lost_by_second`),
+  `missing_on_leader` (lost-committed-on-replicas), `acked_lost` the larger of the two;
 * unavailability: stretches of at least `UNAVAILABLE_S` without an ok send completion between the
   first send invocation and the last send completion, each with the faults in force.
 """
@@ -116,7 +117,10 @@ class _Windows:
 
 
 def compute_stats(
-    history_path: str | os.PathLike[str], engine_stats: EngineStats, anomaly_counts: dict[str, int]
+    history_path: str | os.PathLike[str],
+    engine_stats: EngineStats,
+    anomaly_counts: dict[str, int],
+    missing_by_second: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """The results.json `stats` of one history."""
     open_ops: dict[Any, dict[str, Any]] = {}
@@ -183,6 +187,7 @@ def compute_stats(
     fault_windows = windows.finish(duration)
     gaps = _unavailable(ok_sends, first_send, duration)
     lost_by_second = {int(k): v for k, v in engine_stats["lost_by_second"].items()}
+    missing = {int(k): v for k, v in (missing_by_second or {}).items()}
     for w in fault_windows:
         start, end = w["start_s"], w["end_s"]
         lo, hi = bisect_left(completion_times, start), bisect_right(completion_times, end)
@@ -191,7 +196,9 @@ def compute_stats(
             inside[code] += 1
         w["ops"] = dict(zip(OUTCOMES, inside, strict=True))
         w["longest_gap_s"] = _longest_gap(ok_sends, start, end)
-        w["acked_lost"] = sum(v for s, v in lost_by_second.items() if math.floor(start) <= s <= end)
+        w["lost_write"] = sum(v for s, v in lost_by_second.items() if math.floor(start) <= s <= end)
+        w["missing_on_leader"] = sum(v for s, v in missing.items() if math.floor(start) <= s <= end)
+        w["acked_lost"] = max(w["lost_write"], w["missing_on_leader"])
     for g in gaps:
         g["faults"] = [
             str(w["fault"]) for w in fault_windows if w["start_s"] < g["end_s"] and w["end_s"] > g["start_s"]
@@ -207,7 +214,11 @@ def compute_stats(
         "nemesis_ops": nemesis_ops,
         "records_read": engine_stats["records_read"],
         "acked": engine_stats["acked"],
-        "acked_lost": anomaly_counts.get("lost-write", 0),
+        # Acks lost by either evidence: the larger of the two counts (a lost-write after a complete
+        # drain is also missing on the leader, so the replica count is usually the union).
+        "acked_lost": max(
+            anomaly_counts.get("lost-write", 0), anomaly_counts.get("lost-committed-on-replicas", 0)
+        ),
         "acked_unseen": anomaly_counts.get("unseen", 0),
         "acked_missing_on_leader": anomaly_counts.get("lost-committed-on-replicas", 0),
         "duration_s": round(duration, 3),
