@@ -149,7 +149,7 @@ def test_stats_throughput_latency_faults_and_unavailability(tmp_path: Path) -> N
     b.poll(1, [(0, 1), (2, 4)])
     path = b.write(tmp_path / "history.jsonl")
     engine = check_history(path)
-    stats = compute_stats(path, engine["stats"], {"lost-write": 1})
+    stats = compute_stats(path, engine["stats"], {"lost-write": 1}, {"1": 2, "99": 1})
     assert stats["sends"] == {"ok": 3, "fail": 0, "info": 1, "open": 0}
     assert stats["acked_lost"] == 1
     assert stats["ops"]["send"]["ok"] == 3 and stats["ops"]["poll"]["ok"] == 1
@@ -157,7 +157,8 @@ def test_stats_throughput_latency_faults_and_unavailability(tmp_path: Path) -> N
     assert sum(row["ok"] + row["info"] for row in stats["throughput"]["series"]) == 5
     [window] = stats["fault_windows"]
     assert window["fault"] == "kill" and window["healed_by"] == "start"
-    assert window["start_s"] < window["end_s"] and window["acked_lost"] == 1
+    assert window["start_s"] < window["end_s"] and window["lost_write"] == 1
+    assert window["missing_on_leader"] == 2 and window["acked_lost"] == 2
     assert window["ops"]["info"] == 1 and window["longest_gap_s"] >= 2.0
     [gap] = stats["unavailable"]
     assert gap["seconds"] >= 2.0 and gap["faults"] == ["kill"]
