@@ -80,6 +80,14 @@ class ApiHandlers:
             return p.build_response(request.api_key, request.api_version, data)
         return data
 
+    def _check_leader(
+        self, topic: str, index: int, current_leader_epoch: int
+    ) -> tuple[Partition | None, int]:
+        partition, error = self.replicas.check_leader(topic, index, current_leader_epoch)
+        if error == UNKNOWN_TOPIC_OR_PARTITION and index in self.metadata.topics().get(topic, {}):
+            error = NOT_LEADER_OR_FOLLOWER  # it exists, just not here: clients refresh metadata
+        return partition, error
+
     # --- ApiVersions ----------------------------------------------------------------------------
     async def api_versions(self, request: p.Request) -> dict[str, Any]:
         return {
@@ -242,6 +250,8 @@ class ApiHandlers:
             return None
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (name, index), result in zip(names, results, strict=True):
+            if result.error == UNKNOWN_TOPIC_OR_PARTITION and index in self.metadata.topics().get(name, {}):
+                result.error = NOT_LEADER_OR_FOLLOWER
             by_topic.setdefault(name, []).append(
                 {
                     "index": index,
@@ -299,7 +309,7 @@ class ApiHandlers:
             parts = []
             for req in topic.partitions:
                 epoch = getattr(req, "current_leader_epoch", -1)
-                partition, error = self.replicas.check_leader(topic.topic, req.partition, epoch)
+                partition, error = self._check_leader(topic.topic, req.partition, epoch)
                 entry: dict[str, Any] = {
                     "partition_index": req.partition,
                     "error_code": error,
@@ -342,7 +352,7 @@ class ApiHandlers:
             parts = []
             for req in topic.partitions:
                 epoch = getattr(req, "current_leader_epoch", -1)
-                partition, error = self.replicas.check_leader(topic.name, req.partition_index, epoch)
+                partition, error = self._check_leader(topic.name, req.partition_index, epoch)
                 if replica_id == DEBUG_REPLICA_ID and partition is not None:
                     error = NONE  # the controller's longest-log query may ask any replica
                 entry: dict[str, Any] = {
@@ -390,9 +400,7 @@ class ApiHandlers:
         for topic in body.topics:
             parts = []
             for req in topic.partitions:
-                partition, error = self.replicas.check_leader(
-                    topic.topic, req.partition, req.current_leader_epoch
-                )
+                partition, error = self._check_leader(topic.topic, req.partition, req.current_leader_epoch)
                 entry: dict[str, Any] = {
                     "partition": req.partition,
                     "error_code": error,

@@ -126,10 +126,13 @@ class ZkCluster:
         self.loop = asyncio.get_running_loop()
         if advertised_port is not None:
             self._advertised = type(self._advertised)(self._advertised.host, advertised_port)
+        started = time.monotonic()
         await self._connect()
+        log.info("ZooKeeper session established in %.2fs", time.monotonic() - started)
         self.zk.add_listener(self._on_connection_state)
         await asyncio.to_thread(self._bootstrap_paths)
         await asyncio.to_thread(self._register)
+        log.info("joined the cluster %.2fs after connecting to ZooKeeper", time.monotonic() - started)
         self._controller_task = asyncio.create_task(self._controller_loop())
         # Watches last for the client's life (kazoo re-arms them across sessions).
         ChildrenWatch(self.zk, IDS, lambda ids: self._post(self._on_broker_ids, list(ids)))
