@@ -18,6 +18,7 @@ from checkers.catalogue import HISTORY_ANOMALIES, select_examples
 from checkers.histories import PLANTABLE, plant, simulate, write_history
 from checkers.reference import check_history
 from checkers.verdict import decide
+from tests.unit.test_checkers_verdict import no_replica_anomalies
 from harness.config import TestConfig
 
 SETTINGS = settings(
@@ -72,6 +73,10 @@ def test_planted_anomalies_are_found_exactly(
     for name in HISTORY_ANOMALIES:
         examples = result["anomalies"][name]["examples"]
         assert examples == select_examples(name, examples)  # deterministic: sorted, at most 20
+    verdict = decide(result, no_replica_anomalies(), TestConfig(), {"complete": True})
+    fatal = sorted(set(planted) - {"duplicate"})  # duplicates are expected without idempotence
+    assert verdict["fatal"] == [n for n in HISTORY_ANOMALIES if n in fatal]
+    assert verdict["valid"] is (not fatal)
 
 
 @SETTINGS
