@@ -18,8 +18,8 @@ from checkers.catalogue import HISTORY_ANOMALIES, select_examples
 from checkers.histories import PLANTABLE, plant, simulate, write_history
 from checkers.reference import check_history
 from checkers.verdict import decide
-from tests.unit.test_checkers_verdict import no_replica_anomalies
 from harness.config import TestConfig
+from tests.unit.test_checkers_verdict import no_replica_anomalies
 
 SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
