@@ -399,9 +399,9 @@ def _load(
     errors: list[BaseException] = []
     progress = pieces["LiveProgress"](enabled=live, console=phases.console, title=f"load {config.name}")
     if nemesis is not None and hasattr(progress, "set_faults"):
-        current = getattr(nemesis, "active_faults", None) or getattr(nemesis, "current_faults", None)
+        current = getattr(nemesis, "active_faults", None)
         if callable(current):
-            progress.set_faults(current)
+            progress.set_faults(lambda: [_fault_text(a) for a in current()])
 
     def guarded(target: Callable[[], Any], name: str) -> Callable[[], None]:
         def body() -> None:
@@ -447,6 +447,17 @@ def _load(
         if isinstance(e, StrandlineError):
             raise e
         raise InfrastructureError(f"load or faults failed: {type(e).__name__}: {e}")
+
+
+def _fault_text(active: Any) -> str:
+    """'kill n2 (12 s)' from the nemesis's description of an active fault."""
+    if not isinstance(active, dict):
+        return str(active)
+    nodes = " ".join(map(str, active.get("nodes") or []))
+    seconds = active.get("seconds")
+    return f"{active.get('fault', '?')} {nodes}".strip() + (
+        f" ({seconds:.0f} s)" if isinstance(seconds, int | float) else ""
+    )
 
 
 def _guard(what: str, fn: Callable[[], Any]) -> bool:
