@@ -37,20 +37,38 @@ def high_watermark(ctx: Context, step: dict[str, Any]) -> int | None:
     for key in ("high_watermark", "hw"):
         if isinstance(state.get(key), int):
             return int(state[key])
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import TopicPartition
 
     topic, partition = ctx.topic_partition(step)
-    consumer = KafkaConsumer(
-        bootstrap_servers=ctx.bootstrap(), request_timeout_ms=5000, api_version_auto_timeout_ms=5000
-    )
     try:
+        consumer = _consumer(ctx)
         tp = TopicPartition(topic, partition)
         return int(consumer.end_offsets([tp])[tp])
     except Exception as e:  # noqa: BLE001 - an unreachable leader means "not yet"
         log.debug("high watermark of %s/%d unknown: %s", topic, partition, e)
+        close(ctx)
         return None
-    finally:
-        consumer.close()
+
+
+def _consumer(ctx: Context) -> Any:
+    """One Kafka client per wait, kept across polls (closed by `close`)."""
+    consumer = ctx.cache.get("consumer")
+    if consumer is None:
+        from kafka import KafkaConsumer
+
+        consumer = ctx.cache["consumer"] = KafkaConsumer(
+            bootstrap_servers=ctx.bootstrap(), request_timeout_ms=5000, client_id="strandline-nemesis"
+        )
+    return consumer
+
+
+def close(ctx: Context) -> None:
+    consumer = ctx.cache.pop("consumer", None)
+    if consumer is not None:
+        try:
+            consumer.close()
+        except Exception as e:  # noqa: BLE001
+            log.debug("closing the condition's Kafka client: %s", e)
 
 
 def checkpointed_hw(ctx: Context, node_name: str, topic: str, partition: int) -> int | None:

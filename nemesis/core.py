@@ -23,7 +23,7 @@ from typing import Any
 
 from clusters.node import Node
 from clusters.sut import HasLeaders
-from harness.errors import BadInput, StrandlineError
+from harness.errors import BadInput
 from nemesis import conditions, net, schedule
 from nemesis.packages import PACKAGES, Active, Context, NoTarget, Package, PlanEnv, lookup
 from nemesis.packages.process import start_node
@@ -264,16 +264,19 @@ class Nemesis:
         timeout = float(step.get("timeout", 60))
         deadline = time.monotonic() + timeout
         detail: dict[str, Any] = {}
-        while not stop.is_set() and time.monotonic() < deadline:
-            try:
-                met, detail = condition(self.ctx, step)
-            except StrandlineError as e:
-                met, detail = False, {"error": str(e)}
-            if met:
-                log.info("nemesis: condition %s met: %s", name, detail)
-                self._after = {"condition": name, **detail}
-                return
-            stop.wait(float(step.get("poll", 0.2)))
+        try:
+            while not stop.is_set() and time.monotonic() < deadline:
+                try:
+                    met, detail = condition(self.ctx, step)
+                except Exception as e:  # noqa: BLE001 - a cluster in flux: not met yet
+                    met, detail = False, {"error": _text(e)}
+                if met:
+                    log.info("nemesis: condition %s met: %s", name, detail)
+                    self._after = {"condition": name, **detail}
+                    return
+                stop.wait(float(step.get("poll", 0.2)))
+        finally:
+            conditions.close(self.ctx)
         log.warning("nemesis: condition %s not met within %g s: %s", name, timeout, detail)
         self._after = {"condition": name, "timed_out": True, **detail}
 

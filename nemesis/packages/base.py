@@ -36,6 +36,7 @@ class Context:
     bootstrap: Callable[[], list[str]]
     ledger: FaultLedger
     python: str
+    cache: dict[str, Any] = field(default_factory=dict)  # e.g. a Kafka client kept across polls
 
     @property
     def names(self) -> list[str]:
