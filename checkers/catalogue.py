@@ -236,7 +236,7 @@ def select_examples(name: str, examples: list[dict[str, Any]]) -> list[dict[str,
 # Why a history cannot be trusted whole. Each `incomplete` reason starts with one of these kinds and
 # a colon ("torn-tail: ..."). "truncated" kinds only lose the end of the history (so what the
 # history shows stays shown); "damaged" kinds lose or garble lines in the middle.
-TRUNCATED_KINDS: tuple[str, ...] = ("torn-tail", "open-invocation", "drain")
+TRUNCATED_KINDS: tuple[str, ...] = ("torn-tail", "open-invocation", "drain", "empty")
 DAMAGED_KINDS: tuple[str, ...] = ("malformed-line", "malformed-op", "unpaired")
 
 

@@ -129,6 +129,9 @@ def decide(
 ) -> dict[str, Any]:
     """The results.json dict (without stats and checker): valid, anomalies, fatal, incomplete, why."""
     incomplete = list(engine["incomplete"])
+    stats = engine["stats"]
+    if sum(stats["sends"].values()) + sum(stats["polls"].values()) == 0:
+        incomplete.append("empty: the history holds no send or poll, so it shows nothing")
     drain_complete: bool | None = None
     if isinstance(drain, dict) and isinstance(drain.get("complete"), bool):
         drain_complete = drain["complete"]

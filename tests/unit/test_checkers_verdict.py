@@ -133,7 +133,8 @@ def test_unchecked_replicas_mean_unknown(tmp_path: Path) -> None:
     b = HistoryBuilder()
     path = b.write(tmp_path / "history.jsonl")
     result = decide(check_history(path), None, TestConfig(), COMPLETE)
-    assert result["valid"] == "unknown" and "replicas" in result["incomplete"][0]
+    assert result["valid"] == "unknown"
+    assert [r.split(":")[0] for r in result["incomplete"]] == ["empty", "replicas"]
 
 
 def test_stats_throughput_latency_faults_and_unavailability(tmp_path: Path) -> None:
