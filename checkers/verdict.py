@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from checkers.catalogue import (
     BY_NAME,
@@ -130,7 +130,11 @@ def decide(
     """The results.json dict (without stats and checker): valid, anomalies, fatal, incomplete, why."""
     incomplete = list(engine["incomplete"])
     stats = engine["stats"]
-    if sum(stats["sends"].values()) + sum(stats["polls"].values()) == 0:
+    if (
+        sum(cast(dict[str, int], stats["sends"]).values())
+        + sum(cast(dict[str, int], stats["polls"]).values())
+        == 0
+    ):
         incomplete.append("empty: the history holds no send or poll, so it shows nothing")
     drain_complete: bool | None = None
     if isinstance(drain, dict) and isinstance(drain.get("complete"), bool):
