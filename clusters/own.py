@@ -58,7 +58,11 @@ def faketime_env(clock_file: str, library: str | None = None) -> dict[str, str]:
 
 def wants_lazyfs(config: TestConfig) -> bool:
     """Does this test ask for the power-loss fault (data dirs must then sit on lazyfs)?"""
-    return LOSE_UNSYNCED in config.nemesis or any(s.get("do") == LOSE_UNSYNCED for s in config.schedule)
+    # Fault specs may carry qualifiers and groups: "lose-unsynced:all", "kill+power-loss".
+    names = {part.split(":", 1)[0].strip() for spec in config.nemesis for part in spec.split("+")}
+    return bool(names & {LOSE_UNSYNCED, "disk", "power-loss"}) or any(
+        s.get("do") == LOSE_UNSYNCED for s in config.schedule
+    )
 
 
 @dataclass(frozen=True)
