@@ -75,6 +75,13 @@ def bench_cluster(work_dir: Path, config: TestConfig) -> Iterator[list[str]]:
         cluster.stop()
 
 
+def _load() -> str:
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:
+        return "?"
+
+
 def count_history(path: Path) -> dict[str, Any]:
     """Acknowledged operations per kind, counted from the journal (what a checker would see)."""
     counts: dict[str, dict[str, int]] = {}
@@ -173,6 +180,7 @@ def main(args: argparse.Namespace) -> int:
         concurrency=CONCURRENCY,
         client=client,  # type: ignore[arg-type]
     ).replace(client=client)
+    load_before = _load()
     with tempfile.TemporaryDirectory(prefix="strandline-bench-") as tmp:
         work = Path(tmp)
         history_path = Path(args.keep) if getattr(args, "keep", None) else work / "history.jsonl"
@@ -196,6 +204,8 @@ def main(args: argparse.Namespace) -> int:
         f"polls ok/info: {polls.get('ok', 0)}/{polls.get('info', 0)}, "
         f"send latency p50 {r['send_latency_ms']['p50']} ms, p99 {r['send_latency_ms']['p99']} ms, "
         f"pairs {'complete' if r['paired'] else 'INCOMPLETE'}\n"
+        f"  machine: {os.cpu_count()} cores, load average before/after {load_before} / {_load()} "
+        f"(other processes share the cores: figures drop with load)\n"
         f"acked sends/s: {r['acked_sends_per_s']:.0f}\n"
         f"acked ops/s: {r['acked_ops_per_s']:.0f}\n"
     )

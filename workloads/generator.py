@@ -25,7 +25,7 @@ SEND_WEIGHT = 0.55
 POLL_WEIGHT = 0.40
 ASSIGN_WEIGHT = 0.05
 # Of the assigns, how many seek to the beginning (the rest resume at remembered positions).
-SEEK_BEGINNING = 0.5
+SEEK_BEGINNING = 0.2
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ def producer_settings(config: TestConfig, bootstrap: list[str]) -> dict[str, Any
         "request.timeout.ms": request_ms,
         "message.timeout.ms": request_ms * (config.retries + 1) + 1000,
         "socket.timeout.ms": max(request_ms, 10),
-        "linger.ms": 0,
+        "linger.ms": 2,
         "retry.backoff.ms": 100,
         "reconnect.backoff.max.ms": 1000,
         "topic.metadata.refresh.interval.ms": 10000,

@@ -150,7 +150,8 @@ def producer_settings(config: TestConfig, bootstrap: list[str]) -> dict[str, Any
         "max_block_ms": request_ms,
         # Creating a client must not block for kafka-python's default 30 s when no broker answers.
         "bootstrap_timeout_ms": request_ms,
-        "linger_ms": 0,
+        # A short linger batches the concurrent sends of all processes into fewer requests.
+        "linger_ms": 2,
         "retry_backoff_ms": 100,
         "reconnect_backoff_max_ms": 1000,
         "metadata_max_age_ms": 10000,
