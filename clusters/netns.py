@@ -18,7 +18,7 @@ Everything is written into the cluster's `ClusterState` before it is created (se
 from __future__ import annotations
 
 import contextlib
-import ipaddress
+import json
 import logging
 import os
 import re
@@ -47,10 +47,10 @@ from harness.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
 
-SUBNET = ipaddress.ip_network("10.77.0.0/16")
 CLUSTER_NAME = re.compile(r"^[a-z0-9]{1,10}$")  # slbr-<name> must fit IFNAMSIZ (15 chars)
 NODE_NAME = re.compile(r"^[a-z0-9]{1,4}$")
 UTS_DIR = Path("/run/strandline/uts")
+SLOTS_DIR = Path("/run/strandline/slots")
 
 
 def cgroup2_root() -> Path | None:
@@ -92,6 +92,18 @@ def used_slots() -> set[int]:
     slots = set()
     for match in re.finditer(r"inet (10\.77\.(\d+)\.\d+)/", result.stdout):
         slots.add(int(match.group(2)))
+    return slots
+
+
+def claimed_slots() -> set[int]:
+    """Slots claimed by clusters whose state file still exists (live, or leftovers to clean)."""
+    slots = set()
+    for claim in SLOTS_DIR.glob("[0-9]*") if SLOTS_DIR.is_dir() else []:
+        try:
+            if Path(json.loads(claim.read_text())["state"]).exists():
+                slots.add(int(claim.name))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
     return slots
 
 
@@ -429,12 +441,20 @@ class NetnsNetwork:
             raise BadInput(f"cluster {self.cluster} is already up (state in {self.state_dir})")
 
     def _allocate(self, info: dict[str, object]) -> None:
-        """Pick a free slot and write the state file, both under the state-directory lock."""
-        with locked(self.state_dir):
+        """Pick a free slot, claim it machine-wide and write the state file.
+
+        Clusters may keep their state in different directories (tests do), so the slot is claimed
+        in one machine-wide place (`/run/strandline/slots/<X>`, naming the claimant's state file)
+        under a machine-wide lock: two clusters never share a subnet, even while neither has its
+        bridge address yet.
+        """
+        with locked(SLOTS_DIR), locked(self.state_dir):
             self._check_clashes()
-            taken = used_slots() | {
-                int(s.info["slot"]) for s in list_states(self.state_dir) if "slot" in s.info
-            }
+            taken = (
+                used_slots()
+                | claimed_slots()
+                | {int(s.info["slot"]) for s in list_states(self.state_dir) if "slot" in s.info}
+            )
             start = zlib.crc32(self.cluster.encode()) % 254
             for step in range(254):
                 slot = (start + step) % 254 + 1
@@ -458,6 +478,9 @@ class NetnsNetwork:
                     "work_dir": str(self.work_dir),
                 },
             )
+            claim = SLOTS_DIR / str(slot)
+            self.state.add("file", str(claim))
+            claim.write_text(json.dumps({"cluster": self.cluster, "state": str(self.state.path)}) + "\n")
 
     def veth(self, node: str) -> str:
         return f"slv{self.slot}-{node}"

@@ -9,7 +9,7 @@ controller) is removed only by `cluster down` or `cluster down --all`.
 
 Resource kinds: `netns`, `veth`, `bridge`, `iptables` (a rule spec for `iptables -D`), `mount`
 (a bind mount such as a persistent UTS namespace), `cgroup` (a cgroup v2 directory: killed whole,
-then removed), `pid` (a process, with its start time so a reused pid is never killed), `dir`,
+then removed), `pid` (a process, with its start time so a reused pid is never killed), `file`, `dir`,
 `etcdir` (a directory under /etc). Other backends may add kinds with `register_remover`.
 """
 
@@ -356,6 +356,10 @@ def _remove_pid(r: dict[str, Any]) -> None:
             time.sleep(0.02)
 
 
+def _remove_file(r: dict[str, Any]) -> None:
+    Path(r["name"]).unlink(missing_ok=True)
+
+
 def _remove_dir(r: dict[str, Any]) -> None:
     path = Path(r["name"])
     for point in mount_points_under(path):  # e.g. a data dir on FUSE: never delete through it
@@ -371,4 +375,5 @@ register_remover("mount", _remove_mount)
 register_remover("cgroup", _remove_cgroup)
 register_remover("pid", _remove_pid)
 register_remover("dir", _remove_dir)
+register_remover("file", _remove_file)
 register_remover("etcdir", _remove_dir)

@@ -261,8 +261,9 @@ def test_the_next_start_cleans_up_after_a_crashed_controller(tmp_path: Path) -> 
 
 
 def test_clusters_coexist_on_distinct_subnets(tmp_path: Path, state_dir: Path) -> None:
+    # Different state directories (as parallel test sessions have): the slot claim is machine-wide.
     first = NetnsNetwork(unique("co"), ["n1"], tmp_path, state_dir)
-    second = NetnsNetwork(unique("co"), ["n1"], tmp_path, state_dir)
+    second = NetnsNetwork(unique("co"), ["n1"], tmp_path, tmp_path / "other-state")
     try:
         first.create()
         second.create()

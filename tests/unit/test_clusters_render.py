@@ -97,7 +97,3 @@ def test_a_cluster_is_described_before_it_exists(tmp_path: Path) -> None:
         cluster.bootstrap_servers()
     cluster.down()  # nothing was created: nothing to remove, no error
 
-
-def test_other_backends_and_systems_say_so(tmp_path: Path) -> None:
-    with pytest.raises(BadInput, match="docker"):
-        build_cluster(TestConfig(backend="docker"), tmp_path)
