@@ -12,6 +12,7 @@ from broker.handlers import ApiHandlers
 from broker.metadata import BrokerAddress, ClusterMetadata, StandaloneMetadata
 from broker.replica_manager import ReplicaManager
 from broker.server import BrokerServer
+from broker.watchdog import LoopWatchdog
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +28,11 @@ class Broker:
         self.cluster: Any = None  # broker.zk.ZkCluster in ZooKeeper mode
         self._stop = asyncio.Event()
         self._timers: list[asyncio.Task[None]] = []
+        self.watchdog = LoopWatchdog()
 
     async def start(self) -> None:
         config = self.config
+        self.watchdog.start()
         self.replicas.load_logs()
         if config.zookeeper_connect:
             from broker.zk import ZkCluster
@@ -96,6 +99,7 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.config.broker_id)
+        self.watchdog.stop()
         for task in self._timers:
             task.cancel()
         if self.server is not None:

@@ -153,7 +153,7 @@ class BrokerServer:
         self.port = port
         self.max_frame = max_frame
         self._server: asyncio.AbstractServer | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=2**20)
@@ -162,19 +162,19 @@ class BrokerServer:
         log.info("listening on %s:%d", self.host, self.port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._connections.add(task)
+        self._writers.add(writer)
         try:
             await Connection(self.handlers, reader, writer, self.max_frame).serve()
         except Exception:
             log.exception("connection handler crashed")
         finally:
-            if task is not None:
-                self._connections.discard(task)
+            self._writers.discard(writer)
 
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
-            task.cancel()
+        # Closing the sockets ends each connection's read loop (cancelling the handler tasks
+        # instead makes asyncio's stream callbacks log spurious errors).
+        for writer in list(self._writers):
+            writer.close()
+        await asyncio.sleep(0)
