@@ -59,7 +59,7 @@ class HistoryDigest:
     # (completion seconds, latency ms, type) of sends; sampled above MAX_LATENCY_POINTS.
     latency: list[tuple[float, float, str]] = field(default_factory=list)
     nemesis: list[dict[str, Any]] = field(default_factory=list)
-    # (topic, partition) -> offset -> value of every acknowledged send.
+    # (topic, partition) -> offset -> the first value acknowledged there.
     acked: dict[tuple[str, int], dict[int, Any]] = field(default_factory=lambda: defaultdict(dict))
     # Ops the examples name, by history index and by sent value.
     by_index: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -105,7 +105,9 @@ def digest_history(
                 all_latency.append((t / NS, (t - int(invoke.get("time") or 0)) / 1e6, kind))
             if kind == "ok" and isinstance(op.get("offset"), int) and op.get("topic") is not None:
                 key = (str(op["topic"]), int(op.get("partition") or 0))
-                d.acked[key][op["offset"]] = op.get("value")
+                # The first value acknowledged at an offset: if a later leader reused the offset for
+                # another value, the first one is the record that was lost.
+                d.acked[key].setdefault(op["offset"], op.get("value"))
             value = _norm_value(op.get("value"))
             if value in want_val and invoke is not None:
                 d.sends_by_value[value] = _completed(invoke, op)
