@@ -189,12 +189,24 @@ def test_a_failing_piece_still_heals_tears_down_checks_and_reports(tmp_path: Pat
 def test_sigterm_heals_and_tears_down(tmp_path: Path) -> None:
     calls: list[str] = []
     config = resolve(None, {"store": str(tmp_path), "time_limit": 30, "nemesis": "kill"})
-    timer = threading.Timer(0.8, lambda: os.kill(os.getpid(), signal.SIGTERM))
-    timer.start()
+    done = threading.Event()
+
+    def terminate_during_load() -> None:
+        # Only once the load runs (the SIGTERM handler is installed by then), never after the run.
+        deadline = time.monotonic() + 60
+        while not done.is_set() and time.monotonic() < deadline:
+            if any(p.stat().st_size > 0 for p in tmp_path.glob("queue/*/history.jsonl")):
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=terminate_during_load, daemon=True)
+    killer.start()
     try:
         outcome = run_test(config, console=quiet(), pieces=pieces(calls), screenshot=False)
     finally:
-        timer.cancel()
+        done.set()
+        killer.join()
     assert outcome.status == "interrupted" and outcome.exit_code == 130
     assert "heal_all" in calls and "down" in calls
     assert (outcome.run_dir / rundir.HISTORY).stat().st_size > 0
