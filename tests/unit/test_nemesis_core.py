@@ -6,9 +6,11 @@ runs in tests/integration/test_nemesis_*.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -412,3 +414,65 @@ def test_check_config_needs_no_cluster() -> None:
         check_config(TestConfig(nemesis=("partition:ring",), seed=1))
     with pytest.raises(BadInput, match=r"schedule\[1\]: unknown target 'n9'"):
         check_config(TestConfig(schedule=({"wait": 1}, {"do": "kill", "target": "n9"}), seed=1))
+
+
+def test_scripted_steps_start_resume_and_heal(tmp_path: Path) -> None:
+    c = cluster(3)
+    c.sut.leader = "n1"
+    steps = (
+        {"do": "kill", "target": "leader", "topic": "t0", "partition": 0},
+        {"do": "pause", "target": "n2"},
+        {"do": "partition", "grudge": "halves"},
+        {"wait": 0.01},
+        {"do": "start"},
+        {"do": "resume", "target": "n2"},
+        {"heal": "partition"},
+        {"do": "restart", "target": "follower", "topic": "t0", "partition": 0},
+    )
+    history = _history(tmp_path)
+    nem = build_nemesis(config(schedule=steps), c, history, random.Random(3), tmp_path)
+    nem.validate(probe=False)
+    nem.run_schedule(threading.Event())
+    assert nem.active_faults() == []
+    assert c.sut.events[:5] == [
+        ("kill", "n1"),
+        ("pause", "n2"),
+        ("start", "n1"),
+        ("resume", "n2"),
+        c.sut.events[4],
+    ]
+    assert c.sut.events[4][0] == "restart" and c.sut.events[4][1] in ("n2", "n3")
+    history.close()
+    assert pair_problems(tmp_path / "history.jsonl").complete
+    fs = [o["f"] for o in iter_ops(tmp_path / "history.jsonl") if o["type"] == "ok"]
+    assert fs == ["kill", "pause", "partition", "start", "resume", "heal", "restart"]
+
+
+def test_random_schedule_in_a_thread_stops_and_heals(tmp_path: Path) -> None:
+    c = cluster(5)
+    history = _history(tmp_path)
+    faults = ("kill", "pause", "partition", "loss", "clock", "bandwidth", "restart")
+    nem = build_nemesis(
+        config(nodes=5, nemesis=faults, nemesis_interval=0.05), c, history, random.Random(8), tmp_path
+    )
+    nem.validate(probe=False)
+    stop = threading.Event()
+    thread = threading.Thread(target=nem.run_schedule, args=(stop,))
+    thread.start()
+    time.sleep(1.0)
+    stop.set()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert nem.heal_all() == []
+    history.close()
+    ops = list(iter_ops(tmp_path / "history.jsonl"))
+    assert len({o["f"] for o in ops}) >= 4
+    assert pair_problems(tmp_path / "history.jsonl").complete
+    kills = sum(1 for e in c.sut.events if e[0] == "kill")
+    starts = sum(1 for e in c.sut.events if e[0] == "start")
+    assert kills == starts
+    assert sum(1 for e in c.sut.events if e[0] == "pause") == sum(1 for e in c.sut.events if e[0] == "resume")
+    replay = build_nemesis(
+        config(nodes=5, nemesis=faults, nemesis_interval=0.05), cluster(5), None, random.Random(8), tmp_path
+    ).steps()
+    assert nem.executed and nem.executed == list(itertools.islice(replay, len(nem.executed)))
