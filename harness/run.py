@@ -70,19 +70,30 @@ class _Interrupted(BaseException):
 
 
 @contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def _signals_as_interrupt() -> Iterator[None]:
+    """The first Ctrl-C or SIGTERM interrupts the run; later ones are ignored so the clean-up
+    (heal, collect, tear down) finishes. SIGKILL still works: the next run heals what it left."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    interrupted = False
 
     def handler(signum: int, frame: Any) -> None:
+        nonlocal interrupted
+        if interrupted:
+            log.warning("signal %d ignored: cleaning up (kill -9 abandons; the next run heals)", signum)
+            return
+        interrupted = True
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise _Interrupted(f"signal {signum}")
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 class _ClientNoise(logging.Filter):
@@ -291,7 +302,7 @@ def run_test(
     phases = _Phases(console, outcome.timings)
     console.print(f"[bold]strandline run[/] {config.name} → {run}", highlight=False)
     started = time.monotonic()
-    with _harness_log(run), _sigterm_as_interrupt():
+    with _harness_log(run), _signals_as_interrupt():
         try:
             _lifecycle(config, run, pieces, phases, state_dir, live)
         except (KeyboardInterrupt, _Interrupted) as e:
