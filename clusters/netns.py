@@ -222,17 +222,8 @@ class NetnsNode:
                 time.sleep(0.005)
         if self.state is not None:
             # One record per daemon: the previous one is dead (start_daemon refuses a running one).
-            self.state.data["resources"] = [
-                r
-                for r in self.state.resources
-                if not (r["kind"] == "pid" and r.get("node") == self.name and r.get("daemon") == name)
-            ]
-            self.state.add(
-                "pid",
-                str(proc.pid),
-                start=process_start_time(proc.pid),
-                node=self.name,
-                daemon=name,
+            self.state.replace(
+                "pid", {"node": self.name, "daemon": name}, str(proc.pid), start=process_start_time(proc.pid)
             )
         log.debug("%s: started %s pid %d: %s", self.name, name, proc.pid, shlex.join(argv))
         return proc.pid

@@ -24,6 +24,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -78,6 +79,8 @@ class ClusterState:
     def __init__(self, path: Path, data: dict[str, Any]) -> None:
         self.path = path
         self.data = data
+        # The nemesis starts and kills daemons from several threads at once: one writer at a time.
+        self.lock = threading.RLock()
 
     @classmethod
     def create(cls, state_dir: Path, cluster: str, info: dict[str, Any] | None = None) -> ClusterState:
@@ -112,39 +115,58 @@ class ClusterState:
         return resources
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with open(tmp, "w") as f:
-            json.dump(self.data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        with self.lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            with open(tmp, "w") as f:
+                json.dump(self.data, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
 
     def add(self, kind: str, name: str, **extra: Any) -> None:
         """Record a resource about to be created (call BEFORE creating it)."""
-        if not self.has(kind, name):
-            self.resources.append({"kind": kind, "name": name, **extra})
+        with self.lock:
+            if not self.has(kind, name):
+                self.resources.append({"kind": kind, "name": name, **extra})
+                self.save()
+
+    def replace(self, kind: str, match: dict[str, Any], name: str, **extra: Any) -> None:
+        """Drop the records of `kind` whose fields equal `match`, then add this one (one save)."""
+        with self.lock:
+            self.data["resources"] = [
+                r
+                for r in self.resources
+                if not (r["kind"] == kind and all(r.get(k) == v for k, v in match.items()))
+            ]
+            self.resources.append({"kind": kind, "name": name, **match, **extra})
             self.save()
 
     def has(self, kind: str, name: str) -> bool:
         return any(r["kind"] == kind and r["name"] == name for r in self.resources)
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [r for r in self.resources if r["kind"] == kind]
+        with self.lock:
+            return [r for r in self.resources if r["kind"] == kind]
 
     def forget(self, kind: str, name: str) -> None:
-        self.data["resources"] = [r for r in self.resources if not (r["kind"] == kind and r["name"] == name)]
-        self.save()
+        with self.lock:
+            self.data["resources"] = [
+                r for r in self.resources if not (r["kind"] == kind and r["name"] == name)
+            ]
+            self.save()
 
     def set_info(self, **info: Any) -> None:
-        self.info.update(info)
-        self.save()
+        with self.lock:
+            self.info.update(info)
+            self.save()
 
     def detach(self) -> None:
         """The cluster outlives this process (`cluster up`): only an explicit down removes it."""
-        self.data["detached"] = True
-        self.data["owner"] = None
-        self.save()
+        with self.lock:
+            self.data["detached"] = True
+            self.data["owner"] = None
+            self.save()
 
     def owner_alive(self) -> bool:
         owner = self.data.get("owner")

@@ -99,3 +99,24 @@ def test_dir_remover_is_idempotent(tmp_path: Path) -> None:
     st.remove_resource({"kind": "dir", "name": str(d)})
     st.remove_resource({"kind": "dir", "name": str(d)})
     assert not d.exists()
+
+
+def test_threads_record_concurrently_without_losing_a_record(tmp_path: Path) -> None:
+    import threading
+
+    s = ClusterState.create(tmp_path, "c1")
+
+    def work(t: int) -> None:
+        for i in range(10):
+            s.add("fake", f"{t}-{i}")
+            s.replace("pid", {"node": f"n{t}", "daemon": "broker"}, str(i))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    on_disk = ClusterState.load(tmp_path / "c1.json")
+    assert len(on_disk.of_kind("fake")) == 40
+    assert sorted(r["node"] for r in on_disk.of_kind("pid")) == [f"n{t}" for t in range(4)]
+    assert all(r["name"] == "9" for r in on_disk.of_kind("pid"))
