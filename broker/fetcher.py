@@ -28,7 +28,8 @@ from broker.replica_manager import (
     PartitionState,
     ReplicaManager,
 )
-from broker.storage import UNDEFINED_EPOCH, StorageError, UnexpectedAppendOffsetError, parse_batches
+from broker.replication import leader_epoch_truncation
+from broker.storage import StorageError, UnexpectedAppendOffsetError, parse_batches
 
 log = logging.getLogger(__name__)
 
@@ -168,28 +169,27 @@ class LeaderFetcher:
                         result.error_code.name,
                     )
                     continue
-                self._truncate_to_leader_epoch(f.partition, result.leader_epoch, result.end_offset)
-                f.needs_truncation = False
+                done = self._truncate_to_leader_epoch(f.partition, result.leader_epoch, result.end_offset)
+                f.needs_truncation = not done
 
-    def _truncate_to_leader_epoch(self, partition: Partition, leader_epoch: int, end_offset: int) -> None:
-        """Kafka's follower rule (KIP-101/KIP-279) for an OffsetForLeaderEpoch answer."""
+    def _truncate_to_leader_epoch(self, partition: Partition, leader_epoch: int, end_offset: int) -> bool:
+        """Apply Kafka's follower rule to an OffsetForLeaderEpoch answer; False: ask again."""
         plog = partition.log
-        if end_offset < 0:
-            if plog.epochs.latest_epoch() == UNDEFINED_EPOCH:
-                return  # nothing epoch-stamped here: nothing the leader could contradict
-            target = partition.replica.high_watermark  # the leader knows no epoch: fall back to HW
-            reason = "leader has no epoch information: truncating to high watermark"
-        elif leader_epoch == UNDEFINED_EPOCH:
-            target = min(end_offset, plog.log_end_offset)
-            reason = "leader epoch undefined"
-        else:
-            mine_epoch, mine_end = plog.epochs.end_offset_for(leader_epoch)
-            if mine_epoch == leader_epoch and mine_end >= 0:
-                target = min(end_offset, mine_end)
-            else:
-                target = min(end_offset, plog.log_end_offset)
-            reason = f"leader's epoch {leader_epoch} ends at {end_offset}"
-        self.replicas.truncate(partition, target, reason)
+        decision = leader_epoch_truncation(
+            leader_epoch=leader_epoch,
+            leader_end_offset=end_offset,
+            own_latest_epoch=plog.epochs.latest_epoch(),
+            own_end_offset_for=plog.epochs.end_offset_for,
+            log_end_offset=plog.log_end_offset,
+            high_watermark=partition.replica.high_watermark,
+        )
+        if decision.offset is None:
+            return True
+        self.replicas.truncate(partition, decision.offset, decision.reason)
+        if not decision.done:
+            # An epoch that starts at the log end holds no records but would be asked about again.
+            plog.epochs.truncate_from_end(decision.offset)
+        return decision.done
 
     async def _fetch(self, conn: BrokerConnection, ready: list[_Followed]) -> None:
         topics: dict[str, list[dict[str, int]]] = {}

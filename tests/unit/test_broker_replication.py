@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from broker.controller import elect_leader, initial_state
 from broker.producer_state import ERR_OUT_OF_ORDER_SEQUENCE, Duplicate, ProducerState
-from broker.replication import HighWatermarkAdvanced, PartitionReplica, Role, WriteIsr
+from broker.replication import (
+    HighWatermarkAdvanced,
+    PartitionReplica,
+    Role,
+    WriteIsr,
+    leader_epoch_truncation,
+)
+from broker.storage import LeaderEpochCache
 
 
 def leader(
@@ -114,3 +123,56 @@ def test_producer_sequences_deduplicate_and_reject_gaps() -> None:
     assert state.check(7, 0, 9) == ERR_OUT_OF_ORDER_SEQUENCE
     state.truncate(100)
     assert state.check(7, 0, 9) is None  # forgotten after truncation
+
+
+def _epochs(tmp_path: Path, entries: list[tuple[int, int]], log_end: int) -> LeaderEpochCache:
+    cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint", lambda: log_end)
+    for epoch, start in entries:
+        cache.assign(epoch, start)
+    return cache
+
+
+def _follow(
+    tmp_path: Path, follower: list[tuple[int, int]], f_leo: int, leader: list[tuple[int, int]], l_leo: int
+) -> int:
+    """Run the follower's OffsetForLeaderEpoch rounds against a leader; return where it ends."""
+    (tmp_path / "f").mkdir()
+    (tmp_path / "l").mkdir()
+    mine = _epochs(tmp_path / "f", follower, f_leo)
+    theirs = _epochs(tmp_path / "l", leader, l_leo)
+    leo = f_leo
+    for _ in range(10):
+        epoch, end = theirs.end_offset_for(mine.latest_epoch())
+        decision = leader_epoch_truncation(
+            leader_epoch=epoch,
+            leader_end_offset=end,
+            own_latest_epoch=mine.latest_epoch(),
+            own_end_offset_for=mine.end_offset_for,
+            log_end_offset=leo,
+            high_watermark=0,
+        )
+        if decision.offset is not None:
+            leo = min(leo, decision.offset)
+            mine.truncate_from_end(leo)
+        if decision.done:
+            return leo
+    raise AssertionError("truncation did not converge")
+
+
+def test_follower_keeps_what_the_leader_has(tmp_path: Path) -> None:
+    assert _follow(tmp_path, [(0, 0)], 80, [(0, 0), (1, 100)], 120) == 80
+
+
+def test_follower_drops_its_unreplicated_epoch(tmp_path: Path) -> None:
+    # the follower led epoch 1 from offset 50; the new leader never saw it (its epoch 2 starts at 60)
+    assert _follow(tmp_path, [(0, 0), (1, 50)], 80, [(0, 0), (2, 60)], 100) == 50
+
+
+def test_unknown_epoch_takes_another_round(tmp_path: Path) -> None:
+    # KIP-279: the leader answers epoch 2, which the follower never had; its own epoch 0 ends at 40,
+    # and the leader's epoch 0 ends at 30: the records in [30, 40) differ and must go
+    assert _follow(tmp_path, [(0, 0), (3, 40)], 70, [(0, 0), (2, 30), (4, 50)], 90) == 30
+
+
+def test_empty_epoch_at_the_log_end_does_not_loop(tmp_path: Path) -> None:
+    assert _follow(tmp_path, [(0, 0), (3, 40)], 40, [(0, 0), (2, 30), (4, 50)], 90) == 30
