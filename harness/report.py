@@ -530,6 +530,13 @@ def build_context(run: Path) -> dict[str, Any]:
     logs = read_partition_logs(run / rundir.NODES)
     fatal = _fatal_names(results)
     verdict, sentences = headline(results, digest, windows, fatal)
+    status = outcome.get("status") if isinstance(outcome, dict) else None
+    if verdict == "valid" and status not in (None, "completed"):
+        verdict = "unknown"
+        sentences = [
+            f"The run was {status} before it finished: what it recorded shows no anomaly, "
+            "but without its final reads that is not a verdict."
+        ]
     descriptions = _catalogue_descriptions()
 
     anomalies: list[AnomalyView] = []

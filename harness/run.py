@@ -505,6 +505,8 @@ def _finish(
             if outcome.status == "completed":
                 outcome.status, outcome.reason = "failed", f"check failed: {e}"
     outcome.verdict = verdict_of(outcome.results)
+    if outcome.status != "completed" and outcome.verdict == "valid":
+        outcome.verdict = "unknown"  # nothing wrong was seen, but the test did not run to its end
     rundir.write_json(
         run / rundir.OUTCOME,
         {

@@ -182,7 +182,8 @@ def test_a_failing_piece_still_heals_tears_down_checks_and_reports(tmp_path: Pat
     assert ("exploded" if what == "workload" else "broke") in outcome.reason
     assert "heal_all" in calls and calls.index("collect") < calls.index("down")
     assert "drain" not in calls  # no final reads after a failed load: the verdict cannot be valid
-    assert (outcome.run_dir / "report.html").exists()
+    assert outcome.verdict == "unknown"  # the checker saw nothing wrong, but the test did not finish
+    assert 'data-verdict="unknown"' in (outcome.run_dir / "report.html").read_text()
     assert json.loads((outcome.run_dir / "outcome.json").read_text())["status"] == "failed"
 
 
