@@ -137,6 +137,7 @@ class ReplicaManager:
         # called as listener(partition, new_state, became_follower) so the fetcher can follow
         self.follower_listener: StateListener | None = None
         self._hw_checkpoint: dict[Path, dict[tuple[str, int], int]] = {}
+        self._recovery_checkpoint: dict[Path, dict[tuple[str, int], int]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._dir_of: dict[tuple[str, int], Path] = {}
 
@@ -464,7 +465,9 @@ class ReplicaManager:
             if self._hw_checkpoint.get(directory) != offsets:
                 OffsetCheckpoint(directory / REPLICATION_OFFSET_CHECKPOINT).write(offsets)
                 self._hw_checkpoint[directory] = offsets
-            OffsetCheckpoint(directory / RECOVERY_POINT_OFFSET_CHECKPOINT).write(recovery[directory])
+            if self._recovery_checkpoint.get(directory) != recovery[directory]:
+                OffsetCheckpoint(directory / RECOVERY_POINT_OFFSET_CHECKPOINT).write(recovery[directory])
+                self._recovery_checkpoint[directory] = recovery[directory]
 
     def close(self) -> None:
         for partition in self.partitions.values():
