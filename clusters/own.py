@@ -426,10 +426,15 @@ class OwnSystem:
     # --- Killable -----------------------------------------------------------------------------
 
     def kill(self, node: Node) -> None:
-        node.signal_daemon(BROKER, signal.SIGKILL)
+        """SIGKILL the broker on `node` (on the ZooKeeper node: ZooKeeper)."""
+        node.signal_daemon(self._daemon_on(node), signal.SIGKILL)
 
     def start(self, node: Node, *, wait_ready: bool = False) -> None:
-        """Start the broker unless it runs; with wait_ready, until it is registered again."""
+        """Start the broker (or ZooKeeper) unless it runs; with wait_ready, until it serves again."""
+        if node.name == self.zookeeper_node.name:
+            if node.daemon_pid(ZOOKEEPER) is None:
+                self.start_zookeeper(wait=wait_ready)
+            return
         if node.daemon_pid(BROKER) is None:
             self._start_broker(node)
         if wait_ready:
@@ -437,15 +442,16 @@ class OwnSystem:
 
     def stop(self, node: Node, *, timeout: float = 30.0) -> None:
         """Graceful stop: SIGTERM, then SIGKILL when it has not exited within `timeout`."""
-        if node.daemon_pid(BROKER) is None:
+        daemon = self._daemon_on(node)
+        if node.daemon_pid(daemon) is None:
             return
         self.resume(node)  # a frozen process cannot handle SIGTERM
-        node.signal_daemon(BROKER, signal.SIGTERM)
+        node.signal_daemon(daemon, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while node.daemon_pid(BROKER) is not None:
+        while node.daemon_pid(daemon) is not None:
             if time.monotonic() > deadline:
-                log.warning("broker on %s ignored SIGTERM for %gs: killing it", node.name, timeout)
-                node.signal_daemon(BROKER, signal.SIGKILL)
+                log.warning("%s on %s ignored SIGTERM for %gs: killing it", daemon, node.name, timeout)
+                node.signal_daemon(daemon, signal.SIGKILL)
                 break
             time.sleep(0.05)
 

@@ -209,6 +209,23 @@ def test_collect_copies_logs_and_data_dirs(cluster: Cluster, tmp_path: Path) -> 
         assert (tmp_path / n / "data" / "t0-0").is_dir()
 
 
+def test_zookeeper_killed_and_started_through_the_sut(cluster: Cluster) -> None:
+    from clusters.own import ZOOKEEPER
+
+    zk_node = cluster.zookeeper_node
+    assert zk_node is not None
+    before = zk_node.daemon_pid(ZOOKEEPER)
+    cluster.sut.close()
+    cluster.sut.kill(zk_node)
+    assert zk_node.daemon_pid(ZOOKEEPER) is None
+    cluster.sut.start(zk_node, wait_ready=True)
+    assert zk_node.daemon_pid(ZOOKEEPER) not in (None, before)
+    deadline = time.monotonic() + 30  # brokers reconnect (same sessions, or new registrations)
+    while cluster.sut.registered_brokers() != [1, 2, 3]:
+        assert time.monotonic() < deadline, cluster.sut.registered_brokers()
+        time.sleep(0.2)
+
+
 def test_a_name_clash_is_one_line_and_creates_nothing(tmp_path: Path, state_dir: Path) -> None:
     name = unique("cl")
     taken = f"sl-{name}-n2"
