@@ -2,9 +2,9 @@
 
 One bridge per cluster (`slbr-<cluster>`, address 10.77.X.1/24 so the controller in the root
 namespace reaches every node), one namespace per node (`sl-<cluster>-<node>`) joined to the bridge
-by a veth pair (`slv<X>-<node>` outside, `eth0` inside), a persistent UTS namespace per node for
-its hostname. X, the cluster's
-slot, is derived from its name and is unique among live clusters, so clusters coexist.
+by a veth pair (`slv<X>-<node>` outside, `eth0` inside), and a persistent UTS namespace per node
+for its hostname. X, the cluster's slot, is derived from its name and claimed machine-wide, so
+clusters coexist.
 
 Processes started on a node run inside its namespace and in their own cgroup v2 directory
 (`<cgroup2>/strandline/<cluster>/<node>/<daemon>`): a daemon (or the whole node) can be killed at
