@@ -96,4 +96,3 @@ def test_a_cluster_is_described_before_it_exists(tmp_path: Path) -> None:
     with pytest.raises(InfrastructureError, match="not up"):
         cluster.bootstrap_servers()
     cluster.down()  # nothing was created: nothing to remove, no error
-
