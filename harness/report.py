@@ -88,6 +88,7 @@ class AnomalyView:
     description: str
     fatal: bool
     effect: str  # invalid | allowed | unknown (checkers/verdict.py), "" when results.json has none
+    why: str  # the verdict rule that applied, from results.json's explanation
     examples: list[ExampleView]
     more: int
 
@@ -172,6 +173,15 @@ def _scalar(v: Any) -> str:
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k}: {_scalar(x)}" for k, x in v.items()) + "}"
     return str(v)
+
+
+def _why(results: dict[str, Any] | None, name: str) -> str:
+    """The reason checkers/verdict.py gave for this anomaly's effect ("name xN: effect (why)")."""
+    for line in (results or {}).get("explanation") or []:
+        text = str(line)
+        if text.startswith(f"{name} x") and "(" in text and text.endswith(")"):
+            return text[text.index("(") + 1 : -1]
+    return ""
 
 
 def _sentence(text: str) -> str:
@@ -554,6 +564,7 @@ def build_context(run: Path) -> dict[str, Any]:
                 if fatal
                 else (a.get("effect") == "invalid" or (not a.get("effect") and verdict == "invalid")),
                 effect=str(a.get("effect") or ""),
+                why=_why(results, name),
                 examples=[_example_view(e, digest, logs) for e in ex[:MAX_EXAMPLES_SHOWN]],
                 more=max(0, len(ex) - MAX_EXAMPLES_SHOWN),
             )
