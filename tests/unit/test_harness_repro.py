@@ -1,0 +1,60 @@
+"""repro and demo logic with stand-in runs: retries until the unsafe run reproduces, then the safe run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from harness import repro
+from harness.commands import demo
+from harness.run import RunOutcome
+from harness.scenarios import scenario
+
+
+def fake_runs(tmp_path: Path, verdicts: list[str], seen: list[Any]) -> Any:
+    def run(config: Any, console: Any = None) -> RunOutcome:
+        seen.append(config)
+        verdict = verdicts.pop(0)
+        results = {"valid": {"valid": True, "invalid": False}.get(verdict, "unknown"), "fatal": ["lost-write"] if verdict == "invalid" else [],
+                   "anomalies": {"lost-write": {"count": 3 if verdict == "invalid" else 0}, "duplicate": {"count": 2}}}  # fmt: skip
+        return RunOutcome(run_dir=tmp_path / f"run{len(seen)}", verdict=verdict, exit_code=0, results=results)
+
+    return run
+
+
+def test_reproduce_retries_with_the_next_seed_then_runs_the_safe_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[Any] = []
+    monkeypatch.setattr(repro, "run_test", fake_runs(tmp_path, ["valid", "invalid", "valid"], seen))
+    result = repro.reproduce(scenario("kip-101-truncation"), seed=7, console=Console(quiet=True), budget=1e6)
+    assert [(c.variant, c.seed) for c in seen] == [
+        ("high-watermark", 7),
+        ("high-watermark", 8),
+        ("leader-epoch", 8),
+    ]
+    assert result.as_expected and result.reproduced_after_s is not None
+    assert repro.lost_text(result.unsafe[-1].outcome) == "3 acknowledged writes lost"
+    assert repro.lost_text(result.safe.outcome) == "nothing lost" if result.safe else False
+
+
+def test_demo_exit_code_follows_both_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[Any] = []
+    monkeypatch.setattr(repro, "run_test", fake_runs(tmp_path, ["invalid", "valid"], seen))
+    assert demo.main(argparse.Namespace(seed=None, store=str(tmp_path))) == 0
+    assert [c.seed for c in seen] == [demo.DEMO_SEED, demo.DEMO_SEED]
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith(
+        "demo: high-watermark invalid (3 acknowledged writes lost, expected invalid) vs leader-epoch valid"
+    )
+    assert "as expected" in last
+
+    monkeypatch.setattr(repro, "run_test", fake_runs(tmp_path, ["valid", "valid"], []))
+    assert demo.main(argparse.Namespace(seed=5, store=str(tmp_path))) == 1
+    assert "NOT as expected" in capsys.readouterr().out
