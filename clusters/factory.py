@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from clusters import docker_backend, ssh_backend  # their state removers must be registered
 from clusters.netns import NetnsNetwork
 from clusters.node import Node
 from clusters.own import OwnSystem
@@ -159,16 +160,30 @@ class Cluster:
 
 
 def _sut(config: TestConfig, network: Network) -> Any:
+    if config.system == "kafka":
+        from clusters.kafka import KafkaSystem
+
+        return KafkaSystem(config, [network.nodes[n] for n in broker_node_names(config)])
     if config.system == "own":
         brokers = [network.nodes[n] for n in broker_node_names(config)]
-        return OwnSystem(config, brokers, network.nodes[ZOOKEEPER_NODE])
-    raise BadInput(f"system {config.system!r} is not available yet (use --system own)")
+        python = getattr(network, "python", None)  # remote backends: the nodes' own Python
+        extra = {"python": python} if python else {}
+        return OwnSystem(config, brokers, network.nodes[ZOOKEEPER_NODE], **extra)
+    raise BadInput(f"system {config.system!r} is not available (use --system own or kafka)")
 
 
-def _network(config: TestConfig, name: str, work_dir: Path, state_dir: Path) -> NetnsNetwork:
-    if config.backend != "netns":
-        raise BadInput(f"backend {config.backend!r} is not available yet (use --backend netns)")
-    return NetnsNetwork(name, [ZOOKEEPER_NODE, *broker_node_names(config)], work_dir, state_dir)
+def _node_names(config: TestConfig) -> list[str]:
+    """The own system puts ZooKeeper on a node of its own; Kafka (KRaft) needs none."""
+    brokers = broker_node_names(config)
+    return [ZOOKEEPER_NODE, *brokers] if config.system == "own" else brokers
+
+
+def _network(config: TestConfig, name: str, work_dir: Path, state_dir: Path) -> Network:
+    if config.backend == "docker":
+        return docker_backend.DockerNetwork(name, _node_names(config), config, state_dir)
+    if config.backend == "ssh":
+        return ssh_backend.SshNetwork(name, _node_names(config), config, state_dir)
+    return NetnsNetwork(name, _node_names(config), work_dir, state_dir)
 
 
 def build_cluster(
@@ -190,10 +205,16 @@ def attach_cluster(state_path: Path) -> Cluster:
     except (OSError, ValueError) as e:
         raise BadInput(f"unreadable cluster state {state_path}: {e}") from None
     info = state.info
-    if info.get("backend") != "netns":
-        raise BadInput(f"cluster {state.cluster}: unknown backend {info.get('backend')!r}")
     config = validate(info["config"])
-    network = NetnsNetwork.attach(state)
+    network: Network
+    if info.get("backend") == "docker":
+        network = docker_backend.DockerNetwork.attach(state, config)
+    elif info.get("backend") == "ssh":
+        network = ssh_backend.SshNetwork.attach(state, config)
+    elif info.get("backend") == "netns":
+        network = NetnsNetwork.attach(state)
+    else:
+        raise BadInput(f"cluster {state.cluster}: unknown backend {info.get('backend')!r}")
     return Cluster(config, state.cluster, network, _sut(config, network))
 
 

@@ -1,0 +1,368 @@
+"""Apache Kafka (KRaft, combined broker+controller nodes) as the system under test.
+
+Runs on any backend through the Node protocol only, like the own system (clusters/own.py): files
+are rendered on the controller (clusters/kafka_config.py) and uploaded, the server is a daemon
+started with `start_daemon`, kills and pauses are `signal_daemon` / `pause_daemon`.
+
+Where Kafka comes from:
+- `kafka_tarball` (netns, ssh, docker): a path on the controller or an http(s) URL. A URL is
+  downloaded once into the controller's cache (`~/.cache/strandline/kafka/`); the tarball is
+  uploaded to each node and unpacked into `<home>/kafka` (skipped when already unpacked there).
+- `kafka_image` (docker): the containers run that image (e.g. apache/kafka), whose distribution
+  lives in /opt/kafka; nothing is uploaded.
+
+Leaders, leader epochs and ISRs come from the brokers' Metadata (kafka-python's admin client), so
+they are what clients see.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+import signal
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from clusters import kafka_config
+from clusters.kafka_config import BROKER_PORT, KafkaNodeLayout
+from clusters.node import Node
+from clusters.node_software import cache_root
+from harness.config import TestConfig
+from harness.errors import BadInput, InfrastructureError
+
+log = logging.getLogger(__name__)
+
+KAFKA = "kafka"  # the daemon's name on every node
+IMAGE_INSTALL_DIR = "/opt/kafka"  # where the apache/kafka images keep the distribution
+
+
+def is_url(source: str) -> bool:
+    return urllib.parse.urlparse(source).scheme in ("http", "https")
+
+
+def check_source(config: TestConfig) -> None:
+    """Before anything is created: is there a Kafka to install?"""
+    if config.backend == "docker" and config.kafka_image:
+        return
+    if not config.kafka_tarball:
+        where = "kafka_image (docker) or kafka_tarball" if config.backend == "docker" else "kafka_tarball"
+        raise BadInput(f"--system kafka needs {where}: a Kafka distribution (.tgz path or URL)")
+    if not is_url(config.kafka_tarball):
+        path = Path(os.path.expanduser(config.kafka_tarball))
+        if not path.is_file():
+            raise BadInput(f"config key 'kafka_tarball': no file {config.kafka_tarball}")
+
+
+def fetch_tarball(source: str, cache: Path | None = None) -> Path:
+    """A local path for the distribution: the file itself, or a URL downloaded once into the cache."""
+    if not is_url(source):
+        return Path(os.path.expanduser(source)).resolve()
+    cache = cache or cache_root() / "kafka"
+    name = os.path.basename(urllib.parse.urlparse(source).path) or "kafka.tgz"
+    target = cache / hashlib.sha256(source.encode()).hexdigest()[:16] / name
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    log.info("downloading %s", source)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".download-")
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(source, timeout=60) as response:  # noqa: S310
+            shutil.copyfileobj(response, out)
+        os.replace(tmp, target)
+    except OSError as e:
+        raise BadInput(f"config key 'kafka_tarball': cannot download {source}: {e}") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return target
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _field(record: dict[str, Any], *names: str, default: Any = None) -> Any:
+    """kafka-python names Metadata fields differently across versions."""
+    for name in names:
+        if name in record:
+            return record[name]
+    return default
+
+
+class KafkaSystem:
+    """Lifecycle, Killable, Pausable, HasLeaders, HasLogs, HasDataDirs for a KRaft cluster."""
+
+    def __init__(
+        self,
+        config: TestConfig,
+        nodes: Sequence[Node],
+        *,
+        ready_timeout: float = 120.0,
+        cluster_id: str | None = None,
+    ) -> None:
+        check_source(config)
+        self.config = config
+        self.brokers = list(nodes)
+        self.zookeeper_node: Node | None = None
+        self.ready_timeout = ready_timeout
+        self.cluster_id = cluster_id or kafka_config.new_cluster_id()
+        self.from_image = config.backend == "docker" and bool(config.kafka_image)
+        self._admin: Any = None
+
+    # --- names and places ---------------------------------------------------------------------
+
+    def home(self, node: Node) -> str:
+        return str(getattr(node, "home", f"/var/lib/strandline/{node.name}"))
+
+    def layout(self, node: Node) -> KafkaNodeLayout:
+        layout = kafka_config.layout_under(self.home(node))
+        if self.from_image:
+            layout = KafkaNodeLayout(IMAGE_INSTALL_DIR, layout.config_path, layout.data_dir, layout.log_dir)
+        return layout
+
+    def node_id(self, node: Node) -> int:
+        for i, b in enumerate(self.brokers, start=1):
+            if b.name == node.name:
+                return i
+        raise InfrastructureError(f"node {node.name} runs no Kafka")
+
+    def node_of(self, node_id: int) -> str | None:
+        return self.brokers[node_id - 1].name if 1 <= node_id <= len(self.brokers) else None
+
+    def addresses(self) -> list[str]:
+        return [b.address for b in self.brokers]
+
+    def bootstrap_servers(self) -> list[str]:
+        return [f"{a}:{BROKER_PORT}" for a in self.addresses()]
+
+    def log_path(self, node: Node) -> str:
+        """Kafka's stdout and stderr (its log4j also writes server.log beside it)."""
+        return f"{self.layout(node).log_dir}/kafka.out"
+
+    # --- Lifecycle ----------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        tarball = None if self.from_image else fetch_tarball(self.config.kafka_tarball)
+        for node in self.brokers:
+            self.install(node, tarball)
+        for node in self.brokers:  # every node is a voter: start them all, then wait
+            self._start(node)
+        deadline = time.monotonic() + self.ready_timeout
+        for node in self.brokers:
+            self.wait_ready(node, timeout=max(1.0, deadline - time.monotonic()))
+        self.wait_brokers(timeout=max(1.0, deadline - time.monotonic()))
+
+    def install(self, node: Node, tarball: Path | None) -> None:
+        """Unpack (unless already there), render server.properties, format the storage."""
+        lay = self.layout(node)
+        node.exec(["mkdir", "-p", lay.data_dir, lay.log_dir])
+        start_script = f"{lay.install_dir}/bin/kafka-server-start.sh"
+        if not node.exec(["test", "-x", start_script], check=False).ok:
+            if tarball is None:
+                raise InfrastructureError(
+                    f"{node.name}: no Kafka at {lay.install_dir} in image {self.config.kafka_image}"
+                )
+            remote = f"{self.home(node)}/{tarball.name}"
+            node.upload(str(tarball), remote)
+            node.exec(kafka_config.unpack_argv(remote, lay), timeout=300)
+            node.exec(["rm", "-f", remote])
+            if not node.exec(["test", "-x", start_script], check=False).ok:
+                raise BadInput(
+                    f"config key 'kafka_tarball': {tarball.name} holds no bin/kafka-server-start.sh"
+                )
+        properties = kafka_config.render_server_properties(
+            self.config, self.node_id(node), self.addresses(), lay
+        )
+        self._put(node, properties, lay.config_path)
+        node.exec(kafka_config.format_storage_argv(lay, self.cluster_id), timeout=180, env=self._env(node))
+
+    def _env(self, node: Node) -> dict[str, str]:
+        return kafka_config.server_env(self.layout(node))
+
+    def _put(self, node: Node, text: str, remote_path: str) -> None:
+        with tempfile.NamedTemporaryFile("w", suffix=".tmp", delete=False) as f:
+            f.write(text)
+        try:
+            node.upload(f.name, remote_path)
+        finally:
+            Path(f.name).unlink(missing_ok=True)
+
+    def _start(self, node: Node) -> int:
+        lay = self.layout(node)
+        return node.start_daemon(
+            KAFKA, kafka_config.server_start_argv(lay), env=self._env(node), log_path=self.log_path(node)
+        )
+
+    def wait_ready(self, node: Node, timeout: float | None = None) -> None:
+        """Until the node's broker listens; else one error quoting its log."""
+        timeout = self.ready_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while not port_open(node.address, BROKER_PORT):
+            if node.daemon_pid(KAFKA) is None:
+                raise InfrastructureError(f"Kafka on {node.name} exited; log: {self._log_tail(node)}")
+            if time.monotonic() > deadline:
+                raise InfrastructureError(
+                    f"Kafka on {node.name} did not listen on {node.address}:{BROKER_PORT} within "
+                    f"{timeout:g}s; log: {self._log_tail(node)}"
+                )
+            time.sleep(0.2)
+
+    def wait_brokers(self, timeout: float) -> None:
+        """Until the metadata lists every broker (the controller quorum formed and registered them)."""
+        deadline = time.monotonic() + timeout
+        wanted = set(range(1, len(self.brokers) + 1))
+        seen: set[int] = set()
+        while True:
+            with contextlib.suppress(Exception):
+                seen = {int(b["node_id"]) for b in self.admin().describe_cluster()["brokers"]}
+                if wanted <= seen:
+                    return
+            if time.monotonic() > deadline:
+                raise InfrastructureError(
+                    f"Kafka brokers {sorted(wanted - seen)} did not register within {timeout:g}s"
+                )
+            time.sleep(0.5)
+
+    def _log_tail(self, node: Node, lines: int = 8) -> str:
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / "log"
+            try:
+                node.download(self.log_path(node), str(local))
+                text = local.read_text(errors="replace")
+            except (InfrastructureError, OSError):
+                return "(no log)"
+        tail = [line for line in text.splitlines() if line.strip()][-lines:]
+        return " | ".join(tail) if tail else "(empty log)"
+
+    def teardown(self) -> None:
+        self.close()
+        for node in self.brokers:
+            node.signal_daemon(KAFKA, signal.SIGKILL)
+
+    def close(self) -> None:
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                self._admin.close()
+            self._admin = None
+
+    # --- Killable, Pausable ---------------------------------------------------------------------
+
+    def kill(self, node: Node) -> None:
+        node.signal_daemon(KAFKA, signal.SIGKILL)
+
+    def start(self, node: Node, *, wait_ready: bool = False) -> None:
+        if node.daemon_pid(KAFKA) is None:
+            self._start(node)
+        if wait_ready:
+            self.wait_ready(node)
+
+    def stop(self, node: Node, *, timeout: float = 30.0) -> None:
+        """SIGTERM (Kafka's controlled shutdown), SIGKILL when it has not exited in time."""
+        if node.daemon_pid(KAFKA) is None:
+            return
+        self.resume(node)
+        node.signal_daemon(KAFKA, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while node.daemon_pid(KAFKA) is not None:
+            if time.monotonic() > deadline:
+                log.warning("Kafka on %s ignored SIGTERM for %gs: killing it", node.name, timeout)
+                node.signal_daemon(KAFKA, signal.SIGKILL)
+                break
+            time.sleep(0.1)
+
+    def restart(self, node: Node) -> None:
+        self.stop(node)
+        self.start(node)
+
+    def pause(self, node: Node) -> None:
+        pause = getattr(node, "pause_daemon", None)
+        if pause is not None:
+            pause(KAFKA)
+        else:
+            node.signal_daemon(KAFKA, signal.SIGSTOP)
+
+    def resume(self, node: Node) -> None:
+        resume = getattr(node, "resume_daemon", None)
+        if resume is not None:
+            resume(KAFKA)
+        else:
+            node.signal_daemon(KAFKA, signal.SIGCONT)
+
+    # --- HasLeaders -----------------------------------------------------------------------------
+
+    def admin(self) -> Any:
+        from kafka.admin import KafkaAdminClient
+
+        if self._admin is None:
+            try:
+                self._admin = KafkaAdminClient(
+                    bootstrap_servers=self.bootstrap_servers(),
+                    request_timeout_ms=10_000,
+                    client_id="strandline-controller",
+                )
+            except Exception as e:
+                raise InfrastructureError(
+                    f"cannot reach Kafka at {','.join(self.bootstrap_servers())}: {e}"
+                ) from None
+        return self._admin
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        try:
+            topics = self.admin().describe_topics()
+        except Exception as e:
+            self.close()
+            raise InfrastructureError(f"reading Kafka metadata: {type(e).__name__} {e}") from None
+        result: dict[tuple[str, int], dict[str, object]] = {}
+        for topic in topics:
+            name = _field(topic, "topic", "name")
+            if _field(topic, "is_internal", default=False) or str(name).startswith("__"):
+                continue
+            for p in _field(topic, "partitions", default=[]):
+                leader = int(_field(p, "leader", "leader_id", default=-1))
+                result[(str(name), int(_field(p, "partition", "partition_index")))] = {
+                    "leader": self.node_of(leader) if leader >= 0 else None,
+                    "leader_epoch": int(_field(p, "leader_epoch", default=-1)),
+                    "isr": [
+                        self.node_of(int(b)) or str(b) for b in _field(p, "isr", "isr_nodes", default=[])
+                    ],
+                }
+        return result
+
+    def leaders(self) -> dict[tuple[str, int], str | None]:
+        return {tp: s["leader"] for tp, s in self.partition_state().items()}  # type: ignore[misc]
+
+    def controller(self) -> str | None:
+        """The broker Metadata names as controller (in KRaft: any live broker, as Kafka reports it)."""
+        try:
+            controller_id = self.admin().describe_cluster().get("controller_id")
+        except Exception as e:
+            self.close()
+            raise InfrastructureError(f"reading Kafka metadata: {type(e).__name__} {e}") from None
+        return (
+            self.node_of(int(controller_id))
+            if controller_id is not None and int(controller_id) >= 0
+            else None
+        )
+
+    # --- HasLogs, HasDataDirs -------------------------------------------------------------------
+
+    def log_files(self, node: Node) -> list[str]:
+        lay = self.layout(node)
+        return [self.log_path(node), f"{lay.log_dir}/server.log", f"{lay.log_dir}/controller.log"]
+
+    def data_dirs(self, node: Node) -> list[str]:
+        return [self.layout(node).data_dir]

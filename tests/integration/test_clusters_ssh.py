@@ -1,0 +1,351 @@
+"""The ssh backend against real sshd servers, each in a network namespace of its own.
+
+The "hosts" are namespaces `sl-ssh<tag>-<i>` on a bridge in 10.77.240.0/24 (or the next free
+/24), each running `sshd -D` with a host key and an authorized client key made for the test, and
+a known_hosts file naming them. They share this machine's filesystem, so the install step finds
+its own earlier work (and the test checks that it skips it). A 3-broker own cluster (ZooKeeper on
+a fourth host) is brought up over ssh, produced to and consumed from, a broker is killed and
+restarted through the node layer, and tear-down must leave no home, process or state behind.
+Bad hosts and keys must fail in one line before anything is created.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusters.factory import Cluster, build_cluster
+from clusters.netns import used_slots
+from clusters.own import BROKER
+from clusters.ssh_backend import REMOTE_ROOT, SshNode, install_software, software_paths
+from clusters.state import process_alive
+from harness.config import SshHost, TestConfig
+from harness.errors import BadInput
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.ssh,
+    pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
+]
+
+TIMINGS: dict[str, float] = {}
+
+
+def run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=False)
+
+
+class SshdHosts:
+    """N namespaces on one bridge, each with sshd listening on its address, port 22."""
+
+    def __init__(self, count: int, work: Path) -> None:
+        self.tag = secrets.token_hex(2)
+        self.count = count
+        self.work = work
+        self.bridge = f"slbr-ssh{self.tag}"
+        self.slot = next(s for s in range(240, 254) if s not in used_slots())
+        self.namespaces = [f"sl-ssh{self.tag}-{i}" for i in range(1, count + 1)]
+        self.addresses = [f"10.77.{self.slot}.{10 + i}" for i in range(1, count + 1)]
+        self.rule = ["FORWARD", "-i", self.bridge, "-o", self.bridge, "-m", "comment", "--comment", f"strandline:ssh{self.tag}", "-j", "ACCEPT"]  # fmt: skip
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.client_key = work / "client_key"
+        self.known_hosts = work / "known_hosts"
+
+    def start(self) -> None:
+        assert run("ip", "link", "add", self.bridge, "type", "bridge").returncode == 0
+        run("ip", "addr", "add", f"10.77.{self.slot}.1/24", "dev", self.bridge)
+        run("ip", "link", "set", self.bridge, "up")
+        run("iptables", "-w", "-I", *self.rule[:1], "1", *self.rule[1:])
+        for i, (ns, address) in enumerate(zip(self.namespaces, self.addresses, strict=True), start=1):
+            veth = f"slsv{self.tag}{i}"
+            assert run("ip", "netns", "add", ns).returncode == 0
+            run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            run("ip", "link", "set", veth, "master", self.bridge, "up")
+            run("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
+            run("ip", "-n", ns, "link", "set", "eth0", "up")
+            run("ip", "-n", ns, "link", "set", "lo", "up")
+        host_key = self.work / "host_key"
+        for key in (host_key, self.client_key):
+            assert run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)).returncode == 0
+        (self.work / "authorized_keys").write_text(self.client_key.with_suffix(".pub").read_text())
+        public = " ".join(host_key.with_suffix(".pub").read_text().split()[:2])
+        self.known_hosts.write_text("".join(f"{a} {public}\n" for a in self.addresses))
+        empty = self.work / "empty_bashrc"
+        empty.write_text("")
+        Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
+        for i, (ns, address) in enumerate(zip(self.namespaces, self.addresses, strict=True), start=1):
+            config = self.work / f"sshd_config{i}"
+            config.write_text(
+                f"ListenAddress {address}:22\nHostKey {host_key}\n"
+                f"AuthorizedKeysFile {self.work}/authorized_keys\nPermitRootLogin prohibit-password\n"
+                "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+                f"PidFile {self.work}/sshd{i}.pid\nSubsystem sftp internal-sftp\nLogLevel ERROR\n"
+                "MaxSessions 100\nMaxStartups 100\n"
+            )
+            log = open(self.work / f"sshd{i}.log", "wb")  # noqa: SIM115
+            self.procs.append(
+                subprocess.Popen(
+                    # A host of its own has its own root's ~/.bashrc: hide this machine's (bash
+                    # sources it for every ssh command, and a pyenv init there costs a second).
+                    [
+                        "nsenter",
+                        f"--net=/run/netns/{ns}",
+                        "unshare",
+                        "--mount",
+                        "--propagation",
+                        "slave",
+                        "sh",
+                        "-c",
+                        '[ -f /root/.bashrc ] && mount --bind "$0" /root/.bashrc; exec "$@"',
+                        str(empty),
+                        "/usr/sbin/sshd",
+                        "-D",
+                        "-e",
+                        "-f",
+                        str(config),
+                    ],  # fmt: skip
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+        deadline = time.monotonic() + 20
+        for address in self.addresses:
+            while not _tcp_open(address, 22):
+                assert time.monotonic() < deadline, f"sshd on {address} did not start"
+                time.sleep(0.1)
+
+    def host(self, i: int, **changes: object) -> SshHost:
+        base = SshHost(
+            host=self.addresses[i],
+            user="root",
+            key_file=str(self.client_key),
+            known_hosts=str(self.known_hosts),
+        )
+        return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+    def sshd_pids(self) -> list[int]:
+        """Every sshd process in our namespaces (listeners and per-connection children)."""
+        pids = []
+        for ns in self.namespaces:
+            result = run("ip", "netns", "pids", ns)
+            pids += [int(p) for p in result.stdout.split() if p.isdigit()]
+        return pids
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            with_suppress_kill(proc.pid)
+            proc.wait(timeout=10)
+        for pid in self.sshd_pids():  # connection children left over
+            with_suppress_kill(pid)
+        for ns in self.namespaces:
+            run("ip", "netns", "delete", ns)
+        run("ip", "link", "delete", self.bridge)
+        while run("iptables", "-w", "-C", *self.rule).returncode == 0:
+            run("iptables", "-w", "-D", *self.rule)
+
+    def leftovers(self) -> list[str]:
+        found = [f"netns {n}" for n in self.namespaces if Path(f"/run/netns/{n}").exists()]
+        found += [f"link {self.bridge}"] if Path(f"/sys/class/net/{self.bridge}").exists() else []
+        found += [f"sshd {p.pid}" for p in self.procs if p.poll() is None]
+        return found
+
+
+def with_suppress_kill(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _tcp_open(host: str, port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def scratch() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="sltest-ssh-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def hosts(scratch: Path) -> Iterator[SshdHosts]:
+    work = scratch / "sshd"
+    work.mkdir()
+    sshd = SshdHosts(4, work)
+    try:
+        sshd.start()
+        yield sshd
+    finally:
+        sshd.stop()
+        assert sshd.leftovers() == []
+
+
+def ssh_config(hosts: SshdHosts, **changes: object) -> TestConfig:
+    return TestConfig(
+        backend="ssh",
+        nodes=3,
+        partitions=2,
+        replication_factor=3,
+        min_insync=2,
+        ssh_hosts=tuple(hosts.host(i) for i in range(4)),
+        **changes,  # type: ignore[arg-type]
+    )
+
+
+def remote_leftovers(cluster: Cluster, pids: dict[str, int | None], state_dir: Path) -> list[str]:
+    found = []
+    home = Path(REMOTE_ROOT) / "clusters" / cluster.name
+    if home.exists():
+        found.append(f"home {home}")
+    found += [f"{name} pid {pid}" for name, pid in pids.items() if pid and process_alive(pid, None)]
+    if (state_dir / f"{cluster.name}.json").exists():
+        found.append("state file")
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster(hosts: SshdHosts, scratch: Path) -> Iterator[Cluster]:
+    config = ssh_config(hosts)
+    state_dir = scratch / "state"
+    c = build_cluster(config, scratch / "work", name=f"ssh{secrets.token_hex(2)}", state_dir=state_dir)
+    started = time.monotonic()
+    c.up()
+    TIMINGS["ssh_up_s"] = time.monotonic() - started
+    pids: dict[str, int | None] = {}
+    try:
+        from workloads import setup_topics
+
+        setup_topics(config, c.bootstrap_servers())
+        yield c
+    finally:
+        for node in c.all_nodes:
+            for daemon in ("broker", "zookeeper"):
+                pids[f"{node.name}/{daemon}"] = node.daemon_pid(daemon)
+        started = time.monotonic()
+        c.down()
+        TIMINGS["ssh_down_s"] = time.monotonic() - started
+        print(
+            f"\nssh 3-broker cluster (sshd in namespaces): bring-up {TIMINGS['ssh_up_s']:.2f}s, "
+            f"tear-down {TIMINGS['ssh_down_s']:.2f}s"
+        )
+        assert remote_leftovers(c, pids, state_dir) == []
+
+
+def test_nodes_run_commands_on_their_hosts(cluster: Cluster, hosts: SshdHosts) -> None:
+    for node in cluster.all_nodes:
+        assert isinstance(node, SshNode)
+        # the command runs inside the host's namespace: its address is on its eth0
+        assert node.address in node.exec(["ip", "-4", "addr", "show", "eth0"]).stdout
+    n1 = cluster.nodes[0]
+    result = n1.exec(["sh", "-c", "cat; echo err >&2; exit 3"], input="hello", check=False)
+    assert (result.exit_code, result.stdout, result.stderr.strip()) == (3, "hello", "err")
+    with pytest.raises(Exception, match="timed out"):
+        n1.exec(["sleep", "5"], timeout=0.5)
+    # ZooKeeper got the fourth host of its own
+    assert cluster.zookeeper_node is not None and cluster.zookeeper_node.address == hosts.addresses[3]
+
+
+def test_install_step_skips_work_already_done(cluster: Cluster) -> None:
+    node = cluster.nodes[1]
+    assert isinstance(node, SshNode)
+    # The source dir of the cluster's own install step is in use:
+    assert Path(cluster.network.python).exists()  # type: ignore[attr-defined]
+    install_software(node)  # others edit the tree while tests run: bring the host up to date
+    source_dir, venv, _wheels = software_paths()
+    before = Path(f"{venv}/.complete").stat().st_mtime
+    started = time.monotonic()
+    software = install_software(node)
+    assert time.monotonic() - started < 5
+    assert Path(f"{venv}/.complete").stat().st_mtime == before
+    assert software.python == f"{source_dir}/python"
+    assert Path(software.faketime_library).exists()
+    assert node.exec([software.python, "-c", "import broker, kazoo, kio, kafka"]).ok
+
+
+def test_produce_consume_kill_restart(cluster: Cluster) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers(), acks="all", retries=5)
+    for value in range(20):
+        producer.send("t0", value=str(value).encode(), partition=0).get(timeout=30)
+    leader = cluster.sut.leaders()[("t0", 0)]
+    node = cluster.node(leader)
+    old_pid = node.daemon_pid(BROKER)
+    cluster.sut.kill(node)
+    assert node.daemon_pid(BROKER) is None
+    for value in range(20, 40):  # the other two keep acks=all going (min.insync 2)
+        producer.send("t0", value=str(value).encode(), partition=0).get(timeout=60)
+    cluster.sut.start(node, wait_ready=True)
+    assert node.daemon_pid(BROKER) not in (None, old_pid)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers(), consumer_timeout_ms=10_000)
+    consumer.assign([TopicPartition("t0", 0)])
+    consumer.seek_to_beginning()
+    values = [int(r.value) for r in consumer]
+    consumer.close()
+    assert values == list(range(40))
+
+
+def test_pause_resume_and_collect(cluster: Cluster, scratch: Path) -> None:
+    node = cluster.nodes[2]
+    cluster.sut.pause(node)
+    assert node.daemon_paused(BROKER)  # type: ignore[attr-defined]
+    cluster.sut.resume(node)
+    assert not node.daemon_paused(BROKER)  # type: ignore[attr-defined]
+    dest = scratch / "collected"
+    cluster.collect(dest)
+    assert (dest / "n1" / "logs" / "broker.log").stat().st_size > 0
+    assert list((dest / "n1" / "data").glob("t0-*"))
+    assert (dest / "zk" / "logs" / "zookeeper.log").exists()
+
+
+def test_bad_hosts_fail_in_one_line_before_anything_exists(hosts: SshdHosts, scratch: Path) -> None:
+    state_dir = scratch / "bad-state"
+    cases = {
+        # a port of our own host where nothing listens (never an address outside our namespaces)
+        "unreachable": (dict(port=2), "unreachable"),
+        "wrong key": (dict(key_file=str(scratch / "sshd" / "host_key")), "authentication failed"),
+        "unknown host key": (dict(known_hosts=str(scratch / "empty_known_hosts")), "unknown host key"),
+        "missing key": (dict(key_file=str(scratch / "nope")), "does not exist"),
+    }
+    (scratch / "empty_known_hosts").write_text("")
+    for _what, (changes, message) in cases.items():
+        bad = list(ssh_config(hosts).ssh_hosts)
+        bad[1] = dataclasses.replace(bad[1], **changes)  # type: ignore[arg-type]
+        config = ssh_config(hosts).replace(ssh_hosts=[dataclasses.asdict(h) for h in bad])
+        with pytest.raises(BadInput, match=message) as caught:
+            build_cluster(config, scratch / "work", name="sshbad", state_dir=state_dir).up()
+        assert "\n" not in str(caught.value)
+        assert not (state_dir / "sshbad.json").exists()
+        assert not (Path(REMOTE_ROOT) / "clusters" / "sshbad").exists()
+
+
+def test_insecure_opt_out_accepts_an_unknown_host_key(hosts: SshdHosts, scratch: Path) -> None:
+    host = hosts.host(0, known_hosts=str(scratch / "empty_known_hosts"), insecure_skip_host_key_check=True)
+    (scratch / "empty_known_hosts").write_text("")
+    node = SshNode("n1", host, "probe")
+    try:
+        assert node.exec(["true"]).ok
+    finally:
+        node.close()
