@@ -7,8 +7,10 @@ itself, not from the client's counters).
 broker: raw producer throughput (pipelined sends, acks=all) against the same cluster, as a ceiling
 for the workload figure.
 
-`STRANDLINE_BOOTSTRAP=host:port,...` benchmarks an existing cluster instead of starting one (its
-topics must not exist yet or must have the test's shape). `--keep FILE` keeps the history.
+`STRANDLINE_BENCH_CLIENT=kafka-python,confluent-kafka` measures each driver in turn (default:
+kafka-python). `STRANDLINE_BOOTSTRAP=host:port,...` benchmarks an existing cluster instead of
+starting one (its topics must not exist yet or must have the test's shape). `--keep FILE` keeps
+the history (`FILE.<client>` for the second driver on).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +49,11 @@ def _seconds() -> float:
 
 
 @contextlib.contextmanager
-def bench_cluster(work_dir: Path, config: TestConfig) -> Iterator[list[str]]:
-    """Bootstrap addresses of the cluster to measure: STRANDLINE_BOOTSTRAP, or a local one."""
+def bench_cluster(work_dir: Path, config: TestConfig) -> Iterator[tuple[list[str], Callable[[], list[int]]]]:
+    """The cluster to measure: STRANDLINE_BOOTSTRAP, or a local one (then also its broker pids)."""
     given = os.environ.get("STRANDLINE_BOOTSTRAP")
     if given:
-        yield [a.strip() for a in given.split(",") if a.strip()]
+        yield [a.strip() for a in given.split(",") if a.strip()], list
         return
     try:
         from broker.localcluster import LocalCluster
@@ -70,7 +72,7 @@ def bench_cluster(work_dir: Path, config: TestConfig) -> Iterator[list[str]]:
         cluster.stop()
         raise InfrastructureError(f"the local {BROKERS}-broker cluster did not start: {e}") from None
     try:
-        yield cluster.bootstrap.split(",")
+        yield cluster.bootstrap.split(","), lambda: [pid for _, pid in cluster.pids()]
     finally:
         cluster.stop()
 
@@ -166,10 +168,50 @@ def bench_broker(config: TestConfig, bootstrap: list[str], seconds: float) -> di
     return {"sent": n, "acked": acked, "seconds": round(elapsed, 2), "acked_per_s": round(acked / elapsed, 1)}
 
 
+def _process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used, from /proc; 0 when unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def _report(r: dict[str, Any], load_before: str) -> str:
+    c = r["counts"]
+    sends, polls = c.get("send", {}), c.get("poll", {})
+    cpu = r.get("cpu_ms_per_op")
+    cpu_line = (
+        f"  CPU per operation: controller {cpu['controller']:.2f} ms, brokers {cpu['brokers']:.2f} ms\n"
+        if cpu
+        else ""
+    )
+    return (
+        f"workload ({r['client']}, {r['concurrency']} clients, {BROKERS} brokers, RF={BROKERS}, "
+        f"acks=all, {r['seconds']} s):\n"
+        f"  sends ok/fail/info: {sends.get('ok', 0)}/{sends.get('fail', 0)}/{sends.get('info', 0)}, "
+        f"polls ok/info: {polls.get('ok', 0)}/{polls.get('info', 0)}, "
+        f"send latency p50 {r['send_latency_ms']['p50']} ms, p99 {r['send_latency_ms']['p99']} ms, "
+        f"pairs {'complete' if r['paired'] else 'INCOMPLETE'}\n"
+        f"{cpu_line}"
+        f"  machine: {os.cpu_count()} cores, load average before/after {load_before} / {_load()} "
+        f"(other processes share the cores: figures drop with load)\n"
+        f"  acked sends/s: {r['acked_sends_per_s']:.0f}\n"
+        f"acked ops/s ({r['client']}): {r['acked_ops_per_s']:.0f}\n"
+    )
+
+
 def main(args: argparse.Namespace) -> int:
     seconds = _seconds()
-    client = os.environ.get("STRANDLINE_BENCH_CLIENT", "kafka-python")
-    config = TestConfig(
+    clients = [
+        c.strip() for c in os.environ.get("STRANDLINE_BENCH_CLIENT", "kafka-python").split(",") if c.strip()
+    ]
+    base = TestConfig(
         seed=1,
         nodes=BROKERS,
         replication_factor=BROKERS,
@@ -178,35 +220,37 @@ def main(args: argparse.Namespace) -> int:
         partitions=2,
         rate=1e9,
         concurrency=CONCURRENCY,
-        client=client,  # type: ignore[arg-type]
-    ).replace(client=client)
-    load_before = _load()
+    )
+    configs = [base.replace(client=client) for client in clients]  # BadInput names a bad client
+    keep = Path(args.keep) if getattr(args, "keep", None) else None
+    if keep is not None and keep.exists():
+        raise BadInput(f"--keep {keep}: the file exists")
     with tempfile.TemporaryDirectory(prefix="strandline-bench-") as tmp:
         work = Path(tmp)
-        history_path = Path(args.keep) if getattr(args, "keep", None) else work / "history.jsonl"
-        if history_path.exists():
-            raise BadInput(f"--keep {history_path}: the file exists")
-        with bench_cluster(work, config) as bootstrap:
+        with bench_cluster(work, base) as (bootstrap, broker_pids):
             if args.target == "broker":
-                r = bench_broker(config, bootstrap, seconds)
+                r = bench_broker(base, bootstrap, seconds)
                 sys.stdout.write(
                     f"broker: {r['acked_per_s']:.0f} acked records/s "
                     f"({r['acked']} of {r['sent']} in {r['seconds']} s, acks=all, RF={BROKERS}, pipelined)\n"
                 )
                 return 0
-            r = bench_workload(config, bootstrap, history_path, seconds)
-    c = r["counts"]
-    sends, polls = c.get("send", {}), c.get("poll", {})
-    sys.stdout.write(
-        f"workload ({r['client']}, {r['concurrency']} clients, {BROKERS} brokers, RF={BROKERS}, "
-        f"acks=all, {r['seconds']} s):\n"
-        f"  sends ok/fail/info: {sends.get('ok', 0)}/{sends.get('fail', 0)}/{sends.get('info', 0)}, "
-        f"polls ok/info: {polls.get('ok', 0)}/{polls.get('info', 0)}, "
-        f"send latency p50 {r['send_latency_ms']['p50']} ms, p99 {r['send_latency_ms']['p99']} ms, "
-        f"pairs {'complete' if r['paired'] else 'INCOMPLETE'}\n"
-        f"  machine: {os.cpu_count()} cores, load average before/after {load_before} / {_load()} "
-        f"(other processes share the cores: figures drop with load)\n"
-        f"acked sends/s: {r['acked_sends_per_s']:.0f}\n"
-        f"acked ops/s: {r['acked_ops_per_s']:.0f}\n"
-    )
+            for i, config in enumerate(configs):
+                history_path = work / f"history-{config.client}.jsonl"
+                if keep is not None:
+                    history_path = keep if i == 0 else keep.with_name(f"{keep.name}.{config.client}")
+                load_before = _load()
+                own_before = _own_cpu()
+                brokers_before = sum(_process_cpu(pid) for pid in broker_pids())
+                r = bench_workload(config, bootstrap, history_path, seconds)
+                ops = sum(sum(c.values()) for c in r["counts"].values())
+                if ops and broker_pids():
+                    r["cpu_ms_per_op"] = {
+                        "controller": (_own_cpu() - own_before) * 1000 / ops,
+                        "brokers": (sum(_process_cpu(pid) for pid in broker_pids()) - brokers_before)
+                        * 1000
+                        / ops,
+                    }
+                sys.stdout.write(_report(r, load_before))
+                sys.stdout.flush()
     return 0
