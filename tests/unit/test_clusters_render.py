@@ -9,7 +9,7 @@ import pytest
 
 from clusters.factory import build_cluster, default_cluster_name
 from clusters.netns import NetnsNetwork
-from clusters.own import broker_command, broker_layout, faketime_env, render_broker_properties
+from clusters.own import broker_command, broker_layout, faketime_env, render_broker_properties, wants_lazyfs
 from harness.config import TestConfig, validate
 from harness.errors import BadInput, InfrastructureError
 
@@ -96,3 +96,18 @@ def test_a_cluster_is_described_before_it_exists(tmp_path: Path) -> None:
     with pytest.raises(InfrastructureError, match="not up"):
         cluster.bootstrap_servers()
     cluster.down()  # nothing was created: nothing to remove, no error
+
+
+@pytest.mark.parametrize(
+    "raw,wanted",
+    [
+        ({}, False),
+        ({"nemesis": "kill,pause"}, False),
+        ({"nemesis": "lose-unsynced"}, True),
+        ({"nemesis": "lose-unsynced:all"}, True),
+        ({"nemesis": "kill+power-loss"}, True),
+        ({"schedule": [{"do": "lose-unsynced", "target": "one"}]}, True),
+    ],
+)
+def test_data_dirs_go_on_lazyfs_only_for_the_power_loss_fault(raw: dict[str, object], wanted: bool) -> None:
+    assert wants_lazyfs(validate(raw)) is wanted
