@@ -173,8 +173,12 @@ class Nemesis:
         if package is None:
             raise BadInput(f"unknown fault {step['do']!r}")
         request = {k: v for k, v in step.items() if k not in ("do", "pick")}
-        if self._after is not None:
-            request["after"], self._after = self._after, None
+        after, self._after = self._after, None
+        if after is not None:
+            request["after"] = after
+            if step.get("target") == "follower" and after.get("follower") and _same_partition(after, step):
+                # "the follower" right after a condition about a follower is the one it found
+                step = {**step, "target": after["follower"]}
         with self._lock:
             if self._closing:
                 return None
@@ -329,6 +333,13 @@ class Nemesis:
             except (ValueError, OSError) as e:  # the history was closed (a late heal at teardown)
                 log.warning("nemesis op not journaled (%s): %s", e, op)
         log.info("nemesis %s %s %s%s", type_, f, value, f" ({error})" if error else "")
+
+
+def _same_partition(after: dict[str, Any], step: dict[str, Any]) -> bool:
+    return (after.get("topic", "t0"), after.get("partition", 0)) == (
+        step.get("topic", "t0"),
+        step.get("partition", 0),
+    )
 
 
 def _heal_rank(active: Active) -> int:

@@ -398,3 +398,15 @@ def test_scripted_seed_scenario_waits_for_a_follower_past_its_checkpointed_hw(en
     assert done[2][0] == "start"
     for n in cluster.nodes:
         ready(env, n.name)
+
+
+def test_bandwidth_limit_is_a_tbf_qdisc_until_healed(env: dict[str, Any]) -> None:
+    nem, history = nemesis_for(env, "bandwidth")
+    n2 = node(env, "n2")
+    device = net.interface_of(n2)
+    nem.execute({"do": "bandwidth", "target": "n2", "rate": "1mbit", "pick": 1})
+    shown = n2.exec(["tc", "qdisc", "show", "dev", device]).stdout
+    assert "tbf" in shown and "1Mbit" in shown
+    nem.heal_all()
+    assert "tbf" not in n2.exec(["tc", "qdisc", "show", "dev", device]).stdout
+    history.close()
