@@ -32,14 +32,11 @@ from broker.replica_manager import (
     Partition,
     ReplicaManager,
 )
-from broker.replication import Role
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[p.Request], Awaitable[Any]]
-UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
-CLUSTER_AUTHORIZATION_FAILED = 31
-REPLICA_NOT_AVAILABLE = 9
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53  # no transaction coordinator here
 
 
 def millis(value: Any) -> int:
@@ -226,7 +223,11 @@ class ApiHandlers:
         body = request.body
         if body.transactional_id is not None:
             # no transactions: the coordinator a transactional producer needs does not exist here
-            return {"error_code": CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1, "producer_epoch": -1}
+            return {
+                "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            }
         old_id = getattr(body, "producer_id", -1)
         old_epoch = getattr(body, "producer_epoch", -1)
         if old_id >= 0 and 0 <= old_epoch < 32766:
@@ -413,10 +414,3 @@ class ApiHandlers:
                 parts.append(entry)
             topics.append({"topic": topic.topic, "partitions": parts})
         return {"topics": topics}
-
-
-def is_leader(partition: Partition) -> bool:
-    return partition.replica.role is Role.LEADER
-
-
-__all__ = ["NOT_LEADER_OR_FOLLOWER", "REPLICA_NOT_AVAILABLE", "UNSUPPORTED_FOR_MESSAGE_FORMAT", "ApiHandlers"]

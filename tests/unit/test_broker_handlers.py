@@ -1,0 +1,168 @@
+"""API handlers over a real ReplicaManager and log store, in process (no sockets, no ZooKeeper)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from broker import protocol as p
+from broker.config import BrokerConfig, Listener
+from broker.handlers import ApiHandlers
+from broker.metadata import BrokerAddress, StandaloneMetadata
+from broker.replica_manager import PartitionState, ReplicaManager
+
+
+def batch(values: list[bytes], producer_id: int = -1, sequence: int = -1) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=0 if producer_id >= 0 else -1,
+        base_sequence=sequence,
+        batch_size=1 << 20,
+    )
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def request(api_key: int, version: int, body: dict[str, Any]) -> p.Request:
+    return p.Request(api_key, version, 1, "test", p.build_request(api_key, version, body))
+
+
+def setup(tmp_path: Path, **overrides: Any) -> tuple[ApiHandlers, ReplicaManager]:
+    config = BrokerConfig(broker_id=1, listener=Listener("127.0.0.1", 0), log_dirs=(tmp_path,), **overrides)
+    replicas = ReplicaManager(config)
+    metadata = StandaloneMetadata(replicas, BrokerAddress(1, "127.0.0.1", 9092))
+    handlers = ApiHandlers(config, replicas, metadata)
+    return handlers, replicas
+
+
+def produce(handlers: ApiHandlers, records: bytes, acks: int = -1) -> Any:
+    body = {
+        "acks": acks,
+        "timeout": 1000,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
+    }
+    response = asyncio.run(handlers.handle(request(p.API_PRODUCE, 9, body)))
+    return None if response is None else response.responses[0].partition_responses[0]
+
+
+def fetch(handlers: ApiHandlers, offset: int, replica_id: int = -1) -> Any:
+    body = {
+        "replica_id": replica_id,
+        "max_wait": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": "t",
+                "partitions": [{"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+    }
+    response = asyncio.run(handlers.handle(request(p.API_FETCH, 12, body)))
+    return response.responses[0].partitions[0]
+
+
+def create(handlers: ApiHandlers) -> None:
+    body = {"topics": [{"name": "t", "num_partitions": 1, "replication_factor": 1}], "timeout": 1000}
+    response = asyncio.run(handlers.handle(request(p.API_CREATE_TOPICS, 7, body)))
+    assert response.topics[0].error_code.value == 0
+
+
+def test_produce_then_fetch_reads_back_below_the_hw(tmp_path: Path) -> None:
+    handlers, _ = setup(tmp_path)
+    create(handlers)
+    first = produce(handlers, batch([b"1", b"2", b"3"]))
+    assert (first.error_code.value, first.base_offset) == (0, 0)
+    assert produce(handlers, batch([b"4"])).base_offset == 3
+    result = fetch(handlers, 0)
+    assert result.error_code.value == 0 and result.high_watermark == 4 and result.records
+    assert fetch(handlers, 5).error_code.value == 1  # OFFSET_OUT_OF_RANGE
+
+
+def test_acks_zero_gets_no_response(tmp_path: Path) -> None:
+    handlers, replicas = setup(tmp_path)
+    create(handlers)
+    assert produce(handlers, batch([b"1"]), acks=0) is None
+    assert replicas.partitions[("t", 0)].log.log_end_offset == 1
+
+
+def test_corrupt_batch_is_refused(tmp_path: Path) -> None:
+    handlers, replicas = setup(tmp_path)
+    create(handlers)
+    bad = bytearray(batch([b"hello"]))
+    bad[-2] ^= 0x55
+    assert produce(handlers, bytes(bad)).error_code.value == 2  # CORRUPT_MESSAGE
+    assert replicas.partitions[("t", 0)].log.log_end_offset == 0
+
+
+def test_retried_idempotent_batch_gets_its_original_offsets(tmp_path: Path) -> None:
+    handlers, replicas = setup(tmp_path)
+    create(handlers)
+    records = batch([b"a", b"b"], producer_id=42, sequence=0)
+    assert produce(handlers, records).base_offset == 0
+    assert produce(handlers, records).base_offset == 0  # the retry is not appended again
+    assert replicas.partitions[("t", 0)].log.log_end_offset == 2
+    gap = batch([b"c"], producer_id=42, sequence=5)
+    assert produce(handlers, gap).error_code.value == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_min_insync_replicas_refuses_acks_all(tmp_path: Path) -> None:
+    handlers, replicas = setup(tmp_path, min_insync_replicas=2)
+    create(handlers)
+    assert produce(handlers, batch([b"1"])).error_code.value == 19  # NOT_ENOUGH_REPLICAS
+    assert produce(handlers, batch([b"1"]), acks=1).error_code.value == 0
+
+
+def test_follower_fetch_moves_the_hw_and_acks_wait_for_it(tmp_path: Path) -> None:
+    handlers, replicas = setup(tmp_path, min_insync_replicas=2)
+    replicas.apply_state(
+        "t", 0, PartitionState(leader=1, leader_epoch=3, isr=(1, 2), replicas=(1, 2), zk_version=0)
+    )
+
+    async def scenario() -> tuple[int, int]:
+        body = {
+            "acks": -1,
+            "timeout": 5000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch([b"x", b"y"])}]}],
+        }
+        pending = asyncio.ensure_future(handlers.handle(request(p.API_PRODUCE, 9, body)))
+        await asyncio.sleep(0.05)
+        assert not pending.done()  # the follower has not fetched the records yet
+        hw_before = replicas.partitions[("t", 0)].replica.high_watermark
+        replicas.read(replicas.partitions[("t", 0)], 2, 2, 1 << 20)  # the follower asks for offset 2
+        response = await asyncio.wait_for(pending, 1)
+        return hw_before, response.responses[0].partition_responses[0].error_code.value
+
+    hw_before, error = asyncio.run(scenario())
+    assert hw_before == 0 and error == 0
+    assert fetch(handlers, 0).high_watermark == 2
+
+
+def test_offset_for_leader_epoch(tmp_path: Path) -> None:
+    handlers, replicas = setup(tmp_path)
+    replicas.apply_state(
+        "t", 0, PartitionState(leader=1, leader_epoch=0, isr=(1,), replicas=(1,), zk_version=0)
+    )
+    produce(handlers, batch([b"1", b"2"]))
+    replicas.apply_state(
+        "t", 0, PartitionState(leader=1, leader_epoch=1, isr=(1,), replicas=(1,), zk_version=1)
+    )
+    produce(handlers, batch([b"3"]))
+    body = {
+        "replica_id": 2,
+        "topics": [
+            {"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": 1, "leader_epoch": 0}]}
+        ],
+    }
+    response = asyncio.run(handlers.handle(request(p.API_OFFSET_FOR_LEADER_EPOCH, 4, body)))
+    result = response.topics[0].partitions[0]
+    assert (result.error_code.value, result.leader_epoch, result.end_offset) == (0, 0, 2)
