@@ -157,3 +157,16 @@ def test_values_decode_as_ascii_decimal() -> None:
     assert decode_value(b"x1") == "x1"
     assert decode_value(None) is None
     assert describe(E.NotEnoughReplicasError("isr 1 < 2")).startswith("NotEnoughReplicasError")
+
+
+def test_settings_no_producer_accepts_are_bad_input() -> None:
+    from harness.errors import BadInput
+    from workloads.clients import make_driver
+
+    with pytest.raises(BadInput, match="acks=all"):
+        make_driver(TestConfig(seed=1, acks="1", idempotence=True), ["127.0.0.1:1"])
+    with pytest.raises(BadInput, match="retries"):
+        make_driver(TestConfig(seed=1, retries=0, idempotence=True), ["127.0.0.1:1"])
+    assert (
+        make_driver(TestConfig(seed=1, client="confluent-kafka"), ["127.0.0.1:1"]).name == "confluent-kafka"
+    )

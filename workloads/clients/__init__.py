@@ -9,6 +9,12 @@ from workloads.clients.base import Driver
 
 def make_driver(config: TestConfig, bootstrap: list[str]) -> Driver:
     """The driver the test names (`config.client`); libraries are imported only when chosen."""
+    if config.idempotence and config.acks != "all":
+        raise BadInput(
+            f"config key 'idempotence': an idempotent producer needs acks=all, got acks={config.acks}"
+        )
+    if config.idempotence and config.retries == 0:
+        raise BadInput("config key 'idempotence': an idempotent producer needs retries > 0")
     if config.client == "kafka-python":
         from workloads.clients.kafka_python import KafkaPythonDriver
 
