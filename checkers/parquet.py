@@ -5,10 +5,11 @@ than Arrow's C++ reader, and Spark would then have to explode the poll records o
 The conversion streams the history in chunks through `pyarrow.json` (bounded memory: one chunk at a
 time) and writes two datasets next to the history, in `<history>.parquet/`:
 
-- `ops.parquet`: one row per op (`index`, `time`, `process` (null for the nemesis), `nemesis`,
-  `type`, `f`, `topic`, `partition`, `value`, `offset`), poll records left out;
-- `reads.parquet`: one row per record returned by an `ok` poll (`index` and `process` of the poll,
-  `pos` in its record list, `topic`, `partition`, `offset`, `value`);
+- `ops.parquet`: one row per line (`index`, `time`, `process` (null for the nemesis), `nemesis`,
+  `type`, `f`, `topic`, `partition`, `value`, `offset`, `records`: how many, `bad_records`: a
+  `records` that is neither a list nor empty); fields of the wrong type are null;
+- `reads.parquet`: one row per record listed by an `ok` client line (`index` and `process` of the
+  line, `pos` in its record list, `topic`, `partition`, `offset`, `value`);
 - `meta.json`: the source's size and mtime (the cache is reused while they match), and the lines
   that could not be read.
 
@@ -63,6 +64,7 @@ _JSON_SCHEMA = pa.schema(
         ("value", pa.int64()),
         ("offset", pa.int64()),
         ("records", pa.list_(RECORD)),
+        ("bad_records", pa.bool_()),
     ]
 )
 OPS_SCHEMA = pa.schema(
@@ -77,6 +79,8 @@ OPS_SCHEMA = pa.schema(
         ("partition", pa.int32()),
         ("value", pa.int64()),
         ("offset", pa.int64()),
+        ("records", pa.int32()),
+        ("bad_records", pa.bool_()),
     ]
 )
 READS_SCHEMA = pa.schema(
@@ -326,13 +330,13 @@ def _split(table: pa.Table) -> tuple[pa.Table, pa.Table]:
             "partition": table.column("partition"),
             "value": table.column("value"),
             "offset": table.column("offset"),
+            "records": pc.list_value_length(table.column("records")).cast(pa.int32()),
+            "bad_records": pc.fill_null(table.column("bad_records"), False),
         },
         schema=OPS_SCHEMA,
     )
-    is_read = pc.and_(
-        pc.and_(pc.equal(table.column("f"), "poll"), pc.equal(table.column("type"), "ok")),
-        pc.invert(nemesis),
-    )
+    # Records of every ok client line: the checker decides which lines complete a poll.
+    is_read = pc.and_(pc.equal(table.column("type"), "ok"), pc.invert(nemesis))
     polls = table.filter(pc.fill_null(is_read, False))
     records = polls.column("records").combine_chunks()
     if len(records) == 0 or records.null_count == len(records):

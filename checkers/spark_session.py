@@ -60,7 +60,7 @@ def get_session(master: str | None = None, driver_memory: str | None = None) -> 
         .config("spark.driver.extraJavaOptions", java_opts)
         .config("spark.executor.extraJavaOptions", java_opts)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions(master)))
-        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.adaptive.enabled", os.environ.get("STRANDLINE_SPARK_AQE", "true"))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.parquet.compression.codec", "zstd")
         .config("spark.sql.files.maxPartitionBytes", str(64 << 20))
