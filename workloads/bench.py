@@ -7,10 +7,10 @@ itself, not from the client's counters).
 broker: raw producer throughput (pipelined sends, acks=all) against the same cluster, as a ceiling
 for the workload figure.
 
-`STRANDLINE_BENCH_CLIENT=kafka-python,confluent-kafka` measures each driver in turn (default:
-kafka-python). `STRANDLINE_BOOTSTRAP=host:port,...` benchmarks an existing cluster instead of
-starting one (its topics must not exist yet or must have the test's shape). `--keep FILE` keeps
-the history (`FILE.<client>` for the second driver on).
+`STRANDLINE_BENCH_CLIENT` names the drivers to measure, in turn (default:
+`kafka-python,confluent-kafka`). `STRANDLINE_BOOTSTRAP=host:port,...` benchmarks an existing
+cluster instead of starting one (its topics must not exist yet or must have the test's shape).
+`--keep FILE` keeps the history (`FILE.<client>` for the second driver on).
 """
 
 from __future__ import annotations
@@ -209,7 +209,9 @@ def _report(r: dict[str, Any], load_before: str) -> str:
 def main(args: argparse.Namespace) -> int:
     seconds = _seconds()
     clients = [
-        c.strip() for c in os.environ.get("STRANDLINE_BENCH_CLIENT", "kafka-python").split(",") if c.strip()
+        c.strip()
+        for c in os.environ.get("STRANDLINE_BENCH_CLIENT", "kafka-python,confluent-kafka").split(",")
+        if c.strip()
     ]
     base = TestConfig(
         seed=1,
