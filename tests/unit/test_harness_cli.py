@@ -34,6 +34,8 @@ def strandline(*args: str) -> subprocess.CompletedProcess[str]:
         (["run", "--replication-factor", "4"], "'replication_factor'"),
         (["run", "--acks", "most"], "--acks"),
         (["demo", "--seed", "many"], "--seed"),
+        (["serve", "--store", "/nonexistent/store"], "no results store"),
+        (["campaign", "/nonexistent/c.toml"], "cannot read campaign"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
