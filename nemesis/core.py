@@ -51,7 +51,7 @@ class Nemesis:
         zookeeper = getattr(cluster, "zookeeper_node", None)
         sut = getattr(cluster, "sut", None)
         python = getattr(sut, "python", None) or getattr(cluster, "python", None) or sys.executable
-        state = Path(state_dir) if state_dir is not None else default_state_dir()
+        state = Path(state_dir) if state_dir is not None else _cluster_state_dir(cluster)
         self.ledger = FaultLedger(state)
         self.ctx = Context(
             config=config,
@@ -311,6 +311,7 @@ class Nemesis:
                     problems.append(f"{node.name}: {_text(e)}")
             if not problems:
                 self.ledger.clear()
+                self.ledger.release()
         for p in problems:
             log.warning("nemesis heal: %s", p)
         return problems
@@ -333,6 +334,15 @@ class Nemesis:
             except (ValueError, OSError) as e:  # the history was closed (a late heal at teardown)
                 log.warning("nemesis op not journaled (%s): %s", e, op)
         log.info("nemesis %s %s %s%s", type_, f, value, f" ({error})" if error else "")
+
+
+def _cluster_state_dir(cluster: Any) -> Path:
+    """Where the cluster keeps its own ledger (so one `heal_leftovers(state_dir)` finds both)."""
+    state = getattr(cluster, "state", None)
+    path = getattr(state, "path", None)
+    if isinstance(path, Path):
+        return path.parent
+    return default_state_dir()
 
 
 def _same_partition(after: dict[str, Any], step: dict[str, Any]) -> bool:

@@ -9,6 +9,7 @@ cluster object (`access`: an argv prefix such as `ip netns exec <ns>`, recorded 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -46,29 +47,40 @@ def node_access(node: Node) -> list[str] | None:
     return None
 
 
-class FaultLedger:
-    """One JSON file per controller process listing the faults that are (or may be) in effect.
+_LIVE: set[Path] = set()  # ledgers that a Nemesis of this process still writes to
+_SEQUENCE = itertools.count(1)
 
-    The file is named after its owner (pid and start time), so concurrent runs sharing a state dir
-    never heal each other's faults: `heal_leftovers` only takes files whose owner is dead.
+
+class FaultLedger:
+    """One JSON file per Nemesis listing the faults that are (or may be) in effect.
+
+    The file is named after its owner (pid, process start time, a sequence number), so concurrent
+    runs sharing a state dir never heal each other's faults: `heal_leftovers` only takes files
+    whose owner process is dead, or that no live Nemesis of this process still holds.
     """
 
     def __init__(self, state_dir: str | os.PathLike[str], path: Path | None = None):
         if path is None:
             pid = os.getpid()
-            path = Path(state_dir) / LEDGER_DIR / f"{pid}-{process_start_time(pid) or 0}.json"
+            name = f"{pid}-{process_start_time(pid) or 0}-{next(_SEQUENCE)}.json"
+            path = Path(state_dir) / LEDGER_DIR / name
+            _LIVE.add(path)
         self.path = path
         self._lock = threading.Lock()
 
     @property
     def owner_alive(self) -> bool:
         try:
-            pid, start = (int(x) for x in self.path.stem.split("-", 1))
+            pid, start = (int(x) for x in self.path.stem.split("-")[:2])
         except ValueError:
             return False
         if pid == os.getpid():
-            return False  # our own ledger (an earlier Nemesis of this process): ours to heal
+            return self.path in _LIVE  # an earlier Nemesis of this process left it: ours to heal
         return process_alive(pid, start or None)
+
+    def release(self) -> None:
+        """This Nemesis is done with its ledger (everything healed)."""
+        _LIVE.discard(self.path)
 
     @staticmethod
     def all_in(state_dir: str | os.PathLike[str]) -> list[FaultLedger]:

@@ -476,3 +476,19 @@ def test_random_schedule_in_a_thread_stops_and_heals(tmp_path: Path) -> None:
         config(nodes=5, nemesis=faults, nemesis_interval=0.05), cluster(5), None, random.Random(8), tmp_path
     ).steps()
     assert nem.executed and nem.executed == list(itertools.islice(replay, len(nem.executed)))
+
+
+def test_heal_leftovers_leaves_a_live_nemesis_of_this_process_alone(tmp_path: Path) -> None:
+    marker = tmp_path / "healed"
+    live = FaultLedger(tmp_path)
+    live.record(
+        {
+            "id": "loss-1",
+            "kind": "loss",
+            "nodes": ["n1"],
+            "heal": [{"node": "n1", "argv": ["touch", str(marker)], "access": []}],
+        }
+    )
+    assert heal_leftovers(tmp_path) == [] and not marker.exists()
+    live.release()  # e.g. the Nemesis was dropped without healing: now a leftover
+    assert heal_leftovers(tmp_path) == ["fault loss-1 on n1"] and marker.exists()
