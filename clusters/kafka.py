@@ -226,14 +226,20 @@ class KafkaSystem:
         deadline = time.monotonic() + timeout
         wanted = set(range(1, len(self.brokers) + 1))
         seen: set[int] = set()
+        error = ""
         while True:
-            with contextlib.suppress(Exception):
-                seen = {int(b["node_id"]) for b in self.admin().describe_cluster()["brokers"]}
+            try:
+                brokers = self.admin().describe_cluster()["brokers"]
+                # DescribeCluster names them node_id; the Metadata fallback of older brokers broker_id
+                seen = {int(_field(b, "node_id", "broker_id")) for b in brokers}
                 if wanted <= seen:
                     return
+            except Exception as e:  # not up yet: keep asking
+                error = f" (last error: {type(e).__name__} {e})"
+                self.close()
             if time.monotonic() > deadline:
                 raise InfrastructureError(
-                    f"Kafka brokers {sorted(wanted - seen)} did not register within {timeout:g}s"
+                    f"Kafka brokers {sorted(wanted - seen)} did not register within {timeout:g}s{error}"
                 )
             time.sleep(0.5)
 
