@@ -1,0 +1,227 @@
+"""Pieces of the docker, ssh and Kafka code that need no engine, host or distribution.
+
+The shell daemon logic shared by docker and ssh nodes (remote_shell.ShellDaemons) is exercised for
+real, against a node whose `exec` runs commands on this machine: real processes, real signals.
+"""
+
+from __future__ import annotations
+
+import http.server
+import io
+import os
+import signal
+import subprocess
+import tarfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusters import kafka, node_software
+from clusters.docker_backend import extract_single
+from clusters.factory import build_cluster
+from clusters.node import ExecResult
+from clusters.remote_shell import ShellDaemons
+from clusters.ssh_backend import SshNode, check_host_files, hosts_for
+from harness.config import SshHost, TestConfig, validate
+from harness.errors import BadInput
+
+
+class LocalShellNode(ShellDaemons):
+    """A node whose shell is this machine's (what a container or an ssh host gives the mixin)."""
+
+    def __init__(self, root: Path) -> None:
+        self.name = "local"
+        self.pid_dir = str(root / "pids")
+        self._home = str(root / "home")
+
+    @property
+    def home(self) -> str:
+        return self._home
+
+    def exec(
+        self,
+        argv: list[str],
+        *,
+        timeout: float = 60.0,
+        check: bool = True,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        done = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout, check=False)
+        return ExecResult(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[LocalShellNode]:
+    n = LocalShellNode(tmp_path)
+    yield n
+    n.kill_all()
+
+
+def test_daemon_start_pid_signal_pause_and_kill(node: LocalShellNode, tmp_path: Path) -> None:
+    log = tmp_path / "logs" / "d.log"
+    pid = node.start_daemon(
+        "d", ["sh", "-c", 'echo "up $GREETING"; sleep 1000 & wait'], env={"GREETING": "hi"}, log_path=str(log)
+    )
+    assert node.daemon_pid("d") == pid
+    assert os.getpgid(pid) == pid  # its own session and process group
+    deadline = time.monotonic() + 5
+    while len(node.daemon_pids("d")) < 2:  # the shell and its sleep
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert node.daemon_names() == ["d"]
+    with pytest.raises(Exception, match="already running"):
+        node.start_daemon("d", ["sleep", "1"], log_path=str(log))
+    node.pause_daemon("d")
+    deadline = time.monotonic() + 5
+    while not node.daemon_paused("d"):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    node.resume_daemon("d")
+    children = node.daemon_pids("d")
+    node.signal_daemon("d", signal.SIGKILL)
+    assert node.daemon_pid("d") is None
+    for child in children:  # the whole group died
+        assert (
+            not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+        )
+    assert "up hi" in log.read_text()
+
+
+def test_a_reused_pid_is_not_the_daemon(node: LocalShellNode, tmp_path: Path) -> None:
+    pid = node.start_daemon("d", ["sleep", "1000"], log_path=str(tmp_path / "d.log"))
+    pid_file = Path(node.pid_file("d"))
+    pid_file.write_text(f"{pid} 12345\n")  # same pid, another start time: not ours
+    assert node.daemon_pid("d") is None
+    node.signal_daemon("d", signal.SIGKILL)  # must not touch it
+    assert Path(f"/proc/{pid}").exists()
+    os.kill(pid, signal.SIGKILL)
+
+
+def test_sigterm_reaches_the_group(node: LocalShellNode, tmp_path: Path) -> None:
+    node.start_daemon("d", ["sleep", "1000"], log_path=str(tmp_path / "d.log"))
+    node.signal_daemon("d", signal.SIGTERM)
+    assert node.wait_daemon_exit("d", timeout=5)
+
+
+def test_source_digest_follows_the_content(tmp_path: Path) -> None:
+    (tmp_path / "broker").mkdir()
+    (tmp_path / "broker" / "__init__.py").write_text("x = 1\n")
+    (tmp_path / "broker" / "__pycache__").mkdir()
+    (tmp_path / "broker" / "__pycache__" / "a.pyc").write_bytes(b"junk")
+    first = node_software.source_digest(tmp_path)
+    assert node_software.source_files(tmp_path) == [Path("broker/__init__.py")]
+    assert node_software.source_digest(tmp_path) == first
+    (tmp_path / "broker" / "__init__.py").write_text("x = 2\n")
+    assert node_software.source_digest(tmp_path) != first
+    data = node_software.source_tarball(tmp_path, prefix="src")
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        assert tar.getnames() == ["src/broker/__init__.py"]
+    assert node_software.source_tarball(tmp_path, prefix="src") == data  # reproducible
+
+
+def test_requirement_pins_are_the_controllers_versions() -> None:
+    pins = node_software.requirement_pins()
+    assert [p.split("==")[0] for p in pins] == list(node_software.BROKER_DISTRIBUTIONS)
+    assert all("==" in p for p in pins)
+
+
+def test_extract_single_file_and_merged_directory(tmp_path: Path) -> None:
+    def archive(entries: dict[str, bytes]) -> bytes:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for name, data in entries.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return buffer.getvalue()
+
+    extract_single(archive({"broker.log": b"hello"}), "broker.log", tmp_path / "logs" / "broker.log")
+    assert (tmp_path / "logs" / "broker.log").read_bytes() == b"hello"
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "old").write_text("kept")
+    extract_single(archive({"data/t0-0/00.log": b"x"}), "data", tmp_path / "data")
+    assert (tmp_path / "data" / "t0-0" / "00.log").read_bytes() == b"x"
+    assert (tmp_path / "data" / "old").read_text() == "kept"
+
+
+def test_ssh_hosts_map_to_nodes() -> None:
+    hosts = tuple(SshHost(host=f"h{i}") for i in range(4))
+    config = TestConfig(backend="ssh", ssh_hosts=hosts)
+    mapping = hosts_for(config, ["zk", "n1", "n2", "n3"])
+    assert [mapping[n].host for n in ("n1", "n2", "n3", "zk")] == ["h0", "h1", "h2", "h3"]
+    three = TestConfig(backend="ssh", ssh_hosts=hosts[:3])
+    assert hosts_for(three, ["zk", "n1", "n2", "n3"])["zk"].host == "h0"  # beside n1
+    with pytest.raises(BadInput, match="ssh_hosts"):
+        validate({"backend": "ssh", "nodes": 3, "ssh_hosts": ["a", "b"]})
+
+
+def test_ssh_command_lines_quote_env_and_sudo() -> None:
+    node = SshNode("n1", SshHost(host="h", sudo=True), "c")
+    line = node.command_line(["echo", "a b"], {"X": "1 2"})
+    assert line == "sudo -n -- env 'X=1 2' echo 'a b'"
+    assert SshNode("n1", SshHost(host="h"), "c").command_line(["true"]) == "true"
+
+
+def test_ssh_missing_files_are_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="key_file .* does not exist"):
+        check_host_files(SshHost(host="h", key_file=str(tmp_path / "nope"), known_hosts="/dev/null"))
+    with pytest.raises(BadInput, match="known_hosts file .* does not exist"):
+        check_host_files(SshHost(host="h", known_hosts=str(tmp_path / "nope")))
+    check_host_files(SshHost(host="h", known_hosts=str(tmp_path / "nope"), insecure_skip_host_key_check=True))
+
+
+def test_kafka_needs_a_distribution_before_anything_is_created(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="needs kafka_tarball"):
+        build_cluster(TestConfig(system="kafka"), tmp_path, state_dir=tmp_path / "state")
+    with pytest.raises(BadInput, match="no file"):
+        build_cluster(
+            TestConfig(system="kafka", kafka_tarball=str(tmp_path / "kafka.tgz")),
+            tmp_path,
+            state_dir=tmp_path / "s",
+        )
+    assert not (tmp_path / "state").exists() and not (tmp_path / "s").exists()
+    kafka.check_source(TestConfig(system="kafka", backend="docker", kafka_image="apache/kafka:3.9.0"))
+    kafka.check_source(TestConfig(system="kafka", kafka_tarball="https://example.invalid/kafka.tgz"))
+
+
+def test_kafka_layout_from_an_image_uses_its_distribution() -> None:
+    class N:
+        name, address, home = "n1", "10.77.1.11", "/var/lib/strandline/n1"
+
+    config = TestConfig(system="kafka", backend="docker", kafka_image="apache/kafka:3.9.0")
+    lay = kafka.KafkaSystem(config, [N()]).layout(N())  # type: ignore[list-item]
+    assert lay.install_dir == kafka.IMAGE_INSTALL_DIR and lay.data_dir == "/var/lib/strandline/n1/data"
+
+
+def test_kafka_tarball_url_is_downloaded_once(tmp_path: Path) -> None:
+    served = tmp_path / "www"
+    served.mkdir()
+    (served / "kafka_2.13-9.9.tgz").write_bytes(b"distribution")
+    hits: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, directory=str(served), **kwargs)  # type: ignore[arg-type]
+
+        def log_message(self, format: str, *args: object) -> None:
+            hits.append(self.path)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/kafka_2.13-9.9.tgz"
+        first = kafka.fetch_tarball(url, cache=tmp_path / "cache")
+        second = kafka.fetch_tarball(url, cache=tmp_path / "cache")
+        assert (
+            first == second and first.read_bytes() == b"distribution" and first.name == "kafka_2.13-9.9.tgz"
+        )
+        assert len(hits) == 1
+        with pytest.raises(BadInput, match="cannot download"):
+            kafka.fetch_tarball(url.replace("9.9", "0.0"), cache=tmp_path / "cache")
+    finally:
+        server.shutdown()
+        server.server_close()
