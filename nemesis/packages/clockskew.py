@@ -69,8 +69,13 @@ class Clock(Package):
 
     def probe(self, ctx: Context) -> str | None:
         for node in ctx.nodes:
-            if not ctx.sut.clock_file(node):
+            path = ctx.sut.clock_file(node)
+            if not path:
                 return f"node {node.name} was not started under libfaketime (no clock file)"
+            if not node.exec(["test", "-f", str(path)], timeout=15, check=False).ok:
+                return (
+                    f"node {node.name} has no clock file at {path} (brokers not started under libfaketime?)"
+                )
         return None
 
     def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:

@@ -44,8 +44,12 @@ class LoseUnsynced(Package):
 
     def probe(self, ctx: Context) -> str | None:
         for node in ctx.nodes:
-            if not sockets(ctx, node.name):
+            found = sockets(ctx, node.name)
+            if not found:
                 return f"node {node.name} has no lazyfs-mounted data dir (start the cluster with this fault requested)"
+            for sock in found:
+                if not node.exec(["test", "-S", sock], timeout=15, check=False).ok:
+                    return f"node {node.name}: no lazyfs control socket at {sock}"
         return None
 
     def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
