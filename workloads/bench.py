@@ -208,6 +208,9 @@ def _report(r: dict[str, Any], load_before: str) -> str:
 
 def main(args: argparse.Namespace) -> int:
     seconds = _seconds()
+    if not getattr(args, "verbose", False):
+        # The clients log every refused connection; a benchmark's reader wants the figures.
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
     clients = [
         c.strip()
         for c in os.environ.get("STRANDLINE_BENCH_CLIENT", "kafka-python,confluent-kafka").split(",")
