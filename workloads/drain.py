@@ -195,7 +195,7 @@ def final_drain(
             if again == targets:
                 complete = True
                 break
-            targets = {tp: max(targets[tp], again[tp]) for tp in targets}
+            targets = again  # moved (late retries), or even went back (a truncation): follow it
     finally:
         drainer.close()
     if not complete:
