@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +22,16 @@ log = logging.getLogger(__name__)
 def _gone(step: Mapping[str, Any]) -> bool:
     """Whether the step's node has vanished (a netns that no longer exists)."""
     access = step.get("access") or []
+    if not isinstance(access, list):
+        return False
+    if len(access) == 3 and access[:2] == ["docker", "exec"]:
+        probe = subprocess.run(
+            ["docker", "inspect", "--format", "{{.State.Running}}", access[2]],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return probe.stdout.strip() != "true"
     if len(access) >= 4 and access[:3] == ["ip", "netns", "exec"]:
         return not os.path.exists(f"/run/netns/{access[3]}")
     for arg in access:  # nsenter --net=/run/netns/<ns> ...

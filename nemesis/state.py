@@ -9,6 +9,7 @@ cluster object (`access`: an argv prefix such as `ip netns exec <ns>`, recorded 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import logging
@@ -34,17 +35,39 @@ def default_state_dir() -> Path:
     return state_dir_default()
 
 
-def node_access(node: Node) -> list[str] | None:
-    """An argv prefix that runs a command on `node` from this machine, when the node has one."""
+def node_access(node: Node) -> list[str] | dict[str, Any] | None:
+    """How to run a command on `node` later without the cluster object (after a controller crash).
+
+    An argv prefix when the node has one (`wrap`, e.g. netns's `nsenter --net=...`; a docker
+    container's `docker exec`), or the ssh host to reconnect to; None when there is no way.
+    """
     wrap = getattr(node, "wrap", None)
     if callable(wrap):
         try:
             prefix = wrap([])
         except Exception:  # noqa: BLE001 - a node that cannot describe itself has no prefix
-            return None
+            prefix = None
         if isinstance(prefix, list) and all(isinstance(p, str) for p in prefix):
             return list(prefix)
+    container = getattr(node, "container", None)
+    if isinstance(container, str) and container:
+        return ["docker", "exec", container]
+    host = getattr(node, "host", None)
+    if dataclasses.is_dataclass(host) and not isinstance(host, type):
+        return {
+            "ssh": dataclasses.asdict(host),
+            "cluster": str(getattr(node, "cluster", "")),
+            "address": str(node.address),
+        }
     return None
+
+
+def _ssh_node(name: str, access: Mapping[str, Any]) -> Node:
+    from clusters.ssh_backend import SshNode
+    from harness.config import SshHost
+
+    node: Node = SshNode(name, SshHost(**access["ssh"]), access.get("cluster", ""), access.get("address"))
+    return node
 
 
 _LIVE: set[Path] = set()  # ledgers that a Nemesis of this process still writes to
@@ -140,13 +163,16 @@ def run_recipe(
         if not isinstance(argv, list):
             continue
         node = (nodes or {}).get(str(name))
+        access = step.get("access")
         try:
+            if node is None and isinstance(access, dict) and "ssh" in access:
+                node = _ssh_node(str(name), access)
             if node is not None:
                 result = node.exec(argv, timeout=timeout, check=False)
                 ok, err = result.ok, result.stderr
-            elif step.get("access") is not None or name is None:
+            elif isinstance(access, list) or name is None:
                 proc = subprocess.run(
-                    [*(step.get("access") or []), *argv],
+                    [*(access or []), *argv],
                     capture_output=True,
                     text=True,
                     timeout=timeout,

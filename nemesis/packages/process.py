@@ -151,7 +151,12 @@ def _resume_recipe(ctx: Context, node: Node) -> list[dict[str, Any]]:
     if pid:
         steps.append(
             Package.step_for(
-                node, ["sh", "-c", f"kill -CONT {int(pid)} 2>/dev/null; pkill -CONT -P {int(pid)}; true"]
+                node,
+                [
+                    "sh",
+                    "-c",
+                    f"kill -CONT -- -{int(pid)} {int(pid)} 2>/dev/null; pkill -CONT -P {int(pid)}; true",
+                ],
             )
         )
     return steps
