@@ -30,6 +30,8 @@ from harness.errors import BadInput, InfrastructureError
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.docker,
+    # the first test also builds the node image on a fresh machine (debootstrap: a minute or more)
+    pytest.mark.timeout(900),
     pytest.mark.skipif(os.geteuid() != 0, reason="dockerd and iptables need root"),
 ]
 
