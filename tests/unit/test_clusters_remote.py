@@ -225,3 +225,28 @@ def test_kafka_tarball_url_is_downloaded_once(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_no_docker_engine_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from clusters import docker_backend
+    from harness.errors import InfrastructureError
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no.sock")
+    with pytest.raises(InfrastructureError, match="does not answer") as caught:
+        docker_backend.ensure_dockerd(wait=1)
+    assert "\n" not in str(caught.value)
+    monkeypatch.delenv("DOCKER_HOST")
+    monkeypatch.setattr(docker_backend, "SOCKET", str(tmp_path / "no.sock"))  # no engine answers here
+    monkeypatch.setenv("PATH", str(tmp_path))  # and no dockerd to start
+    with pytest.raises(InfrastructureError, match="docker is not installed"):
+        docker_backend.ensure_dockerd(wait=1)
+    # a dockerd that cannot start (here: one that exits at once) is reported with its log
+    fake = tmp_path / "dockerd"
+    fake.write_text("#!/bin/sh\necho 'failed to start daemon: no storage driver' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(docker_backend, "DOCKERD_LOG", str(tmp_path / "dockerd.log"))
+    if os.geteuid() == 0:
+        with pytest.raises(
+            InfrastructureError, match="dockerd exited with 1 at start: failed to start daemon"
+        ):
+            docker_backend.ensure_dockerd(wait=5)
