@@ -1,0 +1,28 @@
+"""`strandline bench` dispatch and the workload bench's input checks (no cluster needed)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from harness.commands import bench
+from harness.errors import BadInput
+
+
+def test_bad_duration_is_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRANDLINE_BENCH_SECONDS", "soon")
+    with pytest.raises(BadInput, match="STRANDLINE_BENCH_SECONDS"):
+        bench.main(argparse.Namespace(target="workload", keep=None, verbose=False))
+
+
+def test_unknown_client_is_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRANDLINE_BENCH_SECONDS", "1")
+    monkeypatch.setenv("STRANDLINE_BENCH_CLIENT", "kafka-java")
+    with pytest.raises(BadInput, match="client"):
+        bench.main(argparse.Namespace(target="workload", keep=None, verbose=False))
+
+
+def test_unknown_target_is_bad_input() -> None:
+    with pytest.raises(BadInput, match="unknown bench target"):
+        bench.main(argparse.Namespace(target="disk"))
