@@ -148,24 +148,46 @@ ACKS_1_LEADER_CRASH = Scenario(
     time_limit=18.0,
 )
 
+# Cut the leader off until it shrinks the ISR to itself, then cut its power (unsynced writes lost)
+# and heal: it is the only ISR member, so a clean election makes it leader with a shorter log.
+_LEADER_ALONE_THEN_POWER_LOSS = (
+    {"wait": 3},
+    {"do": "partition", "grudge": "leader", **P0},
+    {"wait": 14},
+    {"do": "lose-unsynced", "target": "leader", **P0},
+    {"heal": "all"},
+)
+
 MIN_ISR_1 = Scenario(
     name="min-isr-1",
-    summary="acks=all with min.insync.replicas=1: once the ISR shrinks to the leader alone, a power "
-    "loss on it loses acknowledged writes",
+    summary="acks=all with min.insync.replicas=1: once the ISR shrinks to the leader alone it keeps "
+    "acknowledging alone, and a power loss on it loses those writes",
     story=(
         "Cut the leader off from its followers until it shrinks the ISR to itself; with "
-        "min.insync.replicas=1 it keeps acknowledging alone. Power-cut it (unsynced writes lost) and "
-        "start it: it is still the only ISR member, elected with a shorter log."
+        "min.insync.replicas=1 it goes on acknowledging alone. Power-cut it (unsynced writes lost) and "
+        "heal: it is still the only ISR member and is elected with a shorter log. The safe twin "
+        "refuses those writes (min.insync.replicas=2) and fsyncs every append, because a power loss on "
+        "a sole ISR member loses even older writes without fsync (see kip-966-power-loss)."
     ),
     unsafe={"min_insync": 1},
-    safe={"min_insync": 2},
-    schedule=(
-        {"wait": 3},
-        {"do": "partition", "grudge": "leader", **P0},
-        {"wait": 14},
-        {"do": "lose-unsynced", "target": "leader", **P0},
-        {"heal": "all"},
+    safe={"min_insync": 2, "log_flush_interval_messages": 1},
+    schedule=_LEADER_ALONE_THEN_POWER_LOSS,
+    time_limit=26.0,
+)
+
+KIP_966_POWER_LOSS = Scenario(
+    name="kip-966-power-loss",
+    summary="even with acks=all and min.insync.replicas=2 the ISR may shrink to the leader alone; a power "
+    "loss on it without fsync, and its clean re-election, lose writes all replicas had acknowledged "
+    "(Kafka's KIP-966 problem)",
+    story=(
+        "The same faults as min-isr-1 with the safe replication settings: the leader alone in the ISR "
+        "loses its unsynced writes and, as the only ISR member, is elected again; the followers "
+        "truncate to it. Fsync on every append (log.flush.interval.messages=1) keeps them."
     ),
+    unsafe={"log_flush_interval_messages": 0},
+    safe={"log_flush_interval_messages": 1},
+    schedule=_LEADER_ALONE_THEN_POWER_LOSS,
     time_limit=26.0,
 )
 
@@ -196,7 +218,14 @@ UNCLEAN_ELECTION = Scenario(
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
-    for s in (KIP_101_TRUNCATION, KIP_101_DIVERGENCE, ACKS_1_LEADER_CRASH, MIN_ISR_1, UNCLEAN_ELECTION)
+    for s in (
+        KIP_101_TRUNCATION,
+        KIP_101_DIVERGENCE,
+        ACKS_1_LEADER_CRASH,
+        MIN_ISR_1,
+        KIP_966_POWER_LOSS,
+        UNCLEAN_ELECTION,
+    )
 }
 SEED_SCENARIO = KIP_101_TRUNCATION.name
 
