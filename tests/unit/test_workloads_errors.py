@@ -26,6 +26,7 @@ from workloads.clients.kafka_python import AttemptLog, KafkaPythonProducer, clas
         ([E.NotLeaderForPartitionError], E.NotLeaderForPartitionError(), 0, "info"),
         ([E.RequestTimedOutError], E.RequestTimedOutError(), 0, "info"),
         ([], E.KafkaTimeoutError("Expiring 1 record(s)"), 5, "info"),
+        ([], E.TopicAuthorizationFailedError(), 5, "fail"),
         ([E.MessageSizeTooLargeError], E.MessageSizeTooLargeError(), 5, "fail"),
         ([E.UnknownError], E.UnknownError(), 0, "info"),
         # Attempts not observable: definite only without retries.

@@ -80,8 +80,8 @@ def classify_send_error(
         return "info"
     if attempt_errors is None:
         return "fail" if retries == 0 else "info"
-    if not attempt_errors:  # failed without any attempt reaching the dispatcher: never sent
-        return "info"
+    # No attempt at all: the future failed before the record was sent (e.g. the topic's metadata
+    # answered with a definite error inside send()), so nothing can have been appended.
     return "fail" if all(is_definite(e) for e in attempt_errors) else "info"
 
 
