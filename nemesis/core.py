@@ -302,19 +302,23 @@ class Nemesis:
                 if entry.get("id") in self._active:
                     continue
                 problems += run_recipe(entry, by_name)
-            for node in self.ctx.nodes:
-                try:
-                    node.exec(net.remove_argv(), timeout=30, check=False)
-                    if self._touched_qdisc:
-                        node.exec(net.qdisc_heal_argv(net.interface_of(node)), timeout=30, check=False)
-                except Exception as e:  # noqa: BLE001
-                    problems.append(f"{node.name}: {_text(e)}")
+            problems += [p for p in self.ctx.parallel(self._clean_node, list(self.ctx.nodes)) if p]
             if not problems:
                 self.ledger.clear()
                 self.ledger.release()
         for p in problems:
             log.warning("nemesis heal: %s", p)
         return problems
+
+    def _clean_node(self, node: Node) -> str | None:
+        """Unhook and delete our chains (and our root qdisc) on one node; the problem, if any."""
+        try:
+            node.exec(net.remove_argv(), timeout=30, check=False)
+            if self._touched_qdisc:
+                node.exec(net.qdisc_heal_argv(net.interface_of(node)), timeout=30, check=False)
+        except Exception as e:  # noqa: BLE001
+            return f"{node.name}: {_text(e)}"
+        return None
 
     def active_faults(self) -> list[dict[str, Any]]:
         """The faults in effect now, for live progress: id, fault, nodes, value, seconds active."""

@@ -154,7 +154,7 @@ def has_statistic(node: Node) -> str | None:
         ]
     )
     result = node.exec(_sh(script), timeout=15, check=False)
-    return None if result.ok else (result.stderr.strip() or "iptables statistic match failed")
+    return None if result.ok else f"{node.name}: {result.stderr.strip() or 'iptables statistic match failed'}"
 
 
 def has_netem(node: Node) -> str | None:

@@ -60,6 +60,13 @@ class Context:
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
             return list(pool.map(fn, nodes))
 
+    def first_problem(
+        self, check: Callable[[Node], str | None], nodes: list[Node] | None = None
+    ) -> str | None:
+        """Run a per-node probe on every node at once; the first problem found, or None."""
+        problems = self.parallel(check, list(self.nodes if nodes is None else nodes))
+        return next((p for p in problems if p), None)
+
 
 @dataclass
 class Active:

@@ -9,6 +9,7 @@ import random
 import threading
 from typing import Any
 
+from clusters.node import Node
 from harness.errors import BadInput
 from nemesis import clock, targets
 from nemesis.packages.base import Active, Context, Package, PlanEnv
@@ -68,7 +69,7 @@ class Clock(Package):
             parse_offset(value)
 
     def probe(self, ctx: Context) -> str | None:
-        for node in ctx.nodes:
+        def one(node: Node) -> str | None:
             path = ctx.sut.clock_file(node)
             if not path:
                 return f"node {node.name} was not started under libfaketime (no clock file)"
@@ -76,7 +77,9 @@ class Clock(Package):
                 return (
                     f"node {node.name} has no clock file at {path} (brokers not started under libfaketime?)"
                 )
-        return None
+            return None
+
+        return ctx.first_problem(one)
 
     def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
         return targets.possible(env.names, env.has_leaders, self.default_qualifiers)

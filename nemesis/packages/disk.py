@@ -11,6 +11,7 @@ import json
 import random
 from typing import Any
 
+from clusters.node import Node
 from clusters.sut import Killable
 from harness.errors import BadInput, InfrastructureError
 from nemesis import lazyfs, targets
@@ -43,14 +44,16 @@ class LoseUnsynced(Package):
         targets.check(step.get("target", "one"), ctx.names, ctx.sut, self.name)
 
     def probe(self, ctx: Context) -> str | None:
-        for node in ctx.nodes:
+        def one(node: Node) -> str | None:
             found = sockets(ctx, node.name)
             if not found:
                 return f"node {node.name} has no lazyfs-mounted data dir (start the cluster with this fault requested)"
             for sock in found:
                 if not node.exec(["test", "-S", sock], timeout=15, check=False).ok:
                     return f"node {node.name}: no lazyfs control socket at {sock}"
-        return None
+            return None
+
+        return ctx.first_problem(one)
 
     def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
         return targets.possible(env.names, env.has_leaders, self.default_qualifiers)

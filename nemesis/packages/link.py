@@ -54,11 +54,8 @@ class Loss(_LinkFault):
             raise BadInput(f"loss: probability must be in (0, 1], got {p!r}")
 
     def probe(self, ctx: Context) -> str | None:
-        for node in ctx.nodes:
-            why = net.has_statistic(node)
-            if why:
-                return f"packet loss needs the iptables statistic match on {node.name}: {why}"
-        return None
+        why = ctx.first_problem(net.has_statistic)
+        return f"packet loss needs the iptables statistic match: {why}" if why else None
 
     def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
         names = _resolve(ctx, step, pick)

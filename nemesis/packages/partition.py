@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from clusters.node import Node
 from harness.errors import BadInput
 from nemesis import grudge as grudges
 from nemesis import net, targets
@@ -88,11 +89,11 @@ class Partition(Package):
                 )
 
     def probe(self, ctx: Context) -> str | None:
-        for node in ctx.nodes:
+        def one(node: Node) -> str | None:
             why = net.has_iptables(node)
-            if why:
-                return f"iptables does not work on {node.name}: {why}"
-        return None
+            return f"iptables does not work on {node.name}: {why}" if why else None
+
+        return ctx.first_problem(one)
 
     def plan(self, rng: random.Random, env: PlanEnv, qualifier: str | None) -> dict[str, Any]:
         shape = qualifier or rng.choice(self.usable_qualifiers(env, None) or ["halves"])
