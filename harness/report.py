@@ -261,20 +261,41 @@ def _example_partitions(examples: list[Any], digest: HistoryDigest) -> set[tuple
     return out
 
 
+_ROLE_WORDS = {
+    "leader": "the leader",
+    "controller": "the controller",
+    "follower": "follower",
+    "followers": "follower",
+}
+
+
+def _who(who: str) -> tuple[str, bool]:
+    """'followers n2 n3' -> ('followers n2 and n3', plural); 'leader n1' -> ('the leader n1', False)."""
+    words = who.split()
+    role = _ROLE_WORDS.get(words[0]) if words else None
+    nodes = words[1:] if role else words
+    plural = len(nodes) > 1
+    names = ", ".join(nodes[:-1]) + f" and {nodes[-1]}" if plural else " ".join(nodes)
+    if role:
+        role = role + "s" if plural and role == "follower" else role
+        return f"{role} {names}".strip(), plural
+    return names, plural
+
+
 def _fault_phrase(w: FaultWindow) -> str:
     label = w.label
     parts = label.split(" ", 1)
-    who = parts[1] if len(parts) > 1 else ""
+    who, plural = _who(parts[1] if len(parts) > 1 else "")
     verbs = {
-        "kill": "was killed",
-        "pause": "was paused",
-        "restart": "was restarted",
-        "crash": "crashed",
-        "stop": "was stopped",
+        "kill": ("was killed", "were killed"),
+        "pause": ("was paused", "were paused"),
+        "restart": ("was restarted", "were restarted"),
+        "lose-unsynced": ("lost power (unsynced writes dropped)", "lost power (unsynced writes dropped)"),
+        "crash": ("crashed", "crashed"),
+        "stop": ("was stopped", "were stopped"),
     }
     if w.f in verbs and who:
-        who = who.replace("leader ", "the leader ")
-        return f"{who} {verbs[w.f]} at {w.start_s:.1f} s"
+        return f"{who} {verbs[w.f][1 if plural else 0]} at {w.start_s:.1f} s"
     nouns = {
         "partition": "the network was partitioned",
         "clock": "clocks were skewed",
