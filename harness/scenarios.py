@@ -103,8 +103,8 @@ KIP_101_TRUNCATION = Scenario(
 
 KIP_101_DIVERGENCE = Scenario(
     name="kip-101-divergence",
-    summary="fast leader changes with power loss leave two replicas with different records at one "
-    "offset (KIP-101 scenario 2)",
+    summary="fast leader changes with power loss make replicas hold different records at one offset: "
+    "one offset read with two values, acknowledged writes lost (KIP-101 scenario 2)",
     story=(
         "Power-cut the leader and a follower together (unsynced writes lost on both), start them, "
         "and cut the new leader down again before the others caught up: with high-watermark "
