@@ -407,6 +407,7 @@ class DockerNetwork:
                 entrypoint=[],
                 hostname=node.hostname,
                 name=node.container,
+                user="0",  # images such as apache/kafka default to a user that cannot run iptables
                 detach=True,
                 labels={LABEL: self.cluster},
                 host_config=api.create_host_config(

@@ -475,7 +475,8 @@ for f in "$pid_dir"/*.pid; do
   read pid start < "$f" || continue
   stat=$(cat /proc/$pid/stat 2>/dev/null) || continue
   rest=${stat##*) }; set -- $rest
-  [ "${20}" = "$start" ] && kill -KILL -- -"$3" 2>/dev/null
+  # procps kill for the process group (dash's builtin takes no `--`); else the daemon alone
+  [ "${20}" = "$start" ] && { /bin/kill -KILL -- -"$3" 2>/dev/null || kill -KILL "$pid"; }
 done
 rm -rf "$home"
 rmdir "$(dirname "$home")" 2>/dev/null || true

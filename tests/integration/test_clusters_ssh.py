@@ -349,3 +349,25 @@ def test_insecure_opt_out_accepts_an_unknown_host_key(hosts: SshdHosts, scratch:
         assert node.exec(["true"]).ok
     finally:
         node.close()
+
+
+def test_cleanup_after_a_crashed_controller(hosts: SshdHosts, scratch: Path) -> None:
+    """A state file whose owner died: the next start kills its daemons and removes its homes."""
+    from clusters.ssh_backend import SshNetwork
+    from clusters.state import ClusterState, cleanup_leftovers
+
+    config = ssh_config(hosts).replace(system="own", nodes=1, replication_factor=1, min_insync=1)
+    state_dir = scratch / "crash-state"
+    name = f"sshc{secrets.token_hex(2)}"
+    network = SshNetwork(name, ["n1"], config.replace(system="kafka"), state_dir)  # no install step
+    network.create({"config": config.to_json()})
+    node = network.nodes["n1"]
+    pid = node.start_daemon("sleeper", ["sleep", "1000"], log_path=f"{node.home}/logs/sleeper.log")
+    network.nodes["n1"].close()
+    state = ClusterState.load(state_dir / f"{name}.json")
+    state.data["owner"] = {"pid": 999_999_999, "start": 1}  # a controller that is gone
+    state.save()
+    assert cleanup_leftovers(state_dir) == [name]
+    assert not process_alive(pid, None)
+    assert not (Path(REMOTE_ROOT) / "clusters" / name).exists()
+    assert not (state_dir / f"{name}.json").exists()
