@@ -58,6 +58,7 @@ CONTROLLER_EPOCH = "/controller_epoch"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK_SIZE = 1000
+RECONCILE_SECONDS = 5.0
 REQUEST_TIMED_OUT = 7
 
 
@@ -502,9 +503,15 @@ class ZkCluster:
                 continue
 
     async def _controller_loop(self) -> None:
-        """Level-triggered: whenever something changed, bring every partition to a sane state."""
+        """Level-triggered: whenever something changed, bring every partition to a sane state.
+
+        Also every RECONCILE_SECONDS, as a safety net against a missed or failed notification.
+        """
         while True:
-            await self._reconcile_needed.wait()
+            try:
+                await asyncio.wait_for(self._reconcile_needed.wait(), RECONCILE_SECONDS)
+            except TimeoutError:
+                pass
             self._reconcile_needed.clear()
             if not self.is_controller:
                 continue
