@@ -193,3 +193,35 @@ def test_kip101_restarted_follower_elected(variant: str) -> None:
         assert lost, "the pre-KIP-101 protocol should have lost acknowledged records"
     else:
         assert not lost, f"leader-epoch truncation lost {len(lost)} acknowledged records"
+
+
+def test_paused_leader_loses_its_session_and_rejoins_as_follower(cluster: LocalCluster) -> None:
+    """SIGSTOP the leader past the session timeout: a new leader is elected; once resumed, the old
+    one notices its expired session, registers again, follows, and rejoins the ISR."""
+    from kafka import KafkaProducer
+
+    cluster.create_topic("paused", 1, 3)
+    cluster.wait_for_isr("paused", 0, [1, 2, 3])
+    leader = cluster.wait_for_leader("paused", 0)
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5, retries=20, request_timeout_ms=4000
+    )
+    first = [producer.send("paused", str(i).encode()) for i in range(500)]
+    producer.flush(30)
+    assert all(f.get(10).offset is not None for f in first)
+    cluster.pause(leader)
+    try:
+        new_leader = cluster.wait_for_leader("paused", 0, not_in={leader}, timeout=30)
+        more = [producer.send("paused", str(i).encode()) for i in range(500, 1000)]
+        producer.flush(60)
+        assert all(f.get(30).offset is not None for f in more)
+    finally:
+        cluster.resume(leader)
+    producer.close()
+    cluster.wait_for(lambda: leader in cluster.live_brokers(), 30, f"broker {leader} to register again")
+    cluster.wait_for_isr("paused", 0, [1, 2, 3], timeout=30)
+    state = cluster.partition_state("paused", 0)
+    assert state is not None and state["leader"] == new_leader
+    seen = read_all(cluster.bootstrap, "paused", 1000)
+    assert sorted(seen) == list(range(1000))
+    assert all(len(offsets) == 1 for offsets in seen.values())
