@@ -199,15 +199,16 @@ def ensure_image(client: Any) -> str:
     if not _has_image(client, base_tag):
         build_base(client, base_tag)
     build_node_image(client, base_tag, tag)
-    _prune_old(client, keep=tag)
+    _prune_old(client, REPOSITORY, keep=tag)
+    _prune_old(client, BASE_REPOSITORY, keep=base_tag)
     return tag
 
 
-def _prune_old(client: Any, keep: str) -> None:
-    """Drop earlier source layers (they are cheap to rebuild); the base layers stay cached."""
+def _prune_old(client: Any, repository: str, keep: str) -> None:
+    """Drop images of earlier inputs (a source layer is cheap to rebuild, a base is outdated)."""
     import docker.errors
 
-    for image in client.images.list(name=REPOSITORY):
+    for image in client.images.list(name=repository):
         if keep in image.tags:
             continue
         for tag in image.tags:
