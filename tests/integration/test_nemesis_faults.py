@@ -280,13 +280,13 @@ def test_heal_leftovers_after_controller_sigkill(env: dict[str, Any]) -> None:
 
 def test_random_schedule_runs_journals_and_heals(env: dict[str, Any]) -> None:
     nem, history = nemesis_for(
-        env, "random", nemesis=("kill", "pause", "partition", "clock", "loss"), nemesis_interval=0.8
+        env, "random", nemesis=("kill", "pause", "partition", "clock", "loss"), nemesis_interval=0.6
     )
     nem.validate()
     stop = threading.Event()
     thread = threading.Thread(target=nem.run_schedule, args=(stop,))
     thread.start()
-    time.sleep(5)
+    time.sleep(3.5)
     stop.set()
     thread.join(timeout=60)
     assert not thread.is_alive()
