@@ -78,7 +78,9 @@ def digest_history(
     if not path.exists():
         return d
     pending: dict[Any, dict[str, Any]] = {}
-    all_latency: list[tuple[float, float, str]] = []
+    ok_points: list[tuple[float, float, str]] = []  # every `stride`-th ok send, thinned as it grows
+    bad_points: list[tuple[float, float, str]] = []
+    stride, seen_ok = 1, 0
     for op in iter_ops(path, problems=d.problems):
         d.ops += 1
         t = int(op.get("time") or 0)
@@ -102,7 +104,17 @@ def digest_history(
         series[bucket] = series.get(bucket, 0) + 1
         if f == "send":
             if invoke is not None:
-                all_latency.append((t / NS, (t - int(invoke.get("time") or 0)) / 1e6, kind))
+                point = (t / NS, (t - int(invoke.get("time") or 0)) / 1e6, kind)
+                if kind != "ok":
+                    if len(bad_points) < MAX_LATENCY_POINTS // 2:
+                        bad_points.append(point)
+                else:
+                    if seen_ok % stride == 0:
+                        ok_points.append(point)
+                        if len(ok_points) >= 2 * MAX_LATENCY_POINTS:  # bounded memory on huge histories
+                            ok_points = ok_points[::2]
+                            stride *= 2
+                    seen_ok += 1
             if kind == "ok" and isinstance(op.get("offset"), int) and op.get("topic") is not None:
                 key = (str(op["topic"]), int(op.get("partition") or 0))
                 # The first value acknowledged at an offset: if a later leader reused the offset for
@@ -112,7 +124,7 @@ def digest_history(
             if value in want_val and invoke is not None:
                 d.sends_by_value[value] = _completed(invoke, op)
     d.open_at_end = len(pending)
-    d.latency = _sample(all_latency)
+    d.latency = _sample(ok_points + bad_points)
     return d
 
 
