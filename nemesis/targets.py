@@ -94,7 +94,9 @@ def resolve(
     leader = state.get("leader")
     if target == "leader":
         return [str(leader)] if leader else []
-    replicas = state.get("replicas") or state.get("isr") or names
+    # Followers are the in-sync ones (the ISR without the leader): a replica that fell out of the
+    # ISR is not following. Without an ISR, every other assigned replica.
+    replicas = state.get("isr") or state.get("replicas") or names
     followers = sorted(str(r) for r in replicas if r != leader)  # type: ignore[union-attr]
     if target == "follower":
         return [rng.choice(followers)] if followers else []
