@@ -10,7 +10,7 @@ APT_PACKAGES=(
   iproute2 iptables nftables       # network namespaces, partitions, packet loss
   kcat                             # a fourth Kafka client for broker compatibility
   openssh-server                   # ssh backend, tested against sshd in namespaces
-  python3-venv                     # ssh hosts: the broker's venv (tests use this machine as the hosts)
+  python3-venv sudo                # ssh hosts: the broker's venv, `sudo = true` (tests use this machine as the hosts)
   docker.io debootstrap            # docker backend and its registry-free base image
   chromium                         # headless checks of the HTML report
   fuse3 libfuse2                   # lose-unsynced-writes disk fault

@@ -371,3 +371,28 @@ def test_cleanup_after_a_crashed_controller(hosts: SshdHosts, scratch: Path) -> 
     assert not process_alive(pid, None)
     assert not (Path(REMOTE_ROOT) / "clusters" / name).exists()
     assert not (state_dir / f"{name}.json").exists()
+
+
+def test_sudo_hosts_run_commands_and_move_files_through_sudo(hosts: SshdHosts, scratch: Path) -> None:
+    node = SshNode("n1", hosts.host(0, sudo=True), f"sudo{secrets.token_hex(2)}")
+    local = scratch / "sudo-up"
+    (local / "sub").mkdir(parents=True)
+    (local / "sub" / "f").write_text("payload")
+    try:
+        assert node.command_line(["id", "-u"]).startswith("sudo -n -- ")
+        assert node.exec(["id", "-u"]).stdout.strip() == "0"
+        node.exec(["mkdir", "-p", node.home, node.pid_dir])
+        node.upload(str(local), f"{node.home}/up")
+        assert node.exec(["cat", f"{node.home}/up/sub/f"]).stdout == "payload"
+        node.download(f"{node.home}/up", str(scratch / "sudo-down"))
+        assert (scratch / "sudo-down" / "sub" / "f").read_text() == "payload"
+        pid = node.start_daemon("sleeper", ["sleep", "1000"], log_path=f"{node.home}/logs/s.log")
+        assert node.daemon_pid("sleeper") == pid
+        node.signal_daemon("sleeper", signal.SIGKILL)
+        assert node.daemon_pid("sleeper") is None
+        assert not list(Path("/tmp").glob(".strandline-down-*")) and not list(
+            Path("/tmp").glob(".strandline-up-*")
+        )
+    finally:
+        node.exec(["rm", "-rf", str(Path(node.home).parent)], check=False)
+        node.close()
