@@ -277,7 +277,7 @@ class ApiHandlers:
         try:
             result, found = self._fetch_once(body, replica_id, max_bytes, watched)
             for partition in watched:
-                partition.data_waiters.add(wake)
+                (partition.data_waiters if replica_id >= 0 else partition.hw_waiters).add(wake)
             while found < body.min_bytes and not self._has_error(result):
                 remaining = deadline - loop.time()
                 if remaining <= 0:
@@ -291,6 +291,7 @@ class ApiHandlers:
         finally:
             for partition in watched:
                 partition.data_waiters.discard(wake)
+                partition.hw_waiters.discard(wake)
         return {"error_code": NONE, "session_id": 0, "responses": result}
 
     @staticmethod

@@ -91,13 +91,22 @@ class Partition:
     producers: ProducerState = field(default_factory=ProducerState)
     state: PartitionState | None = None
     ack_waiters: list[_AckWaiter] = field(default_factory=list)
+    # long-polling fetches: followers wake on appends, consumers only when the HW moves
     data_waiters: set[asyncio.Event] = field(default_factory=set)
+    hw_waiters: set[asyncio.Event] = field(default_factory=set)
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.topic, self.index)
 
     def wake_readers(self) -> None:
+        """Wake every long-polling fetch (role, epoch or HW changed)."""
+        for event in self.data_waiters:
+            event.set()
+        for event in self.hw_waiters:
+            event.set()
+
+    def wake_followers(self) -> None:
         for event in self.data_waiters:
             event.set()
 
@@ -374,7 +383,7 @@ class ReplicaManager:
                 )
                 offset += h.last_offset_delta + 1
             self._run(partition, replica.on_local_append(partition.log.log_end_offset))
-            partition.wake_readers()
+            partition.wake_followers()
         result = ProduceResult(NONE, base, partition.log.log_start_offset)
         if acks != -1 or replica.acks_all_done(last):
             if acks == -1 and len(replica.isr) < self.config.min_insync_replicas:
