@@ -36,6 +36,7 @@ from typing import Any
 from clusters import docker_image
 from clusters.netns import CLUSTER_NAME, NODE_NAME, used_slots
 from clusters.node import ExecResult
+from clusters.own import wants_lazyfs
 from clusters.remote_shell import ShellDaemons
 from clusters.state import ClusterState, list_states, locked, register_remover, run_quiet
 from harness.config import TestConfig
@@ -271,6 +272,11 @@ class DockerNetwork:
         for n in node_names:
             if not NODE_NAME.match(n):
                 raise BadInput(f"node name {n!r}: use 1 to 4 lowercase letters or digits")
+        if config.system == "own" and wants_lazyfs(config):
+            raise BadInput(
+                f"the power-loss fault (lose-unsynced) needs the netns backend: data dirs on FUSE are "
+                f"not set up on the {self.backend} backend"
+            )
         self.cluster = cluster
         self.node_names = list(node_names)
         self.config = config

@@ -38,6 +38,7 @@ from typing import Any
 from clusters import node_software
 from clusters.netns import CLUSTER_NAME, NODE_NAME
 from clusters.node import ExecResult
+from clusters.own import wants_lazyfs
 from clusters.remote_shell import ShellDaemons, env_prefix
 from clusters.state import ClusterState, locked, register_remover
 from harness.config import SshHost, TestConfig
@@ -400,6 +401,11 @@ class SshNetwork:
         for n in node_names:
             if not NODE_NAME.match(n):
                 raise BadInput(f"node name {n!r}: use 1 to 4 lowercase letters or digits")
+        if config.system == "own" and wants_lazyfs(config):
+            raise BadInput(
+                f"the power-loss fault (lose-unsynced) needs the netns backend: data dirs on FUSE are "
+                f"not set up on the {self.backend} backend"
+            )
         self.cluster = cluster
         self.node_names = list(node_names)
         self.config = config

@@ -250,3 +250,12 @@ def test_no_docker_engine_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, tmp
             InfrastructureError, match="dockerd exited with 1 at start: failed to start daemon"
         ):
             docker_backend.ensure_dockerd(wait=5)
+
+
+@pytest.mark.parametrize("backend", ["docker", "ssh"])
+def test_power_loss_needs_netns_and_says_so_before_anything_exists(backend: str, tmp_path: Path) -> None:
+    hosts = tuple(SshHost(host=f"h{i}", insecure_skip_host_key_check=True) for i in range(4))
+    config = TestConfig(backend=backend, nemesis=("lose-unsynced",), ssh_hosts=hosts)  # type: ignore[arg-type]
+    with pytest.raises(BadInput, match="needs the netns backend"):
+        build_cluster(config, tmp_path, state_dir=tmp_path / "state")
+    assert not (tmp_path / "state").exists()
