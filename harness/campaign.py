@@ -106,6 +106,7 @@ KEY_SETTINGS = (
 def _settings(config: TestConfig) -> dict[str, Any]:
     c = config.to_json()
     out = {k: c[k] for k in KEY_SETTINGS}
+    out["nemesis"] = ",".join(config.nemesis) or "none"
     if config.schedule:
         out["nemesis"] = f"scripted ({len(config.schedule)} steps)"
     return out
@@ -189,8 +190,15 @@ def _expand(entry: dict[str, Any], defaults: dict[str, Any], where: str) -> list
 
 
 def _anomaly_counts(outcome: RunOutcome) -> dict[str, int]:
-    anomalies = (outcome.results or {}).get("anomalies") or {}
-    return {k: int(v.get("count", 0)) for k, v in anomalies.items() if isinstance(v, dict) and v.get("count")}
+    """Anomalies that counted against the run (results.json's `fatal`; all found when it has none)."""
+    results = outcome.results or {}
+    anomalies = results.get("anomalies") or {}
+    fatal = results.get("fatal")
+    return {
+        k: int(v.get("count", 0))
+        for k, v in anomalies.items()
+        if isinstance(v, dict) and v.get("count") and (not isinstance(fatal, list) or k in fatal)
+    }
 
 
 def run_campaign(campaign: Campaign, store: Path, console: Console) -> tuple[Path, list[TestResult]]:
