@@ -139,11 +139,15 @@ class Nemesis:
     # --- running ------------------------------------------------------------------------------
 
     def run_schedule(self, stop_event: threading.Event) -> None:
-        """Thread target: run the schedule until it ends or `stop_event` is set. Never raises."""
+        """Thread target: run the schedule until it ends or `stop_event` is set. Never raises.
+
+        When stopped (the time limit), it heals what is active at once, from this thread, so
+        clients blocked on a paused or cut-off broker finish while the workload winds down.
+        """
         try:
             for step in self.steps():
                 if stop_event.is_set() or self._closing:
-                    return
+                    break
                 self.executed.append(dict(step))
                 try:
                     self.execute(step, stop_event)
@@ -151,6 +155,11 @@ class Nemesis:
                     log.warning("nemesis step %s failed: %s", step, e)
         except Exception:  # noqa: BLE001
             log.exception("nemesis schedule crashed")
+        if stop_event.is_set() and not self._closing:
+            try:
+                self.heal()
+            except Exception:  # noqa: BLE001 - heal_all will try again
+                log.exception("nemesis: healing at the end of the schedule failed")
 
     def execute(self, step: dict[str, Any], stop_event: threading.Event | None = None) -> None:
         stop = stop_event or threading.Event()
