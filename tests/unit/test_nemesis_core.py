@@ -493,3 +493,13 @@ def test_heal_leftovers_leaves_a_live_nemesis_of_this_process_alone(tmp_path: Pa
     assert heal_leftovers(tmp_path) == [] and not marker.exists()
     live.release()  # e.g. the Nemesis was dropped without healing: now a leftover
     assert heal_leftovers(tmp_path) == ["fault loss-1 on n1"] and marker.exists()
+
+
+def test_module_cli_lists_faults_and_heals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from nemesis.__main__ import main
+
+    assert main(["faults"]) == 0
+    out = capsys.readouterr().out
+    assert "partition" in out and "lose-unsynced" in out
+    assert main(["heal", str(tmp_path)]) == 0
+    assert "nothing to heal" in capsys.readouterr().out
