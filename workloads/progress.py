@@ -14,7 +14,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
 from workloads.stats import WorkloadStats
@@ -93,18 +92,19 @@ class LiveProgress:
         return self._ops_per_s
 
     def __rich__(self) -> Any:
+        """One line that is cut, never wrapped, on a narrow terminal."""
         stats = self._stats
-        table = Table.grid(padding=(0, 2))
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(self.title, style="bold")
         if stats is None:
-            table.add_row(Text(self.title, style="bold"), "starting")
-            return table
-        table.add_row(
-            Text(self.title, style="bold"),
-            f"{stats.elapsed:6.1f} s",
-            f"ops/s {self._current_rate(stats):7.1f}",
-            Text(f"acked {stats.acked}", style="green"),
-            Text(f"failed {stats.failed}", style="yellow"),
-            Text(f"unknown {stats.unknown}", style="magenta"),
-            Text(f"faults: {self.faults_text()}", style="red" if self._faults else ""),
-        )
-        return table
+            line.append("  starting")
+            return line
+        line.append(f"  {stats.elapsed:6.1f} s  ops/s {self._current_rate(stats):7.1f}  ")
+        line.append(f"acked {stats.acked}", style="green")
+        line.append("  ")
+        line.append(f"failed {stats.failed}", style="yellow")
+        line.append("  ")
+        line.append(f"unknown {stats.unknown}", style="magenta")
+        line.append("  ")
+        line.append(f"faults: {self.faults_text()}", style="red" if self._faults else "")
+        return line
