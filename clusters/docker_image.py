@@ -125,6 +125,7 @@ def build_base(client: Any, tag: str) -> None:
             ],
             "debootstrap",
         )
+        log.info("debootstrap done after %.1fs", time.monotonic() - started)
         for src, dest in zookeeper_files():
             target = rootfs / dest
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -144,7 +145,7 @@ def build_base(client: Any, tag: str) -> None:
         shutil.rmtree(wheel_dir)
         for rel in TRIM:
             shutil.rmtree(rootfs / rel, ignore_errors=True)
-        log.info("importing %s into docker", tag)
+        log.info("venv done after %.1fs; importing %s into docker", time.monotonic() - started, tag)
         repository, _, version = tag.partition(":")
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
         assert tar.stdout is not None

@@ -27,6 +27,7 @@ import select
 import shlex
 import socket
 import stat
+import sys
 import tempfile
 import threading
 import time
@@ -346,12 +347,29 @@ def software_paths() -> tuple[str, str, str]:
     return f"{REMOTE_ROOT}/src-{key}", f"{REMOTE_ROOT}/venv-{pins}", f"{REMOTE_ROOT}/wheels-{pins}"
 
 
+def check_python(node: SshNode) -> None:
+    """The wheels are built on the controller: the host's python3 must be of the same minor version."""
+    want = f"{sys.version_info.major}.{sys.version_info.minor}"
+    probe = "import sys, venv; print('%d.%d' % sys.version_info[:2])"
+    result = node.exec(["python3", "-c", probe], check=False)
+    have = result.stdout.strip()
+    if not result.ok:
+        why = (result.stderr.strip() or "no output").splitlines()[-1]
+        raise BadInput(f"ssh host {node.host.host}: needs python3 with venv ({why})")
+    if have != want:
+        raise BadInput(
+            f"ssh host {node.host.host}: python3 is {have}, the controller's is {want} "
+            "(the broker's wheels are built on the controller)"
+        )
+
+
 def install_software(node: SshNode) -> Software:
     """The project source and the broker's venv on the node's host, unless already there."""
     source_dir, venv, wheels = software_paths()
     node.exec(["mkdir", "-p", REMOTE_ROOT])
     lock = ["flock", f"{REMOTE_ROOT}/.install.lock"]
     if not node.exec(["test", "-f", f"{venv}/.complete"], check=False).ok:
+        check_python(node)
         log.info("%s: installing the broker's dependencies into %s", node.name, venv)
         for wheel in node_software.wheel_files():
             node.upload(str(wheel), f"{wheels}/{wheel.name}")

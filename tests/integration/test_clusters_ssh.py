@@ -158,6 +158,9 @@ class SshdHosts:
         found = [f"netns {n}" for n in self.namespaces if Path(f"/run/netns/{n}").exists()]
         found += [f"link {self.bridge}"] if Path(f"/sys/class/net/{self.bridge}").exists() else []
         found += [f"sshd {p.pid}" for p in self.procs if p.poll() is None]
+        found += [f"veth slsv{self.tag}{i}" for i in range(1, self.count + 1) if Path(f"/sys/class/net/slsv{self.tag}{i}").exists()]  # fmt: skip
+        if run("iptables", "-w", "-C", *self.rule).returncode == 0:
+            found.append("iptables rule")
         return found
 
 
