@@ -62,6 +62,7 @@ def existing_run_dir(path: str | Path) -> Path:
 
 def new_run_dir(store: Path, name: str) -> Path:
     """Create `<store>/<name>/<YYYYmmddTHHMMSS>/` (unique even within one second) and point latest at it."""
+    store = store.resolve()  # absolute, so printed paths open from anywhere
     base = store / name
     base.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
