@@ -398,6 +398,9 @@ class DockerNetwork:
             self._create_node(node)
         for node in self.nodes.values():
             node.exec(["mkdir", "-p", node.home, node.pid_dir])
+            # Nodes talk to each other and to the controller (on-link) only: no route elsewhere,
+            # whatever the engine's iptables settings.
+            node.exec(["ip", "route", "del", "default"], check=False)
 
     def _create_node(self, node: DockerNode) -> None:
         import docker.errors

@@ -16,6 +16,8 @@ A user with an image of their own passes it as `docker_image` (it must offer the
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import io
 import logging
@@ -24,6 +26,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,7 @@ SOURCE_DIR = "/opt/strandline/src"
 PYTHON = f"{VENV}/bin/python"
 SITE_PACKAGES = f"{VENV}/lib/python3.11/site-packages"  # bookworm's Python is 3.11
 FAKETIME_LIBRARY = f"{SITE_PACKAGES}/libfaketime/vendor/libfaketime/src/libfaketime.so.1"
+LOCK_FILE = "/var/tmp/strandline-node-image.lock"
 BUILD_VERSION = "1"  # bump when the build steps below change
 # What a minimal node never reads: documentation, translations, apt's downloads and lists.
 TRIM = (
@@ -196,24 +200,53 @@ def ensure_image(client: Any) -> str:
     tag = image_tag(base)
     if _has_image(client, tag):
         return tag
-    base_tag = f"{BASE_REPOSITORY}:{base}"
-    if not _has_image(client, base_tag):
-        build_base(client, base_tag)
-    build_node_image(client, base_tag, tag)
-    _prune_old(client, REPOSITORY, keep=tag)
-    _prune_old(client, BASE_REPOSITORY, keep=base_tag)
+    with _build_lock():  # concurrent runs: one builds, the others wait and find the image
+        if _has_image(client, tag):
+            return tag
+        base_tag = f"{BASE_REPOSITORY}:{base}"
+        if not _has_image(client, base_tag):
+            build_base(client, base_tag)
+        build_node_image(client, base_tag, tag)
+        _prune_old(client, REPOSITORY, keep=tag)
+        _prune_old(client, BASE_REPOSITORY, keep=base_tag)
     return tag
 
 
-def _prune_old(client: Any, repository: str, keep: str) -> None:
-    """Drop images of earlier inputs (a source layer is cheap to rebuild, a base is outdated)."""
+@contextlib.contextmanager
+def _build_lock() -> Iterator[None]:
+    with open(LOCK_FILE, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _prune_old(client: Any, repository: str, keep: str, min_age: float = 3600.0) -> None:
+    """Drop images of earlier inputs (a source layer is cheap to rebuild, a base is outdated).
+
+    Only images older than `min_age` seconds: a concurrent run (the tree changed under it) may be
+    about to start containers from the image it has just built.
+    """
     import docker.errors
 
+    now = time.time()
     for image in client.images.list(name=repository):
-        if keep in image.tags:
+        if keep in image.tags or now - _created(image) < min_age:
             continue
         for tag in image.tags:
             try:
                 client.images.remove(tag, noprune=False)
             except docker.errors.APIError as e:  # in use by a running cluster: keep it
                 log.debug("keeping %s: %s", tag, e)
+
+
+def _created(image: Any) -> float:
+    """The image's creation time (seconds since the epoch); now when it cannot be read."""
+    import datetime
+
+    text = str(image.attrs.get("Created", ""))[:19]  # 2026-11-22T07:22:56.123456789Z
+    try:
+        return datetime.datetime.fromisoformat(text).replace(tzinfo=datetime.UTC).timestamp()
+    except ValueError:
+        return time.time()

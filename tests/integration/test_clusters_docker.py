@@ -104,6 +104,7 @@ def test_containers_have_addresses_hostnames_and_net_admin(cluster: Cluster) -> 
         assert node.exec(["hostname"]).stdout.strip() == node.name
         assert node.address in node.exec(["ip", "-4", "-o", "addr"]).stdout
     n1, n2 = cluster.nodes[0], cluster.nodes[1]
+    assert "default" not in n1.exec(["ip", "route"]).stdout  # an internal network: no way out
     # iptables inside a container (NET_ADMIN), as the partition nemesis uses it
     n1.exec(["iptables", "-A", "INPUT", "-s", n2.address, "-j", "DROP"])
     assert "DROP" in n1.exec(["iptables", "-S", "INPUT"]).stdout
