@@ -194,13 +194,9 @@ def _import_pieces() -> dict[str, Any]:
 
 def precheck(config: TestConfig) -> None:
     """Bad input found before anything is created: unknown faults, malformed schedule steps."""
-    try:
-        from nemesis import schedule
-    except ImportError:
-        return
-    schedule.parse_specs(tuple(config.nemesis))
-    for i, step in enumerate(config.schedule):
-        schedule.step_kind(step, i)
+    from nemesis import check_config
+
+    check_config(config)
 
 
 def wants_nemesis(config: TestConfig) -> bool:
