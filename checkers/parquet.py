@@ -5,11 +5,14 @@ than Arrow's C++ reader, and Spark would then have to explode the poll records o
 The conversion streams the history in chunks through `pyarrow.json` (bounded memory: one chunk at a
 time) and writes two datasets next to the history, in `<history>.parquet/`:
 
-- `ops.parquet`: one row per line (`index`, `time`, `process` (null for the nemesis), `nemesis`,
-  `type`, `f`, `topic`, `partition`, `value`, `offset`, `records`: how many, `bad_records`: a
-  `records` that is neither a list nor empty); fields of the wrong type are null;
-- `reads.parquet`: one row per record listed by an `ok` client line (`index` and `process` of the
-  line, `pos` in its record list, `topic`, `partition`, `offset`, `value`);
+- `operations.parquet`: one row per client operation: an invocation paired with the next line of
+  its process (see `_Pairing`): `invoke_index`, `process`, `f`, `topic`, `partition`, `value` of
+  the invocation; `index`, `time`, `offset`, `bad_records` of the completion; `outcome`
+  (ok/fail/info/open) and `next_index` (the completing or superseding line); fields of the wrong
+  type are null;
+- `reads.parquet`: one row per record of an ok completion of a poll (`index` and `process` of the
+  completion, `pos` in its record list, `topic`, `partition`, `offset`, `value`, and `epoch`: how
+  many times the process's poll positions were forgotten before it);
 - `meta.json`: the source's size and mtime (the cache is reused while they match), and the lines
   that could not be read.
 
@@ -44,7 +47,7 @@ from workloads.history import CLIENT_FS, NEMESIS_PROCESS, OP_TYPES, ReadProblem,
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 CHUNK_BYTES = 32 << 20
 _NEMESIS_SENTINEL = -(2**62)
 _NEMESIS_KEYS = (b'"process":"nemesis"', b'"process": "nemesis"')
@@ -67,22 +70,6 @@ _JSON_SCHEMA = pa.schema(
         ("bad_records", pa.bool_()),
     ]
 )
-OPS_SCHEMA = pa.schema(
-    [
-        ("index", pa.int64()),
-        ("time", pa.int64()),
-        ("process", pa.int64()),
-        ("nemesis", pa.bool_()),
-        ("type", pa.string()),
-        ("f", pa.string()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("value", pa.int64()),
-        ("offset", pa.int64()),
-        ("records", pa.int32()),
-        ("bad_records", pa.bool_()),
-    ]
-)
 READS_SCHEMA = pa.schema(
     [
         ("index", pa.int64()),
@@ -92,6 +79,7 @@ READS_SCHEMA = pa.schema(
         ("partition", pa.int32()),
         ("offset", pa.int64()),
         ("value", pa.int64()),
+        ("epoch", pa.int64()),
     ]
 )
 _PARSE = pj.ParseOptions(explicit_schema=_JSON_SCHEMA, unexpected_field_behavior="ignore")
@@ -102,17 +90,20 @@ _CLIENT_FS = pa.array(sorted(CLIENT_FS))
 
 @dataclass
 class Converted:
-    """Where the Parquet form of a history is, and what reading the history found."""
+    """Where the Parquet form of a history is, and what reading and pairing its lines found."""
 
     directory: Path
-    ops: int
+    ops: int  # lines read as ops (client and nemesis)
+    operations: int
     reads: int
     problems: list[ReadProblem] = field(default_factory=list)
+    orphans: int = 0  # completions without an invocation
+    first_orphan: int | None = None
     reused: bool = False
 
     @property
-    def ops_path(self) -> Path:
-        return self.directory / "ops.parquet"
+    def operations_path(self) -> Path:
+        return self.directory / "operations.parquet"
 
     @property
     def reads_path(self) -> Path:
@@ -137,25 +128,42 @@ def convert(history: str | os.PathLike[str], dest: Path | None = None, *, force:
     parent = dest.parent if os.access(dest.parent, os.W_OK) else None
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=parent))
     try:
-        ops, reads, problems = _write(history, tmp)
+        counts, pairing, problems = _write(history, tmp)
         meta = {
             "version": FORMAT_VERSION,
             "source_size": stat.st_size,
             "source_mtime_ns": stat.st_mtime_ns,
-            "ops": ops,
-            "reads": reads,
+            "ops": counts.ops,
+            "operations": counts.operations,
+            "reads": counts.reads,
+            "orphans": pairing.orphans,
+            "first_orphan": pairing.first_orphan,
             "problems": [[p.line_no, p.reason, p.torn_tail] for p in problems],
         }
         (tmp / "meta.json").write_text(json.dumps(meta))
-        if parent is None:
-            # Not writable beside the history: use the temporary directory, uncached.
-            return Converted(tmp, ops, reads, problems)
-        shutil.rmtree(dest, ignore_errors=True)
-        os.replace(tmp, dest)
+        if parent is not None:
+            shutil.rmtree(dest, ignore_errors=True)
+            os.replace(tmp, dest)
+        else:
+            dest = tmp  # not writable beside the history: a temporary, uncached conversion
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return Converted(dest, ops, reads, problems)
+    return _from_meta(dest, meta, reused=False)
+
+
+def _from_meta(dest: Path, meta: dict[str, Any], reused: bool) -> Converted:
+    problems = [ReadProblem(int(n), str(r), bool(t)) for n, r, t in meta.get("problems", [])]
+    return Converted(
+        dest,
+        int(meta["ops"]),
+        int(meta["operations"]),
+        int(meta["reads"]),
+        problems,
+        int(meta["orphans"]),
+        meta["first_orphan"],
+        reused,
+    )
 
 
 def _load_meta(dest: Path, stat: os.stat_result) -> Converted | None:
@@ -167,12 +175,11 @@ def _load_meta(dest: Path, stat: os.stat_result) -> Converted | None:
         meta.get("version") != FORMAT_VERSION
         or meta.get("source_size") != stat.st_size
         or meta.get("source_mtime_ns") != stat.st_mtime_ns
-        or not (dest / "ops.parquet").exists()
+        or not (dest / "operations.parquet").exists()
         or not (dest / "reads.parquet").exists()
     ):
         return None
-    problems = [ReadProblem(int(n), str(r), bool(t)) for n, r, t in meta.get("problems", [])]
-    return Converted(dest, int(meta["ops"]), int(meta["reads"]), problems, reused=True)
+    return _from_meta(dest, meta, reused=True)
 
 
 def _chunks(path: Path, size: int) -> Iterator[tuple[bytes, int, bool]]:
@@ -309,84 +316,319 @@ def _slow(chunk: bytes, first_line: int, at_end: bool, problems: list[ReadProble
                 "records": [_record(r) for r in records]
                 if isinstance(records, list) and not nemesis
                 else None,
+                # Readers take `records or []`: a truthy non-list is a malformed poll.
+                "bad_records": bool(records) and not isinstance(records, list) and not nemesis,
             }
         )
     return pa.Table.from_pylist(rows, schema=_JSON_SCHEMA), stop
 
 
-def _split(table: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """The ops table (records dropped, nemesis flagged) and the reads table (records flattened)."""
-    process = table.column("process")
-    nemesis = pc.fill_null(pc.equal(process, _NEMESIS_SENTINEL), False)
-    ops = pa.table(
-        {
-            "index": table.column("index"),
-            "time": table.column("time"),
-            "process": pc.if_else(nemesis, pa.scalar(None, pa.int64()), process),
-            "nemesis": nemesis,
-            "type": table.column("type"),
-            "f": table.column("f"),
-            "topic": table.column("topic"),
-            "partition": table.column("partition"),
-            "value": table.column("value"),
-            "offset": table.column("offset"),
-            "records": pc.list_value_length(table.column("records")).cast(pa.int32()),
-            "bad_records": pc.fill_null(table.column("bad_records"), False),
-        },
-        schema=OPS_SCHEMA,
-    )
-    # Records of every ok client line: the checker decides which lines complete a poll.
-    is_read = pc.and_(pc.equal(table.column("type"), "ok"), pc.invert(nemesis))
-    polls = table.filter(pc.fill_null(is_read, False))
+def _split(table: pa.Table, pairing: _Pairing) -> tuple[pa.Table, pa.Table]:
+    """The chunk's operations (paired, see _Pairing) and its reads (records flattened)."""
+    nemesis = pc.fill_null(pc.equal(table.column("process"), _NEMESIS_SENTINEL), False)
+    client = table.filter(pc.invert(nemesis))
+    operations, reads_ok, epoch = pairing.feed(client)
+    take = pc.and_(reads_ok, pc.is_valid(client.column("records")))
+    polls = client.filter(take)
+    epochs = pc.filter(epoch, take)
     records = polls.column("records").combine_chunks()
-    if len(records) == 0 or records.null_count == len(records):
-        return ops, READS_SCHEMA.empty_table()
+    if len(records) == 0:
+        return operations, READS_SCHEMA.empty_table()
     flat = pc.list_flatten(records)
-    parents = pc.list_parent_indices(records)
     n = len(flat)
     if n == 0:
-        return ops, READS_SCHEMA.empty_table()
+        return operations, READS_SCHEMA.empty_table()
+    parents = pc.list_parent_indices(records)
     seq = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
     starts = pc.take(records.offsets.cast(pa.int64()), parents)
-    pos = pc.subtract(seq, starts).cast(pa.int32())
     flat_struct = flat if isinstance(flat, pa.StructArray) else flat.combine_chunks()
     reads = pa.table(
         {
             "index": pc.take(polls.column("index"), parents),
             "process": pc.take(polls.column("process"), parents),
-            "pos": pos,
+            "pos": pc.subtract(seq, starts).cast(pa.int32()),
             "topic": flat_struct.field("topic"),
             "partition": flat_struct.field("partition"),
             "offset": flat_struct.field("offset"),
             "value": flat_struct.field("value"),
+            "epoch": pc.take(epochs, parents),
         },
         schema=READS_SCHEMA,
     )
-    return ops, reads
+    return operations, reads
 
 
-def _write(history: Path, dest: Path) -> tuple[int, int, list[ReadProblem]]:
-    """Parse in this thread, write Parquet in another (both release the GIL): the two overlap."""
+OPERATIONS_SCHEMA = pa.schema(
+    [
+        ("invoke_index", pa.int64()),
+        ("process", pa.int64()),
+        ("f", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("value", pa.int64()),
+        ("index", pa.int64()),
+        ("time", pa.int64()),
+        ("offset", pa.int64()),
+        ("bad_records", pa.bool_()),
+        ("outcome", pa.string()),
+        ("next_index", pa.int64()),
+    ]
+)
+_TYPE_CODES = pa.array(["invoke", "ok", "fail", "info"])
+_F_CODES = pa.array(["send", "poll", "assign", "crash"])
+INVOKE, OK_, FAIL_, INFO_ = 0, 1, 2, 3
+SEND, POLL, ASSIGN, CRASH = 0, 1, 2, 3
+_CARRY_SCHEMA = pa.schema(
+    [
+        ("index", pa.int64()),
+        ("time", pa.int64()),
+        ("process", pa.int64()),
+        ("type", pa.int8()),
+        ("f", pa.int8()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("value", pa.int64()),
+        ("offset", pa.int64()),
+        ("bad_records", pa.bool_()),
+        ("epoch", pa.int64()),
+        ("carried", pa.bool_()),
+    ]
+)
+
+
+def _arange(n: int, start: int = 0) -> pa.Array:
+    return pc.add(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), start - 1)
+
+
+def _neighbour(order: pa.Array, process_sorted: pa.Array, inverse: pa.Array, by: int) -> pa.Array:
+    """For each row (in table order), the row of its process's previous (by=1) or next (-1) line."""
+    m = len(order)
+    if m == 0:
+        return pa.array([], pa.int64())
+    null = pa.nulls(1, pa.int64())
+    order = order.cast(pa.int64())
+    if by == 1:
+        other, other_proc = pa.concat_arrays([null, order.slice(0, m - 1)]), process_sorted.slice(0, m - 1)
+        same = pa.concat_arrays([pa.array([False]), pc.equal(process_sorted.slice(1), other_proc)])
+    else:
+        other = pa.concat_arrays([order.slice(1), null])
+        same = pa.concat_arrays(
+            [pc.equal(process_sorted.slice(0, m - 1), process_sorted.slice(1)), pa.array([False])]
+        )
+    in_sorted = pc.if_else(same, other, pa.scalar(None, pa.int64()))
+    return pc.take(in_sorted, inverse)
+
+
+class _Pairing:
+    """Pairs each invocation with the next line of its process, streaming, chunk by chunk.
+
+    This is the reference's operation model (see checkers/reference.py): the next line of the same
+    process completes an invocation (`crash` as `info`), supersedes it (an invocation) or, at the
+    end, leaves it open. Vectorized per chunk: the chunk's client lines, after the last line of
+    each process carried from earlier chunks, are stably sorted by process, which makes each line's
+    predecessor and successor in its process neighbours. Also decided here, per line: whether an
+    ok line's records are reads (it completes a poll invocation), and how many times its process's
+    poll positions were forgotten up to it (its `epoch`): at an assign invocation, at a poll
+    completed info, at an invocation superseding a poll.
+    """
+
+    def __init__(self) -> None:
+        self.carry = _CARRY_SCHEMA.empty_table()
+        self.orphans = 0
+        self.first_orphan: int | None = None
+
+    def feed(self, lines: pa.Table) -> tuple[pa.Table, pa.Array, pa.Array]:
+        """(operations completed or superseded, per line: are its records reads, per line: epoch)."""
+        n = lines.num_rows
+        own = pa.table(
+            {
+                "index": lines.column("index"),
+                "time": lines.column("time"),
+                "process": lines.column("process"),
+                "type": pc.index_in(lines.column("type"), value_set=_TYPE_CODES).cast(pa.int8()),
+                "f": pc.index_in(lines.column("f"), value_set=_F_CODES).cast(pa.int8()),
+                "topic": lines.column("topic"),
+                "partition": lines.column("partition"),
+                "value": lines.column("value"),
+                "offset": lines.column("offset"),
+                "bad_records": pc.fill_null(lines.column("bad_records"), False),
+                "epoch": pa.nulls(n, pa.int64()),
+                "carried": pa.repeat(pa.scalar(False), n),
+            },
+            schema=_CARRY_SCHEMA,
+        )
+        both = pa.concat_tables([self.carry, own]).combine_chunks()
+        m = both.num_rows
+        process = both.column("process").combine_chunks()
+        order = pc.sort_indices(process).cast(pa.int64())  # stable: line order within a process
+        inverse = pc.inverse_permutation(order)
+        process_sorted = pc.take(process, order)
+        prev = _neighbour(order, process_sorted, inverse, 1)
+        nxt = _neighbour(order, process_sorted, inverse, -1)
+        col = {name: both.column(name).combine_chunks() for name in ("type", "f", "index", "carried")}
+        type_, f, carried = col["type"], col["f"], col["carried"]
+        own_line = pc.invert(carried)
+        is_invoke = pc.equal(type_, INVOKE)
+        prev_type, prev_f = pc.take(type_, prev), pc.take(f, prev)
+        after_invoke = pc.fill_null(pc.equal(prev_type, INVOKE), False)
+        after_poll_invoke = pc.and_(after_invoke, pc.fill_null(pc.equal(prev_f, POLL), False))
+        crash = pc.equal(f, CRASH)
+
+        # Operations: invocations whose successor is known.
+        next_type, next_f = pc.take(type_, nxt), pc.take(f, nxt)
+        emit = pc.and_(is_invoke, pc.is_valid(nxt))
+        completed = pc.and_(emit, pc.fill_null(pc.not_equal(next_type, INVOKE), False))
+        outcome_code = pc.if_else(
+            completed,
+            pc.if_else(pc.fill_null(pc.equal(next_f, CRASH), False), pa.scalar(INFO_, pa.int8()), next_type),
+            pa.scalar(-1, pa.int8()),
+        )
+        operations = self._operations(both, emit, completed, outcome_code, nxt)
+
+        # Orphans: completions of this chunk whose predecessor is no invocation.
+        orphan = pc.and_(
+            pc.and_(own_line, pc.invert(is_invoke)), pc.and_(pc.invert(crash), pc.invert(after_invoke))
+        )
+        orphan_index = pc.filter(col["index"], orphan)
+        if len(orphan_index):
+            self.orphans += len(orphan_index)
+            first = pc.min(orphan_index).as_py()
+            if first is not None and (self.first_orphan is None or first < self.first_orphan):
+                self.first_orphan = first
+
+        # Reads: the records of an ok completion of a poll invocation.
+        reads_ok = pc.and_(
+            pc.and_(own_line, pc.equal(type_, OK_)), pc.and_(pc.invert(crash), after_poll_invoke)
+        )
+        # Position resets, counted per process up to each line.
+        info_poll = pc.and_(
+            pc.and_(pc.invert(is_invoke), after_poll_invoke), pc.or_(pc.equal(type_, INFO_), crash)
+        )
+        resets = pc.and_(
+            own_line,
+            pc.or_(
+                pc.or_(pc.and_(is_invoke, pc.equal(f, ASSIGN)), info_poll),
+                pc.and_(is_invoke, after_poll_invoke),
+            ),
+        ).cast(pa.int64())
+        resets_sorted = pc.take(resets, order)
+        cum = pc.cumulative_sum(resets_sorted)
+        positions = _arange(m)
+        starts = (
+            pa.concat_arrays(
+                [
+                    pa.array([True]),
+                    pc.not_equal(process_sorted.slice(1), process_sorted.slice(0, max(0, m - 1))),
+                ]
+            )
+            if m
+            else pa.array([], pa.bool_())
+        )
+        first_row = (
+            pc.cumulative_max(pc.if_else(starts, positions, pa.scalar(0, pa.int64()))) if m else positions
+        )
+        epoch_sorted = pc.take(both.column("epoch").combine_chunks(), order)
+        base = pc.fill_null(pc.take(epoch_sorted, first_row), 0)
+        before = pc.subtract(pc.take(cum, first_row), pc.take(resets_sorted, first_row))
+        epoch = pc.take(pc.add(base, pc.subtract(cum, before)), inverse)
+
+        # Carry the last line of each process, with its epoch.
+        last = pc.invert(pc.is_valid(nxt))
+        carry = both.set_column(both.schema.get_field_index("epoch"), "epoch", epoch).filter(last)
+        self.carry = carry.set_column(
+            carry.schema.get_field_index("carried"), "carried", pa.repeat(pa.scalar(True), carry.num_rows)
+        )
+        k = len(both) - n  # carried rows come first: the chunk's own lines are the rest, in order
+        return operations, reads_ok.slice(k), epoch.slice(k)
+
+    def _operations(self, both, emit, completed, outcome_code, nxt):  # type: ignore[no-untyped-def]
+        rows = both.filter(emit)
+        nxt = pc.filter(nxt, emit)
+        completed = pc.filter(completed, emit)
+        none64 = pa.scalar(None, pa.int64())
+
+        def completion(name: str) -> pa.Array:
+            return pc.if_else(completed, pc.take(both.column(name).combine_chunks(), nxt), none64)
+
+        outcomes = pa.array(["ok", "fail", "info", "open"])
+        code = pc.filter(outcome_code, emit)
+        outcome = pc.take(
+            outcomes, pc.if_else(pc.less(code, 0), pa.scalar(3, pa.int8()), pc.subtract(code, 1))
+        )
+        return pa.table(
+            {
+                "invoke_index": rows.column("index"),
+                "process": rows.column("process"),
+                "f": pc.take(_F_CODES, rows.column("f")),
+                "topic": rows.column("topic"),
+                "partition": rows.column("partition"),
+                "value": rows.column("value"),
+                "index": completion("index"),
+                "time": completion("time"),
+                "offset": completion("offset"),
+                "bad_records": pc.fill_null(
+                    pc.and_(completed, pc.take(both.column("bad_records").combine_chunks(), nxt)), False
+                ),
+                "outcome": outcome,
+                "next_index": pc.take(both.column("index").combine_chunks(), nxt),
+            },
+            schema=OPERATIONS_SCHEMA,
+        )
+
+    def finish(self) -> pa.Table:
+        """Invocations still open at the end of the history."""
+        open_ = self.carry.filter(pc.equal(self.carry.column("type"), INVOKE))
+        n = open_.num_rows
+        none64 = pa.nulls(n, pa.int64())
+        return pa.table(
+            {
+                "invoke_index": open_.column("index"),
+                "process": open_.column("process"),
+                "f": pc.take(_F_CODES, open_.column("f")),
+                "topic": open_.column("topic"),
+                "partition": open_.column("partition"),
+                "value": open_.column("value"),
+                "index": none64,
+                "time": none64,
+                "offset": none64,
+                "bad_records": pa.repeat(pa.scalar(False), n),
+                "outcome": pa.repeat(pa.scalar("open"), n),
+                "next_index": none64,
+            },
+            schema=OPERATIONS_SCHEMA,
+        )
+
+
+@dataclass
+class _Counts:
+    ops: int = 0
+    operations: int = 0
+    reads: int = 0
+
+
+def _write(history: Path, dest: Path) -> tuple[_Counts, _Pairing, list[ReadProblem]]:
+    """Parse and pair in this thread, write Parquet in another (both release the GIL)."""
     problems: list[ReadProblem] = []
-    counts = [0, 0]
+    counts = _Counts()
+    pairing = _Pairing()
     queue: Queue[tuple[pa.Table, pa.Table] | None] = Queue(maxsize=2)
     failure: list[BaseException] = []
 
     def writer() -> None:
-        options: dict[str, Any] = {"compression": "snappy", "use_dictionary": ["type", "f", "topic"]}
+        options: dict[str, Any] = {"compression": "snappy", "use_dictionary": ["f", "topic", "outcome"]}
         try:
             with (
-                pq.ParquetWriter(dest / "ops.parquet", OPS_SCHEMA, **options) as ops_out,
+                pq.ParquetWriter(dest / "operations.parquet", OPERATIONS_SCHEMA, **options) as ops_out,
                 pq.ParquetWriter(dest / "reads.parquet", READS_SCHEMA, **options) as reads_out,
             ):
                 while (item := queue.get()) is not None:
-                    ops, reads = item
-                    if ops.num_rows:
-                        ops_out.write_table(ops)
+                    operations, reads = item
+                    if operations.num_rows:
+                        ops_out.write_table(operations)
                     if reads.num_rows:
                         reads_out.write_table(reads)
-                    counts[0] += ops.num_rows
-                    counts[1] += reads.num_rows
+                    counts.operations += operations.num_rows
+                    counts.reads += reads.num_rows
         except BaseException as e:  # handed to the parsing thread, which raises it
             failure.append(e)
             while queue.get() is not None:
@@ -400,12 +642,15 @@ def _write(history: Path, dest: Path) -> tuple[int, int, list[ReadProblem]]:
             stop = False
             if table is None:
                 table, stop = _slow(chunk, first_line, at_end, problems)
-            queue.put(_split(table))
+            counts.ops += table.num_rows
+            queue.put(_split(table, pairing))
             if stop or failure:
                 break
+        if not failure:
+            queue.put((pairing.finish(), READS_SCHEMA.empty_table()))
     finally:
         queue.put(None)
         thread.join()
     if failure:
         raise failure[0]
-    return counts[0], counts[1], problems
+    return counts, pairing, problems

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 from checkers.catalogue import EngineResult
 from checkers.parquet import convert
-from checkers.spark_engine import check_parquet
+from checkers.spark_engine import ParquetForm, check_parquet
 from checkers.spark_session import get_session
 from harness.errors import BadInput, InfrastructureError
 
@@ -87,20 +87,31 @@ def check_history(
         last_timings["convert"] = time.monotonic() - started
         last_timings["reused_parquet"] = float(converted.reused)
         spark = _session(thread, box)
-        ops_path, reads_path, problems = (
-            str(converted.ops_path),
+        form = ParquetForm(
+            str(converted.operations_path),
             str(converted.reads_path),
+            converted.ops,
             converted.problems,
+            converted.orphans,
+            converted.first_orphan,
         )
     else:
         spark = _session(thread, box)
         from checkers.spark_convert import convert_with_spark
 
-        ops_path, reads_path, problems = convert_with_spark(spark, os.fspath(history_path), reconvert)
+        form = convert_with_spark(spark, os.fspath(history_path), reconvert)
         last_timings["convert"] = time.monotonic() - started
     last_timings["spark_start"] = float(box.get("seconds", 0.0))
     checking = time.monotonic()
-    result = check_parquet(spark, ops_path, reads_path, problems)
+    result = check_parquet(
+        spark,
+        form.operations_path,
+        form.reads_path,
+        ops=form.ops,
+        problems=form.problems,
+        orphans=form.orphans,
+        first_orphan=form.first_orphan,
+    )
     last_timings["check"] = time.monotonic() - checking
     last_timings["total"] = time.monotonic() - started
     return result

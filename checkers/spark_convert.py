@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from checkers.spark_engine import ParquetForm
 from workloads.history import CLIENT_FS, OP_TYPES, ReadProblem
 
 if TYPE_CHECKING:
@@ -31,12 +32,12 @@ def _dest(path: str) -> str:
     return (base[: -len(".jsonl")] if base.endswith(".jsonl") else base) + ".parquet"
 
 
-def convert_with_spark(
-    spark: SparkSession, path: str, force: bool = False
-) -> tuple[str, str, list[ReadProblem]]:
-    """(ops path, reads path, problems) of a history anywhere Spark reads."""
+def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> ParquetForm:
+    """The Parquet form (operations, reads) of a history anywhere Spark reads."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    col = F.col
     dest = _dest(path)
     jvm = spark.sparkContext._jvm
     assert jvm is not None
@@ -52,8 +53,7 @@ def convert_with_spark(
         finally:
             stream.close()
         if meta.get("source_mtime") == source_mtime:
-            problems = [ReadProblem(0, meta["reason"])] * int(meta.get("bad", 0))
-            return dest + "/ops", dest + "/reads", problems
+            return _form(dest, meta)
 
     df = (
         spark.read.schema(JSON_SCHEMA)
@@ -61,57 +61,120 @@ def convert_with_spark(
         .option("columnNameOfCorruptRecord", "_corrupt_record")
         .json(path)
     )
-    nemesis = F.col("process") == "nemesis"
-    int_process = F.col("process").rlike(r"^-?[0-9]+$")
+    nemesis = col("process") == "nemesis"
+    integer = r"^-?[0-9]+$"
     good = (
-        F.col("_corrupt_record").isNull()
-        & F.col("index").isNotNull()
-        & F.col("time").isNotNull()
-        & F.col("type").isin(*OP_TYPES)
-        & F.col("f").isNotNull()
-        & (nemesis | (int_process & F.col("f").isin(*sorted(CLIENT_FS))))
+        col("_corrupt_record").isNull()
+        & col("index").isNotNull()
+        & col("time").isNotNull()
+        & col("type").isin(*OP_TYPES)
+        & col("f").isNotNull()
+        & (nemesis | (col("process").rlike(integer) & col("f").isin(*sorted(CLIENT_FS))))
     )
     df = df.withColumn("good", good).cache()
     try:
-        bad = df.filter(~F.col("good")).count()
-        ops = df.filter(F.col("good")).select(
+        counts = df.agg(
+            F.count(F.when(~col("good"), 1)).alias("bad"), F.count(F.when(col("good"), 1)).alias("ops")
+        ).first()
+        assert counts is not None
+        w = Window.partitionBy("process").orderBy("index")
+        lines = df.filter(col("good") & ~nemesis).select(
             "index",
             "time",
-            F.when(~nemesis, F.col("process").cast("long")).alias("process"),
-            nemesis.alias("nemesis"),
+            col("process").cast("long").alias("process"),
             "type",
             "f",
-            F.when(~nemesis, F.col("topic")).alias("topic"),
-            F.when(~nemesis, F.col("partition")).alias("partition"),
-            F.when(~nemesis & F.col("value").rlike(r"^-?[0-9]+$"), F.col("value").cast("long")).alias(
-                "value"
-            ),
-            F.when(~nemesis, F.col("offset")).alias("offset"),
-            F.when(~nemesis, F.size("records")).cast("int").alias("records"),
+            "topic",
+            "partition",
+            F.when(col("value").rlike(integer), col("value").cast("long")).alias("value"),
+            "offset",
+            "records",
+        )
+        lines = lines.select(
+            "*",
+            F.lead("type").over(w).alias("next_type"),
+            F.lead("f").over(w).alias("next_f"),
+            F.lead("index").over(w).alias("next_index"),
+            F.lead("time").over(w).alias("next_time"),
+            F.lead("offset").over(w).alias("next_offset"),
+            F.lag("type").over(w).alias("prev_type"),
+            F.lag("f").over(w).alias("prev_f"),
+        )
+        is_invoke = col("type") == "invoke"
+        after_poll = F.coalesce((col("prev_type") == "invoke") & (col("prev_f") == "poll"), F.lit(False))
+        not_crash = col("f") != "crash"
+        reset = (
+            (is_invoke & (col("f") == "assign"))
+            | (~is_invoke & after_poll & ((col("type") == "info") | ~not_crash))
+            | (is_invoke & after_poll)
+        )
+        lines = lines.withColumn(
+            "epoch",
+            F.sum(reset.cast("long")).over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow)),
+        ).cache()
+        completed = col("next_type").isNotNull() & (col("next_type") != "invoke")
+        lines.filter(is_invoke).select(
+            col("index").alias("invoke_index"),
+            "process",
+            "f",
+            "topic",
+            "partition",
+            "value",
+            F.when(completed, col("next_index")).alias("index"),
+            F.when(completed, col("next_time")).alias("time"),
+            F.when(completed, col("next_offset")).alias("offset"),
             F.lit(False).alias("bad_records"),
+            F.when(~completed, "open")
+            .when(col("next_f") == "crash", "info")
+            .otherwise(col("next_type"))
+            .alias("outcome"),
+            "next_index",
+        ).write.mode("overwrite").parquet(dest + "/operations")
+        orphans = (
+            lines.filter(
+                ~is_invoke & not_crash & (col("prev_type").isNull() | (col("prev_type") != "invoke"))
+            )
+            .agg(F.count(F.lit(1)), F.min("index"))
+            .first()
         )
-        ops = ops.withColumn("records", F.when(F.col("records") >= 0, F.col("records")))
-        ops.write.mode("overwrite").parquet(dest + "/ops")
-        reads = df.filter(
-            F.col("good") & ~nemesis & (F.col("type") == "ok") & F.col("records").isNotNull()
+        assert orphans is not None
+        lines.filter((col("type") == "ok") & not_crash & after_poll & col("records").isNotNull()).select(
+            "index", "process", "epoch", F.posexplode("records").alias("pos", "r")
         ).select(
-            "index", F.col("process").cast("long").alias("process"), F.posexplode("records").alias("pos", "r")
-        )
-        reads.select(
             "index",
             "process",
-            F.col("pos").cast("int").alias("pos"),
-            F.col("r.topic").alias("topic"),
-            F.col("r.partition").alias("partition"),
-            F.col("r.offset").alias("offset"),
-            F.col("r.value").alias("value"),
+            col("pos").cast("int").alias("pos"),
+            col("r.topic").alias("topic"),
+            col("r.partition").alias("partition"),
+            col("r.offset").alias("offset"),
+            col("r.value").alias("value"),
+            "epoch",
         ).write.mode("overwrite").parquet(dest + "/reads")
+        lines.unpersist()
     finally:
         df.unpersist()
-    reason = "unreadable or malformed line (line number unknown: read by Spark)"
+    meta = {
+        "source_mtime": source_mtime,
+        "bad": int(counts["bad"]),
+        "ops": int(counts["ops"]),
+        "orphans": int(orphans[0]),
+        "first_orphan": orphans[1],
+        "reason": "unreadable or malformed line (line number unknown: read by Spark)",
+    }
     out = fs.create(meta_path, True)
     try:
-        out.write(json.dumps({"source_mtime": source_mtime, "bad": bad, "reason": reason}).encode())
+        out.write(json.dumps(meta).encode())
     finally:
         out.close()
-    return dest + "/ops", dest + "/reads", [ReadProblem(0, reason)] * bad
+    return _form(dest, meta)
+
+
+def _form(dest: str, meta: dict[str, Any]) -> ParquetForm:
+    return ParquetForm(
+        dest + "/operations",
+        dest + "/reads",
+        int(meta["ops"]),
+        [ReadProblem(0, meta["reason"])] * int(meta["bad"]),
+        int(meta["orphans"]),
+        meta["first_orphan"],
+    )

@@ -1,28 +1,31 @@
 """The Spark engine: the reference checker's rules (checkers/reference.py) as DataFrame jobs.
 
 The rules, terms and example fields are the reference's, to the letter; this module only says how
-they are computed at scale. Inputs are the two Parquet datasets of `checkers.parquet` (one row per
-history line, one row per record read). The plan, shuffles in brackets:
+they are computed at scale. Its inputs are the Parquet form of the history (`checkers.parquet`):
+operations (each invocation already paired with the next line of its process, which is sequential
+work done once while converting) and reads (each record of an ok poll, with its process's position
+epoch). The plan, shuffles in brackets:
 
-1. *lines* [by process]: each client line with the next and previous line of its process (one
-   window). An invocation and the next line of its process form an operation; this gives outcomes,
-   open and superseded invocations, orphans, acks, and the resets of poll positions.
-2. *by value* [by value]: send outcomes, acks and reads of each value, in one aggregation: status,
-   first read, first failed send, whether it was ever read; and per (value, position) the first
-   sighting, from which duplicates come without another shuffle.
-3. *by position* [by (topic, partition, offset)]: the first sightings again, one row per value and
-   position (far fewer than the reads): inconsistent offsets.
-4. *by process and partition* [by process]: reads in order, with the number of position resets
-   before them, for poll-skip and nonmonotonic-poll; acks in order for nonmonotonic-send.
+1. *operations* [none but tiny global aggregates]: outcome counts, open and superseded invocations,
+   malformed operations, the status rank of each send and its ack.
+2. *by value* [by value, once]: sends and reads of each value side by side: status, first read,
+   first failed send, never-read acks (lost-write / unseen against the broadcast max read offset
+   of their partition), and the first sighting of each (value, position), whose count per value
+   gives duplicates without another shuffle.
+3. *by position* [by (topic, partition, offset), of first sightings only]: inconsistent offsets.
+4. *by process* [by process]: reads in order within (process, epoch, topic-partition) for
+   poll-skip and nonmonotonic-poll, and acks in order within (process, topic-partition) for
+   nonmonotonic-send, in one window.
 
-Only counts and at most `MAX_EXAMPLES` examples per anomaly, chosen by the catalogue's order,
-ever reach the driver.
+Only counts and at most `MAX_EXAMPLES` examples per anomaly, chosen by the catalogue's order, reach
+the driver, all in one collect.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from checkers.catalogue import (
@@ -41,6 +44,19 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ParquetForm:
+    """Where a history's Parquet form is (any path Spark reads) and what converting it found."""
+
+    operations_path: str
+    reads_path: str
+    ops: int
+    problems: list[ReadProblem]
+    orphans: int = 0
+    first_orphan: int | None = None
+
 
 # Status ranks, as in the reference: the best outcome over a value's send operations.
 FAIL, INFO, OK = 0, 1, 2
@@ -168,13 +184,26 @@ class _Gather:
 
 
 class SparkChecker:
-    """One check of one history's Parquet form."""
+    """One check of one history's Parquet form (checkers.parquet: operations and reads)."""
 
-    def __init__(self, spark: SparkSession, ops_path: str, reads_path: str, problems: list[ReadProblem]):
+    def __init__(
+        self,
+        spark: SparkSession,
+        operations_path: str,
+        reads_path: str,
+        *,
+        ops: int,
+        problems: list[ReadProblem],
+        orphans: int = 0,
+        first_orphan: int | None = None,
+    ):
         self.spark = spark
-        self.ops_path = ops_path
+        self.operations_path = operations_path
         self.reads_path = reads_path
+        self.ops = ops
         self.problems = problems
+        self.orphans = orphans
+        self.first_orphan = first_orphan
         self.cached: list[DataFrame] = []
 
     def _cache(self, df: DataFrame) -> DataFrame:
@@ -197,101 +226,53 @@ class SparkChecker:
 
         col = F.col
         spark = self.spark
-        ops = spark.read.parquet(self.ops_path)
+        operations = spark.read.parquet(self.operations_path)
         reads_all = spark.read.parquet(self.reads_path)
         out = _Gather()
-        out.aggregate(ops, {"ops": (F.lit(True), None)})
 
-        # 1. [by process] Lines with the next and previous line of their process: operations.
-        w = Window.partitionBy("process").orderBy("index")
-        lines = self._cache(
-            ops.filter(~col("nemesis")).select(
-                "index",
-                "time",
-                "process",
-                "type",
-                "f",
-                "topic",
-                "partition",
-                "value",
-                "offset",
-                "records",
-                "bad_records",
-                F.lead("type").over(w).alias("next_type"),
-                F.lead("f").over(w).alias("next_f"),
-                F.lead("index").over(w).alias("next_index"),
-                F.lead("time").over(w).alias("next_time"),
-                F.lead("offset").over(w).alias("next_offset"),
-                F.lead("bad_records").over(w).alias("next_bad_records"),
-                F.lag("type").over(w).alias("prev_type"),
-                F.lag("f").over(w).alias("prev_f"),
-            )
-        )
-        is_invoke = col("type") == "invoke"
-        completed = col("next_type").isNotNull() & (col("next_type") != "invoke")
-        outcome = (
-            F.when(~completed, "open").when(col("next_f") == "crash", "info").otherwise(col("next_type"))
-        )
-        acked = (
-            completed & (col("next_type") == "ok") & (col("next_f") != "crash") & (col("next_offset") >= 0)
-        )
-        is_send = is_invoke & (col("f") == "send")
+        # 1. Operations (paired while converting): outcomes, pairing problems, malformed ops, acks.
+        is_send = (col("f") == "send") & col("value").isNotNull()
+        acked = (col("outcome") == "ok") & (col("offset") >= 0)
         figures: dict[str, tuple[Column, Column | None]] = {}
         for f in ("send", "poll", "assign"):
             for o in ("ok", "fail", "info", "open"):
-                figures[f"op:{f}:{o}"] = (is_invoke & (col("f") == f) & (outcome == o), None)
-        figures["open"] = (is_invoke & col("next_index").isNull(), F.struct("index", "process", "f"))
-        figures["superseded"] = (
-            is_invoke & (col("next_type") == "invoke"),
-            F.struct(col("next_index").alias("at"), "process", "index"),
+                figures[f"op:{f}:{o}"] = ((col("f") == f) & (col("outcome") == o), None)
+        figures["open"] = (
+            col("next_index").isNull(),
+            F.struct(col("invoke_index").alias("index"), "process", "f"),
         )
-        figures["orphans"] = (
-            ~is_invoke & (col("f") != "crash") & (col("prev_type").isNull() | (col("prev_type") != "invoke")),
+        figures["superseded"] = (
+            (col("outcome") == "open") & col("next_index").isNotNull(),
+            F.struct(col("next_index").alias("at"), "process", col("invoke_index").alias("index")),
+        )
+        figures["malformed:send"] = ((col("f") == "send") & col("value").isNull(), col("invoke_index"))
+        figures["malformed:ack"] = (
+            is_send & acked & (col("topic").isNull() | col("partition").isNull()),
             col("index"),
         )
-        figures["malformed:send"] = (is_send & col("value").isNull(), col("index"))
-        bad_ack = (
-            is_send & col("value").isNotNull() & acked & (col("topic").isNull() | col("partition").isNull())
+        figures["acked"] = (is_send & acked & col("topic").isNotNull() & col("partition").isNotNull(), None)
+        figures["malformed:poll"] = (
+            (col("f") == "poll") & (col("outcome") == "ok") & col("bad_records"),
+            col("index"),
         )
-        figures["malformed:ack"] = (bad_ack, col("next_index"))
-        figures["acked"] = (
-            is_send
-            & col("value").isNotNull()
-            & acked
-            & col("topic").isNotNull()
-            & col("partition").isNotNull(),
-            None,
-        )
-        ok_poll = (
-            is_invoke
-            & (col("f") == "poll")
-            & completed
-            & (col("next_type") == "ok")
-            & (col("next_f") != "crash")
-        )
-        figures["malformed:poll"] = (ok_poll & col("next_bad_records"), col("next_index"))
-        out.aggregate(lines, figures)
+        out.aggregate(operations, figures)
 
-        sends = lines.filter(is_send & col("value").isNotNull()).select(
+        sends = operations.filter(is_send).select(
             "value",
-            F.when(outcome == "fail", FAIL).when(acked, OK).otherwise(INFO).alias("rank"),
-            (acked & col("topic").isNotNull() & col("partition").isNotNull()).alias("acked"),
-            col("next_index").alias("index"),
-            col("index").alias("invoke_index"),
-            col("next_time").alias("time"),
+            F.when(col("outcome") == "fail", FAIL).when(acked, OK).otherwise(INFO).alias("rank"),
+            F.coalesce(acked & col("topic").isNotNull() & col("partition").isNotNull(), F.lit(False)).alias(
+                "acked"
+            ),
+            "index",
+            "invoke_index",
+            "time",
             "process",
             "topic",
             "partition",
-            col("next_offset").alias("offset"),
+            "offset",
         )
 
-        # Reads: records of ok completions of poll invocations (other lines' records: usually none).
-        not_reads = lines.filter(
-            (col("type") == "ok")
-            & col("records").isNotNull()
-            & ~((col("f") != "crash") & (col("prev_type") == "invoke") & (col("prev_f") == "poll"))
-        ).select("index")
-        reads_all = reads_all.join(F.broadcast(not_reads), "index", "left_anti")
+        # Reads (records of ok completions of polls), well-formed ones.
         well_formed = (
             col("topic").isNotNull()
             & col("partition").isNotNull()
@@ -434,45 +415,27 @@ class SparkChecker:
             .filter(col("n") > 1),
         )
 
-        # 4. [by process] Reads in order between position resets (an assign invocation; a poll that
-        # completes info, or that an invocation supersedes), and acks in order: one window.
-        resets = (
-            lines.select(
+        # 4. [by process] Reads in order between position resets (their epoch, from the conversion),
+        # and acks in order (epoch -1): one window.
+        ordered = reads.select(
+            "process",
+            "epoch",
+            "topic",
+            "partition",
+            "index",
+            "pos",
+            "offset",
+            F.lit(None).cast("long").alias("value"),
+        ).unionByName(
+            sends.filter(col("acked")).select(
                 "process",
-                F.when(is_invoke & (col("f") == "assign"), col("index"))
-                .when(is_invoke & (col("f") == "poll") & completed & (outcome == "info"), col("next_index"))
-                .when(is_invoke & (col("f") == "poll") & (col("next_type") == "invoke"), col("next_index"))
-                .alias("at"),
-            )
-            .filter(col("at").isNotNull())
-            .groupBy("process")
-            .agg(F.collect_list("at").alias("resets"))
-        )
-        ordered = (
-            reads.join(F.broadcast(resets), "process", "left")
-            .select(
-                "process",
-                F.coalesce(F.size(F.filter(col("resets"), lambda at: at < col("index"))), F.lit(0)).alias(
-                    "epoch"
-                ),
+                F.lit(-1).cast("long").alias("epoch"),
                 "topic",
                 "partition",
                 "index",
-                "pos",
+                F.lit(0).alias("pos"),
                 "offset",
-                F.lit(None).cast("long").alias("value"),
-            )
-            .unionByName(
-                sends.filter(col("acked")).select(
-                    "process",
-                    F.lit(-1).alias("epoch"),
-                    "topic",
-                    "partition",
-                    "index",
-                    F.lit(0).alias("pos"),
-                    "offset",
-                    "value",
-                )
+                "value",
             )
         )
         wp = Window.partitionBy("process", "epoch", "topic", "partition").orderBy("index", "pos")
@@ -504,6 +467,9 @@ class SparkChecker:
         out.anomaly("nonmonotonic-send", pairs.filter(col("epoch") < 0))
 
         counts, firsts, anomalies = out.collect()
+        counts["ops"] = self.ops
+        counts["orphans"] = self.orphans
+        firsts["orphans"] = self.first_orphan
         return self._result(counts, firsts, anomalies)
 
     def _result(
@@ -590,7 +556,23 @@ def _problem_reasons(problems: list[ReadProblem]) -> list[str]:
 
 
 def check_parquet(
-    spark: SparkSession, ops_path: str, reads_path: str, problems: list[ReadProblem] | None = None
+    spark: SparkSession,
+    operations_path: str,
+    reads_path: str,
+    *,
+    ops: int,
+    problems: list[ReadProblem] | None = None,
+    orphans: int = 0,
+    first_orphan: int | None = None,
 ) -> EngineResult:
     """Check a history already in Parquet form (see checkers.parquet)."""
-    return SparkChecker(spark, ops_path, reads_path, problems or []).run()
+    checker = SparkChecker(
+        spark,
+        operations_path,
+        reads_path,
+        ops=ops,
+        problems=problems or [],
+        orphans=orphans,
+        first_orphan=first_orphan,
+    )
+    return checker.run()

@@ -41,7 +41,9 @@ def get_session(master: str | None = None, driver_memory: str | None = None) -> 
     """The active SparkSession, or a new one configured for the checker."""
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
+    # The active session is per thread; the instantiated one is the process's (checks may run in a
+    # thread of their own).
+    active = SparkSession.getActiveSession() or getattr(SparkSession, "_instantiatedSession", None)
     if active is not None:
         return active
     master = master or os.environ.get("STRANDLINE_SPARK_MASTER") or DEFAULT_MASTER

@@ -1,0 +1,207 @@
+"""The Spark engine agrees with the reference checker, result for result (`==`), on every anomaly,
+on damaged histories, and on generated histories with planted anomalies.
+
+One Spark session (local[2], two shuffle partitions) serves every test of this module; each check
+is one Spark job per figure batch, so the property tests use few examples.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from checkers import spark as spark_checker
+from checkers.catalogue import HISTORY_ANOMALIES, EngineResult, incomplete_kind
+from checkers.histories import PLANTABLE, HistoryBuilder, plant, simulate, write_history
+from checkers.reference import check_history as reference_check
+from checkers.synthetic import ANOMALY_KINDS, generate
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+FEW = settings(
+    max_examples=8,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from checkers.spark_session import get_session
+
+    session = get_session("local[2]", driver_memory="1g")
+    session.conf.set("spark.sql.shuffle.partitions", "2")
+    yield session
+
+
+def both(spark: Any, path: Path) -> tuple[EngineResult, EngineResult]:
+    """(Spark's result, the reference's result) for one history; the Parquet cache is rebuilt."""
+    return spark_checker.check_history(path, reconvert=True), reference_check(path)
+
+
+def counts_of(result: EngineResult) -> dict[str, int]:
+    return {name: a["count"] for name, a in result["anomalies"].items() if a["count"]}
+
+
+def scenarios() -> HistoryBuilder:
+    """Every anomaly once, each on its own topic with its own processes, plus the edge cases."""
+    b = HistoryBuilder()
+    # lost-write: acked at 0, a later read reached offset 1 on that partition.
+    b.send(0, 10, offset=0, topic="lost")
+    b.send(0, 11, offset=1, topic="lost")
+    b.poll(1, [("lost", 0, 1, 11)])
+    # unseen: acked at 5, no read of the partition reached past it.
+    b.send(2, 20, offset=5, topic="unseen")
+    b.poll(3, [("unseen", 0, 4, 21)])
+    b.send(4, 21, offset=4, topic="unseen")
+    # duplicate: one value at two offsets (an ack and a read).
+    b.send(5, 30, offset=0, topic="dup")
+    b.poll(6, [("dup", 0, 0, 30), ("dup", 0, 1, 30)])
+    # inconsistent offsets and the reused offset: 40 acked at 0, a new leader gave 0 to 41.
+    b.send(7, 40, offset=0, topic="reuse")
+    b.send(8, 41, offset=0, topic="reuse")
+    b.send(8, 42, offset=1, topic="reuse")
+    b.poll(9, [("reuse", 0, 0, 41), ("reuse", 0, 1, 42)])
+    # aborted read: a failed send's value was read; phantom: a value nobody sent.
+    b.send(10, 50, outcome="fail", topic="abort")
+    b.poll(11, [("abort", 0, 0, 50), ("abort", 0, 1, 999)])
+    # poll-skip then nonmonotonic-poll by one process, then an assign forgets the position.
+    b.poll(12, [("skip", 0, 0, 60), ("skip", 0, 2, 62)])
+    b.poll(12, [("skip", 0, 1, 61)])
+    b.assign(12, [("skip", 0)])
+    b.poll(12, [("skip", 0, 0, 60)])
+    for v, o in ((60, 0), (61, 1), (62, 2)):
+        b.send(13, v, offset=o, topic="skip")
+    # nonmonotonic-send: one process's later ack at an earlier offset.
+    b.send(14, 70, offset=3, topic="nms")
+    b.send(14, 71, offset=2, topic="nms")
+    b.poll(15, [("nms", 0, 2, 71), ("nms", 0, 3, 70)])
+    # Edge cases: read before the send completed; an info send read later; an info send never read.
+    b.invoke_send(16, 80, topic="edge")
+    b.poll(17, [("edge", 0, 0, 80)])
+    b.complete_send(16, 80, offset=0, topic="edge")
+    b.send(18, 81, outcome="info", topic="edge")
+    b.poll(17, [("edge", 0, 1, 81)])
+    b.send(18, 82, outcome="info", topic="edge")
+    # A crash completes the open op as info; the crashed process's poll position is forgotten.
+    b.invoke_poll(19)
+    b.op(process=19, type="info", f="crash")
+    b.nemesis("kill", ["n1"])
+    b.nemesis("start", ["n1"])
+    return b
+
+
+def test_every_anomaly_and_edge_case_agrees_with_the_reference(spark: Any, tmp_path: Path) -> None:
+    path = scenarios().write(tmp_path / "history.jsonl")
+    got, want = both(spark, path)
+    assert got == want
+    assert counts_of(got) == {
+        "lost-write": 2,
+        "unseen": 1,
+        "duplicate": 1,
+        "inconsistent-offsets": 1,
+        "aborted-read": 1,
+        "phantom": 1,
+        "poll-skip": 1,
+        "nonmonotonic-poll": 1,
+        "nonmonotonic-send": 1,
+    }
+    assert got["incomplete"] == []
+    lost = got["anomalies"]["lost-write"]["examples"]
+    assert [e["value"] for e in lost] == [10, 40]  # 40: acked at an offset a later leader reused
+    assert got["anomalies"]["unseen"]["examples"][0]["value"] == 20
+
+
+def test_damaged_histories_agree_with_the_reference(spark: Any, tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    b.send(0, 1, offset=0)
+    b.op(process=0, type="ok", f="send", topic="t0", partition=0, value=1, offset=0)  # orphan
+    b.invoke_send(1, 2)
+    b.invoke_send(1, 3)  # supersedes the open send of 2
+    b.complete_send(1, 3, offset=1)
+    b.op(process=2, type="invoke", f="send", topic="t0", partition=0, value="x")  # no integer value
+    b.op(process=2, type="fail", f="send", error="no")
+    b.op(process=3, type="invoke", f="send", value=4)  # acked without topic and partition
+    b.op(process=3, type="ok", f="send", value=4, offset=2)
+    b.invoke_poll(4)
+    b.op(process=4, type="ok", f="poll", records=5)  # records not a list
+    b.invoke_poll(5)
+    b.op(process=5, type="ok", f="poll", records=[{"topic": "t0", "partition": 0, "offset": 1}, "x"])
+    b.poll(5, [(0, 1), (1, 3)])
+    b.invoke_poll(6)  # never completes
+    lines = [json.dumps({**op, "index": i}) for i, op in enumerate(b.ops)]
+    lines.insert(3, '{"index": 99, "time": 1, "process": 7, "type": "ok", "f": "teleport"}')
+    lines.insert(5, '{"index": 100, "time": oops}')
+    lines.insert(6, '{"index": 101, "time": 1, "process": "7", "type": "ok", "f": "send"}')
+    path = tmp_path / "history.jsonl"
+    path.write_text("\n".join(lines) + '\n{"index": 200, "ti')
+    got, want = both(spark, path)
+    assert got == want
+    kinds = {incomplete_kind(r) for r in got["incomplete"]}
+    assert kinds == {"torn-tail", "malformed-line", "open-invocation", "unpaired", "malformed-op"}
+
+
+def test_empty_and_nemesis_only_histories(spark: Any, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    got, want = both(spark, empty)
+    assert got == want and counts_of(got) == {}
+    b = HistoryBuilder()
+    b.nemesis("partition", {"grudge": {"n1": ["n2"]}})
+    got, want = both(spark, b.write(tmp_path / "nemesis.jsonl"))
+    assert got == want and got["stats"]["ops"] == 2
+
+
+seeds = st.integers(min_value=0, max_value=2**32 - 1)
+
+
+@FEW
+@given(
+    seed=seeds,
+    shape=st.tuples(st.integers(20, 120), st.integers(1, 4), st.integers(1, 3)),
+    kinds=st.lists(st.sampled_from(PLANTABLE), min_size=0, max_size=6),
+)
+def test_simulated_histories_with_planted_anomalies(
+    spark: Any, tmp_path: Path, seed: int, shape: tuple[int, int, int], kinds: list[str]
+) -> None:
+    """Random interleavings, crashes, retries, info sends read later, planted anomalies."""
+    steps, slots, partitions = shape
+    rng = random.Random(seed)
+    sim = simulate(rng, steps=steps, slots=slots, partitions=partitions, retries=True)
+    planted: Counter[str] = Counter()
+    planted["duplicate"] += len(sim.retried)
+    for serial, kind in enumerate(kinds):
+        if plant(sim, kind, rng, serial):
+            planted[kind] += 1
+    path = write_history(tmp_path / "history.jsonl", sim.ops)
+    got, want = both(spark, path)
+    assert got == want
+    assert counts_of(got) == {k: n for k, n in planted.items() if n}
+
+
+@FEW
+@given(
+    seed=seeds,
+    ops=st.integers(1000, 6000),
+    plants=st.dictionaries(st.sampled_from(ANOMALY_KINDS), st.integers(0, 3)),
+    crash_rate=st.sampled_from([0.0, 0.01, 0.05]),
+)
+def test_synthetic_histories_with_planted_anomalies(
+    spark: Any, tmp_path: Path, seed: int, ops: int, plants: dict[str, int], crash_rate: float
+) -> None:
+    path = tmp_path / "history.jsonl"
+    planted = generate(path, ops, seed=seed, plants=plants, crash_rate=crash_rate, concurrency=8)
+    got, want = both(spark, path)
+    assert got == want
+    assert counts_of(got) == {k: n for k, n in planted.counts().items() if n}
+    for name in HISTORY_ANOMALIES:
+        assert len(got["anomalies"][name]["examples"]) == min(20, got["anomalies"][name]["count"])

@@ -1,0 +1,147 @@
+"""History -> Parquet: the lines it keeps and the problems it reports are iter_ops's, to the letter."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from checkers.histories import HistoryBuilder
+from checkers.parquet import cache_dir_for, convert
+from workloads.history import iter_ops
+
+
+def _lines(b: HistoryBuilder) -> list[str]:
+    return [json.dumps({**op, "index": i}, separators=(",", ":")) for i, op in enumerate(b.ops)]
+
+
+def test_operations_and_reads(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    b.send(0, 7, offset=3, topic="t1", partition=2)
+    b.nemesis("partition", {"grudge": {"n1": ["n2"]}, "value": 3})
+    b.poll(1, [("t1", 2, 3, 7), ("t0", 0, 9, 8)])
+    b.assign(1)
+    b.poll(1, [("t0", 0, 10, 9)])
+    b.invoke_send(2, 8)
+    b.invoke_send(2, 9)
+    path = b.write(tmp_path / "history.jsonl")
+    converted = convert(path)
+    assert converted.directory == cache_dir_for(path) == tmp_path / "history.parquet"
+    operations = pq.read_table(converted.operations_path).to_pylist()
+    by_invoke = {op["invoke_index"]: op for op in operations}
+    assert by_invoke[0] == {
+        "invoke_index": 0,
+        "process": 0,
+        "f": "send",
+        "topic": "t1",
+        "partition": 2,
+        "value": 7,
+        "index": 1,
+        "time": b.ops[1]["time"],
+        "offset": 3,
+        "bad_records": False,
+        "outcome": "ok",
+        "next_index": 1,
+    }
+    assert by_invoke[10]["outcome"] == "open" and by_invoke[10]["next_index"] == 11  # superseded
+    assert by_invoke[11]["outcome"] == "open" and by_invoke[11]["next_index"] is None  # open at the end
+    assert sorted(by_invoke) == [0, 4, 6, 8, 10, 11]
+    reads = pq.read_table(converted.reads_path).to_pylist()
+    assert reads == [
+        {
+            "index": 5,
+            "process": 1,
+            "pos": 0,
+            "topic": "t1",
+            "partition": 2,
+            "offset": 3,
+            "value": 7,
+            "epoch": 0,
+        },
+        {
+            "index": 5,
+            "process": 1,
+            "pos": 1,
+            "topic": "t0",
+            "partition": 0,
+            "offset": 9,
+            "value": 8,
+            "epoch": 0,
+        },
+        {
+            "index": 9,
+            "process": 1,
+            "pos": 0,
+            "topic": "t0",
+            "partition": 0,
+            "offset": 10,
+            "value": 9,
+            "epoch": 1,
+        },
+    ]
+    assert converted.problems == [] and converted.ops == 12 and converted.reads == 3
+    assert converted.orphans == 0
+
+
+def test_bad_lines_are_the_problems_iter_ops_reports(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    b.send(0, 1, offset=0)
+    b.poll(1, [(0, 1)])
+    lines = _lines(b)
+    lines.insert(1, '{"index": 9, "time": oops')
+    lines.insert(2, "[1, 2]")
+    lines.insert(3, '{"index": 10, "time": 1, "process": true, "type": "ok", "f": "send"}')
+    lines.insert(4, '{"index": 11, "time": 1, "process": 3, "type": "done", "f": "send"}')
+    lines.insert(5, "")
+    lines.insert(
+        6, '{"index": 12, "time": 1, "process": "nemesis", "type": "info", "f": "kill", "value": [1]}'
+    )
+    path = tmp_path / "history.jsonl"
+    path.write_text("\n".join(lines) + '\n{"index": 13, "ti')
+    problems: list = []
+    expected = list(iter_ops(path, problems=problems))
+    converted = convert(path)
+    assert converted.problems == problems
+    assert converted.ops == len(expected) == 5
+    assert converted.orphans == 0 and converted.reads == 1
+
+
+def test_the_cache_is_reused_until_the_history_changes(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    b.send(0, 1, offset=0)
+    path = b.write(tmp_path / "history.jsonl")
+    assert not convert(path).reused
+    assert convert(path).reused
+    with open(path, "a") as f:
+        f.write(_lines(b)[0] + "\n")
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
+    again = convert(path)
+    assert not again.reused and again.ops == 3
+
+
+def test_big_chunks_fast_path_matches_iter_ops(tmp_path: Path) -> None:
+    """Many chunks (a small chunk size), nemesis lines everywhere: same ops as iter_ops."""
+    import checkers.parquet as parquet
+
+    b = HistoryBuilder()
+    for i in range(300):
+        b.send(i % 5, i, offset=i)
+        if i % 7 == 0:
+            b.nemesis("kill", {"nodes": ["n1"], "value": i})
+        b.poll(10, [(i, i)])
+    path = b.write(tmp_path / "history.jsonl")
+    old = parquet.CHUNK_BYTES
+    parquet.CHUNK_BYTES = 4096
+    try:
+        converted = convert(path, force=True)
+    finally:
+        parquet.CHUNK_BYTES = old
+    expected = list(iter_ops(path))
+    assert converted.ops == len(expected)
+    table = pq.read_table(converted.operations_path)
+    invocations = [op["index"] for op in expected if op["type"] == "invoke" and op["process"] != "nemesis"]
+    assert sorted(table.column("invoke_index").to_pylist()) == invocations
+    assert set(table.column("outcome").to_pylist()) == {"ok"}
+    assert converted.reads == 300 and converted.orphans == 0
