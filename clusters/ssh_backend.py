@@ -310,6 +310,8 @@ def _get(sftp: Any, source: str, target: Path) -> None:
 _INSTALL_SOURCE = r"""
 set -e
 dir=$1; tarball=$2; venv=$3
+# under the install lock: another run may have finished it meanwhile (never redo what is in use)
+[ -f "$dir/.complete" ] && { rm -f "$tarball"; exit 0; }
 rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
 tar -xzf "$tarball" -C "$dir.tmp"
 printf '#!/bin/sh\nPYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH} exec %s/bin/python "$@"\n' "$dir" "$venv" > "$dir.tmp/python"
@@ -321,6 +323,7 @@ rm -rf "$dir" && mv "$dir.tmp" "$dir" && rm -f "$tarball"
 _INSTALL_VENV = r"""
 set -e
 venv=$1; wheels=$2; shift 2
+[ -f "$venv/.complete" ] && { rm -rf "$wheels"; exit 0; }
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --no-index --disable-pip-version-check --find-links "$wheels" "$@"

@@ -148,6 +148,8 @@ class SshdHosts:
             proc.wait(timeout=10)
         for pid in self.sshd_pids():  # connection children left over
             with_suppress_kill(pid)
+        for i in range(1, self.count + 1):  # deleting a namespace frees its veth pair only lazily
+            run("ip", "link", "delete", f"slsv{self.tag}{i}")
         for ns in self.namespaces:
             run("ip", "netns", "delete", ns)
         run("ip", "link", "delete", self.bridge)
