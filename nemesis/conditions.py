@@ -9,6 +9,9 @@ history so a reader sees the offsets the script acted on.
 - `follower-fetched-past-hw`: a follower holds records above the high watermark it last
   checkpointed (its `replication-offset-checkpoint`): restarting it now makes a pre-KIP-101
   broker truncate acknowledged records (the seed scenario).
+- `broker-ready`: the broker on `node` serves again (the system's `wait_ready`: for the own broker,
+  listening and registered in ZooKeeper by its new process). A rolling kill or restart waits for
+  it between brokers.
 """
 
 from __future__ import annotations
@@ -124,7 +127,21 @@ def follower_fetched_past_hw(ctx: Context, step: dict[str, Any]) -> tuple[bool, 
     return False, {"high_watermark": hw}
 
 
+READY_SLICE_S = 1.0
+
+
+def broker_ready(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether `node`'s broker serves again; the system's `wait_ready` raises while it does not."""
+    name = str(step["node"])
+    wait_ready = getattr(ctx.sut, "wait_ready", None)
+    if not callable(wait_ready):
+        return True, {"node": name, "ready": "unknown (the system cannot tell)"}
+    wait_ready(ctx.node(name), timeout=READY_SLICE_S)
+    return True, {"node": name}
+
+
 CONDITIONS: dict[str, Condition] = {
+    "broker-ready": broker_ready,
     "leader-elected": leader_elected,
     "isr-full": isr_full,
     "hw-at-least": hw_at_least,
@@ -136,6 +153,10 @@ def check(ctx: Context, step: dict[str, Any]) -> None:
     name = step.get("wait_until")
     if name not in CONDITIONS:
         raise BadInput(f"schedule: unknown condition {name!r} (conditions: {', '.join(CONDITIONS)})")
+    if name == "broker-ready":
+        if step.get("node") not in ctx.names:
+            raise BadInput(f"schedule: condition 'broker-ready' needs a node (one of {', '.join(ctx.names)})")
+        return
     if not isinstance(ctx.sut, HasLeaders):
         raise BadInput(f"schedule: condition {name!r} needs a system that reports leaders (HasLeaders)")
     if name == "follower-fetched-past-hw" and not isinstance(ctx.sut, HasDataDirs):

@@ -26,13 +26,15 @@ from clusters.sut import HasLeaders
 from harness.errors import BadInput
 from nemesis import conditions, net, schedule
 from nemesis.packages import PACKAGES, Active, Context, NoTarget, Package, PlanEnv, lookup
-from nemesis.packages.process import start_node
+from nemesis.packages.process import ROLLING, rolling_order, start_node
 from nemesis.state import FaultLedger, default_state_dir, run_recipe
 
 log = logging.getLogger(__name__)
 
 NEMESIS = "nemesis"
 # Heal order: the network first (so restarted brokers can reach each other), processes last.
+# How long a rolling kill or restart waits for a broker to serve again before going on anyway.
+ROLLING_READY_TIMEOUT = 60.0
 HEAL_ORDER = ("clock", "partition", "loss", "bandwidth", "delay", "pause", "kill", "lose-unsynced")
 
 
@@ -174,8 +176,42 @@ class Nemesis:
             self.heal(step.get("fault"))
         elif step.get("do") in ("start", "resume"):
             self._start_or_resume(step)
+        elif "do" in step and step.get("target") == ROLLING:
+            self._rolling(step, stop)
         elif "do" in step:
             self.apply(step)
+
+    def _rolling(self, step: dict[str, Any], stop: threading.Event) -> None:
+        """Kill (and start) or restart every broker, one after another, each next one as soon as
+        the previous serves again (`broker-ready`), leaders included: an impatient rolling restart.
+
+        Each node's kill, start or restart is a fault of its own in the history (invoke value
+        `rolling: {id, order, step}`), the wait before it is its `after`.
+        """
+        package = lookup(str(step["do"]))
+        if package is None or ROLLING not in package.qualifiers:
+            raise BadInput(f"fault {step['do']!r} cannot be rolling")
+        order = rolling_order(self.ctx.names, random.Random(int(step.get("pick", 0))))
+        with self._lock:
+            self._counter += 1
+            rolling_id = f"rolling-{self._counter}"
+        extra = {k: v for k, v in step.items() if k not in ("do", "target", "pick")}
+        for i, name in enumerate(order):
+            if stop.is_set() or self._closing:
+                return
+            if i:
+                self._wait_until(
+                    {"wait_until": "broker-ready", "node": order[i - 1], "timeout": ROLLING_READY_TIMEOUT},
+                    stop,
+                )
+                if stop.is_set() or self._closing:
+                    return
+            rolling = {"id": rolling_id, "order": order, "step": i}
+            self.apply(
+                {**extra, "do": package.name, "target": name, "rolling": rolling, "pick": step.get("pick", 0)}
+            )
+            if package.name == "kill":
+                self._start_or_resume({"do": "start", "target": name})
 
     def apply(self, step: dict[str, Any]) -> Active | None:
         package = lookup(str(step["do"]))

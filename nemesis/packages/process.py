@@ -1,7 +1,8 @@
 """Process faults: kill (SIGKILL, restarted at heal), graceful restart, pause/resume.
 
 Targets: one, minority, majority, all, a partition's leader or followers, the controller, or
-named nodes. Pause uses the SUT's own pause when it has one, else the node's cgroup freeze
+named nodes; kill and restart also `rolling` (every broker, one after another, each next one as
+soon as the previous has re-registered: the Nemesis runs it, see `rolling_order`). Pause uses the SUT's own pause when it has one, else the node's cgroup freeze
 (`pause_daemon`), else SIGSTOP to the broker daemon.
 """
 
@@ -36,22 +37,62 @@ def _resolve(ctx: Context, step: dict[str, Any], pick: random.Random, default: A
     return nodes
 
 
+ROLLING = "rolling"
+
+# How often a bare `kill` / `restart` draws each target. Data is lost when every replica crashes
+# (each restarts from its own checkpoints), when a leader dies while its followers lag, and when
+# brokers are restarted one after another (a follower comes back truncated and the leader goes
+# next: how KIP-101's loss was met in the field). One random node or a minority rarely loses
+# anything with three replicas, so those are drawn less often
+# (but still drawn).
+BUG_FINDING_WEIGHTS: dict[str, int] = {"all": 3, "leader": 3, ROLLING: 3, "majority": 2}
+
+
 class _Targeted(Package):
-    qualifiers = targets.TARGETS
-    default_qualifiers = ("one", "minority", "majority", "all", "leader", "controller", "followers")
+    qualifiers: tuple[str, ...] = targets.TARGETS
+    default_qualifiers: tuple[str, ...] = (
+        "one",
+        "minority",
+        "majority",
+        "all",
+        "leader",
+        "controller",
+        "followers",
+    )
+    # Relative draw weights of the default qualifiers (missing: 1).
+    weights: dict[str, int] = {}
 
     def check(self, ctx: Context, step: dict[str, Any]) -> None:
-        targets.check(step.get("target", "one"), ctx.names, ctx.sut, f"{self.name}")
+        target = step.get("target", "one")
+        if target == ROLLING and ROLLING in self.qualifiers:
+            if not ctx.names:
+                raise BadInput(f"{self.name}: a rolling {self.name} needs at least one node")
+            return
+        targets.check(target, ctx.names, ctx.sut, f"{self.name}")
 
     def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
-        return targets.possible(env.names, env.has_leaders, self.default_qualifiers)
+        wanted = [q for q in self.default_qualifiers if q != ROLLING]
+        usable = targets.possible(env.names, env.has_leaders, wanted)
+        if ROLLING in self.default_qualifiers and env.names:
+            usable.append(ROLLING)
+        return usable
+
+    def draw(self, rng: random.Random, env: PlanEnv) -> str:
+        """A target for the random schedule, weighted towards those that find bugs (reproducible)."""
+        usable = self.usable_qualifiers(env, None) or ["one"]
+        return rng.choices(usable, weights=[self.weights.get(q, 1) for q in usable])[0]
 
     def plan(self, rng: random.Random, env: PlanEnv, qualifier: str | None) -> dict[str, Any]:
-        target = qualifier or rng.choice(self.usable_qualifiers(env, None) or ["one"])
+        target = qualifier or self.draw(rng, env)
         step: dict[str, Any] = {"do": self.name, "target": target}
         if target in targets.NEEDS_PARTITION:
             step.update(topic_partition_draw(rng, env))
         return step
+
+
+def rolling_order(names: list[str], pick: random.Random) -> list[str]:
+    """The order a rolling kill or restart visits the nodes: every one, drawn from the step's pick."""
+    return pick.sample(sorted(names), len(names))
 
 
 def start_node(ctx: Context, node: Node) -> None:
@@ -71,6 +112,9 @@ def _need_killable(ctx: Context, what: str) -> None:
 
 class Kill(_Targeted):
     name = "kill"
+    qualifiers = (*targets.TARGETS, ROLLING)
+    default_qualifiers = (*_Targeted.default_qualifiers, ROLLING)
+    weights = BUG_FINDING_WEIGHTS
     f = "kill"
     heal_f = "start"
     shade = {"color": "#e45756", "label": "kill"}
@@ -94,6 +138,9 @@ class Kill(_Targeted):
 
 class Restart(_Targeted):
     name = "restart"
+    qualifiers = (*targets.TARGETS, ROLLING)
+    default_qualifiers = (*_Targeted.default_qualifiers, ROLLING)
+    weights = BUG_FINDING_WEIGHTS
     f = "restart"
     shade = {"color": "#f58518", "label": "restart"}
     summary = "graceful stop (SIGTERM, wait) and start of the broker"

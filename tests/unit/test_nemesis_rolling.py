@@ -1,0 +1,133 @@
+"""The random process-fault draw (weighted towards the targets that find bugs) and the rolling
+kill / restart (every broker, one after another, each next one once the previous serves again).
+
+Recording fakes only (the nemesis alone); the real thing runs in tests/integration/test_nemesis_*.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.errors import BadInput
+from nemesis import build_nemesis
+from nemesis.packages import PACKAGES, PlanEnv
+from nemesis.packages.process import BUG_FINDING_WEIGHTS, ROLLING
+from tests.unit.test_nemesis_core import FakeSut, cluster, config
+from workloads.history import HistoryWriter, iter_ops, pair_problems
+
+ENV = PlanEnv(names=("n1", "n2", "n3"), topics=1, partitions=2, has_leaders=True, has_zookeeper=True)
+
+
+class ReadySut(FakeSut):
+    """A FakeSut whose restarted brokers serve again only after `slow` readiness checks."""
+
+    def __init__(self, names: list[str], slow: int = 0):
+        super().__init__(names)
+        self.slow = slow
+        self.checks: Counter[str] = Counter()
+
+    def wait_ready(self, node: Any, timeout: float | None = None) -> None:
+        self.checks[node.name] += 1
+        self.events.append(("ready?", node.name))
+        if self.checks[node.name] <= self.slow:
+            raise RuntimeError(f"{node.name} not registered yet")
+
+
+def _targets(seed: int, fault: str = "kill", n: int = 2000) -> Counter[str]:
+    rng = random.Random(seed)
+    return Counter(PACKAGES[fault].plan(rng, ENV, None)["target"] for _ in range(n))
+
+
+def test_kill_draw_favours_the_targets_that_find_bugs() -> None:
+    drawn = _targets(3)
+    assert set(drawn) == {"one", "minority", "majority", "all", "leader", "controller", "followers", ROLLING}
+    for strong in ("all", "leader", ROLLING):
+        assert BUG_FINDING_WEIGHTS[strong] > 1
+        assert drawn[strong] > 2 * drawn["one"] and drawn[strong] > 2 * drawn["minority"]
+    assert drawn["majority"] > drawn["one"]
+    assert _targets(3) == drawn  # reproducible from the seed
+
+
+def test_pause_is_not_rolling_and_restart_is() -> None:
+    assert ROLLING not in _targets(1, "pause", 300)
+    assert ROLLING in _targets(1, "restart", 300)
+    with pytest.raises(BadInput, match="qualifier"):
+        build_nemesis(config(nemesis=("pause:rolling",)), cluster(), None, random.Random(1), "/x").validate(
+            probe=False
+        )
+    build_nemesis(config(nemesis=("kill:rolling",)), cluster(), None, random.Random(1), "/x").validate(
+        probe=False
+    )
+    scripted = config(schedule=({"do": "kill", "target": "rolling"}, {"do": "restart", "target": "rolling"}))
+    build_nemesis(scripted, cluster(), None, random.Random(1), "/x").validate(probe=False)
+
+
+def test_rolling_without_leaders_still_drawn() -> None:
+    env = PlanEnv(names=("n1", "n2", "n3"), topics=1, partitions=1, has_leaders=False, has_zookeeper=False)
+    rng = random.Random(5)
+    drawn = Counter(PACKAGES["kill"].plan(rng, env, None)["target"] for _ in range(300))
+    assert ROLLING in drawn and "leader" not in drawn
+
+
+def _rolling_run(
+    tmp_path: Path, fault: str, pick: int, slow: int = 0
+) -> tuple[ReadySut, list[dict[str, Any]]]:
+    c = cluster(3, sut=ReadySut(["n1", "n2", "n3"], slow=slow))
+    history = HistoryWriter(tmp_path / f"h-{fault}-{pick}.jsonl")
+    nem = build_nemesis(config(), c, history, random.Random(1), tmp_path)
+    nem.execute({"do": fault, "target": ROLLING, "pick": pick}, threading.Event())
+    nem.heal_all()
+    history.close()
+    assert pair_problems(tmp_path / f"h-{fault}-{pick}.jsonl").complete
+    return c.sut, list(iter_ops(tmp_path / f"h-{fault}-{pick}.jsonl"))
+
+
+def test_rolling_kill_restarts_every_broker_one_after_another(tmp_path: Path) -> None:
+    sut, ops = _rolling_run(tmp_path, "kill", pick=11, slow=2)
+    acts = [e for e in sut.events if e[0] != "ready?"]
+    order = [n for kind, n in acts if kind == "kill"]
+    assert sorted(order) == ["n1", "n2", "n3"]
+    # kill a, start a, (a ready) kill b, start b, (b ready) kill c, start c
+    assert acts == [(k, n) for n in order for k in ("kill", "start")]
+    for prev, nxt in zip(order, order[1:], strict=False):
+        ready_at = max(i for i, e in enumerate(sut.events) if e == ("ready?", prev))
+        assert ready_at < sut.events.index(("kill", nxt))
+        assert sut.checks[prev] == 3  # waited through two "not yet"s
+    assert sut.checks[order[-1]] == 0  # nothing waits for the last one
+    kills = [o for o in ops if o["f"] == "kill" and o["type"] == "invoke"]
+    assert [k["value"]["target"] for k in kills] == order
+    assert [k["value"]["rolling"]["step"] for k in kills] == [0, 1, 2]
+    assert all(k["value"]["rolling"]["order"] == order for k in kills)
+    assert kills[1]["value"]["after"] == {"condition": "broker-ready", "node": order[0]}
+    starts = [o for o in ops if o["f"] == "start" and o["type"] == "ok"]
+    assert [s["value"]["nodes"] for s in starts] == [[n] for n in order]
+    # the same pick gives the same order; the order depends on the pick
+    assert [n for k, n in _rolling_run(tmp_path, "kill", pick=11)[0].events if k == "kill"] == order
+    orders = {
+        tuple(n for k, n in _rolling_run(tmp_path, "kill", pick=p)[0].events if k == "kill") for p in range(8)
+    }
+    assert len(orders) > 1
+
+
+def test_rolling_restart_is_graceful_and_one_shot(tmp_path: Path) -> None:
+    sut, ops = _rolling_run(tmp_path, "restart", pick=4)
+    assert [k for k, _ in sut.events if k != "ready?"] == ["restart"] * 3
+    assert [(o["type"], o["f"]) for o in ops] == [("invoke", "restart"), ("ok", "restart")] * 3
+
+
+def test_random_schedule_runs_a_rolling_kill(tmp_path: Path) -> None:
+    c = cluster(3, sut=ReadySut(["n1", "n2", "n3"]))
+    nem = build_nemesis(config(nemesis=("kill:rolling",)), c, None, random.Random(2), tmp_path)
+    steps = nem.steps()
+    for _ in range(4):
+        step = next(steps)
+        if "wait" not in step:
+            nem.execute(step, threading.Event())
+    nem.heal_all()
+    assert Counter(k for k, _ in c.sut.events) == {"kill": 3, "start": 3, "ready?": 2}
