@@ -9,6 +9,9 @@ history so a reader sees the offsets the script acted on.
 - `follower-fetched-past-hw`: a follower holds records above the high watermark it last
   checkpointed (its `replication-offset-checkpoint`): restarting it now makes a pre-KIP-101
   broker truncate acknowledged records (the seed scenario).
+- `broker-gone`: the cluster has noticed that the broker on `node` is gone (for the own broker: its
+  registration in ZooKeeper has expired; a system that cannot tell: `zookeeper.session.timeout.ms`
+  after `since`).
 - `broker-ready`: the broker on `node` serves again (the system's `wait_ready`: for the own broker,
   listening and registered in ZooKeeper by its new process). A rolling kill or restart waits for
   it between brokers.
@@ -17,6 +20,7 @@ history so a reader sees the offsets the script acted on.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -140,7 +144,20 @@ def broker_ready(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, An
     return True, {"node": name}
 
 
+def broker_gone(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether the cluster noticed that `node`'s broker is gone (its registration expired)."""
+    name = str(step["node"])
+    registered = getattr(ctx.sut, "registered_brokers", None)
+    broker_id = getattr(ctx.sut, "broker_id", None)
+    if callable(registered) and callable(broker_id):
+        return broker_id(ctx.node(name)) not in registered(), {"node": name}
+    session_s = int(getattr(ctx.config, "zookeeper_session_timeout_ms", 6000)) / 1000
+    waited = time.monotonic() - float(step.get("since", 0.0))
+    return waited >= session_s, {"node": name, "gone": "assumed after the session timeout"}
+
+
 CONDITIONS: dict[str, Condition] = {
+    "broker-gone": broker_gone,
     "broker-ready": broker_ready,
     "leader-elected": leader_elected,
     "isr-full": isr_full,
@@ -153,9 +170,9 @@ def check(ctx: Context, step: dict[str, Any]) -> None:
     name = step.get("wait_until")
     if name not in CONDITIONS:
         raise BadInput(f"schedule: unknown condition {name!r} (conditions: {', '.join(CONDITIONS)})")
-    if name == "broker-ready":
+    if name in ("broker-gone", "broker-ready"):
         if step.get("node") not in ctx.names:
-            raise BadInput(f"schedule: condition 'broker-ready' needs a node (one of {', '.join(ctx.names)})")
+            raise BadInput(f"schedule: condition {name!r} needs a node (one of {', '.join(ctx.names)})")
         return
     if not isinstance(ctx.sut, HasLeaders):
         raise BadInput(f"schedule: condition {name!r} needs a system that reports leaders (HasLeaders)")

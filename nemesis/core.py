@@ -181,9 +181,13 @@ class Nemesis:
         elif "do" in step:
             self.apply(step)
 
+    def _session_s(self) -> float:
+        return int(getattr(self.config, "zookeeper_session_timeout_ms", 6000)) / 1000
+
     def _rolling(self, step: dict[str, Any], stop: threading.Event) -> None:
         """Kill (and start) or restart every broker, one after another, each next one as soon as
         the previous serves again (`broker-ready`), leaders included: an impatient rolling restart.
+        A killed broker stays down until the cluster has noticed (`broker-gone`).
 
         Each node's kill, start or restart is a fault of its own in the history (invoke value
         `rolling: {id, order, step}`), the wait before it is its `after`.
@@ -211,6 +215,17 @@ class Nemesis:
                 {**extra, "do": package.name, "target": name, "rolling": rolling, "pick": step.get("pick", 0)}
             )
             if package.name == "kill":
+                # Down until the cluster has noticed (its session expired), as a crashed broker of
+                # ZooKeeper-mode Kafka, which cannot register again before that; then started.
+                self._wait_until(
+                    {
+                        "wait_until": "broker-gone",
+                        "node": name,
+                        "since": time.monotonic(),
+                        "timeout": self._session_s() * 2 + 10,
+                    },
+                    stop,
+                )
                 self._start_or_resume({"do": "start", "target": name})
 
     def apply(self, step: dict[str, Any]) -> Active | None:

@@ -111,6 +111,13 @@ class FakeSut:
     def data_dirs(self, node: Any) -> list[str]:
         return [f"/data/{node.name}"]
 
+    def broker_id(self, node: Any) -> int:
+        return int(node.name.lstrip("n"))
+
+    def registered_brokers(self) -> list[int]:
+        """Killed brokers are noticed at once (a rolling kill waits for that)."""
+        return []
+
     def clock_file(self, node: Any) -> str:
         return f"/clock/{node.name}"
 

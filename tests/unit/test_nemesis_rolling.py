@@ -32,6 +32,10 @@ class ReadySut(FakeSut):
         self.slow = slow
         self.checks: Counter[str] = Counter()
 
+    def broker_id(self, node: Any) -> int:
+        self.events.append(("gone?", node.name))
+        return super().broker_id(node)
+
     def wait_ready(self, node: Any, timeout: float | None = None) -> None:
         self.checks[node.name] += 1
         self.events.append(("ready?", node.name))
@@ -93,8 +97,8 @@ def test_rolling_kill_restarts_every_broker_one_after_another(tmp_path: Path) ->
     acts = [e for e in sut.events if e[0] != "ready?"]
     order = [n for kind, n in acts if kind == "kill"]
     assert sorted(order) == ["n1", "n2", "n3"]
-    # kill a, start a, (a ready) kill b, start b, (b ready) kill c, start c
-    assert acts == [(k, n) for n in order for k in ("kill", "start")]
+    # kill a, (a noticed gone) start a, (a ready) kill b, (b gone) start b, (b ready) kill c, ...
+    assert acts == [(k, n) for n in order for k in ("kill", "gone?", "start")]
     for prev, nxt in zip(order, order[1:], strict=False):
         ready_at = max(i for i, e in enumerate(sut.events) if e == ("ready?", prev))
         assert ready_at < sut.events.index(("kill", nxt))
@@ -117,7 +121,7 @@ def test_rolling_kill_restarts_every_broker_one_after_another(tmp_path: Path) ->
 
 def test_rolling_restart_is_graceful_and_one_shot(tmp_path: Path) -> None:
     sut, ops = _rolling_run(tmp_path, "restart", pick=4)
-    assert [k for k, _ in sut.events if k != "ready?"] == ["restart"] * 3
+    assert [k for k, _ in sut.events if k != "ready?"] == ["restart"] * 3  # graceful: nothing to notice
     assert [(o["type"], o["f"]) for o in ops] == [("invoke", "restart"), ("ok", "restart")] * 3
 
 
@@ -130,4 +134,19 @@ def test_random_schedule_runs_a_rolling_kill(tmp_path: Path) -> None:
         if "wait" not in step:
             nem.execute(step, threading.Event())
     nem.heal_all()
-    assert Counter(k for k, _ in c.sut.events) == {"kill": 3, "start": 3, "ready?": 2}
+    assert Counter(k for k, _ in c.sut.events) == {"kill": 3, "gone?": 3, "start": 3, "ready?": 2}
+
+
+def test_broker_gone_without_registrations_waits_a_session_timeout(tmp_path: Path) -> None:
+    import time
+
+    from nemesis import conditions
+    from tests.unit.test_nemesis_core import PlainSut
+
+    c = cluster(3, sut=PlainSut())
+    nem = build_nemesis(config(zookeeper_session_timeout_ms=6000), c, None, random.Random(1), tmp_path)
+    step = {"wait_until": "broker-gone", "node": "n1"}
+    assert not conditions.broker_gone(nem.ctx, {**step, "since": time.monotonic()})[0]
+    assert conditions.broker_gone(nem.ctx, {**step, "since": time.monotonic() - 6.5})[0]
+    with pytest.raises(BadInput, match="needs a node"):
+        conditions.check(nem.ctx, {"wait_until": "broker-gone", "node": "n9"})
