@@ -16,6 +16,7 @@ A user with an image of their own passes it as `docker_image` (it must offer the
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import fcntl
 import hashlib
@@ -113,7 +114,15 @@ def _run(argv: list[str], what: str, timeout: float = 900) -> None:
 def build_base(client: Any, tag: str) -> None:
     """debootstrap + ZooKeeper files + venv with the broker's wheels, imported as `tag`."""
     started = time.monotonic()
-    wheels = node_software.wheel_files()
+    # The wheels build (pip, PyPI) while debootstrap downloads and unpacks: both wait on the network.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        wheels_future = pool.submit(node_software.wheel_files)
+        _build_base(client, tag, started, wheels_future)
+
+
+def _build_base(
+    client: Any, tag: str, started: float, wheels_future: concurrent.futures.Future[list[Path]]
+) -> None:
     work = Path(tempfile.mkdtemp(prefix="strandline-rootfs-", dir="/var/tmp"))
     rootfs = work / "rootfs"
     try:
@@ -136,7 +145,7 @@ def build_base(client: Any, tag: str) -> None:
             shutil.copyfile(src, target)  # follows Debian's version symlinks
         wheel_dir = rootfs / "tmp" / "wheels"
         wheel_dir.mkdir(parents=True)
-        for wheel in wheels:
+        for wheel in wheels_future.result():
             shutil.copyfile(wheel, wheel_dir / wheel.name)
         pins = node_software.requirement_pins()
         _run(["chroot", str(rootfs), "/usr/bin/python3", "-m", "venv", VENV], "creating the image's venv")
