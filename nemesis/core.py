@@ -341,7 +341,10 @@ class Nemesis:
                 stop.wait(float(step.get("poll", 0.2)))
         finally:
             conditions.close(self.ctx)
-        log.warning("nemesis: condition %s not met within %g s: %s", name, timeout, detail)
+        if stop.is_set():
+            log.info("nemesis: stopped while waiting for %s: %s", name, detail)
+        else:
+            log.warning("nemesis: condition %s not met within %g s: %s", name, timeout, detail)
         self._after = {"condition": name, "timed_out": True, **detail}
 
     # --- healing everything -----------------------------------------------------------------
