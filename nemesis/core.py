@@ -85,6 +85,7 @@ class Nemesis:
             partitions=int(getattr(self.config, "partitions", 1)),
             has_leaders=isinstance(self.ctx.sut, HasLeaders),
             has_zookeeper=_zookeeper_apart(self.ctx),
+            crash_noticed_s=self._session_s(),
         )
 
     def steps(self) -> Iterator[dict[str, Any]]:

@@ -21,6 +21,8 @@ from harness.errors import BadInput
 from nemesis.packages import ALIASES, PACKAGES, PlanEnv, lookup
 
 CONTROL_DO = ("start", "resume", "heal")
+# Seconds past the session timeout a crash is held, and the least calm after it.
+CRASH_MARGIN_S = 1.0
 PICK_RANGE = 2**32
 
 
@@ -63,10 +65,16 @@ def random_steps(
     while True:
         cycle = interval * rng.uniform(0.8, 1.2)
         hold = cycle * rng.uniform(0.4, 0.7)
-        for name, qualifier in rng.choice(specs):
+        group = rng.choice(specs)
+        for name, qualifier in group:
             step = PACKAGES[name].plan(rng, env, qualifier)
             step["pick"] = rng.randrange(PICK_RANGE)
             yield step
+        if any(PACKAGES[name].crashes for name, _ in group) and env.crash_noticed_s > 0:
+            # A crashed ZooKeeper-mode Kafka broker cannot register again before its session
+            # expires: a shorter crash is one Kafka never sees, so hold it until it can be noticed.
+            hold = max(hold, env.crash_noticed_s + CRASH_MARGIN_S)
+            cycle = max(cycle, hold + CRASH_MARGIN_S)
         yield {"wait": round(hold, 3)}
         yield {"heal": "all"}
         yield {"wait": round(cycle - hold, 3)}

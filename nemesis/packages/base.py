@@ -94,6 +94,8 @@ class PlanEnv:
     partitions: int
     has_leaders: bool
     has_zookeeper: bool
+    # How long the cluster takes to notice a crashed broker (its ZooKeeper session timeout).
+    crash_noticed_s: float = 0.0
 
 
 class Package:
@@ -107,6 +109,8 @@ class Package:
     default_qualifiers: tuple[str, ...] = ()
     shade: dict[str, str] = {}
     summary: str = ""
+    # A crash: the random schedule holds it at least until the cluster can have noticed it.
+    crashes: bool = False
 
     def check(self, ctx: Context, step: dict[str, Any]) -> None:
         """Static checks for one step (target, parameters, SUT protocols): BadInput when impossible."""

@@ -25,6 +25,7 @@ def sockets(ctx: Context, name: str) -> list[str]:
 
 
 class LoseUnsynced(Package):
+    crashes = True
     name = "lose-unsynced"
     f = "lose-unsynced"
     heal_f = "start"

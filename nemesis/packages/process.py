@@ -39,13 +39,13 @@ def _resolve(ctx: Context, step: dict[str, Any], pick: random.Random, default: A
 
 ROLLING = "rolling"
 
-# How often a bare `kill` / `restart` draws each target. Data is lost when every replica crashes
-# (each restarts from its own checkpoints), when a leader dies while its followers lag, and when
-# brokers are restarted one after another (a follower comes back truncated and the leader goes
-# next: how KIP-101's loss was met in the field). One random node or a minority rarely loses
-# anything with three replicas, so those are drawn less often
-# (but still drawn).
-BUG_FINDING_WEIGHTS: dict[str, int] = {"all": 3, "leader": 3, ROLLING: 3, "majority": 2}
+# How often a bare `kill` / `restart` draws each target. Data is lost when several replicas crash
+# together (each restarts from its own checkpoints, and the cluster fails over to one of them),
+# when a leader dies while its followers lag, and when brokers are restarted one after another (a
+# follower comes back truncated and the leader goes next: how KIP-101's loss was met in the
+# field). One random node or a minority rarely loses anything with three replicas, so those are
+# drawn less often (but still drawn).
+BUG_FINDING_WEIGHTS: dict[str, int] = {"all": 4, "majority": 3, "leader": 2, ROLLING: 2}
 
 
 class _Targeted(Package):
@@ -112,6 +112,7 @@ def _need_killable(ctx: Context, what: str) -> None:
 
 class Kill(_Targeted):
     name = "kill"
+    crashes = True
     qualifiers = (*targets.TARGETS, ROLLING)
     default_qualifiers = (*_Targeted.default_qualifiers, ROLLING)
     weights = BUG_FINDING_WEIGHTS
