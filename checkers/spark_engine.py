@@ -349,14 +349,13 @@ class SparkChecker:
         out.anomaly("phantom", first_read.filter(col("status").isNull()))
 
         # max_read(tp): the largest offset read, and the smallest poll index that read it.
-        max_read = reads.groupBy("topic", "partition").agg(
-            F.max(F.struct(col("offset"), (-col("index")).alias("neg_index"))).alias("m")
-        )
-        max_read = max_read.select(
-            "topic",
-            "partition",
-            col("m.offset").alias("max_read_offset"),
-            (-col("m.neg_index")).alias("max_read_index"),
+        # (Two hash aggregates: a max over a struct would make Spark sort every read.)
+        top = reads.groupBy("topic", "partition").agg(F.max("offset").alias("max_read_offset"))
+        max_read = (
+            reads.join(F.broadcast(top), ["topic", "partition"])
+            .filter(col("offset") == col("max_read_offset"))
+            .groupBy("topic", "partition", "max_read_offset")
+            .agg(F.min("index").alias("max_read_index"))
         )
         never_read = (
             values.filter(col("r").isNull() & (F.size("acks") > 0))
@@ -376,7 +375,15 @@ class SparkChecker:
         sightings = self._cache(
             by_value.filter(is_read | col("acked"))
             .groupBy("value", "topic", "partition", "offset")
-            .agg(F.min(F.struct("index", "process")).alias("s"))
+            # Fixed-width buffers (no min over a struct) keep this a hash aggregate, not a sort.
+            .agg(F.min("index").alias("s_index"), F.min_by("process", "index").alias("s_process"))
+            .select(
+                "value",
+                "topic",
+                "partition",
+                "offset",
+                F.struct(col("s_index").alias("index"), col("s_process").alias("process")).alias("s"),
+            )
         )
         out.anomaly(
             "duplicate",
