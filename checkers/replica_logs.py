@@ -14,6 +14,10 @@ Rules (docs/checkers.md):
   all). Example: the offset and every covering replica's value, log end and checkpointed HW, and
   `below_high_watermarks` (the offset is below every covering replica's checkpointed HW: committed
   data diverged; false: an uncommitted tail that was not truncated yet; null: an HW is unknown).
+  A replica outside its partition's final ISR (per the collected cluster state) has not caught up
+  yet, so its records at or above its own checkpointed HW are an unacknowledged tail it has still to
+  truncate: an offset where only such a tail differs is not divergence "after the final reads"; it
+  is said in `notes` instead. Divergence among the other replicas, and anything below an HW, counts.
 * lost-committed-on-replicas (per ok send with an offset): the acked value is nowhere in the final
   log of the partition's leader, although the leader's log starts at or below the acked offset.
   The leader is the one named by the collected cluster state; when unknown, the replica with the
@@ -178,12 +182,30 @@ def missing_replicas(
     return reasons
 
 
-def find_divergence(replicas: Mapping[TopicPartition, list[ReplicaLog]]) -> AnomalyResult:
-    """log-divergence: offsets where replicas covering them hold different records."""
+def _pending_tail(r: ReplicaLog, offset: int, isr: set[str] | None) -> bool:
+    """A record of a replica outside the known final ISR, at or above its own checkpointed HW."""
+    return (
+        isr is not None and r.node not in isr and r.high_watermark is not None and offset >= r.high_watermark
+    )
+
+
+def find_divergence(
+    replicas: Mapping[TopicPartition, list[ReplicaLog]],
+    isrs: Mapping[TopicPartition, set[str]] | None = None,
+    notes: list[str] | None = None,
+) -> AnomalyResult:
+    """log-divergence: offsets where replicas covering them hold different records.
+
+    `isrs`: each partition's final ISR when known; where only a lagging replica's pending tail
+    differs, the offsets go to `notes`, not to the anomaly (see the module docstring).
+    """
     found = Examples("log-divergence")
+    isrs = isrs or {}
     for (topic, partition), logs in sorted(replicas.items()):
         if len(logs) < 2:
             continue
+        isr = isrs.get((topic, partition))
+        pending: dict[str, list[int]] = {}
         low = min(r.log_start for r in logs)
         high = max(r.log_end for r in logs)
         for offset in range(low, high):
@@ -192,6 +214,12 @@ def find_divergence(replicas: Mapping[TopicPartition, list[ReplicaLog]]) -> Anom
                 continue
             values = {r.records.get(offset) for r in covering}
             if len(values) > 1:
+                settled = [r for r in covering if not _pending_tail(r, offset, isr)]
+                if len({r.records.get(offset) for r in settled}) <= 1:
+                    for r in covering:
+                        if r not in settled:
+                            pending.setdefault(r.node, []).append(offset)
+                    continue
                 hws = [r.high_watermark for r in covering]
                 found.add(
                     {
@@ -211,6 +239,14 @@ def find_divergence(replicas: Mapping[TopicPartition, list[ReplicaLog]]) -> Anom
                             for r in sorted(covering, key=lambda r: r.node)
                         ],
                     }
+                )
+        if notes is not None:
+            for node, offsets in sorted(pending.items()):
+                hw = next(r.high_watermark for r in logs if r.node == node)
+                notes.append(
+                    f"{topic}-{partition}: {node} is outside the final ISR [{', '.join(sorted(isr or ()))}]"
+                    f" and still held an untruncated tail above its HW {hw} that differs at"
+                    f" {len(offsets)} offset(s) {offsets[0]}..{offsets[-1]}; not counted as log-divergence"
                 )
     return found.result()
 
@@ -280,6 +316,45 @@ def find_lost_committed(
     return found.result(), chosen
 
 
+def _node_of(leader: Any, names: set[str]) -> str | None:
+    """A node name from a broker id N (node nN), a name, or {"node"|"name"|"id": ...}; None: none."""
+    if leader is None or isinstance(leader, bool):
+        return None
+    if isinstance(leader, int):
+        return None if leader < 0 else (f"n{leader}" if not names or f"n{leader}" in names else str(leader))
+    if isinstance(leader, dict):
+        return _node_of(leader.get("node", leader.get("name", leader.get("id"))), names)
+    text = str(leader)
+    return f"n{text}" if text.isdigit() and f"n{text}" in names else text
+
+
+def isrs_from_state(state: Any, node_names: Iterable[str] = ()) -> dict[TopicPartition, set[str]]:
+    """(topic, partition) -> the final ISR's node names, for the partitions whose state names one.
+
+    Same shapes as `leaders_from_state`; the plain {(topic, partition): leader} mapping has no ISR.
+    """
+    names = set(node_names)
+    partitions = state.get("partitions") if isinstance(state, Mapping) else None
+    entries: list[tuple[str, int, Any]] = []
+    if isinstance(partitions, list):
+        for p in partitions:
+            if isinstance(p, Mapping) and "topic" in p and "partition" in p:
+                entries.append((str(p["topic"]), int(p["partition"]), p.get("isr")))
+    elif isinstance(partitions, Mapping):
+        for name, p in partitions.items():
+            if isinstance(p, Mapping):
+                topic, _, number = str(name).rpartition("-")
+                if "topic" in p and "partition" in p:
+                    topic, number = str(p["topic"]), str(p["partition"])
+                if topic and number.isdigit():
+                    entries.append((topic, int(number), p.get("isr")))
+    result: dict[TopicPartition, set[str]] = {}
+    for topic, partition, isr in entries:
+        if isinstance(isr, list):
+            result[(topic, partition)] = {n for n in (_node_of(b, names) for b in isr) if n is not None}
+    return result
+
+
 def leaders_from_state(state: Any, node_names: Iterable[str] = ()) -> dict[TopicPartition, str]:
     """(topic, partition) -> leader node name from a collected cluster state, in the shapes we know.
 
@@ -290,16 +365,7 @@ def leaders_from_state(state: Any, node_names: Iterable[str] = ()) -> dict[Topic
     names = set(node_names)
 
     def node_of(leader: Any) -> str | None:
-        if leader is None or isinstance(leader, bool):
-            return None
-        if isinstance(leader, int):
-            return (
-                None if leader < 0 else (f"n{leader}" if not names or f"n{leader}" in names else str(leader))
-            )
-        if isinstance(leader, dict):
-            return node_of(leader.get("node", leader.get("name", leader.get("id"))))
-        text = str(leader)
-        return f"n{text}" if text.isdigit() and f"n{text}" in names else text
+        return _node_of(leader, names)
 
     result: dict[TopicPartition, str] = {}
     if isinstance(state, Mapping) and state and all(isinstance(k, tuple) for k in state):
@@ -343,11 +409,12 @@ def check_replica_logs(
         incomplete += missing_replicas(replicas, expected, replication_factor)
     node_names = [p.name for p in nodes_dir.iterdir()] if nodes_dir.is_dir() else []
     leaders = leaders_from_state(final_state, node_names) if final_state is not None else {}
-    divergence = find_divergence(replicas)
+    isrs = isrs_from_state(final_state, node_names) if final_state is not None else {}
+    notes: list[str] = []
+    divergence = find_divergence(replicas, isrs, notes)
     acks = iter_acks(history_path) if history_path is not None else iter(())
     lost_by_second: dict[str, int] = {}
     lost, chosen = find_lost_committed(replicas, acks, leaders, lost_by_second)
-    notes = []
     partitions: dict[str, dict[str, Any]] = {}
     for (topic, partition), logs in sorted(replicas.items()):
         leader, known = chosen[(topic, partition)]

@@ -54,6 +54,8 @@ class RunOutcome:
     exit_code: int = EXIT_UNKNOWN
     results: dict[str, Any] | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    # After healing: did every partition get a leader and its full replica set in the ISR in time?
+    recovery: dict[str, Any] = field(default_factory=dict)
 
     @property
     def verdict_line(self) -> str:
@@ -203,10 +205,17 @@ def wants_nemesis(config: TestConfig) -> bool:
     return bool(config.nemesis) or bool(config.schedule)
 
 
-def wait_for_recovery(sut: Any, config: TestConfig, timeout: float) -> tuple[bool, str]:
-    """Until every partition has a leader and an ISR of at least min.insync.replicas, or timeout."""
+def wait_for_recovery(
+    sut: Any, config: TestConfig, timeout: float, *, full: bool = False
+) -> tuple[bool, str]:
+    """Until every partition has a leader and an ISR of at least min.insync.replicas, or timeout.
+
+    `full`: until every ISR holds the whole replica set (every broker caught up and truncated its
+    unacknowledged tail), so the data dirs collected afterwards show settled logs, not a restarted
+    follower's tail it has not truncated yet.
+    """
     expected = {(f"t{t}", p) for t in range(config.topics) for p in range(config.partitions)}
-    need = min(config.min_insync, config.replication_factor)
+    need = config.replication_factor if full else min(config.min_insync, config.replication_factor)
     deadline = time.monotonic() + timeout
     why = "no partition state yet"
     while True:
@@ -300,7 +309,7 @@ def run_test(
     started = time.monotonic()
     with _harness_log(run), _signals_as_interrupt():
         try:
-            _lifecycle(config, run, pieces, phases, state_dir, live)
+            _lifecycle(config, run, pieces, phases, state_dir, live, outcome.recovery)
         except (KeyboardInterrupt, _Interrupted) as e:
             outcome.status, outcome.reason = "interrupted", f"interrupted ({type(e).__name__} {e})".strip()
             console.print("[yellow]interrupted: healed and tore down; what was written is kept[/]")
@@ -329,6 +338,7 @@ def _lifecycle(
     phases: _Phases,
     state_dir: Path | None,
     live: bool,
+    recovery: dict[str, Any],
 ) -> None:
     from workloads.history import HistoryWriter
 
@@ -365,11 +375,8 @@ def _lifecycle(
             if nemesis is not None:
                 with phases.phase("heal", "healing every fault"):
                     nemesis.heal_all()
-        with phases.phase("recover", "waiting for every partition to have a leader and a full enough ISR"):
-            ok, why = wait_for_recovery(cluster.sut, config, config.recover_timeout)
-            if not ok:
-                log.warning("cluster did not recover within %.0f s: %s", config.recover_timeout, why)
-                phases.console.print(f"    [yellow]not recovered: {why}[/]", highlight=False)
+        with phases.phase("recover", "waiting for every partition to have a leader and its full ISR"):
+            recovery.update(_recover(cluster.sut, config, phases.console))
         with phases.phase("drain", "final reads of every partition"):
             drain = pieces["final_drain"](
                 config, bootstrap, history, config.drain_timeout, path=run / rundir.DRAIN
@@ -390,6 +397,35 @@ def _lifecycle(
                 _guard("collect", lambda: cluster.collect(run / rundir.NODES))
             with phases.phase("down", "tearing the cluster down"):
                 cluster.down()
+
+
+def _recover(sut: Any, config: TestConfig, console: Console) -> dict[str, Any]:
+    """Wait (within recover_timeout) for leaders and min ISRs, then for full ISRs; say what was reached.
+
+    The result goes to outcome.json as `recovery`: {"min_isr": bool, "full_isr": bool, "seconds",
+    "why"} -- a replica still outside the ISR when the data dirs are collected may hold an
+    untruncated, unacknowledged tail, which the replica-log checker does not count as divergence.
+    """
+    started = time.monotonic()
+    ok, why = wait_for_recovery(sut, config, config.recover_timeout)
+    full = False
+    if ok:
+        left = max(0.0, config.recover_timeout - (time.monotonic() - started))
+        full, why = wait_for_recovery(sut, config, left, full=True)
+    took = round(time.monotonic() - started, 2)
+    if not ok:
+        log.warning("cluster did not recover within %.0f s: %s", config.recover_timeout, why)
+        console.print(f"    [yellow]not recovered: {why}[/]", highlight=False)
+    elif not full:
+        log.warning(
+            "not every replica rejoined the ISR within %.0f s (%s); collecting anyway",
+            config.recover_timeout,
+            why,
+        )
+        console.print(f"    [yellow]ISR not full: {why}[/]", highlight=False)
+    else:
+        log.info("every partition has a leader and its full ISR after %.2f s", took)
+    return {"min_isr": ok, "full_isr": full, "seconds": took, "why": why}
 
 
 def _load(
@@ -510,6 +546,7 @@ def _finish(
             "reason": outcome.reason,
             "verdict": outcome.verdict,
             "timings": outcome.timings,
+            **({"recovery": outcome.recovery} if outcome.recovery else {}),
         },
     )
     try:

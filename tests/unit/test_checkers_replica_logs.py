@@ -173,3 +173,30 @@ def test_decode_value_and_leaders_from_state() -> None:
     assert leaders_from_state({"partitions": {"t0-0": {"leader": "n3"}, "t0-1": {"leader": -1}}}) == {
         ("t0", 0): "n3"
     }
+
+
+def test_a_lagging_replicas_tail_above_its_hw_is_a_note_not_divergence(tmp_path: Path) -> None:
+    """QA safe-kill: the restarted old leader n2, outside the final ISR, still held its unacked tail."""
+    nodes = tmp_path / "nodes"
+    write_replica(nodes, "n1", "t0", 0, [(0, values(10, 11, 12, 13, 14))], hw=2)
+    write_replica(nodes, "n2", "t0", 0, [(0, values(10, 11, 22, 23))], hw=2)  # its tail from offset 2
+    write_replica(nodes, "n3", "t0", 0, [(0, values(10, 11, 12, 13, 14))], hw=2)
+    state = {"partitions": [{"topic": "t0", "partition": 0, "leader": "n1", "isr": ["n1", "n3"]}]}
+    findings = check_replica_logs(nodes, None, final_state=state)
+    assert findings.anomalies["log-divergence"]["count"] == 0
+    assert any("n2 is outside the final ISR [n1, n3]" in n and "2..3" in n for n in findings.notes)
+    # The same logs with n2 in the ISR: it should have truncated, so this is divergence.
+    state["partitions"][0]["isr"] = ["n1", "n2", "n3"]  # type: ignore[index]
+    assert check_replica_logs(nodes, None, final_state=state).anomalies["log-divergence"]["count"] == 2
+
+
+def test_divergence_below_a_lagging_replicas_hw_still_counts(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes"
+    write_replica(nodes, "n1", "t0", 0, [(0, values(10, 11, 12, 13))], hw=4)
+    write_replica(nodes, "n2", "t0", 0, [(0, values(10, 21, 12, 23))], hw=2)  # 1 is below its HW
+    write_replica(nodes, "n3", "t0", 0, [(0, values(10, 11, 32, 13))], hw=4)  # 2 differs inside the ISR
+    state = {"partitions": [{"topic": "t0", "partition": 0, "leader": 1, "isr": [1, 3]}]}
+    findings = check_replica_logs(nodes, None, final_state=state)
+    divergence = findings.anomalies["log-divergence"]
+    assert [e["offset"] for e in divergence["examples"]] == [1, 2]  # 3: only n2's pending tail differs
+    assert any("n2 is outside" in n and "3..3" in n for n in findings.notes)

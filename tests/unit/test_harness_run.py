@@ -227,3 +227,30 @@ def test_a_cluster_that_cannot_come_up_is_an_infrastructure_failure(tmp_path: Pa
     outcome = run_test(resolve(None, {"store": str(tmp_path)}), console=quiet(), pieces=p, screenshot=False)
     assert outcome.exit_code == 4 and outcome.verdict == "unknown" and "ZooKeeper" in outcome.reason
     assert "collect" not in calls
+
+
+def test_recovery_waits_for_the_full_isr_and_records_when_it_is_not_reached(tmp_path: Path) -> None:
+    """A restarted broker still outside the ISR at collection time is said in outcome.json."""
+    from harness.run import wait_for_recovery
+
+    class LaggingSut(FakeSut):
+        def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+            return {("t0", p): {"leader": "n1", "leader_epoch": 2, "isr": ["n1", "n3"]} for p in range(2)}
+
+    config = resolve(None, {"store": str(tmp_path), "time_limit": 0.3, "recover_timeout": 0.6})
+    assert wait_for_recovery(LaggingSut(), config, 0.1) == (True, "")
+    ok, why = wait_for_recovery(LaggingSut(), config, 0.1, full=True)
+    assert not ok and "ISR ['n1', 'n3']" in why
+    assert wait_for_recovery(FakeSut(), config, 0.1, full=True) == (True, "")
+
+    p = pieces([])
+    p["build_cluster"] = lambda config, work, **kw: type("C", (FakeCluster,), {})([])
+    outcome = run_test(config, console=quiet(), pieces=p, screenshot=False)
+    assert json.loads((outcome.run_dir / "outcome.json").read_text())["recovery"]["full_isr"] is True
+    cluster = FakeCluster([])
+    cluster.sut = LaggingSut()
+    p["build_cluster"] = lambda config, work, **kw: cluster
+    outcome = run_test(config, console=quiet(), pieces=p, screenshot=False)
+    recovery = json.loads((outcome.run_dir / "outcome.json").read_text())["recovery"]
+    assert recovery["min_isr"] is True and recovery["full_isr"] is False and "t0-0" in recovery["why"]
+    assert "not every replica rejoined the ISR" in (outcome.run_dir / "harness.log").read_text()
