@@ -1,12 +1,14 @@
 """`strandline check RUN_DIR`: (re)check a stored run, write results.json, print the verdict.
 
 The last line on stdout is `verdict: valid|invalid|unknown <run-dir>`; the exit code follows it
-(0 valid, 1 invalid, 3 unknown; 2 for bad input such as a missing history).
+(0 valid, 1 invalid, 3 unknown; 2 for bad input such as a missing history). report.html is
+rewritten from the new results, so it never shows an older verdict than results.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,8 @@ from rich.console import Console
 
 from checkers.api import check_run, load_config, verdict_word
 from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadInput
+
+log = logging.getLogger(__name__)
 
 EXIT_FOR = {"valid": EXIT_VALID, "invalid": EXIT_INVALID, "unknown": EXIT_UNKNOWN}
 
@@ -40,6 +44,17 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def rewrite_report(run: Path) -> str:
+    """Rewrite report.html from the new results.json; the line to print (a hint when it failed)."""
+    from harness.report import write_report
+
+    try:
+        return f"report: {write_report(run)}"
+    except Exception as e:  # the verdict stands without a report
+        log.info("report failed", exc_info=True)
+        return f"report not rewritten ({type(e).__name__}: {e}); try: strandline report {run}"
+
+
 def main(args: argparse.Namespace) -> int:
     run = Path(args.run_dir)
     if not run.is_dir():
@@ -53,6 +68,7 @@ def main(args: argparse.Namespace) -> int:
     console = Console(highlight=False, soft_wrap=True)
     for line in summary_lines(results):
         console.print(line, markup=False)
+    console.print(rewrite_report(run), markup=False)
     word = verdict_word(results["valid"])
     print(f"verdict: {word} {run}", flush=True)
     return EXIT_FOR[word]
