@@ -273,6 +273,18 @@ def summary_json(campaign: Campaign, results: list[TestResult], seconds: float) 
     }
 
 
+def failure_message(r: TestResult) -> str:
+    """'expected valid, got invalid: log-divergence ×1; report: <run>/report.html' (one line for CI)."""
+    text = f"expected {'|'.join(r.test.expect)}, got {r.verdict}"
+    if r.anomalies:
+        text += ": " + ", ".join(f"{k} ×{v}" for k, v in r.anomalies.items())
+    elif r.reason:
+        text += f": {r.reason}"
+    if r.run_dir is not None:
+        text += f"; report: {r.run_dir / rundir.REPORT}"
+    return text
+
+
 def junit_xml(campaign: Campaign, results: list[TestResult], seconds: float) -> bytes:
     failures = sum(1 for r in results if not r.as_expected)
     skipped = sum(1 for r in results if r.verdict == "skipped")
@@ -297,17 +309,14 @@ def junit_xml(campaign: Campaign, results: list[TestResult], seconds: float) -> 
         if r.verdict == "skipped":
             ET.SubElement(case, "skipped", message=r.reason)
         elif not r.as_expected:
-            failure = ET.SubElement(
-                case,
-                "failure",
-                message=f"expected {'|'.join(r.test.expect)}, got {r.verdict}",
-                type="verdict",
-            )
+            failure = ET.SubElement(case, "failure", message=failure_message(r), type="verdict")
             failure.text = "\n".join(
                 [f"run: {r.run_dir}", *(f"{k}: {v}" for k, v in r.anomalies.items()), r.reason]
             ).strip()
         if r.run_dir is not None:
-            ET.SubElement(case, "system-out").text = f"report: {r.run_dir / rundir.REPORT}"
+            ET.SubElement(
+                case, "system-out"
+            ).text = f"verdict: {r.verdict} {r.run_dir}\nreport: {r.run_dir / rundir.REPORT}"
     root = ET.Element("testsuites", name="strandline", tests=str(len(results)), failures=str(failures))
     root.append(suite)
     ET.indent(root)

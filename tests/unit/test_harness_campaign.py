@@ -110,7 +110,10 @@ def test_run_writes_summary_index_and_junit_and_flags_misses(
     suite = ET.parse(out_dir / "junit.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("tests") == "7" and suite.get("failures") == "1"
     failure = suite.find("testcase[@name='hw seed=3']/failure")
-    assert failure is not None and failure.get("message") == "expected invalid, got valid"
+    assert failure is not None
+    assert failure.get("message") == f"expected invalid, got valid; report: {results[4].run_dir}/report.html"
+    out = suite.find("testcase[@name='hw seed=3']/system-out")
+    assert out is not None and (out.text or "").startswith(f"verdict: valid {results[4].run_dir}\n")
     index = (out_dir / "index.html").read_text()
     assert 'data-ok="false"' in index and "../../../hw/" in index and "lost-write ×3" in index
     assert (store / "campaigns" / "mini" / "latest").resolve() == out_dir
@@ -140,3 +143,18 @@ def test_sample_campaigns_load() -> None:
         "unclean-election-unsafe",
     ):
         assert unsafe in names
+
+
+def test_junit_failure_message_names_the_anomalies_and_the_report(tmp_path: Path) -> None:
+    from harness.campaign import TestResult, failure_message
+
+    c = load_campaign(write(tmp_path, CAMPAIGN), store=str(tmp_path))
+    test = c.tests[0]
+    r = TestResult(test, "invalid", 3.0, tmp_path / "run", {"log-divergence": 1, "lost-write": 2})
+    assert failure_message(r) == (
+        f"expected {'|'.join(test.expect)}, got invalid: log-divergence ×1, lost-write ×2;"
+        f" report: {tmp_path / 'run' / 'report.html'}"
+    )
+    assert failure_message(TestResult(test, "unknown", reason="cluster did not come up")).endswith(
+        "got unknown: cluster did not come up"
+    )
