@@ -97,6 +97,10 @@ def mounts() -> str:
     return Path("/proc/self/mounts").read_text()
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_up_leaves_nothing(tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
     proc = subprocess.Popen(
@@ -115,25 +119,41 @@ def test_ctrl_c_during_up_leaves_nothing(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as at a terminal: a runner started in the background (`cmd &`, nohup) passes
+        # SIGINT down ignored, and then the interrupt would never reach the bring-up.
+        preexec_fn=_sigint_default,
     )
-    deadline = time.monotonic() + 60
-    state: ClusterState | None = None
-    while time.monotonic() < deadline:  # interrupt once ZooKeeper has been started
-        files = list(state_dir.glob("*.json"))
-        if files:
-            with contextlib.suppress(OSError, ValueError):
-                state = ClusterState.load(files[0])
-                if state.of_kind("pid"):
-                    break
-        time.sleep(0.05)
-    assert state is not None and state.of_kind("pid"), "bring-up never started ZooKeeper"
-    proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert err.strip().splitlines()[-1] == "strandline cluster: interrupted"
-    slot = int(state.info["slot"])
-    pids = [(int(r["name"]), r.get("start")) for r in state.of_kind("pid")]
-    assert leftovers(state.cluster, slot, pids, state_dir) == []
+    try:
+        deadline = time.monotonic() + 120
+        state: ClusterState | None = None
+        while time.monotonic() < deadline:  # interrupt once ZooKeeper has been started
+            if proc.poll() is not None:
+                pytest.fail(
+                    f"bring-up ended (exit {proc.returncode}) before ZooKeeper: {proc.communicate()[1]}"
+                )
+            files = list(state_dir.glob("*.json"))
+            if files:
+                with contextlib.suppress(OSError, ValueError):
+                    state = ClusterState.load(files[0])
+                    if state.of_kind("pid"):
+                        break
+            time.sleep(0.05)
+        assert state is not None and state.of_kind("pid"), "bring-up never started ZooKeeper"
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err
+        assert err.strip().splitlines()[-1] == "strandline cluster: interrupted"
+        slot = int(state.info["slot"])
+        pids = [(int(r["name"]), r.get("start")) for r in state.of_kind("pid")]
+        assert leftovers(state.cluster, slot, pids, state_dir) == []
+    except BaseException:  # failed: still leave nothing behind on a shared machine
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        strandline(
+            "down", "--all", "--state", str(tmp_path / "c.json"), env={"STRANDLINE_STATE_DIR": str(state_dir)}
+        )
+        raise
 
 
 def test_down_all_removes_detached_clusters(tmp_path: Path) -> None:

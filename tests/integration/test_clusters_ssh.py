@@ -279,10 +279,13 @@ def test_install_step_skips_work_already_done(cluster: Cluster) -> None:
     install_software(node)  # others edit the tree while tests run: bring the host up to date
     source_dir, venv, _wheels = software_paths()
     before = Path(f"{venv}/.complete").stat().st_mtime
+    source_before = Path(f"{source_dir}/.complete").stat().st_mtime
     started = time.monotonic()
     software = install_software(node)
-    assert time.monotonic() - started < 5
+    # Skipped work shows in the untouched markers; the bound only leaves room for a loaded machine.
+    assert time.monotonic() - started < 15
     assert Path(f"{venv}/.complete").stat().st_mtime == before
+    assert Path(f"{source_dir}/.complete").stat().st_mtime == source_before
     assert software.python == f"{source_dir}/python"
     assert Path(software.faketime_library).exists()
     assert node.exec([software.python, "-c", "import broker, kazoo, kio, kafka"]).ok
