@@ -27,6 +27,16 @@ class RunInfo:
     seconds: float | None = None
     status: str = ""
     has_report: bool = False
+    # From the campaign that ran it (None: run on its own, nothing was expected of it).
+    expect: tuple[str, ...] | None = None
+    as_expected: bool | None = None
+
+    @property
+    def expectation(self) -> str:
+        """The trend square's class: as-expected | not-expected | no-expectation (colour by this)."""
+        if self.as_expected is None:
+            return "no-expectation"
+        return "as-expected" if self.as_expected else "not-expected"
 
 
 @dataclass
@@ -38,6 +48,12 @@ class CampaignInfo:
     counts: dict[str, int]
     tests: int
     seconds: float | None
+    expected: int = 0  # tests whose verdict was as expected (skipped ones count, as in summary.json)
+
+    @property
+    def result(self) -> str:
+        """'3/4 as expected' for the campaigns table."""
+        return f"{self.expected}/{self.tests} as expected"
 
 
 def _verdict(results: Any, outcome: Any) -> str:
@@ -112,16 +128,42 @@ def list_runs(store: Path) -> list[RunInfo]:
                 and ((run / rundir.TEST_JSON).exists() or (run / rundir.HISTORY).exists())
             ):
                 runs.append(read_run(store, run))
+    expected = expectations(store)
+    for r in runs:
+        found = expected.get(str((store / r.path).resolve()))
+        if found is not None:
+            r.expect, r.as_expected = found
     return sorted(runs, key=lambda r: (r.stamp, r.name), reverse=True)
+
+
+def _summaries(store: Path) -> list[Path]:
+    """Every campaign summary.json, not counting the `latest` symlinks (no duplicate rows)."""
+    root = store / "campaigns"
+    if not root.is_dir():
+        return []
+    return sorted(s for s in root.glob("*/*/summary.json") if not s.parent.is_symlink())
+
+
+def expectations(store: Path) -> dict[str, tuple[tuple[str, ...], bool | None]]:
+    """Resolved run dir -> (expected verdicts, as expected?) from every campaign that ran it."""
+    out: dict[str, tuple[tuple[str, ...], bool | None]] = {}
+    for summary in _summaries(store):
+        data = rundir.read_json(summary) or {}
+        for t in data.get("tests") or []:
+            if isinstance(t, dict) and t.get("run_dir"):
+                ok = t.get("as_expected")
+                out[str(Path(t["run_dir"]).resolve())] = (
+                    tuple(map(str, t.get("expect") or ())),
+                    ok if isinstance(ok, bool) else None,
+                )
+    return out
 
 
 def list_campaigns(store: Path) -> list[CampaignInfo]:
     out: list[CampaignInfo] = []
-    root = store / "campaigns"
-    if not root.is_dir():
-        return out
-    for summary in root.glob("*/*/summary.json"):
+    for summary in _summaries(store):
         data = rundir.read_json(summary) or {}
+        tests = [t for t in data.get("tests") or [] if isinstance(t, dict)]
         out.append(
             CampaignInfo(
                 name=summary.parent.parent.name,
@@ -129,8 +171,9 @@ def list_campaigns(store: Path) -> list[CampaignInfo]:
                 path=summary.parent.relative_to(store),
                 as_expected=data.get("as_expected"),
                 counts=dict(data.get("counts") or {}),
-                tests=len(data.get("tests") or []),
+                tests=len(tests),
                 seconds=data.get("seconds"),
+                expected=sum(1 for t in tests if t.get("as_expected") is True),
             )
         )
     return sorted(out, key=lambda c: c.stamp, reverse=True)
