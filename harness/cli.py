@@ -8,6 +8,7 @@ reaches the user unless STRANDLINE_DEBUG=1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import logging
 import os
@@ -15,13 +16,54 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from harness.config import ACKS, BACKENDS, CHECKERS, CLIENTS, SYSTEMS, VARIANTS
+from harness.config import ACKS, BACKENDS, CHECKERS, CLIENTS, SYSTEMS, VARIANTS, TestConfig
 from harness.errors import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, StrandlineError
 
 EPILOG = """\
 exit codes: 0 valid, 1 invalid, 2 bad input or usage, 3 unknown, 4 harness or infrastructure failure.
 `run` and `check` print, as their last line, `verdict: valid|invalid|unknown <run-dir>`.
 Docs: docs/ in the repository (history format, results format, faults, broker variants)."""
+
+
+# The faults `--nemesis` accepts (nemesis.schedule.available() without the scripted-only
+# clock-reset); tests/unit/test_harness_cli_help.py keeps this in step with the nemesis catalogue.
+FAULTS = (
+    "kill",
+    "restart",
+    "pause",
+    "partition",
+    "loss",
+    "delay",
+    "bandwidth",
+    "clock",
+    "clock-bump",
+    "clock-strobe",
+    "lose-unsynced",
+)
+
+RUN_EXAMPLES = """\
+examples:
+  strandline run --time-limit 30 --nemesis kill,partition --checker reference
+  strandline run --variant high-watermark --nemesis kill:leader --seed 101
+  strandline run --config campaigns/my-test.toml --acks 1 --name acks1
+  strandline run --config results/queue/latest/test.json      # rerun a stored test (same seed)"""
+
+
+def run_epilog(parser: argparse.ArgumentParser) -> str:
+    """Examples, and the TestConfig keys that have no flag (settable only in --config FILE.toml)."""
+    flagged = {a.dest for a in parser._actions}
+    config_only = [f.name for f in dataclasses.fields(TestConfig) if f.name not in flagged]
+    keys = "\n".join("  " + line for line in _wrap(", ".join(config_only), 96))
+    return (
+        f"{RUN_EXAMPLES}\n\nconfig-file-only keys (TOML, e.g. `drain_timeout = 90`):\n{keys}\n"
+        "See docs/running.md (the run, its settings) and docs/faults.md (faults, schedules).\n\n" + EPILOG
+    )
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width, break_on_hyphens=False)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,7 +106,8 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--nemesis",
         metavar="FAULTS",
-        help="comma-separated faults: none, kill, pause, partition, clock, loss, ... (default none)",
+        help=f"comma-separated faults (default none): {', '.join(FAULTS)}; a fault may name its"
+        " target (kill:leader) and faults join with + (partition+clock); see docs/faults.md",
     )
     g.add_argument("--nemesis-interval", type=float, metavar="S", help="seconds between faults (default 10)")
     g.add_argument("--time-limit", type=float, metavar="S", help="seconds of load and faults (default 60)")
@@ -91,8 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    p = sub.add_parser("run", help="run one test: cluster, load + faults, heal, drain, check, report")
+    p = sub.add_parser(
+        "run",
+        help="run one test: cluster, load + faults, heal, drain, check, report",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_run_flags(p)
+    p.epilog = run_epilog(p)
 
     p = sub.add_parser("check", help="(re)check a stored run and write results.json")
     p.add_argument("run_dir", metavar="RUN_DIR")

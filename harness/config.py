@@ -8,6 +8,7 @@ Validation errors name the key, so a person can fix the file without reading cod
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import random
 import tomllib
@@ -186,7 +187,9 @@ def validate(raw: Mapping[str, Any]) -> TestConfig:
     for raw_key, value in raw.items():
         key = raw_key.replace("-", "_")
         if key not in known:
-            raise BadInput(f"config key {raw_key!r}: unknown key (see `strandline run --help`)")
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise BadInput(f"config key {raw_key!r}: unknown key ({hint}see `strandline run --help`)")
         annotation = hints[key]
         if isinstance(annotation, types.UnionType):  # not used today; keep the error clear
             raise BadInput(f"config key {raw_key!r}: unsupported type")
