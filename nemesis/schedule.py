@@ -21,7 +21,7 @@ from harness.errors import BadInput
 from nemesis.packages import ALIASES, PACKAGES, PlanEnv, lookup
 
 CONTROL_DO = ("start", "resume", "heal")
-# Seconds past the session timeout a crash is held, and the least calm after it.
+# Seconds past the session timeout a crash is held.
 CRASH_MARGIN_S = 1.0
 PICK_RANGE = 2**32
 
@@ -73,8 +73,10 @@ def random_steps(
         if any(PACKAGES[name].crashes for name, _ in group) and env.crash_noticed_s > 0:
             # A crashed ZooKeeper-mode Kafka broker cannot register again before its session
             # expires: a shorter crash is one Kafka never sees, so hold it until it can be noticed.
-            hold = max(hold, env.crash_noticed_s + CRASH_MARGIN_S)
-            cycle = max(cycle, hold + CRASH_MARGIN_S)
+            # The calm after it keeps its length (the cluster recovers and load flows again).
+            longer = max(hold, env.crash_noticed_s + CRASH_MARGIN_S)
+            cycle += longer - hold
+            hold = longer
         yield {"wait": round(hold, 3)}
         yield {"heal": "all"}
         yield {"wait": round(cycle - hold, 3)}
