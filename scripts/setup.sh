@@ -40,9 +40,13 @@ fi
 stamp=".venv/.setup-stamp"
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "setup: installing Python packages into .venv"
-  .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q -e '.[dev]'
+  # pip's output (and setuptools' deprecation warnings) go to a log; one line when it fails.
+  log=".venv/setup.log"
+  echo "setup: installing Python packages into .venv (log: $log)"
+  if ! { .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -e '.[dev]'; } >"$log" 2>&1; then
+    echo "setup: pip install failed (see $log): $(grep -v '^\s*$' "$log" | tail -n 3 | tr '\n' ' ')" >&2
+    exit 1
+  fi
   echo "$want" > "$stamp"
 fi
 echo "setup: ready"
