@@ -273,10 +273,30 @@ def heal_leftovers(pieces: dict[str, Any], state_dir: Path | None) -> list[str]:
         except Exception as e:
             log.warning("healing leftover faults failed: %s", e)
     try:
-        healed += [str(x) for x in pieces["cleanup_leftovers"](state_dir) or []]
+        described = _describe_clusters(state_dir)
+        for name in pieces["cleanup_leftovers"](state_dir) or []:
+            healed.append(f"cluster {name}{described.get(str(name), '')}")
     except Exception as e:
         log.warning("cleaning leftover clusters failed: %s", e)
     return healed
+
+
+def _describe_clusters(state_dir: Path | None) -> dict[str, str]:
+    """Cluster name -> ' (2 process, 3 netns)': what its state file holds, said before it is removed."""
+    try:
+        from clusters.state import list_states, state_dir_default
+
+        out = {}
+        for state in list_states(state_dir or state_dir_default()):
+            kinds: dict[str, int] = {}
+            for r in state.data.get("resources") or []:
+                kinds[str(r.get("kind"))] = kinds.get(str(r.get("kind")), 0) + 1
+            if kinds:
+                out[state.cluster] = " (" + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ")"
+        return out
+    except Exception as e:  # only a description: never stops the clean-up
+        log.info("leftover clusters not described: %s", e)
+        return {}
 
 
 def run_test(
@@ -344,8 +364,11 @@ def _lifecycle(
 
     with phases.phase("heal_leftovers", "healing leftovers of earlier runs"):
         healed = heal_leftovers(pieces, state_dir)
-        if healed:
-            phases.console.print(f"    removed: {', '.join(healed)}", highlight=False)
+        for what in healed:
+            log.info("removed leftover %s", what)
+            phases.console.print(f"    removed leftover {what}", highlight=False)
+        if not healed:
+            phases.console.print("    nothing left over", highlight=False)
     work = Path(config.store) / ".work"
     work.mkdir(parents=True, exist_ok=True)
     kwargs = {"state_dir": state_dir} if state_dir is not None else {}

@@ -254,3 +254,23 @@ def test_recovery_waits_for_the_full_isr_and_records_when_it_is_not_reached(tmp_
     recovery = json.loads((outcome.run_dir / "outcome.json").read_text())["recovery"]
     assert recovery["min_isr"] is True and recovery["full_isr"] is False and "t0-0" in recovery["why"]
     assert "not every replica rejoined the ISR" in (outcome.run_dir / "harness.log").read_text()
+
+
+def test_healing_leftovers_says_what_it_removed(tmp_path: Path) -> None:
+    import io
+
+    p = pieces([])
+    p["heal_leftovers"] = lambda state_dir: ["fault 7 on n1, n2"]
+    p["cleanup_leftovers"] = lambda state_dir: ["sl-old"]
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "sl-old.json").write_text(
+        json.dumps({"cluster": "sl-old", "owner": {"pid": 1, "start": 0}, "resources": [
+            {"kind": "process", "name": "b1"}, {"kind": "process", "name": "b2"}, {"kind": "netns", "name": "sl1"}]})
+    )  # fmt: skip
+    out = io.StringIO()
+    console = Console(file=out, width=200)
+    config = resolve(None, {"store": str(tmp_path), "time_limit": 0.2})
+    run_test(config, console=console, pieces=p, screenshot=False, state_dir=tmp_path / "state", live=False)
+    text = out.getvalue()
+    assert "removed leftover fault 7 on n1, n2\n" in text
+    assert "removed leftover cluster sl-old (1 netns, 2 process)\n" in text
