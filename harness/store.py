@@ -103,7 +103,10 @@ def read_run(store: Path, run: Path) -> RunInfo:
         settings=settings,
         anomalies=anomalies,
         seconds=timings.get("total") if isinstance(timings, dict) else None,
-        status=str(outcome.get("status", "")) if isinstance(outcome, dict) else "",
+        # No outcome.json but a checked history: the controller was killed (harness.run_facts).
+        status=str(outcome.get("status", ""))
+        if isinstance(outcome, dict)
+        else ("killed" if isinstance(results, dict) else ""),
         has_report=(run / rundir.REPORT).exists(),
     )
 

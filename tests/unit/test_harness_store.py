@@ -48,3 +48,8 @@ def test_runs_know_whether_they_were_as_expected(tmp_path: Path) -> None:
     assert (runs["kill-safe"].verdict, runs["kill-safe"].expectation) == ("invalid", "not-expected")
     assert runs["hw-safe"].expect == ("valid",) and runs["hw-safe"].as_expected is True
     assert runs["alone"].as_expected is None and runs["alone"].expectation == "no-expectation"
+
+
+def test_a_checked_run_without_outcome_was_killed(tmp_path: Path) -> None:
+    runs = {r.name: r for r in list_runs(make_store(tmp_path))}
+    assert runs["alone"].status == "killed"  # results.json, no outcome.json: checked after a SIGKILL
