@@ -21,6 +21,14 @@ from harness import rundir
 from harness.report_history import NS, Completed, FaultWindow, HistoryDigest, digest_history, fault_windows
 from harness.report_replicas import PartitionLogs, compare, read_partition_logs
 from harness.report_svg import latency_chart, rate_chart, replica_chart
+from harness.report_text import (
+    RunFacts,
+    availability,
+    availability_text,
+    example_title,
+    run_facts,
+    weak_evidence,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +60,8 @@ SEVERITY = (
     "nonmonotonic-poll",
     "poll-skip",
 )
-MAX_EXAMPLES_SHOWN = 8
+MAX_EXAMPLES_SHOWN = 20  # results.json keeps up to 20; the first EXAMPLES_OPEN are open
+EXAMPLES_OPEN = 3
 MAX_PARTITIONS_DRAWN = 8
 
 
@@ -76,6 +85,7 @@ def _catalogue_descriptions() -> dict[str, str]:
 
 @dataclass
 class ExampleView:
+    title: str
     fields: list[tuple[str, str]]
     ops: list[dict[str, Any]]
     replicas: list[tuple[str, str]] = field(default_factory=list)
@@ -205,10 +215,10 @@ def _partition_of(example: Any) -> tuple[str, int] | None:
 
 
 def _example_view(
-    example: Any, digest: HistoryDigest, logs: dict[tuple[str, int], PartitionLogs]
+    name: str, example: Any, digest: HistoryDigest, logs: dict[tuple[str, int], PartitionLogs]
 ) -> ExampleView:
     if not isinstance(example, dict):
-        return ExampleView(fields=[("example", _scalar(example))], ops=[])
+        return ExampleView(title=_scalar(example), fields=[("example", _scalar(example))], ops=[])
     fields = [(str(k), _scalar(v)) for k, v in example.items()]
     indices, values = _refs(example)
     rows: list[dict[str, Any]] = []
@@ -242,7 +252,7 @@ def _example_view(
             else:
                 text = "absent"
             replicas.append((node, f"offset {offset}: {text}"))
-    return ExampleView(fields=fields, ops=rows[:12], replicas=replicas)
+    return ExampleView(title=example_title(name, example), fields=fields, ops=rows[:12], replicas=replicas)
 
 
 def _example_partitions(examples: list[Any], digest: HistoryDigest) -> set[tuple[str, int]]:
@@ -421,7 +431,9 @@ def _fault_summary(windows: list[FaultWindow]) -> str:
     )
 
 
-def _settings(config: dict[str, Any], results: dict[str, Any] | None) -> list[tuple[str, str]]:
+def _settings(
+    config: dict[str, Any], results: dict[str, Any] | None, facts: RunFacts | None = None
+) -> list[tuple[str, str]]:
     c = config
     faults = ", ".join(c.get("nemesis") or []) or "none"
     if c.get("schedule"):
@@ -443,7 +455,9 @@ def _settings(config: dict[str, Any], results: dict[str, Any] | None) -> list[tu
         ),
         (
             "load",
-            f"{c.get('time_limit', '?')} s at {c.get('rate', '?')} ops/s, {c.get('concurrency', '?')} clients ({c.get('client', '?')})",
+            f"{c.get('time_limit', '?')} s at {c.get('rate', '?')} ops/s, {c.get('concurrency', '?')} clients ({c.get('client', '?')})"
+            if facts is None or not facts.cut_short
+            else facts.load_text(),
         ),
         ("seed", str(c.get("seed", "?"))),
     ]
@@ -464,23 +478,15 @@ def _settings(config: dict[str, Any], results: dict[str, Any] | None) -> list[tu
     return rows
 
 
-def _stats_cards(results: dict[str, Any] | None, digest: HistoryDigest) -> list[tuple[str, str]]:
+def _stats_cards(
+    results: dict[str, Any] | None, digest: HistoryDigest, avail: tuple[int, int] | None = None
+) -> list[tuple[str, str, str]]:
+    """(label, value, css class) cards; losses get class "bad" so they stand out in red."""
     stats = (results or {}).get("stats") or {}
-    cards: list[tuple[str, str]] = []
+    cards: list[tuple[str, str, str]] = []
     sends = stats.get("sends") if isinstance(stats.get("sends"), dict) else None
     if sends is None:
         sends = {k: digest.counts.get(("send", k), 0) for k in ("ok", "fail", "info")}
-    cards.append(
-        ("sends ok / fail / info", f"{sends.get('ok', 0)} / {sends.get('fail', 0)} / {sends.get('info', 0)}")
-    )
-    polls = stats.get("polls")
-    if isinstance(polls, dict):
-        cards.append(
-            (
-                "polls ok / fail / info",
-                f"{polls.get('ok', 0)} / {polls.get('fail', 0)} / {polls.get('info', 0)}",
-            )
-        )
     anomalies = (results or {}).get("anomalies") or {}
 
     def count(name: str) -> int:
@@ -488,20 +494,47 @@ def _stats_cards(results: dict[str, Any] | None, digest: HistoryDigest) -> list[
         return int(a.get("count", 0)) if isinstance(a, dict) else 0
 
     if anomalies:
+        for label, name in (
+            ("acknowledged, missing on the leader", "lost-committed-on-replicas"),
+            ("acknowledged, never read back", "lost-write"),
+        ):
+            n = count(name)
+            unseen = count("unseen") if name == "lost-write" else 0
+            if n:
+                cards.append((label, f"{n} lost", "bad"))
+            elif unseen:
+                cards.append((label, f"{unseen} unseen (lost or not yet read)", "warnbox"))
+            else:
+                cards.append((label, "0", "good"))
+    cards.append(
+        (
+            "sends ok / fail / info",
+            f"{sends.get('ok', 0)} / {sends.get('fail', 0)} / {sends.get('info', 0)}",
+            "",
+        )
+    )
+    if avail is not None:
+        up, total = avail
+        cards.append(
+            ("seconds with accepted writes", f"{up} of {total} s", "warnbox" if up < total * 0.5 else "")
+        )
+    polls = stats.get("polls")
+    if isinstance(polls, dict):
         cards.append(
             (
-                "acked, never read / missing on leader",
-                f"{count('lost-write')} / {count('lost-committed-on-replicas')}",
+                "polls ok / fail / info",
+                f"{polls.get('ok', 0)} / {polls.get('fail', 0)} / {polls.get('info', 0)}",
+                "",
             )
         )
     if isinstance(stats.get("ops_per_s"), int | float):
-        cards.append(("throughput", f"{stats['ops_per_s']:.0f} ops/s"))
+        cards.append(("throughput", f"{stats['ops_per_s']:.0f} ops/s", ""))
     lat = stats.get("latency_ms")
     if isinstance(lat, dict) and lat:
         cards.append(
-            ("send latency p50 / p99", " / ".join(f"{lat.get(k, 0):.0f}" for k in ("p50", "p99")) + " ms")
+            ("send latency p50 / p99", " / ".join(f"{lat.get(k, 0):.0f}" for k in ("p50", "p99")) + " ms", "")
         )
-    cards.append(("history", f"{digest.ops} ops, {digest.end_ns / NS:.1f} s"))
+    cards.append(("history", f"{digest.ops} ops, {digest.end_ns / NS:.1f} s", ""))
     return cards
 
 
@@ -561,6 +594,19 @@ def build_context(run: Path) -> dict[str, Any]:
     logs = read_partition_logs(run / rundir.NODES)
     fatal = _fatal_names(results)
     verdict, sentences = headline(results, digest, windows, fatal)
+    cfg = config if isinstance(config, dict) else {}
+    facts = run_facts(
+        run,
+        cfg,
+        digest,
+        outcome if isinstance(outcome, dict) else None,
+        drain if isinstance(drain, dict) else None,
+    )
+    limit = cfg.get("time_limit")
+    avail = availability(
+        digest,
+        min(float(limit), facts.ran_s) if isinstance(limit, int | float) and facts.cut_short else limit,
+    )
     status = outcome.get("status") if isinstance(outcome, dict) else None
     if verdict == "valid" and status not in (None, "completed"):
         verdict = "unknown"
@@ -568,6 +614,19 @@ def build_context(run: Path) -> dict[str, Any]:
             f"The run was {status} before it finished: what it recorded shows no anomaly, "
             "but without its final reads that is not a verdict."
         ]
+    if verdict == "unknown" and results is not None and facts.cut_short:
+        # The plainest reason first: how far the run got; the checker's reasons follow.
+        first = sentences[0].removeprefix("The verdict is unknown: ") if sentences else ""
+        sentences = [
+            f"The verdict is unknown: the run was {facts.cut_text()}.",
+            _sentence(first),
+            *sentences[1:],
+        ]
+        sentences = [x for x in sentences if x]
+    acked = ((results or {}).get("stats") or {}).get("sends", {}).get("ok") if results else None
+    weak = weak_evidence(avail, acked if isinstance(acked, int) else None) if verdict == "valid" else ""
+    if weak:
+        sentences.append(weak)
     descriptions = _catalogue_descriptions()
 
     anomalies: list[AnomalyView] = []
@@ -586,7 +645,7 @@ def build_context(run: Path) -> dict[str, Any]:
                 else (a.get("effect") == "invalid" or (not a.get("effect") and verdict == "invalid")),
                 effect=str(a.get("effect") or ""),
                 why=_why(results, name),
-                examples=[_example_view(e, digest, logs) for e in ex[:MAX_EXAMPLES_SHOWN]],
+                examples=[_example_view(name, e, digest, logs) for e in ex[:MAX_EXAMPLES_SHOWN]],
                 more=max(0, len(ex) - MAX_EXAMPLES_SHOWN),
             )
         )
@@ -610,7 +669,7 @@ def build_context(run: Path) -> dict[str, Any]:
                 "divergent": sorted({o for m in marks.values() for o in m.divergent})[:20],
                 "missing": {n: sorted(m.missing_acked)[:20] for n, m in marks.items() if m.missing_acked},
                 "missing_count": {n: len(m.missing_acked) for n, m in marks.items() if m.missing_acked},
-                "table": _divergence_table(logs[key], marks),
+                "table": _divergence_table(logs[key], marks, digest.acked.get(key, {})),
             }
         )
     pictures.sort(key=lambda p: (not p["affected"], p["name"]))
@@ -626,8 +685,11 @@ def build_context(run: Path) -> dict[str, Any]:
         "verdict": verdict,
         "sentences": sentences,
         "outcome": outcome if isinstance(outcome, dict) else None,
-        "settings": _settings(config if isinstance(config, dict) else {}, results),
-        "cards": _stats_cards(results, digest),
+        "settings": _settings(cfg, results, facts),
+        "cards": _stats_cards(results, digest, avail),
+        "availability": availability_text(avail, cut_short=facts.cut_short),
+        "weak": weak,
+        "examples_open": EXAMPLES_OPEN,
         "rate_svg": rate_chart(digest.rate, t_end, windows, load_end) if digest.ops else None,
         "latency_svg": latency_chart(digest.latency, t_end, windows, load_end) if digest.latency else None,
         "faults": [
@@ -673,21 +735,51 @@ def state_of(state: Any, key: tuple[str, int]) -> str:
     return ""
 
 
-def _divergence_table(logs: PartitionLogs, marks: Any) -> dict[str, Any] | None:
-    """The first offsets where replicas disagree or miss acked records: offset × replica values."""
+def _divergence_table(
+    logs: PartitionLogs, marks: Any, acked: dict[int, Any] | None = None
+) -> dict[str, Any] | None:
+    """The first offsets where replicas disagree or miss acked records: offset × replica values.
+
+    Only the cells that are wrong are red: a value other than the acknowledged one, or (with no ack
+    at that offset) other than the value most replicas hold; an absent record only when acked.
+    """
     offsets = sorted({o for m in marks.values() for o in (m.divergent | m.missing_acked)})[:12]
     if not offsets:
         return None
     nodes = list(logs.replicas)
     rows = []
     for o in offsets:
+        held = {n: logs.replicas[n].records.get(o) for n in nodes}
+        reference = _reference_value(o, held, acked or {})
         cells = []
         for n in nodes:
-            rec = logs.replicas[n].records.get(o)
-            bad = o in marks[n].divergent or o in marks[n].missing_acked
+            rec = held[n]
+            if rec is None:
+                bad = o in marks[n].missing_acked
+            elif reference is _NO_REFERENCE:
+                bad = o in marks[n].divergent
+            else:
+                bad = rec[0] != reference
             cells.append({"text": f"{rec[0]} (e{rec[1]})" if rec else "—", "bad": bad})
-        rows.append({"offset": o, "cells": cells})
+        rows.append({"offset": o, "cells": cells, "acked": acked.get(o, "") if acked else ""})
     return {"nodes": nodes, "rows": rows}
+
+
+_NO_REFERENCE = object()
+
+
+def _reference_value(offset: int, held: dict[str, Any], acked: dict[int, Any]) -> Any:
+    """The value an offset should hold: the acked one, else a strict majority's, else none known."""
+    if offset in acked:
+        return acked[offset]
+    counts: dict[Any, int] = {}
+    for rec in held.values():
+        if rec is not None:
+            counts[rec[0]] = counts.get(rec[0], 0) + 1
+    ranked = sorted(counts.values(), reverse=True)
+    if ranked and (len(ranked) == 1 or ranked[0] > ranked[1]):
+        return max(counts, key=lambda v: counts[v])
+    return _NO_REFERENCE
 
 
 _env: jinja2.Environment | None = None

@@ -195,50 +195,58 @@ def latency_chart(
 
 
 def replica_chart(logs: PartitionLogs, marks: dict[str, Marks], leader: str | None) -> Markup:
-    """Each replica's log as a bar: epochs shaded, HW and log end marked, bad offsets in red."""
+    """Each replica's log as a bar: epochs shaded, HW and log end marked, bad offsets in red.
+
+    Labels never share a line: per row, the HW label sits above the bar, the log end (LEO) in the
+    right margin, then one line under the bar lists the epochs and one line says what is red.
+    Epoch boundaries are drawn over the red marks, so short epochs stay visible.
+    """
     replicas = list(logs.replicas.values())
-    row_h, gap = 34, 34
-    height = TOP + len(replicas) * (row_h + gap) + 30
+    row_h, above, below = 30, 18, 34
+    pitch = above + row_h + below
+    top = TOP - 10
+    height = top + len(replicas) * pitch + 34
     end = max([r.log_end for r in replicas] + [r.high_watermark or 0 for r in replicas])
     for m in marks.values():
         end = max([end, *(o + 1 for o in m.missing_acked)])
     end = max(end, 1)
-    left, pw = 120, W - 120 - RIGHT - 90
+    lo = _zoom_start(replicas, marks, end)
+    left, pw = 120, W - 120 - RIGHT - 110
     parts: list[str] = []
 
     def x(offset: float) -> float:
-        return left + pw * min(offset, end) / end
+        return left + pw * (min(max(offset, lo), end) - lo) / (end - lo)
 
-    for t in _nice_ticks(0, end, 10):
+    for t in _nice_ticks(lo, end, 10):
+        parts.append(f'<line x1="{x(t):.1f}" y1="{top}" x2="{x(t):.1f}" y2="{height - 30}" class="grid"/>')
         parts.append(
-            f'<line x1="{x(t):.1f}" y1="{TOP - 6}" x2="{x(t):.1f}" y2="{height - 26}" class="grid"/>'
+            f'<text x="{x(t):.1f}" y="{height - 16}" class="tick" text-anchor="middle">{_fmt(t)}</text>'
         )
-        parts.append(
-            f'<text x="{x(t):.1f}" y="{height - 12}" class="tick" text-anchor="middle">{_fmt(t)}</text>'
-        )
-    parts.append(f'<text x="{left + pw / 2}" y="{TOP - 14}" class="label" text-anchor="middle">offset</text>')
+    axis = f"offset (zoomed in: offsets below {lo} agree and are not drawn)" if lo > 0 else "offset"
+    parts.append(
+        f'<text x="{left + pw / 2}" y="{height - 2}" class="label" text-anchor="middle">{axis}</text>'
+    )
     for i, r in enumerate(replicas):
-        y = TOP + i * (row_h + gap)
+        y = top + i * pitch + above
         name = f"{r.node} (leader)" if r.node == leader else r.node
         parts.append(
             f'<text x="{left - 8}" y="{y + row_h / 2 + 4}" class="rowlabel" text-anchor="end">{escape(name)}</text>'
         )
         parts.append(f'<rect x="{left}" y="{y}" width="{pw}" height="{row_h}" class="emptylog"/>')
         # Epoch stretches from the leader-epoch checkpoint, else from the batches' epochs.
-        epochs = sorted(r.epochs) or _epochs_from_records(r)
+        epochs = sorted(r.epochs, key=lambda e: (e[1], e[0])) or _epochs_from_records(r)
+        spans: list[tuple[int, int, int]] = []
         for j, (epoch, start) in enumerate(epochs):
-            stop = epochs[j + 1][1] if j + 1 < len(epochs) else r.log_end
-            stop = min(stop, r.log_end)
-            if stop <= start:
-                continue
+            stop = min(epochs[j + 1][1] if j + 1 < len(epochs) else r.log_end, r.log_end)
+            if stop > start and stop > lo:
+                spans.append((epoch, start, stop))
+        for epoch, start, stop in spans:
             fill = EPOCH_FILLS[epoch % len(EPOCH_FILLS)] if epoch >= 0 else "#dee2e6"
             parts.append(
                 f'<rect x="{x(start):.1f}" y="{y}" width="{max(x(stop) - x(start), 1):.1f}" height="{row_h}" '
-                f'fill="{fill}" stroke="#1c7ed6" stroke-width="0.6"><title>epoch {epoch}: offsets {start}–{stop - 1}</title></rect>'
+                f'fill="{fill}"><title>epoch {epoch}: offsets {start}–{stop - 1}</title></rect>'
             )
-            if x(stop) - x(start) > 40:
-                parts.append(f'<text x="{x(start) + 4:.1f}" y="{y + 13}" class="epoch">e{epoch}</text>')
-        if not epochs and r.log_end > r.log_start:
+        if not spans and r.log_end > r.log_start:
             parts.append(
                 f'<rect x="{x(r.log_start):.1f}" y="{y}" width="{x(r.log_end) - x(r.log_start):.1f}" height="{row_h}" fill="{EPOCH_FILLS[0]}"/>'
             )
@@ -252,31 +260,73 @@ def replica_chart(logs: PartitionLogs, marks: dict[str, Marks], leader: str | No
                     f'<rect x="{x(a):.1f}" y="{y + (row_h / 2 if cls == "missing" else 0)}" width="{max(x(b + 1) - x(a), 4):.1f}" '
                     f'height="{row_h / 2}" class="{cls}"><title>offsets {a}–{b}: {what}</title></rect>'
                 )
-        bad = sorted(m.missing_acked | m.divergent)
-        if bad:
-            note = f"✕ {len(m.divergent)} divergent" if m.divergent else ""
+        # Epoch boundaries and in-bar names on top of the red, so every epoch stays readable.
+        last_label = -1e9
+        for epoch, start, stop in spans:
+            bx = x(start)
+            if start > lo:
+                parts.append(
+                    f'<line x1="{bx:.1f}" y1="{y}" x2="{bx:.1f}" y2="{y + row_h}" class="epochline"/>'
+                )
+            if x(stop) - bx > 26 and bx - last_label > 26:
+                parts.append(f'<text x="{bx + 3:.1f}" y="{y + 12}" class="epoch">e{epoch}</text>')
+                last_label = bx
+        # Under the bar: the epochs in words (line 1), then what is red (line 2).
+        if spans:
+            shown = [f"e{e} from {s}" for e, s, _stop in spans]
+            text = (
+                "epochs: " + ", ".join(shown[:10]) + (f", … ({len(shown)} in all)" if len(shown) > 10 else "")
+            )
+            parts.append(f'<text x="{left}" y="{y + row_h + 13}" class="epochlist">{escape(text)}</text>')
+        if m.divergent or m.missing_acked:
+            note = []
+            if m.divergent:
+                n = len(m.divergent)
+                note.append(f"✕ {n} {'offset differs' if n == 1 else 'offsets differ'} from another replica")
             if m.missing_acked:
-                note += f"{', ' if note else '✕ '}{len(m.missing_acked)} acknowledged absent"
+                n = len(m.missing_acked)
+                note.append(f"✕ {n} acknowledged {'record' if n == 1 else 'records'} absent")
             parts.append(
-                f'<text x="{min(x(bad[0]), left + pw - 220):.1f}" y="{y + row_h + 12}" class="badlabel">{escape(note)}</text>'
+                f'<text x="{left}" y="{y + row_h + 27}" class="badlabel">{escape(" · ".join(note))}</text>'
             )
         parts.append(
             f'<line x1="{x(r.log_end):.1f}" y1="{y - 3}" x2="{x(r.log_end):.1f}" y2="{y + row_h + 3}" class="logend"/>'
         )
         parts.append(
-            f'<text x="{x(r.log_end) + 4:.1f}" y="{y + row_h + 12}" class="marklabel">LEO {r.log_end}</text>'
+            f'<text x="{left + pw + 8:.1f}" y="{y + row_h / 2 + 4}" class="marklabel">LEO {r.log_end}</text>'
         )
         if r.high_watermark is not None:
             hx = x(r.high_watermark)
             parts.append(
-                f'<path d="M{hx - 5:.1f},{y - 7} L{hx + 5:.1f},{y - 7} L{hx:.1f},{y} Z" class="hw"/>'
+                f'<path d="M{hx - 5:.1f},{y - 8} L{hx + 5:.1f},{y - 8} L{hx:.1f},{y - 1} Z" class="hw"/>'
             )
-            parts.append(f'<text x="{hx + 7:.1f}" y="{y - 1}" class="marklabel">HW {r.high_watermark}</text>')
+            anchor, tx = ("end", hx - 8) if hx > left + pw - 60 else ("start", hx + 8)
+            hw_text = f"◂ HW {r.high_watermark}" if r.high_watermark < lo else f"HW {r.high_watermark}"
+            parts.append(
+                f'<text x="{tx:.1f}" y="{y - 3}" class="marklabel" text-anchor="{anchor}">{hw_text}</text>'
+            )
         if r.problem:
             parts.append(
-                f'<text x="{left + 4}" y="{y + row_h - 6}" class="marklabel">{escape(r.problem)}</text>'
+                f'<text x="{left + pw + 8:.1f}" y="{y + row_h + 13}" class="marklabel">{escape(r.problem[:40])}<title>{escape(r.problem)}</title></text>'
             )
     return _svg(height, parts, f"replica logs of {logs.name}")
+
+
+def _zoom_start(replicas: Sequence[object], marks: dict[str, Marks], end: int) -> int:
+    """Where the replica picture starts: 0, or just before the trouble when it sits in a narrow tail.
+
+    Offsets before the first red mark and the shortest log end agree on every replica, so when both
+    are within the last quarter of the log the picture zooms in on them (a HW further left is
+    drawn at the left edge, its label pointing left).
+    """
+    bad = [o for m in marks.values() for o in (m.divergent | m.missing_acked)]
+    if not bad:
+        return 0
+    interest = [min(bad)] + [int(getattr(r, "log_end", 0)) for r in replicas]
+    first = min(interest)
+    if end - first >= end / 4:
+        return 0
+    return max(0, first - max(10, end - first))
 
 
 def _epochs_from_records(r: object) -> list[tuple[int, int]]:
