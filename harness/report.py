@@ -426,9 +426,8 @@ def _fault_summary(windows: list[FaultWindow]) -> str:
     counts: dict[str, int] = {}
     for w in windows:
         counts[w.f] = counts.get(w.f, 0) + 1
-    return ", ".join(
-        f"{_plural(n, f, f + ' faults' if f in ('clock', 'loss') else f + 's')}" for f, n in counts.items()
-    )
+    names = {"partition": "network partition", "clock": "clock fault", "loss": "packet-loss fault"}
+    return ", ".join(_plural(n, names.get(f, f), names.get(f, f) + "s") for f, n in counts.items())
 
 
 def _settings(
@@ -669,6 +668,7 @@ def build_context(run: Path) -> dict[str, Any]:
                 "divergent": sorted({o for m in marks.values() for o in m.divergent})[:20],
                 "missing": {n: sorted(m.missing_acked)[:20] for n, m in marks.items() if m.missing_acked},
                 "missing_count": {n: len(m.missing_acked) for n, m in marks.items() if m.missing_acked},
+                "missing_groups": _missing_groups(marks),
                 "table": _divergence_table(logs[key], marks, digest.acked.get(key, {})),
             }
         )
@@ -712,6 +712,31 @@ def build_context(run: Path) -> dict[str, Any]:
         "drain": drain if isinstance(drain, dict) else None,
         "open_ops": digest.open_at_end,
     }
+
+
+def _ranges(offsets: list[int], limit: int = 8) -> str:
+    """[226, 227, 228, 240] -> '226–228, 240' (the first `limit` runs, then how many more)."""
+    runs: list[list[int]] = []
+    for o in sorted(offsets):
+        if runs and o == runs[-1][1] + 1:
+            runs[-1][1] = o
+        else:
+            runs.append([o, o])
+    text = ", ".join(f"{a}–{b}" if b > a else str(a) for a, b in runs[:limit])
+    return text + (f", … ({len(runs) - limit} more runs)" if len(runs) > limit else "")
+
+
+def _missing_groups(marks: dict[str, Any]) -> list[dict[str, Any]]:
+    """Acked-but-absent offsets per group of replicas that miss the same ones, as ranges."""
+    groups: dict[frozenset[int], list[str]] = {}
+    for node, m in marks.items():
+        if m.missing_acked:
+            groups.setdefault(frozenset(m.missing_acked), []).append(node)
+    out = []
+    for offsets, nodes in groups.items():
+        who = "every replica" if len(nodes) == len(marks) and len(nodes) > 1 else ", ".join(nodes)
+        out.append({"who": who, "count": len(offsets), "ranges": _ranges(list(offsets))})
+    return out
 
 
 def _leaders(state: Any) -> dict[tuple[str, int], str]:

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.report import _divergence_table, build_context, write_report
+from harness.report import _divergence_table, _missing_groups, build_context, write_report
 from harness.report_replicas import Marks, PartitionLogs, Replica
 from harness.report_svg import replica_chart
 from harness.report_text import availability_text, example_title, weak_evidence
@@ -100,6 +100,10 @@ def test_divergence_table_reds_only_the_replica_that_differs() -> None:
     assert [c["bad"] for c in first["cells"]] == [False, True, False]  # n2 holds 1168
     row_178 = next(r for r in table["rows"] if r["offset"] == 178)
     assert [c["bad"] for c in row_178["cells"]] == [False, True, True]
+    assert _missing_groups(marks) == [
+        {"who": "n1, n3", "count": 119, "ranges": "188–306"},
+        {"who": "n2", "count": 139, "ranges": "168–306"},
+    ]
     # without an acknowledged value, the majority decides
     table = _divergence_table(logs, marks, {})
     assert table is not None
