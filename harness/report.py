@@ -653,7 +653,8 @@ def build_context(run: Path) -> dict[str, Any]:
     leaders = _leaders(state)
     affected: set[tuple[str, int]] = set()
     for a in anomalies_raw.values():
-        affected |= _example_partitions(list((a or {}).get("examples") or []), digest)
+        if (a or {}).get("effect") != "allowed":  # an allowed duplicate does not make a picture urgent
+            affected |= _example_partitions(list((a or {}).get("examples") or []), digest)
     pictures = []
     for key in sorted(logs):
         marks = compare(logs[key], digest.acked.get(key, {}))

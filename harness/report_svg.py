@@ -268,7 +268,7 @@ def replica_chart(logs: PartitionLogs, marks: dict[str, Marks], leader: str | No
                 parts.append(
                     f'<line x1="{bx:.1f}" y1="{y}" x2="{bx:.1f}" y2="{y + row_h}" class="epochline"/>'
                 )
-            if x(stop) - bx > 26 and bx - last_label > 26:
+            if x(stop) - bx > 36 and bx - last_label > 30 and start not in m.divergent:
                 parts.append(f'<text x="{bx + 3:.1f}" y="{y + 12}" class="epoch">e{epoch}</text>')
                 last_label = bx
         # Under the bar: the epochs in words (line 1), then what is red (line 2).

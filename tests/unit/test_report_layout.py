@@ -131,6 +131,8 @@ def test_valid_run_on_little_load_says_the_evidence_is_weak(tmp_path: Path) -> N
     (run / "history.jsonl").write_text("\n".join(kept) + "\n")
     ctx = build_context(run)
     assert ctx["verdict"] == "valid"
+    assert all(not p["affected"] for p in ctx["pictures"])
+    assert "<summary>Replicas agree on every partition" in write_report(run).read_text()
     assert ctx["availability"].startswith("The cluster accepted writes during only ")
     assert any(s.startswith("The evidence is weak") for s in ctx["sentences"])
 
@@ -174,6 +176,8 @@ def test_lost_count_card_is_red_and_allowed_anomalies_are_collapsed(tmp_path: Pa
     section = section[: section.index("</section>")]
     assert 'class="anomaly allowed"' in html and "<details>" in section and "open" not in section
     assert "allowed by this test's settings (a producer that retries may write twice)" in section
+    # t0-0 is named only by the allowed duplicate: its replicas agree, so it is not drawn first
+    assert [p["name"] for p in ctx["pictures"]] == ["t0-1"]
 
 
 def test_run_of_a_killed_controller_says_it_was_cut_short(tmp_path: Path) -> None:
