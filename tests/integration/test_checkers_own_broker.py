@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,22 @@ from broker.localcluster import LocalCluster
 from checkers.api import check_run
 from harness.config import TestConfig
 from workloads import final_drain, run_workload, setup_topics
-from workloads.history import HistoryWriter
+from workloads.history import HistoryWriter, iter_ops
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+
+def _stop_after_sends(path: Path, stop: threading.Event, seconds: float = 4.0, sends: int = 50) -> None:
+    """Stop the load after `seconds`, or later on a slow machine: once more than `sends` sends
+    are acknowledged (at most 60 s)."""
+    started = time.monotonic()
+    while not stop.wait(0.5):
+        elapsed = time.monotonic() - started
+        if elapsed >= 60 or (
+            elapsed >= seconds
+            and sum(op["f"] == "send" and op["type"] == "ok" for op in iter_ops(path, problems=[])) > sends
+        ):
+            stop.set()
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +51,13 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         bootstrap = cluster.bootstrap.split(",")
         setup_topics(config, bootstrap)
         stop = threading.Event()
-        timer = threading.Timer(4.0, stop.set)
+        watcher = threading.Thread(target=_stop_after_sends, args=(run / "history.jsonl", stop), daemon=True)
         with HistoryWriter(run / "history.jsonl") as history:
-            timer.start()
-            run_workload(config, bootstrap, history, stop)
+            watcher.start()
+            try:
+                run_workload(config, bootstrap, history, stop)
+            finally:
+                stop.set()
             drain = final_drain(config, bootstrap, history, timeout=60, path=run / "drain.json")
         assert drain.complete, drain
         partitions = []
