@@ -205,3 +205,23 @@ def test_synthetic_histories_with_planted_anomalies(
     assert counts_of(got) == {k: n for k, n in planted.counts().items() if n}
     for name in HISTORY_ANOMALIES:
         assert len(got["anomalies"][name]["examples"]) == min(20, got["anomalies"][name]["count"])
+
+
+def test_spark_json_conversion_for_histories_elsewhere(spark: Any, tmp_path: Path) -> None:
+    """Histories on filesystems only Spark reaches are converted by Spark itself: same result."""
+    from checkers.spark_convert import convert_with_spark
+    from checkers.spark_engine import check_parquet
+
+    path = scenarios().write(tmp_path / "history.jsonl")
+    form = convert_with_spark(spark, str(path), force=True)
+    got = check_parquet(
+        spark,
+        form.operations_path,
+        form.reads_path,
+        ops=form.ops,
+        problems=form.problems,
+        orphans=form.orphans,
+        first_orphan=form.first_orphan,
+    )
+    assert got == reference_check(path)
+    assert convert_with_spark(spark, str(path)).operations_path == form.operations_path  # cached
