@@ -707,6 +707,7 @@ def build_context(run: Path) -> dict[str, Any]:
         "pictures": shown,
         "other_partitions": [p["name"] for p in pictures if p not in shown],
         "no_data_dirs": not logs,
+        "cut_short": facts.cut_short,
         "files": _files(run),
         "problems": [f"line {p.line_no}: {p.reason}" for p in digest.problems[:10]],
         "incomplete": list((results or {}).get("incomplete") or []),
