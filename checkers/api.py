@@ -23,12 +23,22 @@ from harness.errors import BadInput, InfrastructureError
 log = logging.getLogger(__name__)
 
 ENGINES = ("reference", "spark")
+# `auto` picks the reference checker (no JVM to start, fastest on ordinary histories) below this
+# size of history.jsonl and Spark above it, where a single Python process would run out of memory.
+AUTO_SPARK_BYTES = 512 * 1024 * 1024
 TEST_JSON = "test.json"
 HISTORY = "history.jsonl"
 RESULTS = "results.json"
 DRAIN = "drain.json"
 CLUSTER_STATE = "cluster-state.json"
 NODES = "nodes"
+
+
+def resolve_engine(engine: str, history: Path) -> str:
+    """The concrete engine for `auto`: reference for ordinary histories, Spark for big ones."""
+    if engine != "auto":
+        return engine
+    return "spark" if history.stat().st_size >= AUTO_SPARK_BYTES else "reference"
 
 
 def run_engine(engine: str, history: Path, spark_master: str | None) -> EngineResult:
@@ -95,8 +105,9 @@ def check_run(
     history = run / HISTORY
     if not history.is_file():
         raise BadInput(f"no history to check: {history} is missing")
-    if engine not in ENGINES:
-        raise BadInput(f"unknown checker {engine!r} (one of {', '.join(ENGINES)})")
+    if engine not in (*ENGINES, "auto"):
+        raise BadInput(f"unknown checker {engine!r} (one of {', '.join(ENGINES)}, auto)")
+    engine = resolve_engine(engine, history)
     config, notes = load_config(run)
     started = time.monotonic()
     result = run_engine(engine, history, spark_master or config.spark_master)

@@ -116,7 +116,11 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--client", choices=CLIENTS, help="Kafka client driver (default kafka-python)")
     g.add_argument("--seed", type=int, metavar="N", help="seed for workload and faults (default: random)")
     g.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
-    g.add_argument("--checker", choices=CHECKERS, help="checker engine (default spark)")
+    g.add_argument(
+        "--checker",
+        choices=CHECKERS,
+        help="checker engine: spark, reference, or auto (default: reference below 512 MiB of history, spark above)",
+    )
     g.add_argument("--name", metavar="NAME", help="test name: runs go to <store>/<name>/<time>/")
 
 
@@ -144,7 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="(re)check a stored run and write results.json")
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--checker", choices=CHECKERS, default=None, help="checker engine (default spark)")
+    p.add_argument(
+        "--checker",
+        choices=CHECKERS,
+        default=None,
+        help="checker engine (default: the run's test.json, else auto)",
+    )
     p.add_argument("--spark-master", metavar="URL", help="Spark master (default local[*])")
 
     p = sub.add_parser("report", help="(re)write report.html of a stored run")

@@ -72,3 +72,15 @@ def test_malformed_toml_is_bad_input(tmp_path) -> None:  # type: ignore[no-untyp
     path.write_text("nodes = [\n")
     with pytest.raises(BadInput, match="malformed config"):
         load_file(path)
+
+
+def test_auto_checker_picks_reference_for_ordinary_histories(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import checkers.api as api
+
+    history = tmp_path / "history.jsonl"
+    history.write_text('{"index":0}\n')
+    assert validate({}).checker == "auto"
+    assert api.resolve_engine("auto", history) == "reference"
+    assert api.resolve_engine("spark", history) == "spark"
+    monkeypatch.setattr(api, "AUTO_SPARK_BYTES", 1)
+    assert api.resolve_engine("auto", history) == "spark"
