@@ -58,8 +58,11 @@ def test_index_lists_runs_trends_and_campaigns(served: str) -> None:
     page = dom(served + "/")
     assert page.count('class="run"') == 3
     assert page.count('data-verdict="invalid"') == 1 and page.count('data-verdict="valid"') == 2
-    assert '<span class="sq invalid"></span>' in page and "safe-kill" in page
-    assert "nightly" in page and "NOT as expected" in page
+    # Trend squares are coloured by "as expected" (these runs belong to no campaign: grey), the
+    # verdict stays in the square's title.
+    assert page.count('<span class="sq no-expectation"></span>') == 3 and "safe-kill" in page
+    assert 'title="20261122T010000: invalid"' in page
+    assert "nightly" in page and "0/3 as expected" in page and 'class="v v-false"' in page
 
 
 def test_filters_by_verdict_and_name(served: str) -> None:
