@@ -270,28 +270,18 @@ class ApiHandlers:
         replica_id = body.replica_id
         max_wait = millis(body.max_wait) / 1000.0
         max_bytes = body.max_bytes if request.api_version >= 3 else 2**31 - 1
-        wake = asyncio.Event()
-        watched: list[Partition] = []
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max_wait
-        try:
-            result, found = self._fetch_once(body, replica_id, max_bytes, watched)
-            for partition in watched:
-                (partition.data_waiters if replica_id >= 0 else partition.hw_waiters).add(wake)
-            while found < body.min_bytes and not self._has_error(result):
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                wake.clear()
-                try:
-                    await asyncio.wait_for(wake.wait(), remaining)
-                except TimeoutError:
-                    break
-                result, found = self._fetch_once(body, replica_id, max_bytes, [])
-        finally:
-            for partition in watched:
-                partition.data_waiters.discard(wake)
-                partition.hw_waiters.discard(wake)
+        watched: list[tuple[Partition, int, int]] = []
+        result, found = self._fetch_once(body, replica_id, max_bytes, watched)
+        if found < body.min_bytes and max_wait > 0 and not self._has_error(result):
+            # Park until the HW (consumer) or log end (follower) passes a fetch offset with
+            # enough bytes below it, a partition's state changes, or max_wait passes: no log
+            # reads meanwhile, one read when it completes.
+            parked = self.replicas.park_fetch(watched, replica_id >= 0, body.min_bytes, max_wait)
+            try:
+                await parked.future
+            finally:
+                self.replicas.unpark(parked)
+            result, _ = self._fetch_once(body, replica_id, max_bytes, None)
         return {"error_code": NONE, "session_id": 0, "responses": result}
 
     @staticmethod
@@ -303,8 +293,9 @@ class ApiHandlers:
         body: Any,
         replica_id: int,
         max_bytes: int,
-        watched: list[Partition],
+        watched: list[tuple[Partition, int, int]] | None,
     ) -> tuple[list[dict[str, Any]], int]:
+        """Read every partition once; `watched` collects (partition, fetch offset, bytes read)."""
         total = 0
         responses = []
         for topic in body.topics:
@@ -340,7 +331,8 @@ class ApiHandlers:
                         log_start_offset=partition.log.log_start_offset,
                         records=records,
                     )
-                    watched.append(partition)
+                    if watched is not None:
+                        watched.append((partition, req.fetch_offset, len(records)))
                 parts.append(entry)
             responses.append({"topic": topic.topic, "partitions": parts})
         return responses, total

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.config import BrokerConfig
+from broker.delayed import ByteMarks, DelayedFetch
 from broker.producer_state import Duplicate, ProducerState
 from broker.replication import Action, HighWatermarkAdvanced, PartitionReplica, Role, WriteIsr
 from broker.storage import (
@@ -83,6 +84,30 @@ class _AckWaiter:
 
 
 @dataclass(eq=False)
+class ParkedFetch:
+    """A long-polling fetch waiting on partitions: the decision (sans-IO) and the future to wake."""
+
+    delayed: DelayedFetch
+    follower: bool
+    future: asyncio.Future[None]
+    partitions: list[Partition]
+
+    def wake(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
+
+
+def _wake_parked(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _resolve(future: asyncio.Future[int], value: int) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+@dataclass(eq=False)
 class Partition:
     topic: str
     index: int
@@ -91,24 +116,40 @@ class Partition:
     producers: ProducerState = field(default_factory=ProducerState)
     state: PartitionState | None = None
     ack_waiters: list[_AckWaiter] = field(default_factory=list)
-    # long-polling fetches: followers wake on appends, consumers only when the HW moves
-    data_waiters: set[asyncio.Event] = field(default_factory=set)
-    hw_waiters: set[asyncio.Event] = field(default_factory=set)
+    # long-polling fetches: a follower's completes when the log end passes its fetch offset,
+    # a consumer's when the HW does (and enough bytes lie below it); see broker.delayed
+    follower_fetches: set[ParkedFetch] = field(default_factory=set)
+    consumer_fetches: set[ParkedFetch] = field(default_factory=set)
+    byte_marks: ByteMarks = field(default_factory=ByteMarks)
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.topic, self.index)
 
     def wake_readers(self) -> None:
-        """Wake every long-polling fetch (role, epoch or HW changed)."""
-        for event in self.data_waiters:
-            event.set()
-        for event in self.hw_waiters:
-            event.set()
+        """Complete every long-polling fetch: role, epoch or log changed under it."""
+        for parked in (*self.follower_fetches, *self.consumer_fetches):
+            parked.delayed.on_state_change()
+            parked.wake()
 
-    def wake_followers(self) -> None:
-        for event in self.data_waiters:
-            event.set()
+    def high_watermark_advanced(self) -> None:
+        """Complete the consumer fetches the new HW gives enough to read."""
+        if self.consumer_fetches:
+            self._progress(self.consumer_fetches, self.replica.high_watermark)
+
+    def log_end_advanced(self) -> None:
+        """Complete the follower fetches the new log end gives enough to read."""
+        if self.follower_fetches:
+            self._progress(self.follower_fetches, self.log.log_end_offset)
+
+    def _progress(self, parked_fetches: set[ParkedFetch], end: int) -> None:
+        key = self.key
+        for parked in parked_fetches:
+            delayed = parked.delayed
+            offset = delayed.offsets.get(key, end)
+            size = self.byte_marks.bytes_between(offset, end) if delayed.min_bytes > 1 else None
+            if delayed.on_progress(key, end, size):
+                parked.wake()
 
     def rebuild_producer_state(self) -> None:
         """Scan the log's batch headers (no CRC: recovery checked them) to learn producer sequences."""
@@ -266,7 +307,7 @@ class ReplicaManager:
         for action in actions:
             if isinstance(action, HighWatermarkAdvanced):
                 self._complete_acks(partition)
-                partition.wake_readers()
+                partition.high_watermark_advanced()
             elif isinstance(action, WriteIsr):
                 log.info(
                     "%s-%d: ISR change %s -> %s (%s)",
@@ -382,18 +423,24 @@ class ReplicaManager:
                     h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta, offset
                 )
                 offset += h.last_offset_delta + 1
+            partition.byte_marks.appended(partition.log.log_end_offset, len(records))
             self._run(partition, replica.on_local_append(partition.log.log_end_offset))
-            partition.wake_followers()
+            partition.log_end_advanced()
         result = ProduceResult(NONE, base, partition.log.log_start_offset)
         if acks != -1 or replica.acks_all_done(last):
             if acks == -1 and len(replica.isr) < self.config.min_insync_replicas:
                 result.error = NOT_ENOUGH_REPLICAS_AFTER_APPEND
             return result
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int] = loop.create_future()
         partition.ack_waiters.append(_AckWaiter(last, future))
+        # a timer rather than asyncio.wait_for: no task per produce on the hot path
+        timer = loop.call_later(max(timeout_ms, 1) / 1000.0, _resolve, future, REQUEST_TIMED_OUT)
         try:
-            error = await asyncio.wait_for(future, max(timeout_ms, 1) / 1000.0)
-        except TimeoutError:
+            error = await future
+        finally:
+            timer.cancel()
+        if error == REQUEST_TIMED_OUT:
             return ProduceResult(REQUEST_TIMED_OUT)
         if error == NONE and len(replica.isr) < self.config.min_insync_replicas:
             error = NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -434,12 +481,40 @@ class ReplicaManager:
         except OffsetOutOfRangeError:
             return OFFSET_OUT_OF_RANGE, b""
 
+    def park_fetch(
+        self,
+        watched: list[tuple[Partition, int, int]],
+        follower: bool,
+        min_bytes: int,
+        max_wait_s: float,
+    ) -> ParkedFetch:
+        """Park a fetch on its partitions (partition, fetch offset, bytes already found) until
+        enough data is readable, their state changes or `max_wait_s` passes; `unpark` after."""
+        loop = asyncio.get_running_loop()
+        delayed = DelayedFetch(min_bytes, {p.key: offset for p, offset, _ in watched})
+        for p, _, found in watched:
+            delayed.on_found(p.key, found)
+        parked = ParkedFetch(delayed, follower, loop.create_future(), [p for p, _, _ in watched])
+        for p in parked.partitions:
+            (p.follower_fetches if follower else p.consumer_fetches).add(parked)
+        timer = loop.call_later(max_wait_s, _wake_parked, parked.future)
+        parked.future.add_done_callback(lambda _f: timer.cancel())
+        return parked
+
+    @staticmethod
+    def unpark(parked: ParkedFetch) -> None:
+        for p in parked.partitions:
+            p.follower_fetches.discard(parked)
+            p.consumer_fetches.discard(parked)
+        parked.wake()
+
     # --- follower side --------------------------------------------------------------------------
     def follower_append(self, partition: Partition, records: bytes, leader_hw: int) -> None:
         if records:
             before = partition.log.log_end_offset
             partition.log.append_as_follower(records)
             if partition.log.log_end_offset != before:
+                partition.byte_marks.appended(partition.log.log_end_offset, len(records))
                 for h in parse_batches(records, check_crc=False, allow_partial_tail=True):
                     partition.producers.record(
                         h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta, h.base_offset
@@ -460,6 +535,7 @@ class ReplicaManager:
             )
             partition.log.truncate_to(offset)
             partition.producers.truncate(partition.log.log_end_offset)
+            partition.byte_marks.truncated(partition.log.log_end_offset)
         partition.replica.on_truncated(partition.log.log_end_offset)
 
     # --- checkpoints ----------------------------------------------------------------------------
