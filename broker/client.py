@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker import protocol as p
+from broker import wire
 
 
 class ConnectionClosed(Exception):
@@ -44,15 +45,18 @@ class BrokerConnection:
                 await self.connect()
             assert self._reader is not None and self._writer is not None
             correlation_id = next(self._ids)
-            frame = p.encode_request(
-                api_key, version, correlation_id, self.client_id, p.build_request(api_key, version, body)
-            )
+            frame = wire.encode_request(api_key, version, correlation_id, self.client_id, body)
+            if frame is None:
+                frame = p.encode_request(
+                    api_key, version, correlation_id, self.client_id, p.build_request(api_key, version, body)
+                )
             try:
                 self._writer.write(frame)
                 await self._writer.drain()
-                size_bytes = await asyncio.wait_for(self._reader.readexactly(4), timeout)
-                (size,) = p.SIZE.unpack(size_bytes)
-                data = await asyncio.wait_for(self._reader.readexactly(size), timeout)
+                async with asyncio.timeout(timeout):  # one timer, not a task per read
+                    size_bytes = await self._reader.readexactly(4)
+                    (size,) = p.SIZE.unpack(size_bytes)
+                    data = await self._reader.readexactly(size)
             except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
                 self.close()
                 raise ConnectionClosed(f"{self.host}:{self.port}: {exc!r}") from None

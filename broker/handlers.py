@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker import protocol as p
+from broker import wire
 from broker.config import BrokerConfig
 from broker.metadata import (
     INVALID_PARTITIONS,
@@ -76,6 +77,18 @@ class ApiHandlers:
         if isinstance(data, dict):
             return p.build_response(request.api_key, request.api_version, data)
         return data
+
+    async def respond(self, request: p.Request) -> bytes | None:
+        """The whole response frame (or None for acks=0): hot APIs through broker.wire, others kio."""
+        data = await self._handlers[request.api_key](request)
+        if data is None:
+            return None
+        if isinstance(data, dict):
+            frame = wire.encode_response(request.api_key, request.api_version, request.correlation_id, data)
+            if frame is not None:
+                return frame
+            data = p.build_response(request.api_key, request.api_version, data)
+        return p.encode_response(request.api_key, request.api_version, request.correlation_id, data)
 
     def _check_leader(
         self, topic: str, index: int, current_leader_epoch: int

@@ -77,7 +77,7 @@ class Connection:
             except p.FrameError as exc:
                 log.warning("closing %s: %s", self.peer, exc)
                 return
-            task = asyncio.ensure_future(self.handlers.handle(request))
+            task = asyncio.ensure_future(self.handlers.respond(request))
             if self._responder.done():
                 task.cancel()
                 return
@@ -118,20 +118,7 @@ class Connection:
             elif body is None:
                 continue
             else:
-                try:
-                    data = p.encode_response(
-                        request.api_key, request.api_version, request.correlation_id, body
-                    )
-                except Exception:
-                    log.exception(
-                        "encoding api %d v%d response failed; closing %s",
-                        request.api_key,
-                        request.api_version,
-                        self.peer,
-                    )
-                    self.writer.close()
-                    self._drain_pending()
-                    return
+                data = body  # the handler encoded its frame (broker.wire or kio)
             try:
                 self.writer.write(data)
                 await self.writer.drain()
