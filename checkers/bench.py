@@ -1,4 +1,4 @@
-"""`strandline bench checker --ops N [--checker spark|reference] [--keep FILE]`.
+"""`strandline bench checker --ops N [--checker spark|reference] [--keep FILE] [--no-duckdb] [--in-process]`.
 
 Generates a synthetic history with planted anomalies (`checkers.synthetic`), checks it with the
 chosen engine in a fresh Python process (so its peak memory is the checker's own, Spark start-up
@@ -65,9 +65,18 @@ def _child(engine: str, history: str) -> dict[str, Any]:
     }
 
 
-def _measure(engine: str, history: Path) -> dict[str, Any]:
-    """Run `_child` in a fresh interpreter; its last stdout line is the JSON figures."""
+def _measure(engine: str, history: Path, in_process: bool = False) -> dict[str, Any]:
+    """Run `_child` in a fresh interpreter; its last stdout line is the JSON figures.
+
+    `in_process` checks in this process instead (reusing a running Spark session, as the tests
+    do): same findings, but the peak memory figures are then this process's.
+    """
     started = time.monotonic()
+    if in_process:
+        # Through JSON, as from a child: the same shapes (string keys) either way.
+        here: dict[str, Any] = json.loads(json.dumps(_child(engine, str(history))))
+        here["wall"] = time.monotonic() - started
+        return here
     proc = subprocess.run(
         [sys.executable, "-m", "checkers.bench", engine, str(history)],
         capture_output=True,
@@ -127,6 +136,7 @@ def main(args: argparse.Namespace) -> int:
         raise BadInput("--ops must be at least 1000")
     engine = args.checker or "spark"
     keep = Path(args.keep) if getattr(args, "keep", None) else None
+    in_process = bool(getattr(args, "in_process", False))
     with tempfile.TemporaryDirectory(prefix="strandline-bench-") as tmp:
         history = keep or Path(tmp) / "history.jsonl"
         started = time.monotonic()
@@ -137,18 +147,19 @@ def main(args: argparse.Namespace) -> int:
             f"generated {planted.ops:,} ops ({size / 2**20:,.0f} MiB) in {generated:.1f} s, "
             f"planted {sum(planted.counts().values())} anomalies"
         )
-        runs = [_measure(engine, history)]
+        runs = [_measure(engine, history, in_process)]
         if engine == "spark" and ops >= 1_000_000:
             # Again, from the Parquet form the first check left beside the history.
-            again = _measure(engine, history)
+            again = _measure(engine, history, in_process)
             again["engine"] = "spark, cached parquet"
             runs.append(again)
-        try:
-            import duckdb  # noqa: F401
+        if not getattr(args, "no_duckdb", False):
+            try:
+                import duckdb  # noqa: F401
 
-            runs.append(_measure("duckdb", history))
-        except ImportError:
-            console.print("duckdb is not installed (a dev dependency): no comparison")
+                runs.append(_measure("duckdb", history))
+            except ImportError:
+                console.print("duckdb is not installed (a dev dependency): no comparison")
     table = Table(title=f"checker benchmark: {planted.ops:,} ops, {os.cpu_count()} cores")
     for column in ("engine", "seconds", "ops/s", "driver peak", "JVM peak", "phases"):
         table.add_column(column)

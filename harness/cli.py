@@ -186,6 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ops", type=int, default=1_000_000, metavar="N", help="operations (checker bench)")
     p.add_argument("--checker", choices=CHECKERS, default=None)
     p.add_argument("--keep", metavar="FILE", help="keep the generated history here")
+    p.add_argument("--no-duckdb", action="store_true", help="checker bench: skip the DuckDB comparison")
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="checker bench: check in this process (no fresh interpreter)",
+    )
 
     p = sub.add_parser("demo", help="the main job: the seed scenario with both truncation protocols")
     p.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")

@@ -1,25 +1,37 @@
-"""`strandline bench checker` end to end on a small history: it finds what it planted, exit 0."""
+"""`strandline bench checker` end to end on a small history: it finds what it planted, exit 0.
+
+The check runs in this process on the Spark session the other Spark tests share (no second JVM),
+without the DuckDB comparison; the fresh-interpreter path is the same `_child` function.
+"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from checkers import bench
+from harness.cli import build_parser
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
-@pytest.mark.timeout(600)
-def test_bench_checker_small(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from checkers.spark_session import get_session
+
+    session = get_session("local[2]", driver_memory="1g")
+    session.conf.set("spark.sql.shuffle.partitions", "2")
+    yield session
+
+
+def test_bench_checker_small(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     keep = tmp_path / "history.jsonl"
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "bench", "checker", "--ops", "20000", "--keep", str(keep)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "ops/s end to end" in proc.stdout
+    argv = ["bench", "checker", "--ops", "5000", "--keep", str(keep), "--no-duckdb", "--in-process"]
+    args = build_parser().parse_args(argv)
+    assert bench.main(args) == 0
+    out = capsys.readouterr().out
+    assert "ops/s end to end" in out and "duckdb" not in out
     assert keep.exists() and (tmp_path / "history.parquet" / "meta.json").exists()

@@ -1,8 +1,10 @@
 """The Spark engine agrees with the reference checker, result for result (`==`), on every anomaly,
 on damaged histories, and on generated histories with planted anomalies.
 
-One Spark session (local[2], two shuffle partitions) serves every test of this module; each check
-is one Spark job per figure batch, so the property tests use few examples.
+One Spark session (local[2], two shuffle partitions) serves every Spark test of the run (get_session
+reuses the process's session); each check is one Spark job, so the property tests use few generated
+examples, and the edge cases (every plantable anomaly at once, crashes, the smallest and largest
+shapes) are explicit examples run every time.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from checkers import spark as spark_checker
@@ -27,7 +29,7 @@ from checkers.synthetic import ANOMALY_KINDS, generate
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 FEW = settings(
-    max_examples=8,
+    max_examples=5,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
@@ -170,6 +172,8 @@ seeds = st.integers(min_value=0, max_value=2**32 - 1)
     shape=st.tuples(st.integers(20, 120), st.integers(1, 4), st.integers(1, 3)),
     kinds=st.lists(st.sampled_from(PLANTABLE), min_size=0, max_size=6),
 )
+@example(seed=7, shape=(120, 4, 3), kinds=list(PLANTABLE))
+@example(seed=3, shape=(20, 1, 1), kinds=[])
 def test_simulated_histories_with_planted_anomalies(
     spark: Any, tmp_path: Path, seed: int, shape: tuple[int, int, int], kinds: list[str]
 ) -> None:
@@ -195,6 +199,7 @@ def test_simulated_histories_with_planted_anomalies(
     plants=st.dictionaries(st.sampled_from(ANOMALY_KINDS), st.integers(0, 3)),
     crash_rate=st.sampled_from([0.0, 0.01, 0.05]),
 )
+@example(seed=11, ops=2000, plants=dict.fromkeys(ANOMALY_KINDS, 2), crash_rate=0.05)
 def test_synthetic_histories_with_planted_anomalies(
     spark: Any, tmp_path: Path, seed: int, ops: int, plants: dict[str, int], crash_rate: float
 ) -> None:
