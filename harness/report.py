@@ -320,6 +320,10 @@ def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
+def _count(anomalies: dict[str, Any], name: str) -> int:
+    return int((anomalies.get(name) or {}).get("count", 0))
+
+
 def _tp_text(tps: set[tuple[str, int]]) -> str:
     names = sorted(f"{t}-{p}" for t, p in tps)
     if not names:
@@ -379,7 +383,12 @@ def headline(
     valid = results.get("valid")
     anomalies = {k: v for k, v in (results.get("anomalies") or {}).items() if (v or {}).get("count", 0) > 0}
     sentences: list[str] = []
-    for name in [*SEVERITY, *sorted(set(anomalies) - set(SEVERITY))]:
+    order = [*SEVERITY, *sorted(set(anomalies) - set(SEVERITY))]
+    if _count(anomalies, "lost-committed-on-replicas") > _count(anomalies, "lost-write"):
+        # Lead with the larger loss figure: the headline is the first sentence.
+        order.remove("lost-committed-on-replicas")
+        order.insert(0, "lost-committed-on-replicas")
+    for name in order:
         if name not in anomalies or (fatal and name not in fatal):
             continue
         a = anomalies[name]

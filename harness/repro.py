@@ -84,7 +84,8 @@ def lost_text(outcome: RunOutcome) -> str:
         for k, v in (results.get("anomalies") or {}).items()
         if isinstance(v, dict) and v.get("count", 0) and ("fatal" not in results or k in results["fatal"])
     }
-    lost = anomalies.get("lost-write") or anomalies.get("lost-committed-on-replicas")
+    # The larger of the two loss measures: acks no read returned, acks missing on the final leader.
+    lost = max(anomalies.get("lost-write", 0), anomalies.get("lost-committed-on-replicas", 0))
     if lost:
         return f"{lost} acknowledged write{'s' if lost != 1 else ''} lost"
     if anomalies:
