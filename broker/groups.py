@@ -439,6 +439,8 @@ class GroupCoordinator:
         out: list[Completion] = []
         for group in list(self.groups.values()):
             for member in list(group.members.values()):
+                if group.members.get(member.member_id) is not member:
+                    continue  # removed meanwhile (a finished barrier drops members that did not rejoin)
                 waiting = member.awaiting_join is not None or member.awaiting_sync is not None
                 if not waiting and now - member.last_heartbeat > member.session_timeout_ms:
                     log.info("group %s: session of %s expired", group.group_id, member.member_id)
