@@ -82,7 +82,7 @@ def test_killed_run_is_checkable_then_healed_and_a_short_run_is_valid(tmp_path: 
     assert out.returncode == 0, out.stderr[-3000:]
     run = Path(out.stdout.strip().splitlines()[-1].split(" ", 2)[2])
     assert out.stdout.strip().splitlines()[-1] == f"verdict: valid {run}"
-    assert f"removed: {cluster}" in out.stderr
+    assert f"removed leftover cluster {cluster}" in out.stderr
     assert not any(ns.startswith(f"sl-{cluster}-") for ns in namespaces())
     assert list(state.glob("*.json")) == []  # the short run's own cluster is gone too
     for name in ("test.json", "history.jsonl", "results.json", "report.html", "report.png", "harness.log",
