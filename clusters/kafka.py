@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from clusters import kafka_config
+from clusters import daemon_control, kafka_config
 from clusters.kafka_config import BROKER_PORT, KafkaNodeLayout
 from clusters.node import Node
 from clusters.node_software import cache_root
@@ -278,35 +278,17 @@ class KafkaSystem:
 
     def stop(self, node: Node, *, timeout: float = 30.0) -> None:
         """SIGTERM (Kafka's controlled shutdown), SIGKILL when it has not exited in time."""
-        if node.daemon_pid(KAFKA) is None:
-            return
-        self.resume(node)
-        node.signal_daemon(KAFKA, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while node.daemon_pid(KAFKA) is not None:
-            if time.monotonic() > deadline:
-                log.warning("Kafka on %s ignored SIGTERM for %gs: killing it", node.name, timeout)
-                node.signal_daemon(KAFKA, signal.SIGKILL)
-                break
-            time.sleep(0.1)
+        daemon_control.stop_gracefully(node, KAFKA, timeout, poll=0.1)
 
     def restart(self, node: Node) -> None:
         self.stop(node)
         self.start(node)
 
     def pause(self, node: Node) -> None:
-        pause = getattr(node, "pause_daemon", None)
-        if pause is not None:
-            pause(KAFKA)
-        else:
-            node.signal_daemon(KAFKA, signal.SIGSTOP)
+        daemon_control.freeze(node, KAFKA)
 
     def resume(self, node: Node) -> None:
-        resume = getattr(node, "resume_daemon", None)
-        if resume is not None:
-            resume(KAFKA)
-        else:
-            node.signal_daemon(KAFKA, signal.SIGCONT)
+        daemon_control.thaw(node, KAFKA)
 
     # --- HasLeaders -----------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from clusters import daemon_control
 from clusters.node import ExecResult
 from clusters.state import (
     ClusterState,
@@ -49,6 +50,17 @@ log = logging.getLogger(__name__)
 
 CLUSTER_NAME = re.compile(r"^[a-z0-9]{1,10}$")  # slbr-<name> must fit IFNAMSIZ (15 chars)
 NODE_NAME = re.compile(r"^[a-z0-9]{1,4}$")
+
+
+def check_names(cluster: str, node_names: Sequence[str]) -> None:
+    """Names become interface, namespace and container names: refuse what would not fit."""
+    if not CLUSTER_NAME.match(cluster):
+        raise BadInput(f"cluster name {cluster!r}: use 1 to 10 lowercase letters or digits")
+    for n in node_names:
+        if not NODE_NAME.match(n):
+            raise BadInput(f"node name {n!r}: use 1 to 4 lowercase letters or digits")
+
+
 UTS_DIR = Path("/run/strandline/uts")
 SLOTS_DIR = Path("/run/strandline/slots")
 
@@ -285,12 +297,7 @@ class NetnsNode:
 
     def wait_daemon_exit(self, name: str, timeout: float) -> bool:
         """Wait until every process of the daemon is gone; False on timeout."""
-        deadline = time.monotonic() + timeout
-        while self.daemon_pid(name) is not None:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
+        return daemon_control.wait_gone(self, name, timeout)
 
     def pause_daemon(self, name: str) -> None:
         """Freeze every process of the daemon (cgroup.freeze; SIGSTOP without cgroup v2)."""
@@ -377,11 +384,7 @@ class NetnsNetwork:
     """The bridge, namespaces and veths of one cluster, created and destroyed through its state."""
 
     def __init__(self, cluster: str, node_names: Sequence[str], work_dir: Path, state_dir: Path) -> None:
-        if not CLUSTER_NAME.match(cluster):
-            raise BadInput(f"cluster name {cluster!r}: use 1 to 10 lowercase letters or digits")
-        for n in node_names:
-            if not NODE_NAME.match(n):
-                raise BadInput(f"node name {n!r}: use 1 to 4 lowercase letters or digits")
+        check_names(cluster, node_names)
         self.cluster = cluster
         self.node_names = list(node_names)
         self.work_dir = Path(work_dir).resolve()

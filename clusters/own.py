@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clusters import zookeeper
+from clusters import daemon_control, zookeeper
 from clusters.node import Node
 from harness.config import TestConfig
-from harness.errors import InfrastructureError
+from harness.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,15 @@ def wants_lazyfs(config: TestConfig) -> bool:
     return bool(names & {LOSE_UNSYNCED, "disk", "power-loss"}) or any(
         s.get("do") == LOSE_UNSYNCED for s in config.schedule
     )
+
+
+def refuse_lazyfs_off_netns(config: TestConfig, backend: str) -> None:
+    """Only netns nodes put data dirs on FUSE: say so before a power-loss test starts elsewhere."""
+    if config.system == "own" and wants_lazyfs(config):
+        raise BadInput(
+            f"the power-loss fault (lose-unsynced) needs the netns backend: data dirs on FUSE are "
+            f"not set up on the {backend} backend"
+        )
 
 
 @dataclass(frozen=True)
@@ -442,18 +451,7 @@ class OwnSystem:
 
     def stop(self, node: Node, *, timeout: float = 30.0) -> None:
         """Graceful stop: SIGTERM, then SIGKILL when it has not exited within `timeout`."""
-        daemon = self._daemon_on(node)
-        if node.daemon_pid(daemon) is None:
-            return
-        self.resume(node)  # a frozen process cannot handle SIGTERM
-        node.signal_daemon(daemon, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while node.daemon_pid(daemon) is not None:
-            if time.monotonic() > deadline:
-                log.warning("%s on %s ignored SIGTERM for %gs: killing it", daemon, node.name, timeout)
-                node.signal_daemon(daemon, signal.SIGKILL)
-                break
-            time.sleep(0.05)
+        daemon_control.stop_gracefully(node, self._daemon_on(node), timeout)
 
     def restart(self, node: Node) -> None:
         self.stop(node)
@@ -462,20 +460,10 @@ class OwnSystem:
     # --- Pausable -----------------------------------------------------------------------------
 
     def pause(self, node: Node) -> None:
-        name = self._daemon_on(node)
-        pause = getattr(node, "pause_daemon", None)
-        if pause is not None:
-            pause(name)
-        else:
-            node.signal_daemon(name, signal.SIGSTOP)
+        daemon_control.freeze(node, self._daemon_on(node))
 
     def resume(self, node: Node) -> None:
-        name = self._daemon_on(node)
-        resume = getattr(node, "resume_daemon", None)
-        if resume is not None:
-            resume(name)
-        else:
-            node.signal_daemon(name, signal.SIGCONT)
+        daemon_control.thaw(node, self._daemon_on(node))
 
     def _daemon_on(self, node: Node) -> str:
         return ZOOKEEPER if node.name == self.zookeeper_node.name else BROKER

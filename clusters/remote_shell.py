@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 import shlex
 import signal as signals
-import time
 from collections.abc import Mapping
 
+from clusters import daemon_control
 from clusters.node import ExecResult
 from harness.errors import InfrastructureError
 
@@ -133,12 +133,8 @@ class ShellDaemons:
             self.wait_daemon_exit(name, timeout=10)
 
     def wait_daemon_exit(self, name: str, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while self.daemon_pid(name) is not None:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
+        """Wait until every process of the daemon is gone; False on timeout."""
+        return daemon_control.wait_gone(self, name, timeout)
 
     def pause_daemon(self, name: str) -> None:
         self.signal_daemon(name, signals.SIGSTOP)

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from clusters import node_software
-from clusters.netns import CLUSTER_NAME, NODE_NAME
+from clusters.netns import check_names
 from clusters.node import ExecResult
-from clusters.own import wants_lazyfs
+from clusters.own import refuse_lazyfs_off_netns
 from clusters.remote_shell import ShellDaemons, env_prefix
 from clusters.state import ClusterState, locked, register_remover
 from harness.config import SshHost, TestConfig
@@ -417,16 +417,8 @@ class SshNetwork:
     backend = "ssh"
 
     def __init__(self, cluster: str, node_names: Sequence[str], config: TestConfig, state_dir: Path) -> None:
-        if not CLUSTER_NAME.match(cluster):
-            raise BadInput(f"cluster name {cluster!r}: use 1 to 10 lowercase letters or digits")
-        for n in node_names:
-            if not NODE_NAME.match(n):
-                raise BadInput(f"node name {n!r}: use 1 to 4 lowercase letters or digits")
-        if config.system == "own" and wants_lazyfs(config):
-            raise BadInput(
-                f"the power-loss fault (lose-unsynced) needs the netns backend: data dirs on FUSE are "
-                f"not set up on the {self.backend} backend"
-            )
+        check_names(cluster, node_names)
+        refuse_lazyfs_off_netns(config, self.backend)
         self.cluster = cluster
         self.node_names = list(node_names)
         self.config = config
