@@ -26,7 +26,7 @@ from clusters.sut import HasLeaders
 from harness.errors import BadInput
 from nemesis import conditions, net, schedule
 from nemesis.packages import PACKAGES, Active, Context, NoTarget, Package, PlanEnv, lookup
-from nemesis.packages.process import ROLLING, rolling_order, start_node
+from nemesis.packages.process import FAILOVER, ROLLING, failover_targets, rolling_order, start_node
 from nemesis.state import FaultLedger, default_state_dir, run_recipe
 
 log = logging.getLogger(__name__)
@@ -179,6 +179,8 @@ class Nemesis:
             self._start_or_resume(step)
         elif "do" in step and step.get("target") == ROLLING:
             self._rolling(step, stop)
+        elif step.get("do") == "kill" and step.get("target") == FAILOVER:
+            self._failover(step, stop)
         elif "do" in step:
             self.apply(step)
 
@@ -228,6 +230,61 @@ class Nemesis:
                     stop,
                 )
                 self._start_or_resume({"do": "start", "target": name})
+
+    def _failover(self, step: dict[str, Any], stop: threading.Event) -> None:
+        """A rapid double failover: kill a partition's leader and, half a session timeout later
+        (before the cluster has noticed the leader gone), the in-sync replica it will fail over to.
+
+        When the leader's session expires the controller elects the successor, still registered
+        but dead; the surviving replicas become its followers (before KIP-101 they truncate to
+        their high watermark, which lags the leader's by a fetch) and cannot fetch; when the
+        successor's session expires a survivor is elected with what it kept. Half the session
+        timeout apart, the two expiries cannot fall on the same ZooKeeper tick (a client touches
+        its session every third of the timeout), so the controller sees them one at a time, as
+        KIP-101's "rapid double failover". Both stay down until healed.
+        """
+        topic, partition = self.ctx.topic_partition(step)
+        try:
+            states = self.ctx.sut.partition_state()
+            controller = self.ctx.sut.controller()
+        except Exception as e:  # noqa: BLE001 - a cluster in flux: no target now
+            log.info("nemesis: failover cannot read the partition states: %s", e)
+            states, controller = {}, None
+        chosen = failover_targets(states, controller, (topic, partition))
+        with self._lock:
+            self._counter += 1
+            failover_id = f"failover-{self._counter}"
+        extra = {k: v for k, v in step.items() if k not in ("do", "target", "pick", "topic", "partition")}
+        if chosen is None:
+            request = {**extra, "target": FAILOVER, "topic": topic, "partition": partition}
+            with self._lock:
+                self._counter += 1
+                fault_id = f"kill-{self._counter}"
+            self._journal("invoke", "kill", {**request, "fault_id": fault_id})
+            self._journal(
+                "fail",
+                "kill",
+                {**request, "fault_id": fault_id},
+                error="no partition has a leader and an in-sync follower now",
+            )
+            return
+        (chosen_topic, chosen_partition), leader, successor = chosen
+        delay = round(self._session_s() / 2, 3)
+        info = {"id": failover_id, "leader": leader, "successor": successor, "delay_s": delay}
+        where = {"topic": chosen_topic, "partition": chosen_partition}
+        for i, name in enumerate((leader, successor)):
+            if i and (stop.wait(delay) or self._closing):
+                return
+            self.apply(
+                {
+                    **extra,
+                    "do": "kill",
+                    "target": name,
+                    **where,
+                    "failover": {**info, "step": i},
+                    "pick": step.get("pick", 0),
+                }
+            )
 
     def apply(self, step: dict[str, Any]) -> Active | None:
         package = lookup(str(step["do"]))

@@ -2,8 +2,10 @@
 
 Targets: one, minority, majority, all, a partition's leader or followers, the controller, or
 named nodes; kill and restart also `rolling` (every broker, one after another, each next one as
-soon as the previous has re-registered: the Nemesis runs it, see `rolling_order`). Pause uses the SUT's own pause when it has one, else the node's cgroup freeze
-(`pause_daemon`), else SIGSTOP to the broker daemon.
+soon as the previous has re-registered: the Nemesis runs it, see `rolling_order`); kill also
+`failover` (a partition's leader, then, before the cluster has noticed, the replica it fails over
+to: a rapid double failover, see `failover_targets`). Pause uses the SUT's own pause when it has
+one, else the node's cgroup freeze (`pause_daemon`), else SIGSTOP to the broker daemon.
 """
 
 from __future__ import annotations
@@ -38,14 +40,16 @@ def _resolve(ctx: Context, step: dict[str, Any], pick: random.Random, default: A
 
 
 ROLLING = "rolling"
+FAILOVER = "failover"
 
-# How often a bare `kill` / `restart` draws each target. Data is lost when several replicas crash
-# together (each restarts from its own checkpoints, and the cluster fails over to one of them),
-# when a leader dies while its followers lag, and when brokers are restarted one after another (a
-# follower comes back truncated and the leader goes next: how KIP-101's loss was met in the
-# field). One random node or a minority rarely loses anything with three replicas, so those are
-# drawn less often (but still drawn).
-BUG_FINDING_WEIGHTS: dict[str, int] = {"all": 4, "majority": 3, "leader": 2, ROLLING: 2}
+# How often a bare `kill` / `restart` draws each target. Data is lost when a partition fails over
+# twice in quick succession (the replicas that follow the first new leader truncate — before
+# KIP-101 to their high watermark, which lags the leader's — and the second failover elects one of
+# them: `failover`), when several replicas crash together (each restarts from its own checkpoints,
+# and the cluster fails over to one of them), when a leader dies while its followers lag, and when
+# brokers are restarted one after another. One random node or a minority rarely loses anything
+# with three replicas, so those are drawn less often (but still drawn).
+BUG_FINDING_WEIGHTS: dict[str, int] = {FAILOVER: 8, "all": 4, "majority": 3, "leader": 2, ROLLING: 2}
 
 
 class _Targeted(Package):
@@ -68,11 +72,21 @@ class _Targeted(Package):
             if not ctx.names:
                 raise BadInput(f"{self.name}: a rolling {self.name} needs at least one node")
             return
+        if target == FAILOVER and FAILOVER in self.qualifiers:
+            if len(ctx.names) < 3:
+                raise BadInput(
+                    f"{self.name}: a failover {self.name} needs at least 3 nodes (a leader, the "
+                    f"replica it fails over to, and a survivor); the cluster has {len(ctx.names)}"
+                )
+            targets.check("leader", ctx.names, ctx.sut, f"{self.name}: failover")
+            return
         targets.check(target, ctx.names, ctx.sut, f"{self.name}")
 
     def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
-        wanted = [q for q in self.default_qualifiers if q != ROLLING]
+        wanted = [q for q in self.default_qualifiers if q not in (ROLLING, FAILOVER)]
         usable = targets.possible(env.names, env.has_leaders, wanted)
+        if FAILOVER in self.default_qualifiers and env.has_leaders and len(env.names) >= 3:
+            usable.append(FAILOVER)
         if ROLLING in self.default_qualifiers and env.names:
             usable.append(ROLLING)
         return usable
@@ -85,7 +99,7 @@ class _Targeted(Package):
     def plan(self, rng: random.Random, env: PlanEnv, qualifier: str | None) -> dict[str, Any]:
         target = qualifier or self.draw(rng, env)
         step: dict[str, Any] = {"do": self.name, "target": target}
-        if target in targets.NEEDS_PARTITION:
+        if target in targets.NEEDS_PARTITION or target == FAILOVER:
             step.update(topic_partition_draw(rng, env))
         return step
 
@@ -93,6 +107,29 @@ class _Targeted(Package):
 def rolling_order(names: list[str], pick: random.Random) -> list[str]:
     """The order a rolling kill or restart visits the nodes: every one, drawn from the step's pick."""
     return pick.sample(sorted(names), len(names))
+
+
+def failover_targets(
+    states: dict[tuple[str, int], dict[str, Any]], controller: str | None, first: tuple[str, int]
+) -> tuple[tuple[str, int], str, str] | None:
+    """(partition, leader, successor) for a rapid double failover, or None.
+
+    The successor is the first in-sync replica after the leader: the one a first-in-ISR election
+    (Kafka's) makes leader when the leader is gone. A partition whose successor is the controller
+    is passed over when another one will do: a dead controller elects nobody, so the second
+    failover would collapse into the first. The drawn partition (`first`) is tried first.
+    """
+    candidates: list[tuple[tuple[str, int], str, str]] = []
+    for key in [first, *sorted(k for k in states if k != first)]:
+        state = states.get(key) or {}
+        leader = state.get("leader")
+        successor = next((str(r) for r in state.get("isr") or [] if r != leader), None)
+        if leader and successor:
+            candidates.append((key, str(leader), successor))
+    for candidate in candidates:
+        if candidate[2] != controller:
+            return candidate
+    return candidates[0] if candidates else None
 
 
 def start_node(ctx: Context, node: Node) -> None:
@@ -113,8 +150,8 @@ def _need_killable(ctx: Context, what: str) -> None:
 class Kill(_Targeted):
     name = "kill"
     crashes = True
-    qualifiers = (*targets.TARGETS, ROLLING)
-    default_qualifiers = (*_Targeted.default_qualifiers, ROLLING)
+    qualifiers = (*targets.TARGETS, ROLLING, FAILOVER)
+    default_qualifiers = (*_Targeted.default_qualifiers, ROLLING, FAILOVER)
     weights = BUG_FINDING_WEIGHTS
     f = "kill"
     heal_f = "start"

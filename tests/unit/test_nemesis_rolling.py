@@ -17,7 +17,7 @@ import pytest
 from harness.errors import BadInput
 from nemesis import build_nemesis
 from nemesis.packages import PACKAGES, PlanEnv
-from nemesis.packages.process import BUG_FINDING_WEIGHTS, ROLLING
+from nemesis.packages.process import BUG_FINDING_WEIGHTS, FAILOVER, ROLLING
 from tests.unit.test_nemesis_core import FakeSut, cluster, config
 from workloads.history import HistoryWriter, iter_ops, pair_problems
 
@@ -50,11 +50,21 @@ def _targets(seed: int, fault: str = "kill", n: int = 2000) -> Counter[str]:
 
 def test_kill_draw_favours_the_targets_that_find_bugs() -> None:
     drawn = _targets(3)
-    assert set(drawn) == {"one", "minority", "majority", "all", "leader", "controller", "followers", ROLLING}
-    for strong in ("all", "majority", "leader", ROLLING):
+    assert set(drawn) == {
+        "one",
+        "minority",
+        "majority",
+        "all",
+        "leader",
+        "controller",
+        "followers",
+        ROLLING,
+        FAILOVER,
+    }
+    for strong in (FAILOVER, "all", "majority", "leader", ROLLING):
         assert BUG_FINDING_WEIGHTS[strong] > 1
         assert drawn[strong] > 1.5 * drawn["one"] and drawn[strong] > 1.5 * drawn["minority"]
-    assert drawn["all"] > drawn["majority"] > drawn["leader"]
+    assert drawn[FAILOVER] > drawn["all"] > drawn["majority"] > drawn["leader"]
     assert _targets(3) == drawn  # reproducible from the seed
 
 
@@ -170,4 +180,5 @@ def test_random_crashes_are_held_until_the_cluster_can_notice() -> None:
     assert {f for f, _ in killed} == {"kill", "pause"}
     assert all(hold >= 7.0 for f, hold in killed if f == "kill")
     assert any(hold < 3.0 for f, hold in killed if f == "pause")  # other faults keep their holds
-    assert all(hold < 3.0 for f, hold in holds(("kill",), 1000))
+    # a short session: the ordinary 40-70 % of a 3.2-4.8 s cycle
+    assert all(hold <= 0.7 * 1.2 * 4.0 for f, hold in holds(("kill",), 1000))

@@ -1,0 +1,154 @@
+"""The rapid double failover (`kill:failover`): a partition's leader, then, half a session timeout
+later, the in-sync replica it fails over to; both stay down until healed.
+
+Recording fakes only (the nemesis alone); the real thing runs in tests/integration/test_nemesis_*.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.errors import BadInput
+from nemesis import build_nemesis
+from nemesis.packages import PACKAGES, PlanEnv
+from nemesis.packages.process import BUG_FINDING_WEIGHTS, FAILOVER, failover_targets
+from tests.unit.test_nemesis_core import FakeSut, cluster, config
+from workloads.history import HistoryWriter, iter_ops, pair_problems
+
+ENV = PlanEnv(names=("n1", "n2", "n3"), topics=1, partitions=2, has_leaders=True, has_zookeeper=True)
+
+
+class IsrSut(FakeSut):
+    """A FakeSut with per-partition leaders and ISRs (in ISR order)."""
+
+    def __init__(self, states: dict[tuple[str, int], tuple[str, list[str]]], controller: str) -> None:
+        super().__init__(["n1", "n2", "n3"])
+        self.states = states
+        self.controller_name = controller
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        return {
+            tp: {"leader": leader, "leader_epoch": 3, "isr": isr} for tp, (leader, isr) in self.states.items()
+        }
+
+
+def _states(**kw: tuple[str, list[str]]) -> dict[tuple[str, int], dict[str, Any]]:
+    return {("t0", int(k[1:])): {"leader": v[0], "isr": v[1]} for k, v in kw.items()}
+
+
+def test_successor_is_the_first_in_sync_follower() -> None:
+    states = _states(p0=("n2", ["n2", "n3", "n1"]), p1=("n1", ["n3", "n1", "n2"]))
+    assert failover_targets(states, None, ("t0", 0)) == (("t0", 0), "n2", "n3")
+    assert failover_targets(states, None, ("t0", 1)) == (("t0", 1), "n1", "n3")
+
+
+def test_a_successor_that_is_the_controller_is_passed_over_when_possible() -> None:
+    states = _states(p0=("n2", ["n2", "n3", "n1"]), p1=("n3", ["n3", "n1", "n2"]))
+    assert failover_targets(states, "n3", ("t0", 0)) == (("t0", 1), "n3", "n1")
+    only = _states(p0=("n2", ["n2", "n3", "n1"]))
+    assert failover_targets(only, "n3", ("t0", 0)) == (("t0", 0), "n2", "n3")
+
+
+def test_no_target_without_an_in_sync_follower() -> None:
+    assert failover_targets(_states(p0=("n2", ["n2"])), None, ("t0", 0)) is None
+    assert failover_targets({("t0", 0): {"leader": None, "isr": ["n1", "n2"]}}, None, ("t0", 0)) is None
+    assert failover_targets({}, None, ("t0", 0)) is None
+
+
+def test_failover_is_drawn_most_often_and_needs_three_nodes_with_leaders() -> None:
+    rng = random.Random(4)
+    drawn = Counter(PACKAGES["kill"].plan(rng, ENV, None)["target"] for _ in range(2000))
+    assert drawn.most_common(1)[0][0] == FAILOVER
+    assert BUG_FINDING_WEIGHTS[FAILOVER] == max(BUG_FINDING_WEIGHTS.values())
+    step = PACKAGES["kill"].plan(random.Random(1), ENV, FAILOVER)
+    assert step["target"] == FAILOVER and "topic" in step and "partition" in step
+    small = PlanEnv(names=("n1", "n2"), topics=1, partitions=1, has_leaders=True, has_zookeeper=True)
+    assert FAILOVER not in PACKAGES["kill"].usable_qualifiers(small, None)
+    blind = PlanEnv(names=("n1", "n2", "n3"), topics=1, partitions=1, has_leaders=False, has_zookeeper=False)
+    assert FAILOVER not in PACKAGES["kill"].usable_qualifiers(blind, None)
+    assert FAILOVER not in Counter(PACKAGES["restart"].plan(rng, ENV, None)["target"] for _ in range(300))
+    with pytest.raises(BadInput, match="at least 3 nodes"):
+        build_nemesis(
+            config(nodes=2, replication_factor=2, min_insync=1, nemesis=("kill:failover",)),
+            cluster(2),
+            None,
+            random.Random(1),
+            "/x",
+        ).validate(probe=False)
+    with pytest.raises(BadInput, match="qualifier"):
+        build_nemesis(config(nemesis=("pause:failover",)), cluster(), None, random.Random(1), "/x").validate(
+            probe=False
+        )
+
+
+def test_failover_kills_the_leader_then_its_successor_half_a_session_later(tmp_path: Path) -> None:
+    sut = IsrSut(
+        {("t0", 0): ("n2", ["n2", "n1", "n3"]), ("t0", 1): ("n3", ["n3", "n2", "n1"])}, controller="n3"
+    )
+    c = cluster(3, sut=sut)
+    path = tmp_path / "h.jsonl"
+    history = HistoryWriter(path)
+    cfg = config(zookeeper_session_timeout_ms=400)
+    nem = build_nemesis(cfg, c, history, random.Random(1), tmp_path)
+    stop = threading.Event()
+    nem.execute({"do": "kill", "target": FAILOVER, "topic": "t0", "partition": 0, "pick": 5}, stop)
+    assert sut.events == [("kill", "n2"), ("kill", "n1")]
+    assert sorted(a["nodes"][0] for a in nem.active_faults()) == ["n1", "n2"]  # down until healed
+    nem.heal()
+    assert Counter(k for k, _ in sut.events) == {"kill": 2, "start": 2}
+    history.close()
+    assert pair_problems(path).complete
+    ops = list(iter_ops(path))
+    kills = [o for o in ops if o["f"] == "kill" and o["type"] == "invoke"]
+    assert [k["value"]["target"] for k in kills] == ["n2", "n1"]
+    infos = [k["value"]["failover"] for k in kills]
+    assert [i["step"] for i in infos] == [0, 1]
+    assert infos[0]["leader"] == "n2" and infos[0]["successor"] == "n1" and infos[0]["delay_s"] == 0.2
+    assert all(k["value"]["topic"] == "t0" and k["value"]["partition"] == 0 for k in kills)
+    gap = kills[1]["time"] - [o for o in ops if o["f"] == "kill" and o["type"] == "ok"][0]["time"]
+    assert gap >= 0.19e9
+
+
+def test_failover_without_a_target_is_journaled_as_fail(tmp_path: Path) -> None:
+    sut = IsrSut({("t0", 0): ("n2", ["n2"])}, controller="n3")
+    path = tmp_path / "h.jsonl"
+    history = HistoryWriter(path)
+    nem = build_nemesis(config(), cluster(3, sut=sut), history, random.Random(1), tmp_path)
+    nem.execute(
+        {"do": "kill", "target": FAILOVER, "topic": "t0", "partition": 0, "pick": 5}, threading.Event()
+    )
+    history.close()
+    assert sut.events == []
+    assert [(o["type"], o["f"]) for o in iter_ops(path)] == [("invoke", "kill"), ("fail", "kill")]
+
+
+def test_random_schedule_runs_a_failover_and_heals_both(tmp_path: Path) -> None:
+    sut = IsrSut(
+        {("t0", 0): ("n1", ["n1", "n3", "n2"]), ("t0", 1): ("n1", ["n1", "n3", "n2"])}, controller="n2"
+    )
+    c = cluster(3, sut=sut)
+    nem = build_nemesis(
+        config(nemesis=("kill:failover",), zookeeper_session_timeout_ms=200),
+        c,
+        None,
+        random.Random(2),
+        tmp_path,
+    )
+    steps = nem.steps()
+    kinds = []
+    for _ in range(4):
+        step = next(steps)
+        kinds.append(next(k for k in ("do", "wait", "heal") if k in step))
+        if "wait" not in step:
+            nem.execute(step, threading.Event())
+    assert kinds == ["wait", "do", "wait", "heal"]
+    assert sut.events == [("kill", "n1"), ("kill", "n3"), ("start", "n1"), ("start", "n3")] or sorted(
+        sut.events[2:]
+    ) == [("start", "n1"), ("start", "n3")]
+    nem.heal_all()
