@@ -82,6 +82,25 @@ class HistoryWriter:
                 self._since_fsync = 0
             return record
 
+    def append_encoded(self, body: str) -> int:
+        """Write one op that is already a compact JSON object without index/time; returns its index.
+
+        For client worker processes (workloads/workers.py): they encode their ops themselves and the
+        controller's single writer only stamps them. The line is the one `append` would write.
+        """
+        if not (body.startswith('{"') and body.endswith("}")) or "\n" in body:
+            raise ValueError(f"not a compact JSON object: {body[:80]!r}")
+        with self._lock:
+            index = self._index
+            self._file.write(f'{{"index":{index},"time":{self.now_ns()},{body[1:]}\n')
+            self._file.flush()
+            self._index += 1
+            self._since_fsync += 1
+            if self._fsync_every and self._since_fsync >= self._fsync_every:
+                os.fsync(self._file.fileno())
+                self._since_fsync = 0
+            return index
+
     def close(self) -> None:
         with self._lock:
             if not self._file.closed:

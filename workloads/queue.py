@@ -34,9 +34,11 @@ from workloads.clients.base import (
 )
 from workloads.generator import Op, SlotGenerator, slot_generators
 from workloads.history import HistoryWriter
+from workloads.journal import Journal, JournalClosed, LocalJournal
 from workloads.processes import ProcessNumbers, process_numbers
 from workloads.progress import LiveProgress
 from workloads.stats import WorkloadStats
+from workloads.workers import WorkerPool, default_workers
 
 log = logging.getLogger(__name__)
 
@@ -73,17 +75,13 @@ class Slot:
         self,
         gen: SlotGenerator,
         driver: Driver,
-        history: HistoryWriter,
-        stats: WorkloadStats,
-        numbers: ProcessNumbers,
+        journal: Journal,
         rate: float,
         shared_producer: Producer | None,
     ):
         self.gen = gen
         self.driver = driver
-        self.history = history
-        self.stats = stats
-        self.numbers = numbers
+        self.journal = journal
         self.rate = rate
         self.shared_producer = shared_producer
         self.producer: Producer | None = shared_producer
@@ -93,12 +91,17 @@ class Slot:
         self.read_up_to: dict[TopicPartition, int] = {}
 
     def _new_process(self) -> int:
-        number = self.numbers.next()
-        with self.stats._lock:
-            self.stats.processes += 1
-        return number
+        return self.journal.new_process()
 
     def run(self, stop: threading.Event) -> None:
+        try:
+            self._run(stop)
+        except JournalClosed as e:  # the controller is gone: no operation may start
+            log.warning("slot %d stops: %s", self.gen.slot, e)
+        finally:
+            self.close()
+
+    def _run(self, stop: threading.Event) -> None:
         next_at = time.monotonic()
         op: Op | None = None
         while not stop.is_set():
@@ -115,7 +118,6 @@ class Slot:
                 continue  # the same op again once a client can be made
             self.execute(op)
             op = None
-        self.close()
 
     def _ensure_clients(self, op: Op, stop: threading.Event) -> bool:
         try:
@@ -147,7 +149,7 @@ class Slot:
             "partition": op.partition,
             "value": op.value,
         }
-        self.history.append(invoke)
+        self.journal.invoke(invoke)
         started = time.monotonic()
         try:
             outcome = self.producer.send(op.topic, op.partition, op.value)
@@ -158,26 +160,27 @@ class Slot:
             completion["offset"] = outcome.offset
         else:
             completion["error"] = outcome.error
-        self.history.append(completion)
-        self.stats.completed("send", outcome.type, time.monotonic() - started)
+        self.journal.complete(completion, time.monotonic() - started)
         if outcome.type == "info":
             self._crash()
 
     def _poll(self) -> None:
         assert self.consumer is not None
         invoke = {"process": self.process, "type": "invoke", "f": "poll"}
-        self.history.append(invoke)
+        self.journal.invoke(invoke)
         started = time.monotonic()
         try:
             records = self.consumer.poll(POLL_TIMEOUT_S, MAX_POLL_RECORDS)
         except Exception as e:
             error = e.error if isinstance(e, ClientError) else describe(e)
-            self.history.append({**invoke, "type": "info", "error": error})
-            self.stats.completed("poll", "info", time.monotonic() - started)
+            self.journal.complete({**invoke, "type": "info", "error": error}, time.monotonic() - started)
             self._crash()
             return
-        self.history.append({**invoke, "type": "ok", "records": records_json(records)})
-        self.stats.completed("poll", "ok", time.monotonic() - started, records=len(records))
+        self.journal.complete(
+            {**invoke, "type": "ok", "records": records_json(records)},
+            time.monotonic() - started,
+            records=len(records),
+        )
         for r in records:
             key = (r.topic, r.partition)
             if r.offset + 1 > self.read_up_to.get(key, 0):
@@ -197,7 +200,7 @@ class Slot:
         if op.seek == "position":
             positions = {tp: self.read_up_to[tp] for tp in partitions if tp in self.read_up_to}
             invoke["positions"] = [[t, p, o] for (t, p), o in sorted(positions.items())]
-        self.history.append(invoke)
+        self.journal.invoke(invoke)
         started = time.monotonic()
         try:
             self.consumer.assign(partitions, positions)
@@ -205,13 +208,11 @@ class Slot:
             definite = isinstance(e, ClientError) and e.definite
             outcome = "fail" if definite else "info"
             error = e.error if isinstance(e, ClientError) else describe(e)
-            self.history.append({**invoke, "type": outcome, "error": error})
-            self.stats.completed("assign", outcome, time.monotonic() - started)
+            self.journal.complete({**invoke, "type": outcome, "error": error}, time.monotonic() - started)
             if outcome == "info":
                 self._crash()
             return
-        self.history.append({**invoke, "type": "ok"})
-        self.stats.completed("assign", "ok", time.monotonic() - started)
+        self.journal.complete({**invoke, "type": "ok"}, time.monotonic() - started)
 
     def _crash(self) -> None:
         """The process's client is in an unknown state: replace it under a new process number."""
@@ -241,20 +242,45 @@ def run_workload(
     progress: LiveProgress | None = None,
     *,
     shared_producer: bool = True,
+    workers: int | None = None,
 ) -> WorkloadStats:
-    """Drive `config.concurrency` client processes at `config.rate` ops/s until `stop_event` is set."""
-    driver = make_driver(config, bootstrap)
+    """Drive `config.concurrency` client processes at `config.rate` ops/s until `stop_event` is set.
+
+    `workers`: how many client worker processes run the slots (default: `default_workers`, see
+    `workloads.workers`); 0 runs them as threads of this process.
+    """
+    driver = make_driver(config, bootstrap)  # bad settings fail here, before any process starts
     stats = WorkloadStats()
     numbers = process_numbers(history)
-    shared = make_producer(driver) if shared_producer else None
-    slots = [
-        Slot(gen, driver, history, stats, numbers, config.rate, shared)
-        for gen in slot_generators(config.seed, config.concurrency, config.topics, config.partitions)
-    ]
+    count = default_workers(config) if workers is None else workers
     started_progress = False
     if progress is not None:
         progress.attach(stats)
         started_progress = progress.start()
+    try:
+        if count > 0:
+            _run_in_workers(config, bootstrap, history, stats, numbers, stop_event, count, shared_producer)
+        else:
+            _run_in_threads(
+                driver, config, LocalJournal(history, stats, numbers), stop_event, shared_producer
+            )
+    finally:
+        stop_event.set()
+        stats.finish()
+        if progress is not None and started_progress:
+            progress.stop()
+    log.info("workload finished: %s", stats.as_dict())
+    return stats
+
+
+def _run_in_threads(
+    driver: Driver, config: TestConfig, journal: Journal, stop_event: threading.Event, shared_producer: bool
+) -> None:
+    shared = make_producer(driver) if shared_producer else None
+    slots = [
+        Slot(gen, driver, journal, config.rate, shared)
+        for gen in slot_generators(config.seed, config.concurrency, config.topics, config.partitions)
+    ]
     threads = [
         threading.Thread(target=slot.run, args=(stop_event,), name=f"client-{slot.gen.slot}", daemon=True)
         for slot in slots
@@ -270,8 +296,30 @@ def run_workload(
             t.join()
         if shared is not None:
             shared.close()
-        stats.finish()
-        if progress is not None and started_progress:
-            progress.stop()
-    log.info("workload finished: %s", stats.as_dict())
-    return stats
+
+
+def _run_in_workers(
+    config: TestConfig,
+    bootstrap: list[str],
+    history: HistoryWriter,
+    stats: WorkloadStats,
+    numbers: ProcessNumbers,
+    stop_event: threading.Event,
+    count: int,
+    shared_producer: bool,
+) -> None:
+    pool = WorkerPool(config, bootstrap, history, stats, numbers, count, shared_producer)
+    try:
+        pool.start(stop_event)
+        pool.serve(stop_event)
+    except BaseException:
+        # Ctrl-C or a failure: the operations in flight still get their completions (a second
+        # interruption kills the workers; what they left open ends `info`).
+        stop_event.set()
+        try:
+            pool.stop(kill=pool.stopping)
+        except BaseException:
+            pool.stop(kill=True)
+        raise
+    if pool.error is not None:
+        raise pool.error

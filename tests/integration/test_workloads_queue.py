@@ -4,7 +4,9 @@
   and the final drain reads back every acknowledged value at its acknowledged offset;
 - the same with the confluent-kafka (librdkafka) driver, shorter;
 - a controller killed with SIGKILL mid-run leaves a history the reader loads up to its last
-  complete line.
+  complete line, and no client worker process outlives it;
+- a client worker process killed mid-run: the operations it had open end `info`, its process
+  numbers are never used again, and the other worker's slots carry on.
 """
 
 from __future__ import annotations
@@ -146,6 +148,21 @@ run_workload(config, bootstrap, HistoryWriter(sys.argv[1]), threading.Event())
 """
 
 
+def _workers_of(parent: int) -> list[int]:
+    """Live client worker processes started by `parent` (their first argument is its pid)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"workloads.worker" in argv and argv[argv.index(b"workloads.worker") + 1] == str(parent).encode():
+            found.append(int(entry.name))
+    return found
+
+
 def _complete_lines(path: Path) -> int:
     try:
         return path.read_bytes().count(b"\n")
@@ -166,8 +183,14 @@ def test_history_survives_a_controller_killed_with_sigkill(cluster: LocalCluster
         while time.monotonic() < deadline and _complete_lines(path) < 100:
             assert proc.poll() is None, "the controller exited early"
             time.sleep(0.1)
+        assert _workers_of(proc.pid), "the kafka-python slots run in client worker processes"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+        # No orphan: the workers die with their controller.
+        deadline = time.monotonic() + 10
+        while _workers_of(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _workers_of(proc.pid) == []
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -184,6 +207,45 @@ def test_history_survives_a_controller_killed_with_sigkill(cluster: LocalCluster
     assert [p for p in summary.problems if not p.torn_tail] == []
     # Only the operations in flight at the kill stay open: at most one per client.
     assert len(summary.open_invocations) <= 5
+
+
+@pytest.mark.timeout(120)
+def test_killed_worker_ends_its_open_ops_info(cluster: LocalCluster, tmp_path: Path) -> None:
+    config = _config("kafka-python", seed=21, concurrency=4, rate=400.0)
+    bootstrap = cluster.bootstrap.split(",")
+    setup_topics(config, bootstrap)
+    path = tmp_path / "history.jsonl"
+    stop = threading.Event()
+    result: list[Any] = []
+    with HistoryWriter(path) as history:
+        runner = threading.Thread(
+            target=lambda: result.append(run_workload(config, bootstrap, history, stop, workers=2))
+        )
+        runner.start()
+        try:
+            deadline = time.monotonic() + 60
+            while _complete_lines(path) < 60 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            victim = sorted(_workers_of(os.getpid()))[0]
+            os.kill(victim, signal.SIGKILL)
+            killed_at = _complete_lines(path)
+            deadline = time.monotonic() + 60
+            while _complete_lines(path) < killed_at + 60 and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            stop.set()
+            runner.join(timeout=60)
+    assert result, "run_workload returns after a worker died"
+    assert _workers_of(os.getpid()) == []
+    summary = pair_problems(path)
+    assert summary.complete and not summary.open_invocations, summary.problems[:5]
+    ops = list(iter_ops(path))
+    assert len(ops) > killed_at + 50  # the other worker's slots carried on
+    infos = [op for op in ops if op["type"] == "info"]
+    assert infos and all(op["error"] == "the client worker process exited" for op in infos)
+    for info in infos:
+        assert not [op for op in ops if op["process"] == info["process"] and op["index"] > info["index"]]
+    assert result[0].unknown == len(infos)
 
 
 @pytest.mark.timeout(60)

@@ -106,7 +106,7 @@ def _run(tmp_path: Path, monkeypatch: Any, flaky: float, seconds: float = 0.6) -
     timer = threading.Timer(seconds, stop.set)
     with HistoryWriter(path) as history:
         timer.start()
-        stats = run_workload(config, ["fake:1"], history, stop)
+        stats = run_workload(config, ["fake:1"], history, stop, workers=0)
     return path, stats, log
 
 

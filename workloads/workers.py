@@ -1,0 +1,290 @@
+"""Client slots in worker processes, journaled by the controller's single writer.
+
+Why processes: a Python client spends most of its CPU decoding what it polls (kafka-python decodes
+every record in Python), and one process runs Python on one core at a time. Spreading the slots
+over a few worker processes (`workloads.worker`) lets the client use every core.
+
+Why a single writer (rather than workers appending to the file under a cross-process lock): the
+history keeps exactly one writer, the controller's `HistoryWriter`, shared with the nemesis; a
+worker that dies (or is killed) mid-operation can neither tear a line in the middle of the file nor
+leave a lock held, and the controller, which sees its sockets close, completes the operations it
+had open as `info`.
+
+The protocol, per slot (one socket each, one request at a time, see `workloads.journal`): the slot
+sends its invoke and waits for the acknowledgement, which the controller sends only after the line
+is written and flushed, so an operation never starts before its invoke is on record; it sends the
+completion without waiting (a completion stamped slightly late only widens the operation's window).
+Process numbers come from the controller's allocator, so they are never reused, also across the
+drain. Stopping: `stop_event` makes the controller tell every worker to stop; slots finish the
+operation in flight, and the controller writes its completion before `run_workload` returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from harness.config import TestConfig
+from harness.errors import BadInput, InfrastructureError
+from workloads.history import HistoryWriter
+from workloads.journal import COMPLETE, INVOKE, PROCESS
+from workloads.processes import ProcessNumbers
+from workloads.stats import WorkloadStats
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# Loggers whose level the workers copy from the controller (the root's "" included).
+FORWARDED_LOGGERS = ("", "kafka", "workloads", "confluent_kafka")
+START_TIMEOUT_S = 60.0
+
+
+def default_workers(config: TestConfig) -> int:
+    """How many worker processes run the slots by default; 0: threads of the controller.
+
+    kafka-python decodes every record in Python, so its slots get one process per core (at least
+    two, never more than there are slots). librdkafka does that work in C threads outside the GIL,
+    and its slots run best as threads of the controller: one producer batches all their sends.
+    """
+    if config.client == "confluent-kafka":
+        return 0
+    return max(1, min(config.concurrency, max(2, os.cpu_count() or 1)))
+
+
+def op_bound_s(config: TestConfig) -> float:
+    """How long an operation may take at most (the drivers' delivery timeout and wait), plus slack."""
+    return config.request_timeout_ms * (config.retries + 1) / 1000 + 1 + 5 + 10
+
+
+@dataclass
+class _Worker:
+    number: int
+    proc: subprocess.Popen[bytes]
+    control: Connection
+    slots: list[int]
+    conns: list[Connection] = field(default_factory=list)
+    ready: bool = False
+
+
+@dataclass
+class _SlotLink:
+    worker: _Worker
+    slot: int
+    open_invoke: str | None = None  # the body of the invoke awaiting its completion
+
+
+class WorkerPool:
+    """The controller's side: starts the workers, journals for them, stops them, leaves no orphan."""
+
+    def __init__(
+        self,
+        config: TestConfig,
+        bootstrap: list[str],
+        history: HistoryWriter,
+        stats: WorkloadStats,
+        numbers: ProcessNumbers,
+        workers: int,
+        shared_producer: bool = True,
+    ):
+        self.config = config
+        self.bootstrap = bootstrap
+        self.history = history
+        self.stats = stats
+        self.numbers = numbers
+        self.count = max(1, min(workers, config.concurrency))
+        self.shared_producer = shared_producer
+        self.workers: list[_Worker] = []
+        self.links: dict[Connection, _SlotLink] = {}
+        self.selector = selectors.DefaultSelector()
+        self.error: Exception | None = None
+        self.stopping = False
+        self.closed = False
+        self.killed: set[int] = set()
+
+    # -- starting -----------------------------------------------------------------------------
+    def start(self, stop_event: threading.Event) -> None:
+        for w in range(self.count):
+            self.workers.append(self._spawn(w, list(range(w, self.config.concurrency, self.count))))
+        levels = {name: logging.getLogger(name).getEffectiveLevel() for name in FORWARDED_LOGGERS}
+        for worker in self.workers:
+            worker.control.send(
+                {
+                    "config": self.config,
+                    "bootstrap": self.bootstrap,
+                    "slots": worker.slots,
+                    "shared_producer": self.shared_producer,
+                    "log_levels": levels,
+                }
+            )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not all(w.ready for w in self.workers):
+            if self.error is not None:
+                raise self.error
+            if stop_event.is_set():
+                return
+            if time.monotonic() > deadline:
+                raise InfrastructureError(f"client workers did not start within {START_TIMEOUT_S:g} s")
+            self._pump(0.1)
+
+    def _spawn(self, number: int, slots: list[int]) -> _Worker:
+        control_parent, control_child = socket.socketpair()
+        pairs = [socket.socketpair() for _ in slots]
+        child_fds = [control_child.fileno()] + [child.fileno() for _, child in pairs]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "workloads.worker", str(os.getpid()), *map(str, child_fds)],
+                pass_fds=child_fds,
+                env=env,
+                stdin=subprocess.DEVNULL,
+            )
+        except OSError as e:
+            raise InfrastructureError(f"cannot start a client worker: {e}") from None
+        finally:
+            control_child.close()
+            for _, child in pairs:
+                child.close()
+        worker = _Worker(number, proc, Connection(control_parent.detach()), slots)
+        self.selector.register(worker.control, selectors.EVENT_READ, None)
+        for slot, (parent, _) in zip(slots, pairs, strict=True):
+            conn = Connection(parent.detach())
+            worker.conns.append(conn)
+            self.links[conn] = _SlotLink(worker, slot)
+            self.selector.register(conn, selectors.EVENT_READ, None)
+        log.info("client worker %d (pid %d): slots %s", number, proc.pid, slots)
+        return worker
+
+    # -- serving ------------------------------------------------------------------------------
+    def serve(self, stop_event: threading.Event) -> None:
+        """Journal for the workers until `stop_event`, then until every slot has finished."""
+        while not stop_event.is_set() and self.links and self.error is None:
+            self._pump(0.1)
+        if not self.links and self.error is None and not stop_event.is_set():
+            self.error = InfrastructureError("every client worker process exited before the test ended")
+        self.stop()
+
+    def _pump(self, timeout: float) -> None:
+        for key, _ in self.selector.select(timeout):
+            conn: Connection = key.fileobj  # type: ignore[assignment]
+            link = self.links.get(conn)
+            if link is None:
+                self._control_message(conn)
+            else:
+                self._slot_message(conn, link)
+
+    def _slot_message(self, conn: Connection, link: _SlotLink) -> None:
+        try:
+            message = conn.recv()
+            kind = message[0]
+            if kind == INVOKE:
+                self.history.append_encoded(message[1])
+                link.open_invoke = message[1]
+                conn.send(None)
+            elif kind == COMPLETE:
+                _, body, f, outcome, latency_s, records = message
+                self.history.append_encoded(body)
+                link.open_invoke = None
+                self.stats.completed(f, outcome, latency_s, records=records)
+            elif kind == PROCESS:
+                number = self.numbers.next()
+                with self.stats._lock:
+                    self.stats.processes += 1
+                conn.send(number)
+            else:
+                log.warning("client worker %d: unknown message %r", link.worker.number, kind)
+        except (EOFError, OSError):
+            self._slot_gone(conn, link, "the client worker process exited")
+
+    def _slot_gone(self, conn: Connection, link: _SlotLink, why: str) -> None:
+        """A slot's socket closed: an operation it left open ends `info`, its process is retired."""
+        if link.open_invoke is not None:
+            invoke = json.loads(link.open_invoke)
+            self.history.append({**invoke, "type": "info", "error": why})
+            self.stats.completed(invoke["f"], "info", 0.0)
+            log.warning("slot %d: %s during %s (journaled as info)", link.slot, why, invoke["f"])
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(conn)
+        del self.links[conn]
+        conn.close()
+
+    def _control_message(self, conn: Connection) -> None:
+        worker = next(w for w in self.workers if w.control is conn)
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(conn)
+            if not worker.ready and self.error is None:
+                self.error = InfrastructureError(f"client worker {worker.number} exited while starting")
+            return
+        kind = message[0]
+        if kind == "ready":
+            worker.ready = True
+        elif kind == "error":
+            _, cls, text = message
+            self.error = BadInput(text) if cls == "BadInput" else InfrastructureError(text)
+        elif kind == "log":
+            _, name, level, text, thread = message
+            logger = logging.getLogger(name)
+            if logger.isEnabledFor(level):
+                record = logger.makeRecord(name, level, "(worker)", 0, text, (), None)
+                record.threadName = f"worker{worker.number}/{thread}"
+                logger.handle(record)
+
+    # -- stopping -----------------------------------------------------------------------------
+    def stop(self, kill: bool = False) -> None:
+        """Tell every worker to stop (or kill them all), journal until their slots finish, reap them.
+
+        Every operation a slot invoked gets its completion: the worker's own, or `info` when the
+        worker died or had to be killed with it open. Safe to call again (e.g. a second Ctrl-C
+        turns a graceful stop into `stop(kill=True)`).
+        """
+        if self.closed:
+            return
+        self.stopping = True
+        if kill:
+            self.kill()
+        for worker in self.workers:
+            with contextlib.suppress(OSError):
+                worker.control.send("stop")
+        deadline = time.monotonic() + op_bound_s(self.config)
+        while (
+            self.links or any(w.proc.poll() is None for w in self.workers)
+        ) and time.monotonic() < deadline:
+            self._pump(0.1)
+        for worker in self.workers:
+            if worker.proc.poll() is None:
+                log.warning(
+                    "client worker %d (pid %d) killed: it did not stop", worker.number, worker.proc.pid
+                )
+        self.kill()
+        # Whatever a dead worker left open ends `info` (its sockets are closed, so this ends).
+        while self.links:
+            self._pump(0.1)
+        for worker in self.workers:
+            if worker.proc.returncode != 0 and worker.number not in self.killed:
+                log.warning("client worker %d exited with status %s", worker.number, worker.proc.returncode)
+            with contextlib.suppress(OSError):
+                worker.control.close()
+        self.selector.close()
+        self.closed = True
+
+    def kill(self) -> None:
+        """No worker outlives the pool."""
+        for worker in self.workers:
+            if worker.proc.poll() is None:
+                self.killed.add(worker.number)
+                worker.proc.kill()
+                worker.proc.wait()
