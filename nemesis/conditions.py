@@ -15,6 +15,8 @@ history so a reader sees the offsets the script acted on.
 - `broker-ready`: the broker on `node` serves again (the system's `wait_ready`: for the own broker,
   listening and registered in ZooKeeper by its new process). A rolling kill or restart waits for
   it between brokers.
+- `brokers-ready`: every broker serves again (`broker-ready` on each node). The random schedule
+  waits for it after healing a crash, so the calm before the next fault is load, not restarts.
 """
 
 from __future__ import annotations
@@ -144,6 +146,13 @@ def broker_ready(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, An
     return True, {"node": name}
 
 
+def brokers_ready(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether every broker serves again (raises, via `broker_ready`, while one does not)."""
+    for name in ctx.names:
+        broker_ready(ctx, {"node": name})
+    return True, {"nodes": ctx.names}
+
+
 def broker_gone(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     """Whether the cluster noticed that `node`'s broker is gone (its registration expired)."""
     name = str(step["node"])
@@ -159,6 +168,7 @@ def broker_gone(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any
 CONDITIONS: dict[str, Condition] = {
     "broker-gone": broker_gone,
     "broker-ready": broker_ready,
+    "brokers-ready": brokers_ready,
     "leader-elected": leader_elected,
     "isr-full": isr_full,
     "hw-at-least": hw_at_least,
@@ -170,6 +180,8 @@ def check(ctx: Context, step: dict[str, Any]) -> None:
     name = step.get("wait_until")
     if name not in CONDITIONS:
         raise BadInput(f"schedule: unknown condition {name!r} (conditions: {', '.join(CONDITIONS)})")
+    if name == "brokers-ready":
+        return
     if name in ("broker-gone", "broker-ready"):
         if step.get("node") not in ctx.names:
             raise BadInput(f"schedule: condition {name!r} needs a node (one of {', '.join(ctx.names)})")

@@ -23,6 +23,8 @@ from nemesis.packages import ALIASES, PACKAGES, PlanEnv, lookup
 CONTROL_DO = ("start", "resume", "heal")
 # Seconds past the session timeout a crash is held.
 CRASH_MARGIN_S = 1.0
+# How long the random schedule waits for healed crashes to serve again before its calm.
+READY_TIMEOUT_S = 30.0
 PICK_RANGE = 2**32
 
 
@@ -70,7 +72,8 @@ def random_steps(
             step = PACKAGES[name].plan(rng, env, qualifier)
             step["pick"] = rng.randrange(PICK_RANGE)
             yield step
-        if any(PACKAGES[name].crashes for name, _ in group) and env.crash_noticed_s > 0:
+        crashed = any(PACKAGES[name].crashes for name, _ in group)
+        if crashed and env.crash_noticed_s > 0:
             # A crashed ZooKeeper-mode Kafka broker cannot register again before its session
             # expires: a shorter crash is one Kafka never sees, so hold it until it can be noticed.
             # The calm after it keeps its length (the cluster recovers and load flows again).
@@ -79,6 +82,10 @@ def random_steps(
             hold = longer
         yield {"wait": round(hold, 3)}
         yield {"heal": "all"}
+        if crashed:
+            # The calm starts once the restarted brokers serve again (a Python broker takes a few
+            # seconds to load its logs and register), so load flows again before the next fault.
+            yield {"wait_until": "brokers-ready", "timeout": READY_TIMEOUT_S}
         yield {"wait": round(cycle - hold, 3)}
 
 

@@ -152,3 +152,36 @@ def test_random_schedule_runs_a_failover_and_heals_both(tmp_path: Path) -> None:
         sut.events[2:]
     ) == [("start", "n1"), ("start", "n3")]
     nem.heal_all()
+
+
+def test_after_a_crash_the_calm_starts_once_every_broker_serves_again() -> None:
+    def following_heals(faults: tuple[str, ...]) -> set[str]:
+        nem = build_nemesis(config(nemesis=faults), cluster(3), None, random.Random(3), "/x")
+        steps, seen, heal = nem.steps(), set(), False
+        for _ in range(40):
+            step = next(steps)
+            if heal:
+                seen.add(step.get("wait_until", "wait"))
+            heal = "heal" in step
+        return seen
+
+    assert following_heals(("kill",)) == {"brokers-ready"}
+    assert following_heals(("pause",)) == {"wait"}
+
+
+def test_brokers_ready_asks_every_node() -> None:
+    from nemesis import conditions
+
+    class Ready(FakeSut):
+        def __init__(self) -> None:
+            super().__init__(["n1", "n2", "n3"])
+            self.asked: list[str] = []
+
+        def wait_ready(self, node: Any, timeout: float | None = None) -> None:
+            self.asked.append(node.name)
+
+    sut = Ready()
+    nem = build_nemesis(config(), cluster(3, sut=sut), None, random.Random(1), "/x")
+    assert conditions.brokers_ready(nem.ctx, {"wait_until": "brokers-ready"})[0]
+    assert sut.asked == ["n1", "n2", "n3"]
+    conditions.check(nem.ctx, {"wait_until": "brokers-ready"})
