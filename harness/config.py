@@ -76,6 +76,9 @@ class TestConfig:
     idempotence: bool = False
     retries: int = 5
     request_timeout_ms: int = 5000
+    # Seconds a client waits for one send's acknowledgement before journaling it `info` and moving
+    # on as a new process (Jepsen's operation timeout); 0: the producer's own delivery bound.
+    op_timeout: float = 0.0
     # Own-broker settings, under Kafka's names where Kafka has one (see docs/broker-variants.md).
     leader_election_policy: Literal["first-in-isr", "longest-log"] = "first-in-isr"
     log_flush_interval_messages: int = 0  # 0: never fsync on append (Kafka's default behaviour)
@@ -226,6 +229,7 @@ def _check_ranges(c: TestConfig) -> None:
     need(c.concurrency >= 1, "concurrency", "must be at least 1")
     need(c.seed >= 0, "seed", "must not be negative")
     need(c.retries >= 0, "retries", "must not be negative")
+    need(c.op_timeout >= 0, "op_timeout", "must not be negative (0: the producer's delivery bound)")
     need(c.drain_timeout > 0, "drain_timeout", "must be positive")
     need(bool(c.name) and "/" not in c.name and c.name not in (".", ".."), "name", "must be a plain name")
     if c.backend == "ssh":

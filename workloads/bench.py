@@ -10,6 +10,8 @@ for the workload figure.
 `STRANDLINE_BENCH_CLIENT` names the drivers to measure, in turn (default:
 `kafka-python,confluent-kafka`). `STRANDLINE_BOOTSTRAP=host:port,...` benchmarks an existing
 cluster instead of starting one (its topics must not exist yet or must have the test's shape).
+`STRANDLINE_BENCH_WORKERS=N` runs the client slots in N worker processes (0: as threads of the
+controller; default: the workload's own default for the driver, `workloads.workers`).
 `--keep FILE` keeps the history (`FILE.<client>` for the second driver on).
 """
 
@@ -99,20 +101,37 @@ def count_history(path: Path) -> dict[str, Any]:
     return {"counts": counts, "seconds": seconds}
 
 
+def _workers() -> int | None:
+    raw = os.environ.get("STRANDLINE_BENCH_WORKERS", "").strip()
+    if not raw:
+        return None
+    try:
+        workers = int(raw)
+    except ValueError:
+        raise BadInput(f"STRANDLINE_BENCH_WORKERS: expected a number of processes, got {raw!r}") from None
+    if workers < 0:
+        raise BadInput("STRANDLINE_BENCH_WORKERS: must be 0 (threads) or more")
+    return workers
+
+
 def bench_workload(
-    config: TestConfig, bootstrap: list[str], history_path: Path, seconds: float
+    config: TestConfig, bootstrap: list[str], history_path: Path, seconds: float, workers: int | None = None
 ) -> dict[str, Any]:
     from workloads.progress import LiveProgress
     from workloads.queue import run_workload
     from workloads.topics import setup_topics
+    from workloads.workers import default_workers
 
     setup_topics(config, bootstrap)
+    workers = default_workers(config) if workers is None else workers
     stop = threading.Event()
     timer = threading.Timer(seconds, stop.set)
     with HistoryWriter(history_path) as history:
         timer.start()
         try:
-            stats = run_workload(config, bootstrap, history, stop, LiveProgress(title="bench workload"))
+            stats = run_workload(
+                config, bootstrap, history, stop, LiveProgress(title="bench workload"), workers=workers
+            )
         finally:
             timer.cancel()
     recorded = count_history(history_path)
@@ -123,6 +142,7 @@ def bench_workload(
     return {
         "client": config.client,
         "concurrency": config.concurrency,
+        "workers": workers,
         "seconds": round(elapsed, 2),
         "acked_ops_per_s": round(ok / elapsed, 1),
         "acked_sends_per_s": round(acked_sends / elapsed, 1),
@@ -177,9 +197,21 @@ def _process_cpu(pid: int) -> float:
         return 0.0
 
 
-def _own_cpu() -> float:
+def _own_cpu() -> tuple[float, float]:
+    """CPU seconds of this process, and of its reaped children (the client worker processes)."""
     t = os.times()
-    return t.user + t.system
+    return t.user + t.system, t.children_user + t.children_system
+
+
+def _mix() -> str:
+    from workloads.generator import ASSIGN_WEIGHT, POLL_WEIGHT, SEND_WEIGHT
+    from workloads.queue import MAX_POLL_RECORDS, POLL_TIMEOUT_S
+
+    return (
+        f"{SEND_WEIGHT:.0%} send (acks=all, waits for its ack), {POLL_WEIGHT:.0%} poll (up to "
+        f"{MAX_POLL_RECORDS} records, {POLL_TIMEOUT_S * 1000:.0f} ms), {ASSIGN_WEIGHT:.0%} assign; "
+        "each client runs one operation at a time, unlimited rate"
+    )
 
 
 def _report(r: dict[str, Any], load_before: str) -> str:
@@ -187,13 +219,16 @@ def _report(r: dict[str, Any], load_before: str) -> str:
     sends, polls = c.get("send", {}), c.get("poll", {})
     cpu = r.get("cpu_ms_per_op")
     cpu_line = (
-        f"  CPU per operation: controller {cpu['controller']:.2f} ms, brokers {cpu['brokers']:.2f} ms\n"
+        f"  CPU per operation: controller {cpu['controller']:.2f} ms, client workers "
+        f"{cpu['workers']:.2f} ms, brokers {cpu['brokers']:.2f} ms\n"
         if cpu
         else ""
     )
+    layout = f"in {r['workers']} worker processes" if r["workers"] else "as threads"
     return (
-        f"workload ({r['client']}, {r['concurrency']} clients, {BROKERS} brokers, RF={BROKERS}, "
+        f"workload ({r['client']}, {r['concurrency']} clients {layout}, {BROKERS} brokers, RF={BROKERS}, "
         f"acks=all, {r['seconds']} s):\n"
+        f"  mix: {_mix()}\n"
         f"  sends ok/fail/info: {sends.get('ok', 0)}/{sends.get('fail', 0)}/{sends.get('info', 0)}, "
         f"polls ok/info: {polls.get('ok', 0)}/{polls.get('info', 0)}, "
         f"send latency p50 {r['send_latency_ms']['p50']} ms, p99 {r['send_latency_ms']['p99']} ms, "
@@ -208,6 +243,7 @@ def _report(r: dict[str, Any], load_before: str) -> str:
 
 def main(args: argparse.Namespace) -> int:
     seconds = _seconds()
+    workers = _workers()
     if not getattr(args, "verbose", False):
         # The clients log every refused connection; a benchmark's reader wants the figures.
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
@@ -247,11 +283,13 @@ def main(args: argparse.Namespace) -> int:
                 load_before = _load()
                 own_before = _own_cpu()
                 brokers_before = sum(_process_cpu(pid) for pid in broker_pids())
-                r = bench_workload(config, bootstrap, history_path, seconds)
+                r = bench_workload(config, bootstrap, history_path, seconds, workers)
                 ops = sum(sum(c.values()) for c in r["counts"].values())
                 if ops and broker_pids():
+                    own_after = _own_cpu()
                     r["cpu_ms_per_op"] = {
-                        "controller": (_own_cpu() - own_before) * 1000 / ops,
+                        "controller": (own_after[0] - own_before[0]) * 1000 / ops,
+                        "workers": (own_after[1] - own_before[1]) * 1000 / ops,
                         "brokers": (sum(_process_cpu(pid) for pid in broker_pids()) - brokers_before)
                         * 1000
                         / ops,

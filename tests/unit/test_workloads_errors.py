@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -9,8 +10,9 @@ from confluent_kafka import KafkaError
 from kafka import errors as E
 
 from harness.config import TestConfig
+from harness.errors import BadInput
 from workloads.clients import confluent, kafka_python
-from workloads.clients.base import decode_value, describe
+from workloads.clients.base import decode_value, describe, op_timeout_error
 from workloads.clients.kafka_python import AttemptLog, KafkaPythonProducer, classify_send_error
 
 
@@ -86,7 +88,7 @@ def _producer_with(
     outcome: Any, attempt_errors: list[type[BaseException]] | None = None
 ) -> KafkaPythonProducer:
     p = KafkaPythonProducer.__new__(KafkaPythonProducer)
-    p._retries, p._wait_s, p._sends = 5, 1.0, 0
+    p._retries, p._wait_s, p._sends, p._op_timeout = 5, 1.0, 0, 0.0
     p._attempts = AttemptLog()
     p._observed = True
     p._producer = _StubProducer(outcome)  # type: ignore[assignment]
@@ -115,6 +117,27 @@ def test_kafka_python_send_outcomes() -> None:
         == "info"
     )
     assert _producer_with(_Future(error=RuntimeError("bug"))).send("t0", 0, 1).type == "info"
+
+
+def test_operation_timeout_is_info_and_says_so() -> None:
+    p = _producer_with(_Future(error=E.KafkaTimeoutError("x"), done=False))
+    p._wait_s = p._op_timeout = 0.25
+    out = p.send("t0", 0, 1)
+    assert out.type == "info" and out.error == op_timeout_error(0.25)
+    # librdkafka: no broker answers, the delivery report never comes within the operation timeout.
+    config = TestConfig(op_timeout=0.3, request_timeout_ms=2000)
+    producer = confluent.ConfluentProducer(config, ["127.0.0.1:1"])
+    try:
+        started = time.monotonic()
+        out = producer.send("t0", 0, 1)
+        assert out.type == "info" and out.error == op_timeout_error(0.3)
+        assert time.monotonic() - started < 2
+    finally:
+        producer._closing.set()
+        producer._poller.join(timeout=2)
+        producer._producer.purge()
+    with pytest.raises(BadInput, match="op_timeout"):
+        TestConfig().replace(op_timeout=-1)
 
 
 def test_sender_hook_records_every_attempt() -> None:

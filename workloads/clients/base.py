@@ -60,6 +60,11 @@ def describe(e: BaseException) -> str:
     return f"{name}: {text}" if text and text != name else name
 
 
+def op_timeout_error(seconds: float) -> str:
+    """The `error` of a send that outlived the test's operation timeout (`op_timeout`)."""
+    return f"no acknowledgement within the operation timeout ({seconds:g} s)"
+
+
 class Producer(Protocol):
     def send(self, topic: str, partition: int, value: int) -> SendOutcome:
         """Send one value and wait for its acknowledgement; never raises."""

@@ -9,7 +9,7 @@ Error mapping for `send` (the history's rule: `fail` only when the write certain
 | delivery report `_PURGE_QUEUE` (purged before it was ever sent) | `fail` |
 | delivery report with a definite broker error (NOT_ENOUGH_REPLICAS, INVALID_REQUIRED_ACKS, MSG_SIZE_TOO_LARGE, INVALID_MSG, INVALID_RECORD, TOPIC_EXCEPTION, INVALID_TIMESTAMP, topic/cluster authorisation, unsupported version/format) when the producer does not retry (`retries = 0`) | `fail` |
 | the same definite broker error when the producer retries | `info` |
-| anything else: `_MSG_TIMED_OUT`, `_TRANSPORT`, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_FOR_PARTITION, `_PURGE_INFLIGHT`, fatal idempotence errors, no report within the wait | `info` |
+| anything else: `_MSG_TIMED_OUT`, `_TRANSPORT`, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_FOR_PARTITION, `_PURGE_INFLIGHT`, fatal idempotence errors, no report within the wait (the test's `op_timeout`, or the message timeout + 5 s) | `info` |
 
 Why the retries rule differs from kafka-python's driver: librdkafka retries a message after a
 request timeout or a lost connection (the message is then "possibly persisted") and its delivery
@@ -40,6 +40,7 @@ from workloads.clients.base import (
     TopicPartition,
     decode_value,
     describe,
+    op_timeout_error,
 )
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,9 @@ class ConfluentProducer:
         settings = producer_settings(config, bootstrap)
         self._retries = config.retries
         self._wait_s = settings["message.timeout.ms"] / 1000 + 5
+        self._op_timeout = config.op_timeout
+        if 0 < config.op_timeout < self._wait_s:
+            self._wait_s = config.op_timeout
         try:
             self._producer = confluent_kafka.Producer(settings)
         except (KafkaException, ValueError) as e:
@@ -150,6 +154,8 @@ class ConfluentProducer:
         except (BufferError, KafkaException, ValueError, TypeError) as e:
             return SendOutcome("fail", error=describe(e))
         if not delivery.done.wait(self._wait_s):
+            if self._wait_s == self._op_timeout:
+                return SendOutcome("info", error=op_timeout_error(self._op_timeout))
             return SendOutcome("info", error="no delivery report within the wait")
         if delivery.error is None:
             return SendOutcome("ok", offset=delivery.offset)

@@ -8,7 +8,7 @@ Error mapping for `send` (the history's rule: `fail` only when the write certain
 | `send()` raised before the record entered the producer's buffer (metadata not available within `max_block_ms`, closed producer, serialisation) | `fail` |
 | the broker answered every attempt of the record's batch with a definite error, i.e. one it returns before appending: NOT_ENOUGH_REPLICAS, INVALID_REQUIRED_ACKS, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TOPIC, INVALID_TIMESTAMP, topic/cluster authorisation, unsupported version/format | `fail` |
 | any attempt of the batch ended ambiguously (connection lost, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER — Kafka also returns it for a record already appended when leadership moved while waiting for acks=all —, KAFKA_STORAGE_ERROR, UNKNOWN_SERVER_ERROR, sequence errors, the batch expiring in flight or in the buffer), then whatever the final error | `info` |
-| our own wait for the future timed out, or anything unexpected | `info` |
+| our own wait for the future timed out (the test's `op_timeout`, or the delivery timeout + 5 s), or anything unexpected | `info` |
 
 kafka-python retries retriable errors (NOT_ENOUGH_REPLICAS among them) itself, and its future
 only reports the last attempt's error. So that a retried batch whose first attempt timed out is
@@ -42,6 +42,7 @@ from workloads.clients.base import (
     TopicPartition,
     decode_value,
     describe,
+    op_timeout_error,
 )
 
 log = logging.getLogger(__name__)
@@ -165,6 +166,9 @@ class KafkaPythonProducer:
         settings = producer_settings(config, bootstrap)
         self._retries = config.retries
         self._wait_s = settings["delivery_timeout_ms"] / 1000 + 5
+        self._op_timeout = config.op_timeout
+        if 0 < config.op_timeout < self._wait_s:
+            self._wait_s = config.op_timeout
         self._producer = KafkaProducer(**settings)
         self._attempts = AttemptLog()
         self._observed = _hook_sender(self._producer, self._attempts)
@@ -180,6 +184,8 @@ class KafkaPythonProducer:
             return SendOutcome("ok", offset=metadata.offset)
         except kafka_errors.KafkaError as e:
             if not future.is_done:  # our own wait timed out
+                if self._wait_s == self._op_timeout:
+                    return SendOutcome("info", error=op_timeout_error(self._op_timeout))
                 return SendOutcome("info", error=describe(e))
             attempt_errors = self._attempts.errors(future._produce_future) if self._observed else None
             return SendOutcome(classify_send_error(attempt_errors, e, self._retries), error=describe(e))
