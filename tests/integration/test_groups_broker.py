@@ -4,29 +4,37 @@ One module-scoped 3-broker cluster (ZooKeeper + brokers as local processes): con
 subscribe() split partitions, commit and resume; when the coordinator (lowest live broker id) is
 killed, the group moves to the next broker and consumption carries on; committed offsets survive
 kill -9 of the coordinator.
+
+Each test stands alone: the fixture's topic `g0` holds values 0..199 and nobody writes to it again;
+a test that needs more data makes its own topic. Waits are deadlines on progress (generous, for a
+loaded 2-core CI machine), never "nothing arrived for a while".
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import CommitFailedError, IllegalStateError, KafkaTimeoutError, RebalanceInProgressError
 
 from broker.localcluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 
+PARTITIONS = 4
+FIXTURE_VALUES = range(200)  # what the fixture writes to g0, i % 4 -> partition
 
-def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> None:
+
+def produce(bootstrap: str, topic: str, values: Iterable[int]) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=20)
-    for i in range(start, start + count):
-        producer.send(topic, str(i).encode(), partition=i % partitions)
-    producer.flush(30)
+    for i in values:
+        producer.send(topic, str(i).encode(), partition=i % PARTITIONS)
+    producer.flush(60)
     producer.close()
 
 
@@ -38,60 +46,147 @@ def consumer(bootstrap: str, group: str, **extra: object) -> KafkaConsumer:
         "enable_auto_commit": False,
         "session_timeout_ms": 6000,
         "heartbeat_interval_ms": 500,
-        "consumer_timeout_ms": 3000,
     }
     settings.update(extra)
     return KafkaConsumer(**settings)
 
 
+def subscribe(c: KafkaConsumer, topic: str) -> None:
+    """Subscribe, then wait until the consumer's metadata lists every partition of the topic.
+
+    Without this the group leader may assign before its first metadata answer (kafka-python logs
+    "No partition metadata for topic"), hand out nothing, and rejoin once the metadata arrives.
+    kafka-python 3.0.12 loses such a metadata-triggered rejoin when its SyncGroup answer comes after
+    a poll() timeout: the next poll sees no reason to rejoin (the assignment snapshot was already
+    updated) and never applies the assignment nor re-enables heartbeats, so the member sits with an
+    empty assignment until the coordinator expires its session.
+    """
+    c.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while len(c.partitions_for_topic(topic)) < PARTITIONS:
+        assert time.monotonic() < deadline, f"no metadata for {topic}"
+        time.sleep(0.1)
+
+
+def read_to_end(c: KafkaConsumer, ends: dict[TopicPartition, int]) -> bool:
+    """True when the consumer holds two partitions and its position in each is at the end."""
+    assigned = c.assignment()
+    try:
+        return len(assigned) == 2 and all(c.position(tp, timeout_ms=5000) >= ends[tp] for tp in assigned)
+    except (IllegalStateError, KafkaTimeoutError):  # revoked meanwhile, or no position yet
+        return False
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[TopicPartition, int]:
+    probe = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return dict(probe.end_offsets([TopicPartition(topic, p) for p in range(PARTITIONS)]))
+    finally:
+        probe.close()
+
+
+def read_until(c: KafkaConsumer, done: Callable[[list[int]], bool], timeout: float) -> list[int]:
+    """Poll until done(values) is true; fail after timeout seconds."""
+    values: list[int] = []
+    deadline = time.monotonic() + timeout
+    while not done(values):
+        assert time.monotonic() < deadline, f"read only {len(values)} values in {timeout}s"
+        for records in c.poll(timeout_ms=500).values():
+            values.extend(int(r.value) for r in records)
+    return values
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     with LocalCluster(brokers=3) as local:
-        local.create_topic("g0", partitions=4, replication_factor=3)
-        for p in range(4):
-            local.wait_for_leader("g0", p)
-        produce(local.bootstrap, "g0", 200, 4)
+        local.create_topic("g0", partitions=PARTITIONS, replication_factor=3)
+        produce(local.bootstrap, "g0", FIXTURE_VALUES)
         yield local
 
 
 def test_two_consumers_share_partitions_and_resume_from_commits(cluster: LocalCluster) -> None:
+    topic = "split"  # its own topic: this test writes more values after the commits
+    cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
+    produce(cluster.bootstrap, topic, range(200))
+    ends = end_offsets(cluster.bootstrap, topic)
     seen: dict[str, list[int]] = {}
     assignments: dict[str, set[TopicPartition]] = {}
-    barrier = threading.Barrier(2)
+    caught_up: dict[str, bool] = {}
+    committed: dict[str, bool] = {}
+    errors: list[BaseException] = []
+    stop = threading.Event()  # both caught up: end this round
+    finished = threading.Event()  # both committed in the same round
+
+    def end_round() -> None:
+        if len(committed) == 2 and all(committed.values()):
+            finished.set()
+        else:  # a rebalance came between catching up and committing: another round
+            committed.clear()
+            caught_up.clear()
+            stop.clear()
+
+    both_subscribed = threading.Barrier(2, timeout=60)
+    round_over = threading.Barrier(2, action=end_round, timeout=60)
 
     def run(name: str) -> None:
         c = consumer(cluster.address(3), "split")  # bootstrap via a broker that is not the coordinator
-        c.subscribe(["g0"])
-        barrier.wait()
-        values: list[int] = []
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            batch = c.poll(timeout_ms=300)
-            for records in batch.values():
-                values.extend(int(r.value) for r in records)
-            if len(c.assignment()) == 2 and not batch and values:
-                break
-        assignments[name] = set(c.assignment())
-        c.commit()
-        seen[name] = values
-        c.close()
+        try:
+            subscribe(c, topic)
+            both_subscribed.wait()
+            values: list[int] = []
+            deadline = time.monotonic() + 90
+            # Both stay members until both hold two partitions read to the end and both committed
+            # them: a consumer that left early would hand its partitions to the other one.
+            while not finished.is_set():
+                while not stop.is_set():
+                    assert time.monotonic() < deadline, f"{name} holds {c.assignment()} of {ends}"
+                    for records in c.poll(timeout_ms=500).values():
+                        values.extend(int(r.value) for r in records)
+                    caught_up[name] = read_to_end(c, ends)
+                    if len(caught_up) == 2 and all(caught_up.values()):
+                        stop.set()
+                assignments[name] = set(c.assignment())
+                seen[name] = list(values)
+                try:
+                    c.commit()
+                    committed[name] = True
+                except (CommitFailedError, RebalanceInProgressError):
+                    committed[name] = False
+                round_over.wait()
+        except BaseException as error:
+            errors.append(error)
+            stop.set()
+            both_subscribed.abort()
+            round_over.abort()
+        finally:
+            c.close()
 
     threads = [threading.Thread(target=run, args=(n,)) for n in ("a", "b")]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(150)
+    assert not any(t.is_alive() for t in threads)
+    if errors:
+        raise errors[0]
     assert len(assignments["a"]) == len(assignments["b"]) == 2
     assert not assignments["a"] & assignments["b"]
-    everything = seen["a"] + seen["b"]
-    assert set(everything) == set(range(200))
+    assert set(seen["a"] + seen["b"]) == set(range(200))
 
-    produce(cluster.bootstrap, "g0", 40, 4, start=200)
+    produce(cluster.bootstrap, topic, range(200, 240))
+    ends = end_offsets(cluster.bootstrap, topic)
     later = consumer(cluster.bootstrap, "split")
-    later.subscribe(["g0"])
-    resumed = sorted(int(m.value) for m in later)
+    subscribe(later, topic)
+    reached: dict[TopicPartition, int] = {}
+    resumed: list[int] = []
+    deadline = time.monotonic() + 60
+    while any(reached.get(tp, 0) < end for tp, end in ends.items()):
+        assert time.monotonic() < deadline, f"resumed consumer reached only {reached} of {ends}"
+        for tp, records in later.poll(timeout_ms=500).items():
+            resumed.extend(int(r.value) for r in records)
+            reached[tp] = records[-1].offset + 1
     later.close()
-    assert resumed == list(range(200, 240))  # nothing before the committed offsets
+    assert set(resumed) == set(range(200, 240))  # nothing before the committed offsets
 
 
 def test_librdkafka_commits_and_reads_back(cluster: LocalCluster) -> None:
@@ -104,46 +199,47 @@ def test_librdkafka_commits_and_reads_back(cluster: LocalCluster) -> None:
         }
     )
     c.subscribe(["g0"])
-    values = []
-    deadline = time.monotonic() + 20
+    values: list[int] = []
+    deadline = time.monotonic() + 60
     while len(values) < 100 and time.monotonic() < deadline:
         message = c.poll(0.5)
         if message is not None and not message.error():
-            values.append(int(message.value()))
+            values.append(int(message.value() or b"-1"))
     c.commit(asynchronous=False)
-    committed = c.committed([ConfluentTopicPartition("g0", p) for p in range(4)], timeout=10)
+    committed = c.committed([ConfluentTopicPartition("g0", p) for p in range(PARTITIONS)], timeout=10)
     c.close()
     assert len(values) >= 100
     assert sum(tp.offset for tp in committed if tp.offset >= 0) >= 100
 
 
 def test_group_moves_when_the_coordinator_dies(cluster: LocalCluster) -> None:
-    c = consumer(cluster.bootstrap, "failover", consumer_timeout_ms=20000)
-    c.subscribe(["g0"])
-    first = [int(next(c).value) for _ in range(20)]
-    assert first
-    cluster.kill(1)  # the lowest live id: the coordinator
-    try:
-        rest = []
-        deadline = time.monotonic() + 45
-        while time.monotonic() < deadline and len(set(first + rest)) < 240:
-            for records in c.poll(timeout_ms=500).values():
-                rest.extend(int(r.value) for r in records)
-        c.close()
-        assert set(first + rest) == set(range(240))
-    finally:
+    if not cluster.running(1):
         cluster.start(1)
+    c = consumer(cluster.bootstrap, "failover")
+    try:
+        subscribe(c, "g0")
+        first = read_until(c, lambda values: len(values) >= 20, timeout=60)
+        cluster.kill(1)  # the lowest live id: the coordinator
+        everything = set(FIXTURE_VALUES)
+        rest = read_until(c, lambda values: set(first + values) >= everything, timeout=60)
+        assert set(first + rest) == everything
+    finally:
+        c.close()
+        if not cluster.running(1):
+            cluster.start(1)
 
 
 def test_committed_offsets_survive_kill_9(cluster: LocalCluster) -> None:
-    # Runs after the failover test restarted broker 1, so broker 1 coordinates again; both
-    # consumers bootstrap through it, so they ask it (and only it) for the coordinator.
+    # Broker 1 (the lowest id) coordinates; both consumers bootstrap through it, so they ask it
+    # (and only it) for the coordinator.
+    if not cluster.running(1):
+        cluster.start(1)
     cluster.wait_for_leader("g0", 0)
     c = consumer(cluster.address(1), "durable")
-    c.subscribe(["g0"])
-    taken = [next(c) for _ in range(30)]
+    subscribe(c, "g0")
+    taken = read_until(c, lambda values: len(values) >= 30, timeout=60)
     c.commit()
-    expected = {TopicPartition("g0", p): c.committed(TopicPartition("g0", p)) for p in range(4)}
+    expected = {TopicPartition("g0", p): c.committed(TopicPartition("g0", p)) for p in range(PARTITIONS)}
     c.close()
     assert sum(v or 0 for v in expected.values()) >= 30 and taken
     cluster.kill(1)
