@@ -60,6 +60,9 @@ DEFINITE_BROKER_ERRORS = frozenset(
         KafkaError.UNSUPPORTED_VERSION,
     }
 )
+# Consumers fetch ahead this much (polls take at most a few hundred records; see the consumer).
+PREFETCH_MESSAGES = 1000
+PREFETCH_BYTES = 64 * 1024
 # Local errors reported for messages that never left the client.
 NEVER_SENT_ERRORS = frozenset({KafkaError._PURGE_QUEUE})
 
@@ -183,6 +186,10 @@ class ConfluentConsumer:
                     "auto.offset.reset": "earliest",
                     "enable.partition.eof": False,
                     "fetch.wait.max.ms": 100,
+                    # Prefetch little: an assign discards what was fetched ahead, and librdkafka's
+                    # default (100,000 messages) re-fetches a whole partition after each one.
+                    "queued.min.messages": PREFETCH_MESSAGES,
+                    "max.partition.fetch.bytes": PREFETCH_BYTES,
                     "socket.timeout.ms": max(config.request_timeout_ms, 1000),
                     "reconnect.backoff.max.ms": 1000,
                     "topic.metadata.refresh.interval.ms": 10000,

@@ -64,6 +64,10 @@ DEFINITE_BROKER_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+# How much a consumer fetches ahead per partition (polls take at most a few hundred records).
+PREFETCH_BYTES = 64 * 1024
+
+
 def is_definite(error_cls: type[BaseException]) -> bool:
     """Whether one attempt that ended with this error certainly appended nothing."""
     return issubclass(error_cls, DEFINITE_BROKER_ERRORS)
@@ -213,6 +217,8 @@ class KafkaPythonConsumer:
             request_timeout_ms=max(config.request_timeout_ms, 1000),
             bootstrap_timeout_ms=max(config.request_timeout_ms, 1000),
             fetch_max_wait_ms=100,
+            # Fetch ahead little: an assign discards what was fetched ahead (1 MiB by default).
+            max_partition_fetch_bytes=PREFETCH_BYTES,
             retry_backoff_ms=100,
             reconnect_backoff_max_ms=1000,
             metadata_max_age_ms=10000,
