@@ -1,15 +1,16 @@
 """The queue workload: client processes send unique integers and poll them back through assign.
 
-Each of `config.concurrency` threads is a client slot. A slot runs one client process at a time;
-the process journals every operation as an invoke and exactly one completion. When an operation
-ends `info` (outcome unknown: the client may be in any state), the slot closes its consumer,
-takes a new process number, and its next operation is a fresh assign — Jepsen's rule that a
-crashed process is never reused.
+Each of `config.concurrency` client slots is a thread: in the controller, or (kafka-python, by
+default) in one of a few client worker processes (`workloads.workers`), so that decoding polled
+records in Python uses every core. A slot runs one client process at a time; the process journals
+every operation, through its `Journal`, as an invoke (written before the operation starts) and
+exactly one completion. When an operation ends `info` (outcome unknown: the client may be in any
+state), the slot closes its consumer, takes a new process number, and its next operation is a
+fresh assign — Jepsen's rule that a crashed process is never reused.
 
-By default the slots share one producer (the library's producer is thread-safe and batches
-concurrent sends into one request per partition, which is what lets a Python controller drive
-thousands of acknowledged sends per second); `shared_producer=False` gives each process its own
-producer, replaced on a crash, as Jepsen's clients do.
+By default the slots of one process share one producer (the library's producer is thread-safe and
+batches concurrent sends into one request per partition); `shared_producer=False` gives each client
+process its own producer, replaced on a crash, as Jepsen's clients do.
 """
 
 from __future__ import annotations
