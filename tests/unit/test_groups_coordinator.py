@@ -73,6 +73,36 @@ def test_single_member_and_a_second_one(coordinator: GroupCoordinator) -> None:
     assert results(coordinator.sync("bs", SyncRequest("g", 2, b_id), 80))["bs"].assignment == b"p1"
 
 
+def test_leader_rejoin_in_a_stable_group_then_a_silent_leader_expires(coordinator: GroupCoordinator) -> None:
+    """The coordinator's side of the CI log of test_groups_broker (Kafka's behaviour at each step).
+
+    The leader assigned nothing (no topic metadata yet) and rejoins once metadata arrives; the
+    follower hears of it on its heartbeat; then the leader's client never applies its SyncGroup answer
+    and stops heartbeating: its session expires, and its LeaveGroup on close finds no such member.
+    """
+    a_id, b_id = stable_pair(coordinator)
+    assert results(coordinator.join("a3", join_request(a_id), 100)) == {}  # the leader rejoins: rebalance
+    assert coordinator.groups["g"].state is GroupState.PREPARING_REBALANCE
+    assert results(coordinator.heartbeat("h", "g", 2, b_id, 110))["h"].error_code == REBALANCE_IN_PROGRESS
+    done = results(coordinator.join("b3", join_request(b_id), 120))
+    assert {r.generation_id for r in done.values()} == {3} and done["a3"].leader == a_id
+    assert results(coordinator.sync("bs", SyncRequest("g", 3, b_id), 130)) == {}
+    synced = results(coordinator.sync("as", SyncRequest("g", 3, a_id, ((a_id, b"p23"), (b_id, b"p01"))), 140))
+    assert synced["bs"].assignment == b"p01" and synced["as"].assignment == b"p23"
+    now = 140
+    while now <= 140 + SESSION:  # B heartbeats, A is silent
+        now += 3000
+        coordinator.heartbeat("hb", "g", coordinator.groups["g"].generation_id, b_id, now)
+        results(coordinator.tick(now))
+    group = coordinator.groups["g"]
+    assert list(group.members) == [b_id] and group.state is GroupState.PREPARING_REBALANCE
+    assert results(coordinator.heartbeat("h", "g", 3, b_id, now))["h"].error_code == REBALANCE_IN_PROGRESS
+    left = results(coordinator.leave("l", "g", [(a_id, None)], now + 1))["l"]
+    assert (left.error_code, left.members) == (NONE, ((a_id, None, UNKNOWN_MEMBER_ID),))
+    b = results(coordinator.join("b4", join_request(b_id), now + 2))["b4"]
+    assert (b.generation_id, b.leader, [m.member_id for m in b.members]) == (4, b_id, [b_id])
+
+
 def test_rebalance_timeout_drops_members_that_do_not_rejoin(coordinator: GroupCoordinator) -> None:
     a = results(coordinator.join("a1", join_request(), 0))["a1"]
     coordinator.sync("as", SyncRequest("g", 1, a.member_id, ((a.member_id, b"x"),)), 0)
