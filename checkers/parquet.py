@@ -47,7 +47,7 @@ from workloads.history import CLIENT_FS, NEMESIS_PROCESS, OP_TYPES, ReadProblem,
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 CHUNK_BYTES = 32 << 20
 _NEMESIS_SENTINEL = -(2**62)
 _NEMESIS_KEYS = (b'"process":"nemesis"', b'"process": "nemesis"')
@@ -80,6 +80,9 @@ READS_SCHEMA = pa.schema(
         ("offset", pa.int64()),
         ("value", pa.int64()),
         ("epoch", pa.int64()),
+        ("tp", pa.int64()),
+        ("prev_offset", pa.int64()),
+        ("prev_index", pa.int64()),
     ]
 )
 _PARSE = pj.ParseOptions(explicit_schema=_JSON_SCHEMA, unexpected_field_behavior="ignore")
@@ -323,11 +326,129 @@ def _slow(chunk: bytes, first_line: int, at_end: bool, problems: list[ReadProble
     return pa.Table.from_pylist(rows, schema=_JSON_SCHEMA), stop
 
 
-def _split(table: pa.Table, pairing: _Pairing) -> tuple[pa.Table, pa.Table]:
+class _TopicIds:
+    """Topic-partition ids (`tp`): one integer for a (topic, partition), for Spark's cheap keys.
+
+    A topic's id is its rank of first appearance in the history; `tp` = id * 2**32 + partition +
+    2**31, so distinct (topic, partition) pairs have distinct ids (null where either is null).
+    """
+
+    def __init__(self) -> None:
+        self.known = pa.array([], pa.string())
+
+    def tp(self, topic: pa.Array | pa.ChunkedArray, partition: pa.Array | pa.ChunkedArray) -> pa.Array:
+        ids = pc.index_in(topic, value_set=self.known)
+        new = pc.filter(topic, pc.and_(pc.is_null(ids), pc.is_valid(topic)))
+        if len(new):
+            fresh = pc.unique(new)
+            fresh = fresh.combine_chunks() if isinstance(fresh, pa.ChunkedArray) else fresh
+            self.known = pa.concat_arrays([self.known, fresh.cast(pa.string())])
+            ids = pc.index_in(topic, value_set=self.known)
+        high = pc.multiply(ids.cast(pa.int64()), pa.scalar(1 << 32, pa.int64()))
+        result = pc.add(high, pc.add(partition.cast(pa.int64()), pa.scalar(1 << 31, pa.int64())))
+        return result.combine_chunks() if isinstance(result, pa.ChunkedArray) else result
+
+
+class _Links:
+    """Each eligible row's predecessor: the previous eligible row of its process on its partition.
+
+    This is the per-process sequential part of poll-skip, nonmonotonic-poll (reads; the link also
+    needs the same position epoch) and nonmonotonic-send (acks), done once while converting, like
+    the pairing: rows come in history order, so a stable sort by (process, tp) after the rows
+    carried from earlier chunks (the last one of each process and partition) puts each row right
+    after its predecessor.
+    """
+
+    def __init__(self, payload: tuple[str, ...]) -> None:
+        self.payload = payload
+        fields = [("process", pa.int64()), ("tp", pa.int64()), ("epoch", pa.int64())]
+        self.schema = pa.schema(fields + [(name, pa.int64()) for name in payload])
+        self.carry = self.schema.empty_table()
+
+    def feed(self, rows: pa.Table, eligible: pa.Array) -> dict[str, pa.Array]:
+        """For each row of `rows` (columns process, tp, epoch and the payload): prev_<payload>."""
+        n = rows.num_rows
+        eligible = pc.fill_null(eligible, False)
+        if isinstance(eligible, pa.ChunkedArray):
+            eligible = eligible.combine_chunks()
+        mine = rows.select(list(self.schema.names)).cast(self.schema).filter(eligible)
+        k = self.carry.num_rows
+        both = pa.concat_tables([self.carry, mine]).combine_chunks()
+        m = both.num_rows
+        prev: dict[str, pa.Array] = {}
+        if m == 0 or mine.num_rows == 0:
+            return {f"prev_{name}": pa.nulls(n, pa.int64()) for name in self.payload}
+        order = pc.sort_indices(both, sort_keys=[("process", "ascending"), ("tp", "ascending")]).cast(
+            pa.int64()
+        )
+        ordered = both.take(order)
+        process, tp, epoch = (ordered.column(c).combine_chunks() for c in ("process", "tp", "epoch"))
+        same = pc.and_(
+            pc.and_(
+                pc.equal(process.slice(1), process.slice(0, m - 1)), pc.equal(tp.slice(1), tp.slice(0, m - 1))
+            ),
+            pc.equal(epoch.slice(1), epoch.slice(0, m - 1)),
+        )
+        same = pa.concat_arrays([pa.array([False]), pc.fill_null(same, False)])
+        mine_at = pc.take(pc.inverse_permutation(order), _arange(m - k, k))
+        for name in self.payload:
+            column = ordered.column(name).combine_chunks()
+            shifted = pa.concat_arrays([pa.nulls(1, pa.int64()), column.slice(0, m - 1)])
+            linked = pc.if_else(same, shifted, pa.scalar(None, pa.int64()))
+            prev[f"prev_{name}"] = pc.replace_with_mask(
+                pa.nulls(n, pa.int64()), eligible, pc.take(linked, mine_at)
+            )
+        # The last row of each process and partition (whatever its epoch) is carried on.
+        last = pc.or_(
+            pc.not_equal(process.slice(0, m - 1), process.slice(1)),
+            pc.not_equal(tp.slice(0, m - 1), tp.slice(1)),
+        )
+        last = pa.concat_arrays([pc.fill_null(last, True), pa.array([True])])
+        self.carry = ordered.filter(last)
+        return prev
+
+
+class _State:
+    """Everything carried from chunk to chunk while converting."""
+
+    def __init__(self) -> None:
+        self.pairing = _Pairing()
+        self.topics = _TopicIds()
+        self.acks = _Links(("index", "offset", "value"))
+        self.reads = _Links(("offset", "index"))
+
+
+def _with(table: pa.Table, columns: dict[str, pa.Array]) -> pa.Table:
+    for name, column in columns.items():
+        table = table.set_column(table.schema.get_field_index(name), name, column)
+    return table
+
+
+def _link_acks(operations: pa.Table, state: _State) -> pa.Table:
+    """Operations with each ack's previous ack of its process on its partition (nonmonotonic-send)."""
+    if operations.num_rows == 0:
+        return operations
+    offset = operations.column("offset")
+    ack = pc.and_(
+        pc.and_(pc.equal(operations.column("f"), "send"), pc.is_valid(operations.column("value"))),
+        pc.and_(
+            pc.and_(pc.equal(operations.column("outcome"), "ok"), pc.greater_equal(offset, 0)),
+            pc.is_valid(operations.column("tp")),
+        ),
+    )
+    rows = operations.select(["process", "tp", "index", "offset", "value"]).append_column(
+        "epoch", pa.repeat(pa.scalar(0, pa.int64()), operations.num_rows)
+    )
+    return _with(operations, state.acks.feed(rows, ack))
+
+
+def _split(table: pa.Table, state: _State) -> tuple[pa.Table, pa.Table]:
     """The chunk's operations (paired, see _Pairing) and its reads (records flattened)."""
     nemesis = pc.fill_null(pc.equal(table.column("process"), _NEMESIS_SENTINEL), False)
     client = table.filter(pc.invert(nemesis))
-    operations, reads_ok, epoch = pairing.feed(client)
+    tp = state.topics.tp(client.column("topic"), client.column("partition"))
+    operations, reads_ok, epoch = state.pairing.feed(client, tp)
+    operations = _link_acks(operations, state)
     take = pc.and_(reads_ok, pc.is_valid(client.column("records")))
     polls = client.filter(take)
     epochs = pc.filter(epoch, take)
@@ -342,20 +463,28 @@ def _split(table: pa.Table, pairing: _Pairing) -> tuple[pa.Table, pa.Table]:
     seq = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
     starts = pc.take(records.offsets.cast(pa.int64()), parents)
     flat_struct = flat if isinstance(flat, pa.StructArray) else flat.combine_chunks()
+    topic, partition = flat_struct.field("topic"), flat_struct.field("partition")
+    offset, value = flat_struct.field("offset"), flat_struct.field("value")
+    read_tp = state.topics.tp(topic, partition)
     reads = pa.table(
         {
             "index": pc.take(polls.column("index"), parents),
             "process": pc.take(polls.column("process"), parents),
             "pos": pc.subtract(seq, starts).cast(pa.int32()),
-            "topic": flat_struct.field("topic"),
-            "partition": flat_struct.field("partition"),
-            "offset": flat_struct.field("offset"),
-            "value": flat_struct.field("value"),
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+            "value": value,
             "epoch": pc.take(epochs, parents),
+            "tp": read_tp,
+            "prev_offset": pa.nulls(n, pa.int64()),
+            "prev_index": pa.nulls(n, pa.int64()),
         },
         schema=READS_SCHEMA,
     )
-    return operations, reads
+    # Well-formed reads move the process's position (malformed records are skipped).
+    well_formed = pc.and_(pc.and_(pc.is_valid(read_tp), pc.is_valid(offset)), pc.is_valid(value))
+    return operations, _with(reads, state.reads.feed(reads, well_formed))
 
 
 OPERATIONS_SCHEMA = pa.schema(
@@ -372,6 +501,10 @@ OPERATIONS_SCHEMA = pa.schema(
         ("bad_records", pa.bool_()),
         ("outcome", pa.string()),
         ("next_index", pa.int64()),
+        ("tp", pa.int64()),
+        ("prev_index", pa.int64()),
+        ("prev_offset", pa.int64()),
+        ("prev_value", pa.int64()),
     ]
 )
 _TYPE_CODES = pa.array(["invoke", "ok", "fail", "info"])
@@ -392,6 +525,7 @@ _CARRY_SCHEMA = pa.schema(
         ("bad_records", pa.bool_()),
         ("epoch", pa.int64()),
         ("carried", pa.bool_()),
+        ("tp", pa.int64()),
     ]
 )
 
@@ -437,7 +571,7 @@ class _Pairing:
         self.orphans = 0
         self.first_orphan: int | None = None
 
-    def feed(self, lines: pa.Table) -> tuple[pa.Table, pa.Array, pa.Array]:
+    def feed(self, lines: pa.Table, tp: pa.Array) -> tuple[pa.Table, pa.Array, pa.Array]:
         """(operations completed or superseded, per line: are its records reads, per line: epoch)."""
         n = lines.num_rows
         own = pa.table(
@@ -454,6 +588,7 @@ class _Pairing:
                 "bad_records": pc.fill_null(lines.column("bad_records"), False),
                 "epoch": pa.nulls(n, pa.int64()),
                 "carried": pa.repeat(pa.scalar(False), n),
+                "tp": tp,
             },
             schema=_CARRY_SCHEMA,
         )
@@ -571,6 +706,10 @@ class _Pairing:
                 ),
                 "outcome": outcome,
                 "next_index": pc.take(both.column("index").combine_chunks(), nxt),
+                "tp": rows.column("tp"),
+                "prev_index": pa.nulls(rows.num_rows, pa.int64()),
+                "prev_offset": pa.nulls(rows.num_rows, pa.int64()),
+                "prev_value": pa.nulls(rows.num_rows, pa.int64()),
             },
             schema=OPERATIONS_SCHEMA,
         )
@@ -594,6 +733,10 @@ class _Pairing:
                 "bad_records": pa.repeat(pa.scalar(False), n),
                 "outcome": pa.repeat(pa.scalar("open"), n),
                 "next_index": none64,
+                "tp": open_.column("tp"),
+                "prev_index": none64,
+                "prev_offset": none64,
+                "prev_value": none64,
             },
             schema=OPERATIONS_SCHEMA,
         )
@@ -610,7 +753,7 @@ def _write(history: Path, dest: Path) -> tuple[_Counts, _Pairing, list[ReadProbl
     """Parse and pair in this thread, write Parquet in another (both release the GIL)."""
     problems: list[ReadProblem] = []
     counts = _Counts()
-    pairing = _Pairing()
+    state = _State()
     queue: Queue[tuple[pa.Table, pa.Table] | None] = Queue(maxsize=2)
     failure: list[BaseException] = []
 
@@ -643,14 +786,14 @@ def _write(history: Path, dest: Path) -> tuple[_Counts, _Pairing, list[ReadProbl
             if table is None:
                 table, stop = _slow(chunk, first_line, at_end, problems)
             counts.ops += table.num_rows
-            queue.put(_split(table, pairing))
+            queue.put(_split(table, state))
             if stop or failure:
                 break
         if not failure:
-            queue.put((pairing.finish(), READS_SCHEMA.empty_table()))
+            queue.put((state.pairing.finish(), READS_SCHEMA.empty_table()))
     finally:
         queue.put(None)
         thread.join()
     if failure:
         raise failure[0]
-    return counts, pairing, problems
+    return counts, state.pairing, problems

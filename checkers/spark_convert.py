@@ -12,11 +12,12 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from checkers.parquet import FORMAT_VERSION
 from checkers.spark_engine import ParquetForm
 from workloads.history import CLIENT_FS, OP_TYPES, ReadProblem
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
             meta = json.loads(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
         finally:
             stream.close()
-        if meta.get("source_mtime") == source_mtime:
+        if meta.get("source_mtime") == source_mtime and meta.get("version") == FORMAT_VERSION:
             return _form(dest, meta)
 
     df = (
@@ -113,22 +114,62 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
             F.sum(reset.cast("long")).over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow)),
         ).cache()
         completed = col("next_type").isNotNull() & (col("next_type") != "invoke")
-        lines.filter(is_invoke).select(
-            col("index").alias("invoke_index"),
-            "process",
-            "f",
-            "topic",
-            "partition",
-            "value",
-            F.when(completed, col("next_index")).alias("index"),
-            F.when(completed, col("next_time")).alias("time"),
-            F.when(completed, col("next_offset")).alias("offset"),
-            F.lit(False).alias("bad_records"),
-            F.when(~completed, "open")
-            .when(col("next_f") == "crash", "info")
-            .otherwise(col("next_type"))
-            .alias("outcome"),
-            "next_index",
+        # Topic-partition ids as checkers.parquet makes them: topic rank * 2**32 + partition + 2**31.
+        # (Topic names only: a handful of strings, never the history.)
+        names = sorted(
+            r[0]
+            for r in lines.select("topic")
+            .unionByName(lines.select(F.explode("records.topic").alias("topic")))
+            .filter(col("topic").isNotNull())
+            .distinct()
+            .collect()
+        )
+        topics = F.broadcast(
+            spark.createDataFrame([(t, i) for i, t in enumerate(names)], "topic STRING, topic_id LONG")
+        )
+
+        def with_tp(df: DataFrame) -> DataFrame:
+            tp = col("topic_id") * (1 << 32) + col("partition").cast("long") + (1 << 31)
+            return df.join(topics, "topic", "left").withColumn("tp", tp).drop("topic_id")
+
+        operations = with_tp(
+            lines.filter(is_invoke).select(
+                col("index").alias("invoke_index"),
+                "process",
+                "f",
+                "topic",
+                "partition",
+                "value",
+                F.when(completed, col("next_index")).alias("index"),
+                F.when(completed, col("next_time")).alias("time"),
+                F.when(completed, col("next_offset")).alias("offset"),
+                F.lit(False).alias("bad_records"),
+                F.when(~completed, "open")
+                .when(col("next_f") == "crash", "info")
+                .otherwise(col("next_type"))
+                .alias("outcome"),
+                "next_index",
+            )
+        )
+        # Each ack's previous ack of its process on its partition (nonmonotonic-send).
+        ack = (
+            (col("f") == "send")
+            & col("value").isNotNull()
+            & (col("outcome") == "ok")
+            & (col("offset") >= 0)
+            & col("tp").isNotNull()
+        )
+        wa = Window.partitionBy("process", "tp").orderBy("index")
+        none = F.lit(None).cast("long")
+        operations.filter(ack).select(
+            "*",
+            F.lag("index").over(wa).alias("prev_index"),
+            F.lag("offset").over(wa).alias("prev_offset"),
+            F.lag("value").over(wa).alias("prev_value"),
+        ).unionByName(
+            operations.filter(~F.coalesce(ack, F.lit(False))).select(
+                "*", none.alias("prev_index"), none.alias("prev_offset"), none.alias("prev_value")
+            )
         ).write.mode("overwrite").parquet(dest + "/operations")
         orphans = (
             lines.filter(
@@ -138,23 +179,34 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
             .first()
         )
         assert orphans is not None
-        lines.filter((col("type") == "ok") & not_crash & after_poll & col("records").isNotNull()).select(
-            "index", "process", "epoch", F.posexplode("records").alias("pos", "r")
-        ).select(
-            "index",
-            "process",
-            col("pos").cast("int").alias("pos"),
-            col("r.topic").alias("topic"),
-            col("r.partition").alias("partition"),
-            col("r.offset").alias("offset"),
-            col("r.value").alias("value"),
-            "epoch",
+        reads = with_tp(
+            lines.filter((col("type") == "ok") & not_crash & after_poll & col("records").isNotNull())
+            .select("index", "process", "epoch", F.posexplode("records").alias("pos", "r"))
+            .select(
+                "index",
+                "process",
+                col("pos").cast("int").alias("pos"),
+                col("r.topic").alias("topic"),
+                col("r.partition").alias("partition"),
+                col("r.offset").alias("offset"),
+                col("r.value").alias("value"),
+                "epoch",
+            )
+        )
+        # Each well-formed read's previous read by its process of its partition, same epoch.
+        well_formed = col("tp").isNotNull() & col("offset").isNotNull() & col("value").isNotNull()
+        wr = Window.partitionBy("process", "epoch", "tp").orderBy("index", "pos")
+        reads.filter(well_formed).select(
+            "*", F.lag("offset").over(wr).alias("prev_offset"), F.lag("index").over(wr).alias("prev_index")
+        ).unionByName(
+            reads.filter(~well_formed).select("*", none.alias("prev_offset"), none.alias("prev_index"))
         ).write.mode("overwrite").parquet(dest + "/reads")
         lines.unpersist()
     finally:
         df.unpersist()
     meta = {
         "source_mtime": source_mtime,
+        "version": FORMAT_VERSION,
         "bad": int(counts["bad"]),
         "ops": int(counts["ops"]),
         "orphans": int(orphans[0]),

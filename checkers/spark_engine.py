@@ -58,6 +58,9 @@ class ParquetForm:
     first_orphan: int | None = None
 
 
+# Candidate sets up to this many rows are broadcast to the joins that gather their examples.
+BROADCAST_ROWS = 1_000_000
+
 # Status ranks, as in the reference: the best outcome over a value's send operations.
 FAIL, INFO, OK = 0, 1, 2
 
@@ -121,6 +124,16 @@ class _Gather:
             )
         self.figures.append(row.select(F.explode(F.array(*parts)).alias("x")).select("x.*"))
 
+    def aggregate_sum(self, df: DataFrame, key: str, what: Column) -> None:
+        """One figure: the sum of `what` over df (0 when nothing to sum)."""
+        from pyspark.sql import functions as F
+
+        self.figures.append(
+            df.agg(F.coalesce(F.sum(what), F.lit(0)).cast("long").alias("n")).select(
+                F.lit(key).alias("key"), "n", F.lit(None).cast("string").alias("payload")
+            )
+        )
+
     def grouped(self, prefix: str, df: DataFrame, by: Column) -> None:
         """Row counts of df by `by`, keys prefix + str(value)."""
         from pyspark.sql import functions as F
@@ -148,22 +161,28 @@ class _Gather:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        found = self.anomalies[0]
-        for part in self.anomalies[1:]:
-            found = found.unionByName(part)
-        w = Window.partitionBy("name").orderBy("k")
-        top = (
-            found.select(
-                "name",
-                "e",
-                F.row_number().over(w).alias("rank"),
-                F.count(F.lit(1)).over(Window.partitionBy("name")).alias("n"),
+        parts = list(self.figures)
+        if self.anomalies:
+            found = self.anomalies[0]
+            for part in self.anomalies[1:]:
+                found = found.unionByName(part)
+            w = Window.partitionBy("name").orderBy("k")
+            parts.append(
+                found.select(
+                    "name",
+                    "e",
+                    F.row_number().over(w).alias("rank"),
+                    F.count(F.lit(1)).over(Window.partitionBy("name")).alias("n"),
+                )
+                .filter(F.col("rank") <= MAX_EXAMPLES)
+                .select(
+                    F.concat(F.lit("anomaly:"), F.col("name")).alias("key"), "n", F.col("e").alias("payload")
+                )
             )
-            .filter(F.col("rank") <= MAX_EXAMPLES)
-            .select(F.concat(F.lit("anomaly:"), F.col("name")).alias("key"), "n", F.col("e").alias("payload"))
-        )
-        union = top
-        for part in self.figures:
+        if not parts:
+            return {}, {}, {}
+        union = parts[0]
+        for part in parts[1:]:
             union = union.unionByName(part)
         counts: dict[str, int] = {}
         firsts: dict[str, Any] = {}
@@ -220,19 +239,25 @@ class SparkChecker:
             for df in self.cached:
                 df.unpersist()
 
+    def _broadcast_if_small(self, df: DataFrame, rows: int) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        return F.broadcast(df) if rows <= BROADCAST_ROWS else df
+
     def _run(self) -> EngineResult:
-        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         col = F.col
         spark = self.spark
         operations = spark.read.parquet(self.operations_path)
         reads_all = spark.read.parquet(self.reads_path)
-        out = _Gather()
 
-        # 1. Operations (paired while converting): outcomes, pairing problems, malformed ops, acks.
+        # --- Action 1: figures, the per-process anomalies, and the per-value aggregate ----------
+        out = _Gather()
         is_send = (col("f") == "send") & col("value").isNotNull()
         acked = (col("outcome") == "ok") & (col("offset") >= 0)
+        # An ack: an acked send with a topic and partition (`tp` is null without either).
+        ack = is_send & acked & col("tp").isNotNull()
         figures: dict[str, tuple[Column, Column | None]] = {}
         for f in ("send", "poll", "assign"):
             for o in ("ok", "fail", "info", "open"):
@@ -246,234 +271,216 @@ class SparkChecker:
             F.struct(col("next_index").alias("at"), "process", col("invoke_index").alias("index")),
         )
         figures["malformed:send"] = ((col("f") == "send") & col("value").isNull(), col("invoke_index"))
-        figures["malformed:ack"] = (
-            is_send & acked & (col("topic").isNull() | col("partition").isNull()),
-            col("index"),
-        )
-        figures["acked"] = (is_send & acked & col("topic").isNotNull() & col("partition").isNotNull(), None)
+        figures["malformed:ack"] = (is_send & acked & col("tp").isNull(), col("index"))
+        figures["acked"] = (ack, None)
         figures["malformed:poll"] = (
             (col("f") == "poll") & (col("outcome") == "ok") & col("bad_records"),
             col("index"),
         )
         out.aggregate(operations, figures)
-
-        sends = operations.filter(is_send).select(
-            "value",
-            F.when(col("outcome") == "fail", FAIL).when(acked, OK).otherwise(INFO).alias("rank"),
-            F.coalesce(acked & col("topic").isNotNull() & col("partition").isNotNull(), F.lit(False)).alias(
-                "acked"
-            ),
-            "index",
-            "invoke_index",
-            "time",
-            "process",
-            "topic",
-            "partition",
-            "offset",
+        # nonmonotonic-send: the conversion linked each ack to its process's previous ack on its tp.
+        out.anomaly(
+            "nonmonotonic-send",
+            operations.filter(ack & col("prev_offset").isNotNull() & (col("offset") < col("prev_offset"))),
         )
 
-        # Reads (records of ok completions of polls), well-formed ones.
-        well_formed = (
-            col("topic").isNotNull()
-            & col("partition").isNotNull()
-            & col("offset").isNotNull()
-            & col("value").isNotNull()
-        )
+        # Reads: records of ok completions of polls; the well-formed ones count.
+        well_formed = col("tp").isNotNull() & col("offset").isNotNull() & col("value").isNotNull()
         out.aggregate(
             reads_all, {"malformed:record": (~well_formed, col("index")), "records_read": (well_formed, None)}
         )
         reads = reads_all.filter(well_formed)
+        # poll-skip / nonmonotonic-poll: each read was linked to its process's previous read of its
+        # tp in the same position epoch while converting.
+        linked = col("prev_offset").isNotNull()
+        out.anomaly(
+            "poll-skip",
+            reads.filter(linked & (col("offset") > col("prev_offset") + 1)).withColumn(
+                "skipped", col("offset") - col("prev_offset") - 1
+            ),
+        )
+        out.anomaly("nonmonotonic-poll", reads.filter(linked & (col("offset") <= col("prev_offset"))))
 
-        # 2. [by value] Sends and reads of each value, side by side.
-        by_value = (
-            sends.select(
+        # [by value, the one big shuffle] Per value: status (the best send outcome), acks and
+        # reads, and the least and greatest sighting position, which differ exactly when the
+        # value was sighted at two positions. Fixed-width buffers only: a hash aggregate.
+        values = self._cache(
+            operations.filter(is_send)
+            .select(
                 "value",
-                F.lit(0).alias("kind"),
-                "rank",
-                "acked",
-                "index",
-                F.lit(0).alias("pos"),
-                "invoke_index",
-                "time",
-                "process",
-                "topic",
-                "partition",
-                "offset",
+                F.when(col("outcome") == "fail", FAIL).when(acked, OK).otherwise(INFO).alias("rank"),
+                F.when(ack, 1).otherwise(0).alias("n_ack"),
+                F.lit(0).alias("n_read"),
+                F.when(ack, col("tp")).alias("tp"),
+                F.when(ack, col("offset")).alias("offset"),
             )
             .unionByName(
                 reads.select(
                     "value",
-                    F.lit(1).alias("kind"),
                     F.lit(None).cast("int").alias("rank"),
-                    F.lit(False).alias("acked"),
-                    "index",
-                    "pos",
-                    F.lit(None).cast("long").alias("invoke_index"),
-                    F.lit(None).cast("long").alias("time"),
-                    "process",
-                    "topic",
-                    "partition",
+                    F.lit(0).alias("n_ack"),
+                    F.lit(1).alias("n_read"),
+                    "tp",
                     "offset",
                 )
             )
-            .repartition("value")
-        )
-        is_read = col("kind") == 1
-        values = self._cache(
-            by_value.groupBy("value").agg(
+            .groupBy("value")
+            .agg(
                 F.max("rank").alias("status"),
-                F.min(F.when(col("rank") == FAIL, F.struct("index", "process"))).alias("first_fail"),
-                F.min(
-                    F.when(is_read, F.struct("index", "pos", "process", "topic", "partition", "offset"))
-                ).alias("r"),
-                F.collect_list(
-                    F.when(
-                        col("acked"),
-                        F.struct("index", "invoke_index", "time", "process", "topic", "partition", "offset"),
-                    )
-                ).alias("acks"),
+                F.sum("n_ack").alias("n_ack"),
+                F.sum("n_read").alias("n_read"),
+                F.min("tp").alias("tp"),
+                F.max("tp").alias("tp_hi"),
+                F.min("offset").alias("offset"),
+                F.max("offset").alias("offset_hi"),
             )
         )
-        first_read = values.filter(col("r").isNotNull()).select(
-            col("r.index").alias("index"),
-            col("r.process").alias("process"),
-            col("r.topic").alias("topic"),
-            col("r.partition").alias("partition"),
-            col("r.offset").alias("offset"),
-            "value",
-            "status",
-            col("first_fail.index").alias("send_index"),
-            col("first_fail.process").alias("send_process"),
-        )
-        out.anomaly("aborted-read", first_read.filter(col("status") == FAIL))
-        out.anomaly("phantom", first_read.filter(col("status").isNull()))
-
-        # max_read(tp): the largest offset read, and the smallest poll index that read it.
-        # (Two hash aggregates: a max over a struct would make Spark sort every read.)
-        top = reads.groupBy("topic", "partition").agg(F.max("offset").alias("max_read_offset"))
-        max_read = (
-            reads.join(F.broadcast(top), ["topic", "partition"])
-            .filter(col("offset") == col("max_read_offset"))
-            .groupBy("topic", "partition", "max_read_offset")
-            .agg(F.min("index").alias("max_read_index"))
-        )
-        never_read = (
-            values.filter(col("r").isNull() & (F.size("acks") > 0))
-            .select("value", F.explode("acks").alias("a"))
-            .select("value", "a.*")
-            .join(F.broadcast(max_read), ["topic", "partition"], "left")
-        )
-        lost = never_read.filter(col("max_read_offset") > col("offset"))
-        out.anomaly("lost-write", lost)
-        out.anomaly(
-            "unseen",
-            never_read.filter(col("max_read_offset").isNull() | (col("max_read_offset") <= col("offset"))),
-        )
-        out.grouped("lost_second:", lost, (col("time") / 1_000_000_000).cast("long"))
-
-        # First sighting of each value at each position (same partitioning: no shuffle).
-        sightings = self._cache(
-            by_value.filter(is_read | col("acked"))
-            .groupBy("value", "topic", "partition", "offset")
-            # Fixed-width buffers (no min over a struct) keep this a hash aggregate, not a sort.
-            .agg(F.min("index").alias("s_index"), F.min_by("process", "index").alias("s_process"))
-            .select(
-                "value",
-                "topic",
-                "partition",
-                "offset",
-                F.struct(col("s_index").alias("index"), col("s_process").alias("process")).alias("s"),
-            )
-        )
-        out.anomaly(
-            "duplicate",
-            sightings.groupBy("value")
-            .agg(
-                F.count(F.lit(1)).alias("n"),
-                F.min("s.index").alias("index"),
-                F.sort_array(
-                    F.collect_list(
-                        F.struct(
-                            "topic",
-                            "partition",
-                            "offset",
-                            col("s.index").alias("index"),
-                            col("s.process").alias("process"),
-                        )
-                    )
-                ).alias("positions"),
-            )
-            .filter(col("n") > 1),
-        )
-
-        # 3. [by position]
-        out.anomaly(
-            "inconsistent-offsets",
-            sightings.groupBy("topic", "partition", "offset")
-            .agg(
-                F.count(F.lit(1)).alias("n"),
-                F.min("s.index").alias("index"),
-                F.sort_array(
-                    F.collect_list(
-                        F.struct("value", col("s.index").alias("index"), col("s.process").alias("process"))
-                    )
-                ).alias("values"),
-            )
-            .filter(col("n") > 1),
-        )
-
-        # 4. [by process] Reads in order between position resets (their epoch, from the conversion),
-        # and acks in order (epoch -1): one window.
-        ordered = reads.select(
-            "process",
-            "epoch",
-            "topic",
-            "partition",
-            "index",
-            "pos",
-            "offset",
-            F.lit(None).cast("long").alias("value"),
-        ).unionByName(
-            sends.filter(col("acked")).select(
-                "process",
-                F.lit(-1).cast("long").alias("epoch"),
-                "topic",
-                "partition",
-                "index",
-                F.lit(0).alias("pos"),
-                "offset",
-                "value",
-            )
-        )
-        wp = Window.partitionBy("process", "epoch", "topic", "partition").orderBy("index", "pos")
-        pairs = self._cache(
-            ordered.select(
-                "*",
-                F.lag("offset").over(wp).alias("prev_offset"),
-                F.lag("index").over(wp).alias("prev_index"),
-                F.lag("value").over(wp).alias("prev_value"),
-            ).filter(
-                col("prev_offset").isNotNull()
-                & (
-                    (
-                        (col("epoch") >= 0)
-                        & ((col("offset") > col("prev_offset") + 1) | (col("offset") <= col("prev_offset")))
-                    )
-                    | ((col("epoch") < 0) & (col("offset") < col("prev_offset")))
-                )
-            )
-        )
-        polled = pairs.filter(col("epoch") >= 0)
-        out.anomaly(
-            "poll-skip",
-            polled.filter(col("offset") > col("prev_offset") + 1).withColumn(
-                "skipped", col("offset") - col("prev_offset") - 1
-            ),
-        )
-        out.anomaly("nonmonotonic-poll", polled.filter(col("offset") <= col("prev_offset")))
-        out.anomaly("nonmonotonic-send", pairs.filter(col("epoch") < 0))
-
+        read = col("n_read") > 0
+        flags = {
+            name: F.coalesce(flag, F.lit(False))
+            for name, flag in {
+                "aborted": read & (col("status") == FAIL),
+                "phantom": read & col("status").isNull(),
+                "never_read": ~read & (col("n_ack") > 0),
+                "duplicate": (col("tp") != col("tp_hi")) | (col("offset") != col("offset_hi")),
+            }.items()
+        }
+        value_figures: dict[str, tuple[Column, Column | None]] = {
+            f"values:{k}": (c, None) for k, c in flags.items()
+        }
+        out.aggregate(values, value_figures)
+        out.aggregate_sum(values, "never_read_acks", F.when(flags["never_read"], col("n_ack")))
         counts, firsts, anomalies = out.collect()
+
+        # --- Action 2: by position, and the examples of the per-value anomalies ----------------
+        out = _Gather()
+        n = {k: counts.get(f"values:{k}", 0) for k in flags}
+        candidates = n["aborted"] + n["phantom"] + n["never_read"] + n["duplicate"]
+        acks = operations.filter(ack).select(
+            "value", "tp", "topic", "partition", "offset", "index", "process", "invoke_index", "time"
+        )
+        sighted = reads.select("value", "tp", "topic", "partition", "offset", "index", "pos", "process")
+        if candidates:
+            cand = self._broadcast_if_small(
+                values.filter(
+                    flags["aborted"] | flags["phantom"] | flags["never_read"] | flags["duplicate"]
+                ).select("value", *[flags[k].alias(k) for k in flags]),
+                candidates,
+            )
+            cand_reads = self._cache(sighted.join(cand, "value"))
+            cand_acks = self._cache(acks.join(cand, "value"))
+        if n["aborted"] or n["phantom"]:
+            first_read = (
+                cand_reads.filter(col("aborted") | col("phantom"))
+                .groupBy("value", "aborted")
+                .agg(F.min(F.struct("index", "pos", "process", "topic", "partition", "offset")).alias("r"))
+                .select("value", "aborted", "r.*")
+            )
+            out.anomaly("phantom", first_read.filter(~col("aborted")))
+            fails = operations.filter(is_send & (col("outcome") == "fail")).join(
+                self._broadcast_if_small(values.filter(flags["aborted"]).select("value"), n["aborted"]),
+                "value",
+            )
+            first_fail = fails.groupBy("value").agg(
+                F.min("index").alias("send_index"), F.min_by("process", "index").alias("send_process")
+            )
+            out.anomaly("aborted-read", first_read.filter(col("aborted")).join(first_fail, "value", "left"))
+        if n["never_read"]:
+            # max_read(tp): the largest offset read, and the smallest poll index that read it.
+            top = reads.groupBy("tp").agg(F.max("offset").alias("max_read_offset"))
+            max_read = (
+                reads.join(F.broadcast(top), "tp")
+                .filter(col("offset") == col("max_read_offset"))
+                .groupBy("tp", "max_read_offset")
+                .agg(F.min("index").alias("max_read_index"))
+            )
+            never_read = cand_acks.filter(col("never_read")).join(F.broadcast(max_read), "tp", "left")
+            lost = never_read.filter(col("max_read_offset") > col("offset"))
+            out.anomaly("lost-write", lost)
+            out.anomaly(
+                "unseen",
+                never_read.filter(
+                    col("max_read_offset").isNull() | (col("max_read_offset") <= col("offset"))
+                ),
+            )
+            out.grouped("lost_second:", lost, (col("time") / 1_000_000_000).cast("long"))
+        # The first sighting of each (value, position) of the values sighted at several positions.
+        positions = values.filter(~flags["duplicate"] & col("tp").isNotNull()).select("tp", "offset", "value")
+        if n["duplicate"]:
+            sightings = (
+                cand_acks.filter(col("duplicate"))
+                .select("value", "tp", "topic", "partition", "offset", "index", "process")
+                .unionByName(
+                    cand_reads.filter(col("duplicate")).select(
+                        "value", "tp", "topic", "partition", "offset", "index", "process"
+                    )
+                )
+                .groupBy("value", "tp", "topic", "partition", "offset")
+                .agg(F.min("index").alias("s_index"), F.min_by("process", "index").alias("s_process"))
+            )
+            sightings = self._cache(sightings)
+            out.anomaly(
+                "duplicate",
+                sightings.groupBy("value").agg(
+                    F.min("s_index").alias("index"),
+                    F.sort_array(
+                        F.collect_list(
+                            F.struct(
+                                "topic",
+                                "partition",
+                                "offset",
+                                col("s_index").alias("index"),
+                                col("s_process").alias("process"),
+                            )
+                        )
+                    ).alias("positions"),
+                ),
+            )
+            positions = positions.unionByName(sightings.select("tp", "offset", "value"))
+        # [by position] Positions sighted with two or more distinct values (each value once here).
+        inconsistent = self._cache(
+            positions.groupBy("tp", "offset")
+            .agg(F.min("value").alias("lo"), F.max("value").alias("hi"))
+            .filter(col("lo") != col("hi"))
+            .select("tp", "offset")
+        )
+        out.aggregate(inconsistent, {"inconsistent": (F.lit(True), None)})
+        counts2, _, anomalies2 = out.collect()
+        counts.update(counts2)
+        anomalies.update(anomalies2)
+
+        # --- Action 3: examples of inconsistent offsets, when there are any --------------------
+        n_inconsistent = counts.get("inconsistent", 0)
+        if n_inconsistent:
+            out = _Gather()
+            at = self._broadcast_if_small(inconsistent, n_inconsistent)
+            seen = (
+                acks.select("value", "tp", "topic", "partition", "offset", "index", "process")
+                .join(at, ["tp", "offset"])
+                .unionByName(
+                    sighted.select("value", "tp", "topic", "partition", "offset", "index", "process").join(
+                        at, ["tp", "offset"]
+                    )
+                )
+                .groupBy("tp", "topic", "partition", "offset", "value")
+                .agg(F.min("index").alias("s_index"), F.min_by("process", "index").alias("s_process"))
+            )
+            out.anomaly(
+                "inconsistent-offsets",
+                seen.groupBy("tp", "topic", "partition", "offset").agg(
+                    F.min("s_index").alias("index"),
+                    F.sort_array(
+                        F.collect_list(
+                            F.struct(
+                                "value", col("s_index").alias("index"), col("s_process").alias("process")
+                            )
+                        )
+                    ).alias("values"),
+                ),
+            )
+            _, _, anomalies3 = out.collect()
+            anomalies.update(anomalies3)
+
         counts["ops"] = self.ops
         counts["orphans"] = self.orphans
         firsts["orphans"] = self.first_orphan

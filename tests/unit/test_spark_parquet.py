@@ -6,11 +6,16 @@ import json
 import os
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from checkers.histories import HistoryBuilder
 from checkers.parquet import cache_dir_for, convert
 from workloads.history import iter_ops
+
+# Topic-partition ids: topics numbered by first appearance (t1, then t0), * 2**32 + partition + 2**31.
+T1_2 = 0 * 2**32 + 2 + 2**31
+T0_0 = 1 * 2**32 + 0 + 2**31
 
 
 def _lines(b: HistoryBuilder) -> list[str]:
@@ -44,6 +49,10 @@ def test_operations_and_reads(tmp_path: Path) -> None:
         "bad_records": False,
         "outcome": "ok",
         "next_index": 1,
+        "tp": T1_2,
+        "prev_index": None,
+        "prev_offset": None,
+        "prev_value": None,
     }
     assert by_invoke[10]["outcome"] == "open" and by_invoke[10]["next_index"] == 11  # superseded
     assert by_invoke[11]["outcome"] == "open" and by_invoke[11]["next_index"] is None  # open at the end
@@ -59,6 +68,9 @@ def test_operations_and_reads(tmp_path: Path) -> None:
             "offset": 3,
             "value": 7,
             "epoch": 0,
+            "tp": T1_2,
+            "prev_offset": None,
+            "prev_index": None,
         },
         {
             "index": 5,
@@ -69,6 +81,9 @@ def test_operations_and_reads(tmp_path: Path) -> None:
             "offset": 9,
             "value": 8,
             "epoch": 0,
+            "tp": T0_0,
+            "prev_offset": None,
+            "prev_index": None,
         },
         {
             "index": 9,
@@ -79,6 +94,9 @@ def test_operations_and_reads(tmp_path: Path) -> None:
             "offset": 10,
             "value": 9,
             "epoch": 1,
+            "tp": T0_0,
+            "prev_offset": None,  # the assign between forgot the position
+            "prev_index": None,
         },
     ]
     assert converted.problems == [] and converted.ops == 12 and converted.reads == 3
@@ -145,3 +163,9 @@ def test_big_chunks_fast_path_matches_iter_ops(tmp_path: Path) -> None:
     assert sorted(table.column("invoke_index").to_pylist()) == invocations
     assert set(table.column("outcome").to_pylist()) == {"ok"}
     assert converted.reads == 300 and converted.orphans == 0
+    # Links across chunks: each read follows the process's previous read, each ack its previous ack.
+    reads = pq.read_table(converted.reads_path).to_pylist()
+    assert [r["prev_offset"] for r in reads] == [None, *list(range(299))]
+    acks = sorted(table.filter(pc.equal(table.column("f"), "send")).to_pylist(), key=lambda r: r["offset"])
+    assert [a["prev_offset"] for a in acks] == [None] * 5 + list(range(295))
+    assert [a["prev_value"] for a in acks] == [None] * 5 + list(range(295))
