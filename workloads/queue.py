@@ -15,9 +15,11 @@ process its own producer, replaced on a crash, as Jepsen's clients do.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from harness.config import TestConfig
@@ -282,19 +284,17 @@ def _run_in_threads(
         Slot(gen, driver, journal, config.rate, shared)
         for gen in slot_generators(config.seed, config.concurrency, config.topics, config.partitions)
     ]
-    threads = [
-        threading.Thread(target=slot.run, args=(stop_event,), name=f"client-{slot.gen.slot}", daemon=True)
-        for slot in slots
-    ]
+    finished: list[threading.Event] = []
     try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        for slot in slots:
+            finished.append(_start_thread(functools.partial(slot.run, stop_event), f"client-{slot.gen.slot}"))
+        for done in finished:
+            _wait(done)
     finally:
+        # Ctrl-C or an error: every slot finishes the operation in flight and journals it.
         stop_event.set()
-        for t in threads:
-            t.join()
+        for done in finished:
+            _wait(done)
         if shared is not None:
             shared.close()
 
@@ -310,17 +310,62 @@ def _run_in_workers(
     shared_producer: bool,
 ) -> None:
     pool = WorkerPool(config, bootstrap, history, stats, numbers, count, shared_producer)
+    failures: list[BaseException] = []
+
+    def journal() -> None:
+        """The controller's side, in its own thread: a Ctrl-C (delivered to the main thread) can
+        never interrupt it between writing a line and tracking or acknowledging it."""
+        try:
+            pool.start(stop_event)
+            pool.serve(stop_event)
+        except BaseException as e:
+            log.info("client workers failed: %r", e, exc_info=True)
+            failures.append(e)
+            stop_event.set()
+            try:
+                pool.stop()
+            except BaseException:
+                pool.kill()
+
+    done = _start_thread(journal, "journal")
     try:
-        pool.start(stop_event)
-        pool.serve(stop_event)
+        _wait(done)
     except BaseException:
-        # Ctrl-C or a failure: the operations in flight still get their completions (a second
-        # interruption kills the workers; what they left open ends `info`).
+        # Ctrl-C: the workers finish the operations in flight; a second one kills them (what they
+        # left open ends `info`).
         stop_event.set()
         try:
-            pool.stop(kill=pool.stopping)
+            _wait(done)
         except BaseException:
-            pool.stop(kill=True)
+            pool.kill()
+            _wait(done)
         raise
+    if failures:
+        raise failures[0]
     if pool.error is not None:
         raise pool.error
+
+
+def _start_thread(target: Callable[[], None], name: str) -> threading.Event:
+    """Start a daemon thread; the event is set when it has finished.
+
+    Waiting on the event rather than joining: on Python 3.11, a join interrupted by Ctrl-C can mark
+    a thread that is still running as finished, and the caller would go on (and close the history)
+    under its feet.
+    """
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            target()
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return done
+
+
+def _wait(done: threading.Event) -> None:
+    """Wait in short steps, so that a Ctrl-C reaches this (main) thread at once."""
+    while not done.wait(0.2):
+        pass

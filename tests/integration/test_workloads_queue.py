@@ -209,6 +209,36 @@ def test_history_survives_a_controller_killed_with_sigkill(cluster: LocalCluster
     assert len(summary.open_invocations) <= 5
 
 
+@pytest.mark.timeout(240)
+def test_ctrl_c_completes_every_operation_in_flight(cluster: LocalCluster, tmp_path: Path) -> None:
+    """SIGINT (to the whole process group, as a terminal sends it): the slots finish what they
+    started, every invoke has its completion, the workers are gone."""
+    path = tmp_path / "history.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CONTROLLER, str(path), cluster.bootstrap],
+        env=env,
+        cwd=REPO,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and _complete_lines(path) < 100:
+            assert proc.poll() is None, "the controller exited early"
+            time.sleep(0.1)
+        assert _workers_of(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert _workers_of(proc.pid) == []
+    summary = pair_problems(path)
+    assert summary.complete and not summary.open_invocations, (summary.problems[:3], summary.open_invocations)
+
+
 @pytest.mark.timeout(120)
 def test_killed_worker_ends_its_open_ops_info(cluster: LocalCluster, tmp_path: Path) -> None:
     config = _config("kafka-python", seed=21, concurrency=4, rate=400.0)
