@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import io
 import random
+import re
 import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from harness.config import TestConfig
@@ -19,6 +21,7 @@ from workloads import queue as queue_module
 from workloads.clients.base import ClientError, Record, SendOutcome, TopicPartition
 from workloads.drain import final_drain
 from workloads.history import HistoryWriter, iter_ops, pair_problems
+from workloads.journal import encode
 from workloads.progress import LiveProgress
 from workloads.queue import run_workload
 
@@ -200,3 +203,22 @@ def test_progress_shows_counts_and_faults() -> None:
     assert "acked 1" in text and "unknown 1" in text and "partition n1|n2,n3" in text
     progress.set_faults(lambda: 1 / 0)  # type: ignore[arg-type,return-value]
     assert progress.faults_text().startswith("?")
+
+
+def test_encoded_ops_are_written_as_append_writes_them(tmp_path: Path) -> None:
+    """Client worker processes encode their ops; the controller's writer only stamps them."""
+    op = {"process": 3, "type": "ok", "f": "poll", "records": [{"topic": "t0", "partition": 1, "offset": 4}]}
+    with (
+        HistoryWriter(tmp_path / "a.jsonl", start_ns=0) as a,
+        HistoryWriter(tmp_path / "b.jsonl", start_ns=0) as b,
+    ):
+        a.append(op)
+        assert b.append_encoded(encode(op)) == 0
+    line_a = (tmp_path / "a.jsonl").read_text()
+    line_b = (tmp_path / "b.jsonl").read_text()
+    strip = re.compile(r'"time":\d+')
+    assert strip.sub("", line_a) == strip.sub("", line_b)
+    for bad in ("", "{}", "[1]", '{"a":1}\n{"b":2}'):
+        with HistoryWriter(tmp_path / "c.jsonl") as c, pytest.raises(ValueError):
+            c.append_encoded(bad)
+    assert (tmp_path / "c.jsonl").read_text() == ""
