@@ -26,7 +26,14 @@ from clusters.sut import HasLeaders
 from harness.errors import BadInput
 from nemesis import conditions, net, schedule
 from nemesis.packages import PACKAGES, Active, Context, NoTarget, Package, PlanEnv, lookup
-from nemesis.packages.process import FAILOVER, ROLLING, failover_targets, rolling_order, start_node
+from nemesis.packages.process import (
+    FAILOVER,
+    FAILOVERS,
+    ROLLING,
+    failover_targets,
+    rolling_order,
+    start_node,
+)
 from nemesis.state import FaultLedger, default_state_dir, run_recipe
 
 log = logging.getLogger(__name__)
@@ -179,7 +186,7 @@ class Nemesis:
             self._start_or_resume(step)
         elif "do" in step and step.get("target") == ROLLING:
             self._rolling(step, stop)
-        elif step.get("do") == "kill" and step.get("target") == FAILOVER:
+        elif step.get("do") == "kill" and step.get("target") in FAILOVERS:
             self._failover(step, stop)
         elif "do" in step:
             self.apply(step)
@@ -232,31 +239,41 @@ class Nemesis:
                 self._start_or_resume({"do": "start", "target": name})
 
     def _failover(self, step: dict[str, Any], stop: threading.Event) -> None:
-        """A rapid double failover: kill a partition's leader and, half a session timeout later
-        (before the cluster has noticed the leader gone), the in-sync replica it will fail over to.
+        """A partition's leader dies and the cluster fails over to a replica that lacks records.
 
-        When the leader's session expires the controller elects the successor, still registered
-        but dead; the surviving replicas become its followers (before KIP-101 they truncate to
-        their high watermark, which lags the leader's by a fetch) and cannot fetch; when the
-        successor's session expires a survivor is elected with what it kept. Half the session
-        timeout apart, the two expiries cannot fall on the same ZooKeeper tick (a client touches
-        its session every third of the timeout), so the controller sees them one at a time, as
-        KIP-101's "rapid double failover". Both stay down until healed.
+        `failover`, a rapid double failover: kill the leader and, half a session timeout later
+        (before the cluster has noticed the leader gone), the in-sync replica it will fail over to
+        (its successor). When the leader's session expires the controller elects the successor,
+        still registered but dead; the surviving replicas become its followers (before KIP-101
+        they truncate to their high watermark, which lags the leader's by a fetch) and cannot
+        fetch; when the successor's session expires a survivor is elected with what it kept. Half
+        the session timeout apart, the two expiries cannot fall on the same ZooKeeper tick (a
+        client touches its session every third of the timeout), so the controller sees them one
+        at a time, as KIP-101's "rapid double failover". Both stay down until healed.
+
+        `stalled-failover`: freeze the successor, kill the leader a quarter of a session timeout
+        later, and thaw the successor at half of it (before its own session can expire, so it is
+        still registered and in the ISR). Meanwhile the leader acknowledged what only it and the
+        other follower have (acks=1, or min.insync.replicas=1); when its session expires the
+        successor is elected without those records. With acks=all and min.insync.replicas=2 the
+        leader acknowledges nothing while the successor is frozen. The leader stays down until
+        healed.
         """
+        target = str(step.get("target"))
         topic, partition = self.ctx.topic_partition(step)
         try:
             states = self.ctx.sut.partition_state()
             controller = self.ctx.sut.controller()
         except Exception as e:  # noqa: BLE001 - a cluster in flux: no target now
-            log.info("nemesis: failover cannot read the partition states: %s", e)
+            log.info("nemesis: %s cannot read the partition states: %s", target, e)
             states, controller = {}, None
         chosen = failover_targets(states, controller, (topic, partition))
         with self._lock:
             self._counter += 1
-            failover_id = f"failover-{self._counter}"
+            failover_id = f"{target}-{self._counter}"
         extra = {k: v for k, v in step.items() if k not in ("do", "target", "pick", "topic", "partition")}
         if chosen is None:
-            request = {**extra, "target": FAILOVER, "topic": topic, "partition": partition}
+            request = {**extra, "target": target, "topic": topic, "partition": partition}
             with self._lock:
                 self._counter += 1
                 fault_id = f"kill-{self._counter}"
@@ -269,22 +286,37 @@ class Nemesis:
             )
             return
         (chosen_topic, chosen_partition), leader, successor = chosen
-        delay = round(self._session_s() / 2, 3)
-        info = {"id": failover_id, "leader": leader, "successor": successor, "delay_s": delay}
-        where = {"topic": chosen_topic, "partition": chosen_partition}
-        for i, name in enumerate((leader, successor)):
-            if i and (stop.wait(delay) or self._closing):
+        session = self._session_s()
+        where = {"topic": chosen_topic, "partition": chosen_partition, "pick": step.get("pick", 0)}
+        info = {"id": failover_id, "leader": leader, "successor": successor}
+        if target == FAILOVER:
+            delay = round(session / 2, 3)
+            for i, name in enumerate((leader, successor)):
+                if i and (stop.wait(delay) or self._closing):
+                    return
+                self.apply(
+                    {
+                        **extra,
+                        "do": "kill",
+                        "target": name,
+                        **where,
+                        FAILOVER: {**info, "delay_s": delay, "step": i},
+                    }
+                )
+            return
+        frozen = self.apply(
+            {**extra, "do": "pause", "target": successor, **where, target: {**info, "step": 0}}
+        )
+        try:
+            if stop.wait(round(session / 4, 3)) or self._closing:
                 return
-            self.apply(
-                {
-                    **extra,
-                    "do": "kill",
-                    "target": name,
-                    **where,
-                    "failover": {**info, "step": i},
-                    "pick": step.get("pick", 0),
-                }
-            )
+            self.apply({**extra, "do": "kill", "target": leader, **where, target: {**info, "step": 1}})
+            stop.wait(round(session / 4, 3))
+        finally:
+            if frozen is not None:
+                with self._lock:
+                    if frozen.id in self._active:
+                        self._heal_one(frozen)
 
     def apply(self, step: dict[str, Any]) -> Active | None:
         package = lookup(str(step["do"]))

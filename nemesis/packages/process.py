@@ -4,7 +4,8 @@ Targets: one, minority, majority, all, a partition's leader or followers, the co
 named nodes; kill and restart also `rolling` (every broker, one after another, each next one as
 soon as the previous has re-registered: the Nemesis runs it, see `rolling_order`); kill also
 `failover` (a partition's leader, then, before the cluster has noticed, the replica it fails over
-to: a rapid double failover, see `failover_targets`). Pause uses the SUT's own pause when it has
+to: a rapid double failover, see `failover_targets`) and `stalled-failover` (the leader dies while
+that replica is frozen, which is thawed before its session expires). Pause uses the SUT's own pause when it has
 one, else the node's cgroup freeze (`pause_daemon`), else SIGSTOP to the broker daemon.
 """
 
@@ -41,15 +42,26 @@ def _resolve(ctx: Context, step: dict[str, Any], pick: random.Random, default: A
 
 ROLLING = "rolling"
 FAILOVER = "failover"
+STALLED_FAILOVER = "stalled-failover"
+# Targets the Nemesis runs as sequences of its own (a partition's leader and its successor).
+FAILOVERS = (FAILOVER, STALLED_FAILOVER)
 
 # How often a bare `kill` / `restart` draws each target. Data is lost when a partition fails over
 # twice in quick succession (the replicas that follow the first new leader truncate — before
 # KIP-101 to their high watermark, which lags the leader's — and the second failover elects one of
 # them: `failover`), when several replicas crash together (each restarts from its own checkpoints,
 # and the cluster fails over to one of them), when a leader dies while its followers lag, and when
-# brokers are restarted one after another. One random node or a minority rarely loses anything
-# with three replicas, so those are drawn less often (but still drawn).
-BUG_FINDING_WEIGHTS: dict[str, int] = {FAILOVER: 8, "all": 4, "majority": 3, "leader": 2, ROLLING: 2}
+# brokers are restarted one after another; with acks=1 (or min.insync.replicas=1), when the leader
+# dies while the replica it fails over to lags (`stalled-failover`). One random node or a minority
+# rarely loses anything with three replicas, so those are drawn less often (but still drawn).
+BUG_FINDING_WEIGHTS: dict[str, int] = {
+    FAILOVER: 8,
+    "all": 4,
+    "majority": 3,
+    STALLED_FAILOVER: 3,
+    "leader": 2,
+    ROLLING: 2,
+}
 
 
 class _Targeted(Package):
@@ -72,21 +84,21 @@ class _Targeted(Package):
             if not ctx.names:
                 raise BadInput(f"{self.name}: a rolling {self.name} needs at least one node")
             return
-        if target == FAILOVER and FAILOVER in self.qualifiers:
+        if target in FAILOVERS and target in self.qualifiers:
             if len(ctx.names) < 3:
                 raise BadInput(
-                    f"{self.name}: a failover {self.name} needs at least 3 nodes (a leader, the "
+                    f"{self.name}: a {target} {self.name} needs at least 3 nodes (a leader, the "
                     f"replica it fails over to, and a survivor); the cluster has {len(ctx.names)}"
                 )
-            targets.check("leader", ctx.names, ctx.sut, f"{self.name}: failover")
+            targets.check("leader", ctx.names, ctx.sut, f"{self.name}: {target}")
             return
         targets.check(target, ctx.names, ctx.sut, f"{self.name}")
 
     def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
-        wanted = [q for q in self.default_qualifiers if q not in (ROLLING, FAILOVER)]
+        wanted = [q for q in self.default_qualifiers if q != ROLLING and q not in FAILOVERS]
         usable = targets.possible(env.names, env.has_leaders, wanted)
-        if FAILOVER in self.default_qualifiers and env.has_leaders and len(env.names) >= 3:
-            usable.append(FAILOVER)
+        if env.has_leaders and len(env.names) >= 3:
+            usable += [q for q in FAILOVERS if q in self.default_qualifiers]
         if ROLLING in self.default_qualifiers and env.names:
             usable.append(ROLLING)
         return usable
@@ -99,7 +111,7 @@ class _Targeted(Package):
     def plan(self, rng: random.Random, env: PlanEnv, qualifier: str | None) -> dict[str, Any]:
         target = qualifier or self.draw(rng, env)
         step: dict[str, Any] = {"do": self.name, "target": target}
-        if target in targets.NEEDS_PARTITION or target == FAILOVER:
+        if target in targets.NEEDS_PARTITION or target in FAILOVERS:
             step.update(topic_partition_draw(rng, env))
         return step
 
@@ -150,8 +162,8 @@ def _need_killable(ctx: Context, what: str) -> None:
 class Kill(_Targeted):
     name = "kill"
     crashes = True
-    qualifiers = (*targets.TARGETS, ROLLING, FAILOVER)
-    default_qualifiers = (*_Targeted.default_qualifiers, ROLLING, FAILOVER)
+    qualifiers = (*targets.TARGETS, ROLLING, *FAILOVERS)
+    default_qualifiers = (*_Targeted.default_qualifiers, ROLLING, *FAILOVERS)
     weights = BUG_FINDING_WEIGHTS
     f = "kill"
     heal_f = "start"

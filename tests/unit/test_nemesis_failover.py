@@ -17,7 +17,7 @@ import pytest
 from harness.errors import BadInput
 from nemesis import build_nemesis
 from nemesis.packages import PACKAGES, PlanEnv
-from nemesis.packages.process import BUG_FINDING_WEIGHTS, FAILOVER, failover_targets
+from nemesis.packages.process import BUG_FINDING_WEIGHTS, FAILOVER, STALLED_FAILOVER, failover_targets
 from tests.unit.test_nemesis_core import FakeSut, cluster, config
 from workloads.history import HistoryWriter, iter_ops, pair_problems
 
@@ -185,3 +185,54 @@ def test_brokers_ready_asks_every_node() -> None:
     assert conditions.brokers_ready(nem.ctx, {"wait_until": "brokers-ready"})[0]
     assert sut.asked == ["n1", "n2", "n3"]
     conditions.check(nem.ctx, {"wait_until": "brokers-ready"})
+
+
+def test_stalled_failover_freezes_the_successor_kills_the_leader_and_thaws_it(tmp_path: Path) -> None:
+    sut = IsrSut(
+        {("t0", 0): ("n2", ["n2", "n1", "n3"]), ("t0", 1): ("n3", ["n3", "n2", "n1"])}, controller="n3"
+    )
+    path = tmp_path / "h.jsonl"
+    history = HistoryWriter(path)
+    nem = build_nemesis(
+        config(zookeeper_session_timeout_ms=400), cluster(3, sut=sut), history, random.Random(1), tmp_path
+    )
+    nem.execute(
+        {"do": "kill", "target": STALLED_FAILOVER, "topic": "t0", "partition": 0, "pick": 5},
+        threading.Event(),
+    )
+    assert sut.events == [("pause", "n1"), ("kill", "n2"), ("resume", "n1")]
+    assert [a["nodes"] for a in nem.active_faults()] == [["n2"]]  # the leader stays down until healed
+    nem.heal()
+    history.close()
+    assert pair_problems(path).complete
+    ops = list(iter_ops(path))
+    assert [(o["type"], o["f"]) for o in ops][:6] == [
+        ("invoke", "pause"),
+        ("ok", "pause"),
+        ("invoke", "kill"),
+        ("ok", "kill"),
+        ("invoke", "resume"),
+        ("ok", "resume"),
+    ]
+    steps = [
+        o["value"][STALLED_FAILOVER] for o in ops if o["type"] == "invoke" and o["f"] in ("pause", "kill")
+    ]
+    assert (
+        [s["step"] for s in steps] == [0, 1] and steps[0]["successor"] == "n1" and steps[0]["leader"] == "n2"
+    )
+    pause_ok = next(o for o in ops if o["type"] == "ok" and o["f"] == "pause")
+    kill_ok = next(o for o in ops if o["type"] == "ok" and o["f"] == "kill")
+    resume = next(o for o in ops if o["type"] == "invoke" and o["f"] == "resume")
+    assert kill_ok["time"] - pause_ok["time"] >= 0.09e9 and resume["time"] - kill_ok["time"] >= 0.09e9
+
+
+def test_stalled_failover_is_drawn_and_thaws_when_stopped(tmp_path: Path) -> None:
+    rng = random.Random(6)
+    drawn = Counter(PACKAGES["kill"].plan(rng, ENV, None)["target"] for _ in range(2000))
+    assert drawn[STALLED_FAILOVER] > 1.5 * drawn["one"]
+    sut = IsrSut({("t0", 0): ("n2", ["n2", "n1", "n3"])}, controller="n3")
+    nem = build_nemesis(config(), cluster(3, sut=sut), None, random.Random(1), tmp_path)
+    stop = threading.Event()
+    stop.set()
+    nem.execute({"do": "kill", "target": STALLED_FAILOVER, "topic": "t0", "partition": 0, "pick": 5}, stop)
+    assert sut.events == [("pause", "n1"), ("resume", "n1")]

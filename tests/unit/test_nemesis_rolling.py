@@ -17,7 +17,7 @@ import pytest
 from harness.errors import BadInput
 from nemesis import build_nemesis
 from nemesis.packages import PACKAGES, PlanEnv
-from nemesis.packages.process import BUG_FINDING_WEIGHTS, FAILOVER, ROLLING
+from nemesis.packages.process import BUG_FINDING_WEIGHTS, FAILOVER, ROLLING, STALLED_FAILOVER
 from tests.unit.test_nemesis_core import FakeSut, cluster, config
 from workloads.history import HistoryWriter, iter_ops, pair_problems
 
@@ -60,6 +60,7 @@ def test_kill_draw_favours_the_targets_that_find_bugs() -> None:
         "followers",
         ROLLING,
         FAILOVER,
+        STALLED_FAILOVER,
     }
     for strong in (FAILOVER, "all", "majority", "leader", ROLLING):
         assert BUG_FINDING_WEIGHTS[strong] > 1
