@@ -218,9 +218,9 @@ def _report(r: dict[str, Any], load_before: str) -> str:
     c = r["counts"]
     sends, polls = c.get("send", {}), c.get("poll", {})
     cpu = r.get("cpu_ms_per_op")
+    workers = f", client workers {cpu['workers']:.2f} ms" if cpu and r["workers"] else ""
     cpu_line = (
-        f"  CPU per operation: controller {cpu['controller']:.2f} ms, client workers "
-        f"{cpu['workers']:.2f} ms, brokers {cpu['brokers']:.2f} ms\n"
+        f"  CPU per operation: controller {cpu['controller']:.2f} ms{workers}, brokers {cpu['brokers']:.2f} ms\n"
         if cpu
         else ""
     )
