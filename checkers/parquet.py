@@ -47,7 +47,7 @@ from workloads.history import CLIENT_FS, NEMESIS_PROCESS, OP_TYPES, ReadProblem,
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 5
 CHUNK_BYTES = 32 << 20
 _NEMESIS_SENTINEL = -(2**62)
 _NEMESIS_KEYS = (b'"process":"nemesis"', b'"process": "nemesis"')
@@ -103,6 +103,10 @@ class Converted:
     orphans: int = 0  # completions without an invocation
     first_orphan: int | None = None
     reused: bool = False
+    # Outcome counts and malformed operations (see `Figures`): {"counts": {...}, "firsts": {...}}.
+    figures: dict[str, Any] = field(default_factory=dict)
+    # Topic names by topic id (`tp` >> 32).
+    topics: list[str] = field(default_factory=list)
 
     @property
     def operations_path(self) -> Path:
@@ -142,6 +146,8 @@ def convert(history: str | os.PathLike[str], dest: Path | None = None, *, force:
             "orphans": pairing.orphans,
             "first_orphan": pairing.first_orphan,
             "problems": [[p.line_no, p.reason, p.torn_tail] for p in problems],
+            "figures": counts.figures.as_dict(),
+            "topics": counts.topics,
         }
         (tmp / "meta.json").write_text(json.dumps(meta))
         if parent is not None:
@@ -166,6 +172,8 @@ def _from_meta(dest: Path, meta: dict[str, Any], reused: bool) -> Converted:
         int(meta["orphans"]),
         meta["first_orphan"],
         reused,
+        meta.get("figures", {}),
+        list(meta.get("topics", [])),
     )
 
 
@@ -505,10 +513,15 @@ OPERATIONS_SCHEMA = pa.schema(
         ("prev_index", pa.int64()),
         ("prev_offset", pa.int64()),
         ("prev_value", pa.int64()),
+        ("f_code", pa.int8()),
+        ("outcome_code", pa.int8()),
     ]
 )
+# `f` and `outcome` again as small integers (their index in these), cheaper for Spark to compare.
+F_CODES = ("send", "poll", "assign", "crash")
+OUTCOME_CODES = ("ok", "fail", "info", "open")
 _TYPE_CODES = pa.array(["invoke", "ok", "fail", "info"])
-_F_CODES = pa.array(["send", "poll", "assign", "crash"])
+_F_CODES = pa.array(F_CODES)
 INVOKE, OK_, FAIL_, INFO_ = 0, 1, 2, 3
 SEND, POLL, ASSIGN, CRASH = 0, 1, 2, 3
 _CARRY_SCHEMA = pa.schema(
@@ -685,11 +698,10 @@ class _Pairing:
         def completion(name: str) -> pa.Array:
             return pc.if_else(completed, pc.take(both.column(name).combine_chunks(), nxt), none64)
 
-        outcomes = pa.array(["ok", "fail", "info", "open"])
+        outcomes = pa.array(OUTCOME_CODES)
         code = pc.filter(outcome_code, emit)
-        outcome = pc.take(
-            outcomes, pc.if_else(pc.less(code, 0), pa.scalar(3, pa.int8()), pc.subtract(code, 1))
-        )
+        outcome_index = pc.if_else(pc.less(code, 0), pa.scalar(3, pa.int8()), pc.subtract(code, 1))
+        outcome = pc.take(outcomes, outcome_index)
         return pa.table(
             {
                 "invoke_index": rows.column("index"),
@@ -710,6 +722,8 @@ class _Pairing:
                 "prev_index": pa.nulls(rows.num_rows, pa.int64()),
                 "prev_offset": pa.nulls(rows.num_rows, pa.int64()),
                 "prev_value": pa.nulls(rows.num_rows, pa.int64()),
+                "f_code": rows.column("f"),
+                "outcome_code": outcome_index.cast(pa.int8()),
             },
             schema=OPERATIONS_SCHEMA,
         )
@@ -737,9 +751,101 @@ class _Pairing:
                 "prev_index": none64,
                 "prev_offset": none64,
                 "prev_value": none64,
+                "f_code": open_.column("f"),
+                "outcome_code": pa.repeat(pa.scalar(3, pa.int8()), n),
             },
             schema=OPERATIONS_SCHEMA,
         )
+
+
+class Figures:
+    """The figures the checker reports besides anomalies, counted while converting (cheap here).
+
+    Keys and meanings are the Spark engine's (`checkers.spark_engine.spark_figures` computes the
+    same from Parquet for histories Spark converts): `op:<f>:<outcome>` counts, `open` and
+    `superseded` invocations, `acked`, `records_read`, and the `malformed:<what>` operations, each
+    with its first (smallest) index in `firsts`.
+    """
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.firsts: dict[str, Any] = {}
+
+    def _add(self, key: str, n: int) -> None:
+        self.counts[key] = self.counts.get(key, 0) + n
+
+    def _first(self, key: str, table: pa.Table, mask: pa.Array, by: str, make: Any) -> None:
+        mask = pc.fill_null(mask, False)
+        n = pc.sum(mask.cast(pa.int64())).as_py() or 0
+        if not n:
+            return
+        self._add(key, n)
+        rows = table.filter(mask)
+        row = rows.take(pc.sort_indices(rows.column(by)).slice(0, 1)).to_pylist()[0]
+        first = make(row)
+        best = self.firsts.get(key)
+        if best is None or _sort_key(first) < _sort_key(best):
+            self.firsts[key] = first
+
+    def add_operations(self, o: pa.Table) -> None:
+        if o.num_rows == 0:
+            return
+        grouped = o.group_by(["f", "outcome"]).aggregate([("invoke_index", "count")]).to_pylist()
+        for g in grouped:
+            if g["f"] in ("send", "poll", "assign"):
+                self._add(f"op:{g['f']}:{g['outcome']}", g["invoke_index_count"])
+        f, outcome = o.column("f"), o.column("outcome")
+        next_index = o.column("next_index")
+        self._first(
+            "open",
+            o,
+            pc.is_null(next_index),
+            "invoke_index",
+            lambda r: {"index": r["invoke_index"], "process": r["process"], "f": r["f"]},
+        )
+        self._first(
+            "superseded",
+            o,
+            pc.and_(pc.equal(outcome, "open"), pc.is_valid(next_index)),
+            "next_index",
+            lambda r: {"at": r["next_index"], "process": r["process"], "index": r["invoke_index"]},
+        )
+        send = pc.equal(f, "send")
+        self._first(
+            "malformed:send", o, pc.and_(send, pc.is_null(o.column("value"))), "invoke_index", _invoke
+        )
+        is_send = pc.and_(send, pc.is_valid(o.column("value")))
+        acked = pc.and_(pc.and_(is_send, pc.equal(outcome, "ok")), pc.greater_equal(o.column("offset"), 0))
+        self._first("malformed:ack", o, pc.and_(acked, pc.is_null(o.column("tp"))), "index", _index)
+        ok_acks = pc.fill_null(pc.and_(acked, pc.is_valid(o.column("tp"))), False)
+        self._add("acked", pc.sum(ok_acks.cast(pa.int64())).as_py() or 0)
+        bad_poll = pc.and_(pc.and_(pc.equal(f, "poll"), pc.equal(outcome, "ok")), o.column("bad_records"))
+        self._first("malformed:poll", o, bad_poll, "index", _index)
+
+    def add_reads(self, r: pa.Table) -> None:
+        if r.num_rows == 0:
+            return
+        well = pc.and_(
+            pc.and_(pc.is_valid(r.column("tp")), pc.is_valid(r.column("offset"))),
+            pc.is_valid(r.column("value")),
+        )
+        self._add("records_read", pc.sum(well.cast(pa.int64())).as_py() or 0)
+        self._first("malformed:record", r, pc.invert(well), "index", _index)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"counts": self.counts, "firsts": self.firsts}
+
+
+def _index(row: dict[str, Any]) -> Any:
+    return row["index"]
+
+
+def _invoke(row: dict[str, Any]) -> Any:
+    return row["invoke_index"]
+
+
+def _sort_key(first: Any) -> tuple[Any, ...]:
+    return tuple(first.values()) if isinstance(first, dict) else (first,)
 
 
 @dataclass
@@ -747,6 +853,8 @@ class _Counts:
     ops: int = 0
     operations: int = 0
     reads: int = 0
+    figures: Figures = field(default_factory=Figures)
+    topics: list[str] = field(default_factory=list)
 
 
 def _write(history: Path, dest: Path) -> tuple[_Counts, _Pairing, list[ReadProblem]]:
@@ -772,6 +880,8 @@ def _write(history: Path, dest: Path) -> tuple[_Counts, _Pairing, list[ReadProbl
                         reads_out.write_table(reads)
                     counts.operations += operations.num_rows
                     counts.reads += reads.num_rows
+                    counts.figures.add_operations(operations)
+                    counts.figures.add_reads(reads)
         except BaseException as e:  # handed to the parsing thread, which raises it
             failure.append(e)
             while queue.get() is not None:
@@ -796,4 +906,5 @@ def _write(history: Path, dest: Path) -> tuple[_Counts, _Pairing, list[ReadProbl
         thread.join()
     if failure:
         raise failure[0]
+    counts.topics = state.topics.known.to_pylist()
     return counts, state.pairing, problems

@@ -94,6 +94,8 @@ def check_history(
             converted.problems,
             converted.orphans,
             converted.first_orphan,
+            converted.figures or None,
+            converted.topics,
         )
     else:
         spark = _session(thread, box)
@@ -111,6 +113,8 @@ def check_history(
         problems=form.problems,
         orphans=form.orphans,
         first_orphan=form.first_orphan,
+        figures=form.figures,
+        topics=form.topics,
     )
     last_timings["check"] = time.monotonic() - checking
     last_timings["total"] = time.monotonic() - started

@@ -12,12 +12,12 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from checkers.parquet import FORMAT_VERSION
-from checkers.spark_engine import ParquetForm
+from checkers.parquet import F_CODES, FORMAT_VERSION, OUTCOME_CODES
+from checkers.spark_engine import ParquetForm, spark_figures
 from workloads.history import CLIENT_FS, OP_TYPES, ReadProblem
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +151,13 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
                 "next_index",
             )
         )
+
+        def code(column: str, names: tuple[str, ...]) -> Column:
+            return (F.array_position(F.array(*[F.lit(x) for x in names]), col(column)) - 1).cast("byte")
+
+        operations = operations.withColumn("f_code", code("f", F_CODES)).withColumn(
+            "outcome_code", code("outcome", OUTCOME_CODES)
+        )
         # Each ack's previous ack of its process on its partition (nonmonotonic-send).
         ack = (
             (col("f") == "send")
@@ -204,7 +211,10 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
         lines.unpersist()
     finally:
         df.unpersist()
+    figures = spark_figures(spark.read.parquet(dest + "/operations"), spark.read.parquet(dest + "/reads"))
     meta = {
+        "figures": figures,
+        "topics": names,
         "source_mtime": source_mtime,
         "version": FORMAT_VERSION,
         "bad": int(counts["bad"]),
@@ -229,4 +239,6 @@ def _form(dest: str, meta: dict[str, Any]) -> ParquetForm:
         [ReadProblem(0, meta["reason"])] * int(meta["bad"]),
         int(meta["orphans"]),
         meta["first_orphan"],
+        meta.get("figures"),
+        meta.get("topics"),
     )

@@ -38,6 +38,7 @@ from checkers.catalogue import (
     OutcomeCounts,
     empty_counts,
 )
+from checkers.parquet import F_CODES, OUTCOME_CODES
 from workloads.history import ReadProblem
 
 if TYPE_CHECKING:
@@ -56,13 +57,16 @@ class ParquetForm:
     problems: list[ReadProblem]
     orphans: int = 0
     first_orphan: int | None = None
+    figures: dict[str, Any] | None = None
+    topics: list[str] | None = None
 
 
 # Candidate sets up to this many rows are broadcast to the joins that gather their examples.
 BROADCAST_ROWS = 1_000_000
 
-# Status ranks, as in the reference: the best outcome over a value's send operations.
-FAIL, INFO, OK = 0, 1, 2
+# What happened to a value, as bits OR-ed over its sends and reads: its status (the best outcome
+# over its send operations, as in the reference: ok > info = open > fail) is its highest SENT_ bit.
+READ, ACKED, SENT_FAIL, SENT_INFO, SENT_OK = 1, 2, 4, 8, 16
 
 
 # Keep null fields in JSON payloads: examples carry None where the reference has None.
@@ -156,6 +160,22 @@ class _Gather:
             df.select(F.lit(name).alias("name"), _order_key(name).alias("k"), example.alias("e"))
         )
 
+    def either(self, cond: Column, yes: str, no: str, df: DataFrame) -> None:
+        """Rows of df are `yes` anomalies where cond holds, else `no` ones: one scan for two."""
+        from pyspark.sql import functions as F
+
+        assert BY_NAME[yes].order == BY_NAME[no].order
+        example = F.when(
+            cond, F.to_json(F.struct(*[F.col(f) for f in BY_NAME[yes].example_fields]), _JSON)
+        ).otherwise(F.to_json(F.struct(*[F.col(f) for f in BY_NAME[no].example_fields]), _JSON))
+        self.anomalies.append(
+            df.select(
+                F.when(cond, F.lit(yes)).otherwise(F.lit(no)).alias("name"),
+                _order_key(yes).alias("k"),
+                example.alias("e"),
+            )
+        )
+
     def collect(self) -> tuple[dict[str, int], dict[str, Any], dict[str, AnomalyResult]]:
         """(figures by key, first-payloads by key, anomalies by name)."""
         from pyspark.sql import Window
@@ -215,8 +235,12 @@ class SparkChecker:
         problems: list[ReadProblem],
         orphans: int = 0,
         first_orphan: int | None = None,
+        figures: dict[str, Any] | None = None,
+        topics: list[str] | None = None,
     ):
         self.spark = spark
+        self.figures = figures
+        self.topics = topics
         self.operations_path = operations_path
         self.reads_path = reads_path
         self.ops = ops
@@ -244,6 +268,22 @@ class SparkChecker:
 
         return F.broadcast(df) if rows <= BROADCAST_ROWS else df
 
+    def _topics(self, operations: DataFrame, reads: DataFrame) -> DataFrame:
+        """Topic names by topic id (`tp` >> 32), a tiny table joined to examples only."""
+        from pyspark.sql import functions as F
+
+        if self.topics is not None:
+            rows = list(enumerate(self.topics))
+            return self.spark.createDataFrame(rows, "topic_id LONG, topic STRING")
+        # (A Parquet form without the list: the ids are in the data.)
+        return (
+            operations.select("tp", "topic")
+            .unionByName(reads.select("tp", "topic"))
+            .filter(F.col("tp").isNotNull())
+            .select(F.shiftright("tp", 32).alias("topic_id"), "topic")
+            .distinct()
+        )
+
     def _run(self) -> EngineResult:
         from pyspark.sql import functions as F
 
@@ -251,115 +291,122 @@ class SparkChecker:
         spark = self.spark
         operations = spark.read.parquet(self.operations_path)
         reads_all = spark.read.parquet(self.reads_path)
+        topics = F.broadcast(self._cache(self._topics(operations, reads_all)))
 
-        # --- Action 1: figures, the per-process anomalies, and the per-value aggregate ----------
+        def named(df: DataFrame) -> DataFrame:
+            """df (with `tp`) with its topic and partition: examples name them."""
+            partition = (F.col("tp").bitwiseAND(F.lit(0xFFFFFFFF)) - F.lit(1 << 31)).cast("int")
+            return (
+                df.withColumn("topic_id", F.shiftright("tp", 32))
+                .join(topics, "topic_id", "left")
+                .withColumn("partition", partition)
+                .drop("topic_id")
+            )
+
+        # --- Action 1: the per-process anomalies, and the per-value aggregate --------------------
         out = _Gather()
-        is_send = (col("f") == "send") & col("value").isNotNull()
-        acked = (col("outcome") == "ok") & (col("offset") >= 0)
+        # Numeric columns only in the big scans (strings cost Spark more to read and compare).
+        is_send = (col("f_code") == F_CODES.index("send")) & col("value").isNotNull()
+        outcome = col("outcome_code")
+        acked = (outcome == OUTCOME_CODES.index("ok")) & (col("offset") >= 0)
         # An ack: an acked send with a topic and partition (`tp` is null without either).
         ack = is_send & acked & col("tp").isNotNull()
-        figures: dict[str, tuple[Column, Column | None]] = {}
-        for f in ("send", "poll", "assign"):
-            for o in ("ok", "fail", "info", "open"):
-                figures[f"op:{f}:{o}"] = ((col("f") == f) & (col("outcome") == o), None)
-        figures["open"] = (
-            col("next_index").isNull(),
-            F.struct(col("invoke_index").alias("index"), "process", "f"),
-        )
-        figures["superseded"] = (
-            (col("outcome") == "open") & col("next_index").isNotNull(),
-            F.struct(col("next_index").alias("at"), "process", col("invoke_index").alias("index")),
-        )
-        figures["malformed:send"] = ((col("f") == "send") & col("value").isNull(), col("invoke_index"))
-        figures["malformed:ack"] = (is_send & acked & col("tp").isNull(), col("index"))
-        figures["acked"] = (ack, None)
-        figures["malformed:poll"] = (
-            (col("f") == "poll") & (col("outcome") == "ok") & col("bad_records"),
-            col("index"),
-        )
-        out.aggregate(operations, figures)
         # nonmonotonic-send: the conversion linked each ack to its process's previous ack on its tp.
         out.anomaly(
             "nonmonotonic-send",
-            operations.filter(ack & col("prev_offset").isNotNull() & (col("offset") < col("prev_offset"))),
+            named(
+                operations.filter(
+                    ack & col("prev_offset").isNotNull() & (col("offset") < col("prev_offset"))
+                ).select(
+                    "index", "process", "tp", "offset", "value", "prev_index", "prev_offset", "prev_value"
+                )
+            ),
         )
-
-        # Reads: records of ok completions of polls; the well-formed ones count.
+        # Reads: records of ok completions of polls, the well-formed ones.
         well_formed = col("tp").isNotNull() & col("offset").isNotNull() & col("value").isNotNull()
-        out.aggregate(
-            reads_all, {"malformed:record": (~well_formed, col("index")), "records_read": (well_formed, None)}
-        )
         reads = reads_all.filter(well_formed)
         # poll-skip / nonmonotonic-poll: each read was linked to its process's previous read of its
         # tp in the same position epoch while converting.
         linked = col("prev_offset").isNotNull()
-        out.anomaly(
+        skip = col("offset") > col("prev_offset") + 1
+        out.either(
+            skip,
             "poll-skip",
-            reads.filter(linked & (col("offset") > col("prev_offset") + 1)).withColumn(
-                "skipped", col("offset") - col("prev_offset") - 1
+            "nonmonotonic-poll",
+            named(
+                reads.filter(linked & (skip | (col("offset") <= col("prev_offset")))).select(
+                    "index",
+                    "process",
+                    "tp",
+                    "offset",
+                    "prev_offset",
+                    "prev_index",
+                    (col("offset") - col("prev_offset") - 1).alias("skipped"),
+                )
             ),
         )
-        out.anomaly("nonmonotonic-poll", reads.filter(linked & (col("offset") <= col("prev_offset"))))
 
-        # [by value, the one big shuffle] Per value: status (the best send outcome), acks and
-        # reads, and the least and greatest sighting position, which differ exactly when the
-        # value was sighted at two positions. Fixed-width buffers only: a hash aggregate.
+        # [by value, the one big shuffle] Per value, the OR of what happened to it (bits: read,
+        # acked, sent and failed / info / ok), and its least and greatest sighting position, which
+        # differ exactly when it was sighted at two positions. Fixed-width buffers only (a hash
+        # aggregate), and partitioned by value before it (no map-side partial aggregation, which
+        # would not reduce: a value is sent once and read a few times, far apart).
+        send_bits = (
+            F.when(outcome == OUTCOME_CODES.index("fail"), SENT_FAIL)
+            .when(acked, SENT_OK)
+            .otherwise(SENT_INFO)
+        )
         values = self._cache(
             operations.filter(is_send)
             .select(
                 "value",
-                F.when(col("outcome") == "fail", FAIL).when(acked, OK).otherwise(INFO).alias("rank"),
-                F.when(ack, 1).otherwise(0).alias("n_ack"),
-                F.lit(0).alias("n_read"),
+                (send_bits + F.when(ack, ACKED).otherwise(0)).cast("int").alias("bits"),
                 F.when(ack, col("tp")).alias("tp"),
                 F.when(ack, col("offset")).alias("offset"),
             )
-            .unionByName(
-                reads.select(
-                    "value",
-                    F.lit(None).cast("int").alias("rank"),
-                    F.lit(0).alias("n_ack"),
-                    F.lit(1).alias("n_read"),
-                    "tp",
-                    "offset",
-                )
-            )
+            .unionByName(reads.select("value", F.lit(READ).alias("bits"), "tp", "offset"))
+            .repartition("value")
             .groupBy("value")
             .agg(
-                F.max("rank").alias("status"),
-                F.sum("n_ack").alias("n_ack"),
-                F.sum("n_read").alias("n_read"),
+                F.bit_or("bits").alias("bits"),
                 F.min("tp").alias("tp"),
                 F.max("tp").alias("tp_hi"),
                 F.min("offset").alias("offset"),
                 F.max("offset").alias("offset_hi"),
             )
+            .select(
+                "value",
+                "bits",
+                "tp",
+                "offset",
+                F.coalesce(
+                    (col("tp") != col("tp_hi")) | (col("offset") != col("offset_hi")), F.lit(False)
+                ).alias("duplicate"),
+            )
         )
-        read = col("n_read") > 0
+        bits = col("bits")
+        has = lambda bit: bits.bitwiseAND(F.lit(bit)) != 0  # noqa: E731
+        read = has(READ)
         flags = {
-            name: F.coalesce(flag, F.lit(False))
-            for name, flag in {
-                "aborted": read & (col("status") == FAIL),
-                "phantom": read & col("status").isNull(),
-                "never_read": ~read & (col("n_ack") > 0),
-                "duplicate": (col("tp") != col("tp_hi")) | (col("offset") != col("offset_hi")),
-            }.items()
+            "aborted": read & has(SENT_FAIL) & ~has(SENT_INFO) & ~has(SENT_OK),
+            "phantom": read & ~has(SENT_FAIL | SENT_INFO | SENT_OK),
+            "never_read": ~read & has(ACKED),
+            "duplicate": col("duplicate"),
         }
-        value_figures: dict[str, tuple[Column, Column | None]] = {
-            f"values:{k}": (c, None) for k, c in flags.items()
-        }
-        out.aggregate(values, value_figures)
-        out.aggregate_sum(values, "never_read_acks", F.when(flags["never_read"], col("n_ack")))
+        out.aggregate(values, {f"values:{k}": (c, None) for k, c in flags.items()})
         counts, firsts, anomalies = out.collect()
+        figures = self.figures if self.figures is not None else spark_figures(operations, reads_all)
+        counts.update(figures["counts"])
+        firsts.update(figures["firsts"])
 
         # --- Action 2: by position, and the examples of the per-value anomalies ----------------
         out = _Gather()
         n = {k: counts.get(f"values:{k}", 0) for k in flags}
         candidates = n["aborted"] + n["phantom"] + n["never_read"] + n["duplicate"]
         acks = operations.filter(ack).select(
-            "value", "tp", "topic", "partition", "offset", "index", "process", "invoke_index", "time"
+            "value", "tp", "offset", "index", "process", "invoke_index", "time"
         )
-        sighted = reads.select("value", "tp", "topic", "partition", "offset", "index", "pos", "process")
+        sighted = reads.select("value", "tp", "offset", "index", "pos", "process")
         if candidates:
             cand = self._broadcast_if_small(
                 values.filter(
@@ -367,8 +414,8 @@ class SparkChecker:
                 ).select("value", *[flags[k].alias(k) for k in flags]),
                 candidates,
             )
-            cand_reads = self._cache(sighted.join(cand, "value"))
-            cand_acks = self._cache(acks.join(cand, "value"))
+            cand_reads = self._cache(named(sighted.join(cand, "value")))
+            cand_acks = self._cache(named(acks.join(cand, "value")))
         if n["aborted"] or n["phantom"]:
             first_read = (
                 cand_reads.filter(col("aborted") | col("phantom"))
@@ -377,19 +424,24 @@ class SparkChecker:
                 .select("value", "aborted", "r.*")
             )
             out.anomaly("phantom", first_read.filter(~col("aborted")))
-            fails = operations.filter(is_send & (col("outcome") == "fail")).join(
-                self._broadcast_if_small(values.filter(flags["aborted"]).select("value"), n["aborted"]),
-                "value",
+            fails = operations.filter(is_send & (outcome == OUTCOME_CODES.index("fail"))).select(
+                "value", "index", "process"
             )
-            first_fail = fails.groupBy("value").agg(
-                F.min("index").alias("send_index"), F.min_by("process", "index").alias("send_process")
+            first_fail = (
+                fails.join(
+                    self._broadcast_if_small(values.filter(flags["aborted"]).select("value"), n["aborted"]),
+                    "value",
+                )
+                .groupBy("value")
+                .agg(F.min("index").alias("send_index"), F.min_by("process", "index").alias("send_process"))
             )
             out.anomaly("aborted-read", first_read.filter(col("aborted")).join(first_fail, "value", "left"))
         if n["never_read"]:
             # max_read(tp): the largest offset read, and the smallest poll index that read it.
             top = reads.groupBy("tp").agg(F.max("offset").alias("max_read_offset"))
             max_read = (
-                reads.join(F.broadcast(top), "tp")
+                reads.select("tp", "offset", "index")
+                .join(F.broadcast(top), "tp")
                 .filter(col("offset") == col("max_read_offset"))
                 .groupBy("tp", "max_read_offset")
                 .agg(F.min("index").alias("max_read_index"))
@@ -405,20 +457,16 @@ class SparkChecker:
             )
             out.grouped("lost_second:", lost, (col("time") / 1_000_000_000).cast("long"))
         # The first sighting of each (value, position) of the values sighted at several positions.
-        positions = values.filter(~flags["duplicate"] & col("tp").isNotNull()).select("tp", "offset", "value")
+        positions = values.filter(~col("duplicate") & col("tp").isNotNull()).select("tp", "offset", "value")
         if n["duplicate"]:
-            sightings = (
+            fields = ["value", "tp", "topic", "partition", "offset", "index", "process"]
+            sightings = self._cache(
                 cand_acks.filter(col("duplicate"))
-                .select("value", "tp", "topic", "partition", "offset", "index", "process")
-                .unionByName(
-                    cand_reads.filter(col("duplicate")).select(
-                        "value", "tp", "topic", "partition", "offset", "index", "process"
-                    )
-                )
+                .select(*fields)
+                .unionByName(cand_reads.filter(col("duplicate")).select(*fields))
                 .groupBy("value", "tp", "topic", "partition", "offset")
                 .agg(F.min("index").alias("s_index"), F.min_by("process", "index").alias("s_process"))
             )
-            sightings = self._cache(sightings)
             out.anomaly(
                 "duplicate",
                 sightings.groupBy("value").agg(
@@ -454,15 +502,12 @@ class SparkChecker:
         if n_inconsistent:
             out = _Gather()
             at = self._broadcast_if_small(inconsistent, n_inconsistent)
-            seen = (
-                acks.select("value", "tp", "topic", "partition", "offset", "index", "process")
+            fields = ["value", "tp", "offset", "index", "process"]
+            seen = named(
+                acks.select(*fields)
                 .join(at, ["tp", "offset"])
-                .unionByName(
-                    sighted.select("value", "tp", "topic", "partition", "offset", "index", "process").join(
-                        at, ["tp", "offset"]
-                    )
-                )
-                .groupBy("tp", "topic", "partition", "offset", "value")
+                .unionByName(sighted.select(*fields).join(at, ["tp", "offset"]))
+                .groupBy("tp", "offset", "value")
                 .agg(F.min("index").alias("s_index"), F.min_by("process", "index").alias("s_process"))
             )
             out.anomaly(
@@ -578,8 +623,14 @@ def check_parquet(
     problems: list[ReadProblem] | None = None,
     orphans: int = 0,
     first_orphan: int | None = None,
+    figures: dict[str, Any] | None = None,
+    topics: list[str] | None = None,
 ) -> EngineResult:
-    """Check a history already in Parquet form (see checkers.parquet)."""
+    """Check a history already in Parquet form (see checkers.parquet).
+
+    `figures` are the outcome counts and malformed operations the conversion counted
+    (`checkers.parquet.Figures`); without them Spark counts them (`spark_figures`).
+    """
     checker = SparkChecker(
         spark,
         operations_path,
@@ -588,5 +639,44 @@ def check_parquet(
         problems=problems or [],
         orphans=orphans,
         first_orphan=first_orphan,
+        figures=figures,
+        topics=topics,
     )
     return checker.run()
+
+
+def spark_figures(operations: DataFrame, reads: DataFrame) -> dict[str, Any]:
+    """The figures of `checkers.parquet.Figures`, counted by Spark: {"counts": .., "firsts": ..}."""
+    from pyspark.sql import functions as F
+
+    col = F.col
+    out = _Gather()
+    is_send = (col("f") == "send") & col("value").isNotNull()
+    acked = (col("outcome") == "ok") & (col("offset") >= 0)
+    ack = is_send & acked & col("tp").isNotNull()
+    figures: dict[str, tuple[Column, Column | None]] = {}
+    for f in ("send", "poll", "assign"):
+        for o in ("ok", "fail", "info", "open"):
+            figures[f"op:{f}:{o}"] = ((col("f") == f) & (col("outcome") == o), None)
+    figures["open"] = (
+        col("next_index").isNull(),
+        F.struct(col("invoke_index").alias("index"), "process", "f"),
+    )
+    figures["superseded"] = (
+        (col("outcome") == "open") & col("next_index").isNotNull(),
+        F.struct(col("next_index").alias("at"), "process", col("invoke_index").alias("index")),
+    )
+    figures["malformed:send"] = ((col("f") == "send") & col("value").isNull(), col("invoke_index"))
+    figures["malformed:ack"] = (is_send & acked & col("tp").isNull(), col("index"))
+    figures["acked"] = (ack, None)
+    figures["malformed:poll"] = (
+        (col("f") == "poll") & (col("outcome") == "ok") & col("bad_records"),
+        col("index"),
+    )
+    out.aggregate(operations, figures)
+    well_formed = col("tp").isNotNull() & col("offset").isNotNull() & col("value").isNotNull()
+    out.aggregate(
+        reads, {"malformed:record": (~well_formed, col("index")), "records_read": (well_formed, None)}
+    )
+    counts, firsts, _ = out.collect()
+    return {"counts": {k: n for k, n in counts.items() if n}, "firsts": firsts}

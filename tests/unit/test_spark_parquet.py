@@ -53,6 +53,8 @@ def test_operations_and_reads(tmp_path: Path) -> None:
         "prev_index": None,
         "prev_offset": None,
         "prev_value": None,
+        "f_code": 0,  # send
+        "outcome_code": 0,  # ok
     }
     assert by_invoke[10]["outcome"] == "open" and by_invoke[10]["next_index"] == 11  # superseded
     assert by_invoke[11]["outcome"] == "open" and by_invoke[11]["next_index"] is None  # open at the end
