@@ -268,21 +268,23 @@ class SparkChecker:
 
         return F.broadcast(df) if rows <= BROADCAST_ROWS else df
 
-    def _topics(self, operations: DataFrame, reads: DataFrame) -> DataFrame:
-        """Topic names by topic id (`tp` >> 32), a tiny table joined to examples only."""
+    def _topics(self, operations: DataFrame, reads: DataFrame) -> list[str]:
+        """Topic names by topic id (`tp` >> 32): from the conversion, else from the data."""
         from pyspark.sql import functions as F
 
         if self.topics is not None:
-            rows = list(enumerate(self.topics))
-            return self.spark.createDataFrame(rows, "topic_id LONG, topic STRING")
-        # (A Parquet form without the list: the ids are in the data.)
-        return (
+            return self.topics
+        # (A Parquet form without the list: the names are in the data; a handful of strings.)
+        rows = (
             operations.select("tp", "topic")
             .unionByName(reads.select("tp", "topic"))
             .filter(F.col("tp").isNotNull())
             .select(F.shiftright("tp", 32).alias("topic_id"), "topic")
             .distinct()
+            .collect()
         )
+        names = dict((int(r["topic_id"]), r["topic"]) for r in rows)
+        return [names.get(i, "") for i in range(max(names, default=-1) + 1)]
 
     def _run(self) -> EngineResult:
         from pyspark.sql import functions as F
@@ -291,17 +293,15 @@ class SparkChecker:
         spark = self.spark
         operations = spark.read.parquet(self.operations_path)
         reads_all = spark.read.parquet(self.reads_path)
-        topics = F.broadcast(self._cache(self._topics(operations, reads_all)))
+        names = F.array(
+            *[F.lit(t) for t in self._topics(operations, reads_all)] or [F.lit(None).cast("string")]
+        )
 
         def named(df: DataFrame) -> DataFrame:
-            """df (with `tp`) with its topic and partition: examples name them."""
+            """df (with `tp`) with its topic and partition, which examples name (no join needed)."""
+            topic = F.element_at(names, F.shiftright("tp", 32).cast("int") + 1)
             partition = (F.col("tp").bitwiseAND(F.lit(0xFFFFFFFF)) - F.lit(1 << 31)).cast("int")
-            return (
-                df.withColumn("topic_id", F.shiftright("tp", 32))
-                .join(topics, "topic_id", "left")
-                .withColumn("partition", partition)
-                .drop("topic_id")
-            )
+            return df.withColumn("topic", topic).withColumn("partition", partition)
 
         # --- Action 1: the per-process anomalies, and the per-value aggregate --------------------
         out = _Gather()
