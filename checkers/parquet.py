@@ -35,7 +35,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from queue import Queue
+from queue import Empty, Queue
 from typing import Any
 
 import pyarrow as pa
@@ -135,7 +135,14 @@ def convert(history: str | os.PathLike[str], dest: Path | None = None, *, force:
     parent = dest.parent if os.access(dest.parent, os.W_OK) else None
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=parent))
     try:
-        counts, pairing, problems = _write(history, tmp)
+        pool = pa.default_memory_pool()
+        # The system allocator: less time in page faults than mimalloc for these big, short-lived
+        # buffers (about a fifth less wall time measured on a 2-core machine).
+        pa.set_memory_pool(pa.system_memory_pool())
+        try:
+            counts, pairing, problems = _write(history, tmp)
+        finally:
+            pa.set_memory_pool(pool)
         meta = {
             "version": FORMAT_VERSION,
             "source_size": stat.st_size,
@@ -858,7 +865,7 @@ class _Counts:
 
 
 def _write(history: Path, dest: Path) -> tuple[_Counts, _Pairing, list[ReadProblem]]:
-    """Parse and pair in this thread, write Parquet in another (both release the GIL)."""
+    """Parse in one thread, pair in this one, write Parquet in a third (Arrow releases the GIL)."""
     problems: list[ReadProblem] = []
     counts = _Counts()
     state = _State()
@@ -889,9 +896,25 @@ def _write(history: Path, dest: Path) -> tuple[_Counts, _Pairing, list[ReadProbl
 
     thread = threading.Thread(target=writer, name="parquet-writer", daemon=True)
     thread.start()
+    parsed: Queue[tuple[bytes, int, bool, pa.Table | None] | None] = Queue(maxsize=1)
+    done = threading.Event()
+
+    def parser() -> None:
+        """Read and parse the next chunk while this thread pairs the previous one."""
+        try:
+            for chunk, first_line, at_end in _chunks(history, CHUNK_BYTES):
+                if done.is_set():
+                    break
+                fast = None if (at_end and not chunk.endswith(b"\n")) else _fast(chunk)
+                parsed.put((chunk, first_line, at_end, fast))
+        finally:
+            parsed.put(None)
+
+    reader = threading.Thread(target=parser, name="history-parser", daemon=True)
+    reader.start()
     try:
-        for chunk, first_line, at_end in _chunks(history, CHUNK_BYTES):
-            table = None if (at_end and not chunk.endswith(b"\n")) else _fast(chunk)
+        while (item := parsed.get()) is not None:
+            chunk, first_line, at_end, table = item
             stop = False
             if table is None:
                 table, stop = _slow(chunk, first_line, at_end, problems)
@@ -902,6 +925,12 @@ def _write(history: Path, dest: Path) -> tuple[_Counts, _Pairing, list[ReadProbl
         if not failure:
             queue.put((state.pairing.finish(), READS_SCHEMA.empty_table()))
     finally:
+        done.set()
+        while reader.is_alive():  # unblock a parser waiting to hand over a chunk
+            try:
+                parsed.get(timeout=0.1)
+            except Empty:
+                pass
         queue.put(None)
         thread.join()
     if failure:
