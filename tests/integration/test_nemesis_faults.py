@@ -231,6 +231,52 @@ def test_leader_kill_hits_the_current_leader(env: dict[str, Any]) -> None:
     assert ops[1]["value"]["nodes"] == [leader]
 
 
+def _full_isr(env: dict[str, Any], within: float = 60.0) -> None:
+    sut = env["cluster"].sut
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        states = sut.partition_state()
+        if states and all(len(s.get("isr") or []) == 3 and s.get("leader") for s in states.values()):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"no full ISR within {within:g}s: {sut.partition_state()}")
+
+
+def _leader_becomes(env: dict[str, Any], key: tuple[str, int], name: str, within: float = 25.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if env["cluster"].sut.leaders().get(key) == name:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.parametrize("target", ["failover", "stalled-failover"])
+def test_failovers_move_leadership_the_way_they_say(env: dict[str, Any], target: str) -> None:
+    """failover: leader and successor die, the survivor leads; stalled-failover: the thawed successor leads."""
+    _full_isr(env)
+    nem, history = nemesis_for(env, target)
+    nem.execute({"do": "kill", "target": target, "topic": "t0", "partition": 0, "pick": 1})
+    history.close()
+    invokes = [o for o in iter_ops(history.path) if o["type"] == "invoke" and o["f"] in ("kill", "pause")]
+    info = invokes[0]["value"][target]
+    key = (invokes[0]["value"]["topic"], invokes[0]["value"]["partition"])
+    leader, successor = info["leader"], info["successor"]
+    assert node(env, leader).daemon_pid("broker") is None
+    if target == "failover":
+        assert [o["value"]["target"] for o in invokes] == [leader, successor]
+        assert node(env, successor).daemon_pid("broker") is None
+        survivor = next(n.name for n in env["cluster"].nodes if n.name not in (leader, successor))
+        assert _leader_becomes(env, key, survivor), env["cluster"].sut.partition_state()
+    else:
+        assert [(o["f"], o["value"]["target"]) for o in invokes] == [("pause", successor), ("kill", leader)]
+        assert not node(env, successor).daemon_paused("broker")
+        assert _leader_becomes(env, key, successor), env["cluster"].sut.partition_state()
+    assert nem.heal_all() == []
+    for n in env["cluster"].nodes:
+        ready(env, n.name)
+
+
 CHILD = textwrap.dedent(
     """
     import os, random, signal, sys
