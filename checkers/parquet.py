@@ -9,12 +9,19 @@ time) and writes two datasets next to the history, in `<history>.parquet/`:
   its process (see `_Pairing`): `invoke_index`, `process`, `f`, `topic`, `partition`, `value` of
   the invocation; `index`, `time`, `offset`, `bad_records` of the completion; `outcome`
   (ok/fail/info/open) and `next_index` (the completing or superseding line); fields of the wrong
-  type are null;
+  type are null; `tp` (see `_TopicIds`), `f_code` and `outcome_code` (small integers for Spark);
+  and on an ack, its process's previous ack on the same partition: `prev_index`, `prev_offset`,
+  `prev_value` (see `_Links`);
 - `reads.parquet`: one row per record of an ok completion of a poll (`index` and `process` of the
-  completion, `pos` in its record list, `topic`, `partition`, `offset`, `value`, and `epoch`: how
-  many times the process's poll positions were forgotten before it);
-- `meta.json`: the source's size and mtime (the cache is reused while they match), and the lines
-  that could not be read.
+  completion, `pos` in its record list, `topic`, `partition`, `offset`, `value`, `tp`, and `epoch`:
+  how many times the process's poll positions were forgotten before it), and on a well-formed
+  read, its process's previous read of that partition in the same epoch: `prev_offset`,
+  `prev_index`;
+- `meta.json`: the source's size and mtime (the cache is reused while they match), the lines
+  that could not be read, the figures (`Figures`: outcome counts, malformed operations) and the
+  topic names by id.
+
+Parsing (Arrow's threads), pairing and linking (this thread) and writing (another) overlap.
 
 Lines are read exactly as `workloads.history.iter_ops` reads them: a chunk that Arrow cannot parse,
 or that holds a line `iter_ops` would reject, is re-read line by line in Python with the same rules

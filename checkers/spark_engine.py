@@ -2,23 +2,27 @@
 
 The rules, terms and example fields are the reference's, to the letter; this module only says how
 they are computed at scale. Its inputs are the Parquet form of the history (`checkers.parquet`):
-operations (each invocation already paired with the next line of its process, which is sequential
-work done once while converting) and reads (each record of an ok poll, with its process's position
-epoch). The plan, shuffles in brackets:
+operations (each invocation already paired with the next line of its process) and reads (each
+record of an ok poll). The sequential, per-process work is done once while converting, in one
+streaming pass: the pairing, each read's previous read by its process of its partition in the same
+position epoch, each ack's previous ack by its process on its partition, the outcome counts. What
+is left for Spark is relational, in three actions, each one collect of small results:
 
-1. *operations* [none but tiny global aggregates]: outcome counts, open and superseded invocations,
-   malformed operations, the status rank of each send and its ack.
-2. *by value* [by value, once]: sends and reads of each value side by side: status, first read,
-   first failed send, never-read acks (lost-write / unseen against the broadcast max read offset
-   of their partition), and the first sighting of each (value, position), whose count per value
-   gives duplicates without another shuffle.
-3. *by position* [by (topic, partition, offset), of first sightings only]: inconsistent offsets.
-4. *by process* [by process]: reads in order within (process, epoch, topic-partition) for
-   poll-skip and nonmonotonic-poll, and acks in order within (process, topic-partition) for
-   nonmonotonic-send, in one window.
+1. the per-process anomalies (poll-skip and nonmonotonic-poll from one filter over reads,
+   nonmonotonic-send from one over operations), and *by value* [the one big shuffle: sends and
+   reads, partitioned by value, one hash aggregate]: per value the OR of what happened to it (read,
+   acked, sent and failed / info / ok: its status) and its least and greatest sighting position,
+   which differ exactly when it is a duplicate. The result is cached; its flag counts come back;
+2. *by position* [a shuffle of one row per value]: each value's position (all positions, gathered,
+   for the few duplicates) grouped by position: two values at one position are inconsistent
+   offsets. Beside it, the examples of the per-value anomalies, gathered only for the candidate
+   values (broadcast when few) from acks and reads: first reads (aborted-read, phantom), first
+   failed sends, never-read acks against max_read(tp) (lost-write, unseen), duplicate positions;
+3. (when there are any) the examples of inconsistent offsets, gathered for their positions only.
 
-Only counts and at most `MAX_EXAMPLES` examples per anomaly, chosen by the catalogue's order, reach
-the driver, all in one collect.
+Big scans read numeric columns only (`tp` stands for topic and partition; `f_code`,
+`outcome_code`); topic names are put back on examples from the conversion's list. Every count and
+at most `MAX_EXAMPLES` examples per anomaly, chosen by the catalogue's order, reach the driver.
 """
 
 from __future__ import annotations
