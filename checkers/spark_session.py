@@ -61,7 +61,10 @@ def get_session(master: str | None = None, driver_memory: str | None = None) -> 
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.extraJavaOptions", java_opts)
         .config("spark.executor.extraJavaOptions", java_opts)
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions(master)))
+        .config(
+            "spark.sql.shuffle.partitions",
+            os.environ.get("STRANDLINE_SPARK_SHUFFLE_PARTITIONS") or str(shuffle_partitions(master)),
+        )
         .config("spark.sql.adaptive.enabled", os.environ.get("STRANDLINE_SPARK_AQE", "true"))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.parquet.compression.codec", "zstd")
