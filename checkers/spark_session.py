@@ -54,6 +54,8 @@ def get_session(master: str | None = None, driver_memory: str | None = None) -> 
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     java_opts = f"-Dlog4j.configurationFile=file:{LOG4J_CONFIG} -XX:+UseParallelGC"
+    # Extra JVM options, e.g. -XX:TieredStopAtLevel=1 (less JIT work: faster on small histories).
+    java_opts += " " + os.environ.get("STRANDLINE_SPARK_JAVA_OPTS", "")
     builder = (
         SparkSession.builder.master(master)
         .appName("strandline-checker")
