@@ -12,6 +12,7 @@ and safe to call from a signal handler's thread or twice.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import sys
@@ -289,6 +290,20 @@ class Nemesis:
         session = self._session_s()
         where = {"topic": chosen_topic, "partition": chosen_partition, "pick": step.get("pick", 0)}
         info = {"id": failover_id, "leader": leader, "successor": successor}
+        if target == FAILOVER and successor == controller:
+            survivor = next(
+                (
+                    str(r)
+                    for r in (states.get((chosen_topic, chosen_partition)) or {}).get("isr") or []
+                    if str(r) not in (leader, successor)
+                ),
+                None,
+            )
+            if survivor is not None:
+                self._failover_past_controller(
+                    extra, where, info, survivor, (chosen_topic, chosen_partition), stop
+                )
+                return
         if target == FAILOVER:
             delay = round(session / 2, 3)
             for i, name in enumerate((leader, successor)):
@@ -312,6 +327,52 @@ class Nemesis:
                 return
             self.apply({**extra, "do": "kill", "target": leader, **where, target: {**info, "step": 1}})
             stop.wait(round(session / 4, 3))
+        finally:
+            if frozen is not None:
+                with self._lock:
+                    if frozen.id in self._active:
+                        self._heal_one(frozen)
+
+    def _failover_past_controller(
+        self,
+        extra: dict[str, Any],
+        where: dict[str, Any],
+        info: dict[str, Any],
+        survivor: str,
+        key: tuple[str, int],
+        stop: threading.Event,
+    ) -> None:
+        """The rapid double failover when the successor is also the controller.
+
+        Killed half a session timeout after the leader, a controlling successor would take the
+        first election with it: the next controller finds both dead and elects the survivor
+        straight away, which never followed anyone and so truncated nothing. Instead: kill the
+        leader, freeze the survivor shortly before the leader's session expires, wait until the
+        controller has elected itself (the survivor, frozen, has not fetched from it), kill it,
+        thaw the survivor. The survivor then follows a dead leader (before KIP-101 it truncates to
+        its high watermark; with leader epochs it must ask the leader first, so it keeps its log)
+        and is elected when that leader's session expires. The freeze stays well below a session
+        timeout, so the survivor stays registered and in the ISR.
+        """
+        leader, successor = str(info["leader"]), str(info["successor"])
+        session = self._session_s()
+        info = {**info, "survivor": survivor}
+        self.apply({**extra, "do": "kill", "target": leader, **where, FAILOVER: {**info, "step": 0}})
+        if stop.wait(round(session * 0.6, 3)) or self._closing:
+            return
+        frozen = self.apply(
+            {**extra, "do": "pause", "target": survivor, **where, FAILOVER: {**info, "step": 1}}
+        )
+        try:
+            deadline = time.monotonic() + session * 0.6
+            while time.monotonic() < deadline and not (stop.is_set() or self._closing):
+                with contextlib.suppress(Exception):  # a cluster in flux: look again
+                    if str((self.ctx.sut.partition_state().get(key) or {}).get("leader")) == successor:
+                        break
+                time.sleep(0.05)
+            if stop.is_set() or self._closing:
+                return
+            self.apply({**extra, "do": "kill", "target": successor, **where, FAILOVER: {**info, "step": 2}})
         finally:
             if frozen is not None:
                 with self._lock:

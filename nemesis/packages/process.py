@@ -57,7 +57,7 @@ FAILOVERS = (FAILOVER, STALLED_FAILOVER)
 # replicas, so those are drawn less often (but still drawn); a rolling kill also takes three
 # session timeouts, a third of a minute-long test.
 BUG_FINDING_WEIGHTS: dict[str, int] = {
-    FAILOVER: 20,
+    FAILOVER: 40,
     "all": 4,
     "majority": 3,
     STALLED_FAILOVER: 3,

@@ -115,6 +115,41 @@ def test_failover_kills_the_leader_then_its_successor_half_a_session_later(tmp_p
     assert gap >= 0.19e9
 
 
+class ElectingSut(IsrSut):
+    """An IsrSut whose controller elects the successor once the leader is killed."""
+
+    def kill(self, node: Any) -> None:
+        super().kill(node)
+        for tp, (leader, isr) in list(self.states.items()):
+            if leader == node.name:
+                self.states[tp] = (next(r for r in isr if r != leader), isr)
+
+
+def test_failover_past_a_controlling_successor_freezes_the_survivor_across_the_election(
+    tmp_path: Path,
+) -> None:
+    # The only partition's successor (n3) is the controller: killed half a session after the
+    # leader, it would take the first election with it. Instead the survivor (n1) is frozen
+    # while n3 elects itself, n3 dies, and n1 is thawed to follow a dead leader.
+    sut = ElectingSut({("t0", 0): ("n2", ["n2", "n3", "n1"])}, controller="n3")
+    path = tmp_path / "h.jsonl"
+    history = HistoryWriter(path)
+    nem = build_nemesis(
+        config(zookeeper_session_timeout_ms=400), cluster(3, sut=sut), history, random.Random(1), tmp_path
+    )
+    nem.execute(
+        {"do": "kill", "target": FAILOVER, "topic": "t0", "partition": 0, "pick": 5}, threading.Event()
+    )
+    assert sut.events == [("kill", "n2"), ("pause", "n1"), ("kill", "n3"), ("resume", "n1")]
+    assert sorted(a["nodes"][0] for a in nem.active_faults()) == ["n2", "n3"]  # down until healed
+    nem.heal()
+    history.close()
+    assert pair_problems(path).complete
+    infos = [o["value"][FAILOVER] for o in iter_ops(path) if o["type"] == "invoke" and FAILOVER in o["value"]]
+    assert [i["step"] for i in infos] == [0, 1, 2]
+    assert {(i["leader"], i["successor"], i["survivor"]) for i in infos} == {("n2", "n3", "n1")}
+
+
 def test_failover_without_a_target_is_journaled_as_fail(tmp_path: Path) -> None:
     sut = IsrSut({("t0", 0): ("n2", ["n2"])}, controller="n3")
     path = tmp_path / "h.jsonl"
