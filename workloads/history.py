@@ -72,14 +72,7 @@ class HistoryWriter:
         """Write one op (without index/time; they are filled in) and return the written record."""
         with self._lock:
             record = {"index": self._index, "time": self.now_ns(), **op}
-            line = json.dumps(record, separators=(",", ":"))
-            self._file.write(line + "\n")
-            self._file.flush()
-            self._index += 1
-            self._since_fsync += 1
-            if self._fsync_every and self._since_fsync >= self._fsync_every:
-                os.fsync(self._file.fileno())
-                self._since_fsync = 0
+            self._write_line(json.dumps(record, separators=(",", ":")))
             return record
 
     def append_encoded(self, body: str) -> int:
@@ -92,14 +85,18 @@ class HistoryWriter:
             raise ValueError(f"not a compact JSON object: {body[:80]!r}")
         with self._lock:
             index = self._index
-            self._file.write(f'{{"index":{index},"time":{self.now_ns()},{body[1:]}\n')
-            self._file.flush()
-            self._index += 1
-            self._since_fsync += 1
-            if self._fsync_every and self._since_fsync >= self._fsync_every:
-                os.fsync(self._file.fileno())
-                self._since_fsync = 0
+            self._write_line(f'{{"index":{index},"time":{self.now_ns()},{body[1:]}')
             return index
+
+    def _write_line(self, line: str) -> None:
+        """Append and flush one line as the next index (the caller holds the lock)."""
+        self._file.write(line + "\n")
+        self._file.flush()
+        self._index += 1
+        self._since_fsync += 1
+        if self._fsync_every and self._since_fsync >= self._fsync_every:
+            os.fsync(self._file.fileno())
+            self._since_fsync = 0
 
     def close(self) -> None:
         with self._lock:
