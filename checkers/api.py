@@ -92,7 +92,7 @@ def write_results(path: Path, results: dict[str, Any]) -> None:
 
 def check_run(
     run_dir: str | Path,
-    engine: str = "reference",
+    engine: str = "spark",
     spark_master: str | None = None,
     *,
     replica_logs: bool = True,
@@ -110,7 +110,8 @@ def check_run(
     engine = resolve_engine(engine, history)
     config, notes = load_config(run)
     started = time.monotonic()
-    result = run_engine(engine, history, spark_master or config.spark_master)
+    spark_master = spark_master or config.spark_master
+    result = run_engine(engine, history, spark_master)
     engine_seconds = time.monotonic() - started
 
     drain, _ = read_optional_json(run / DRAIN)
@@ -140,6 +141,7 @@ def check_run(
             "engine": engine,
             "seconds": round(time.monotonic() - started, 3),
             "engine_seconds": round(engine_seconds, 3),
+            **({"spark_master": spark_master} if engine == "spark" else {}),
         },
         "fatal": verdict["fatal"],
         "incomplete": verdict["incomplete"],
@@ -149,6 +151,15 @@ def check_run(
     if write:
         write_results(run / RESULTS, results)
     return results
+
+
+def checked_with(results: dict[str, Any]) -> str:
+    """'checked with Spark (local[*]) in 12.3 s': which engine judged the run, for people to read."""
+    checker = results.get("checker") or {}
+    engine = checker.get("engine")
+    name = "Spark" if engine == "spark" else "the reference checker" if engine == "reference" else str(engine)
+    where = f" ({checker['spark_master']})" if engine == "spark" and checker.get("spark_master") else ""
+    return f"checked with {name}{where} in {checker.get('seconds')} s"
 
 
 def verdict_word(valid: Any) -> str:

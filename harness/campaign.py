@@ -19,6 +19,7 @@ one fails the campaign (exit 1).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -112,8 +113,11 @@ def _settings(config: TestConfig) -> dict[str, Any]:
     return out
 
 
-def load_campaign(path: str | Path, store: str | None = None) -> Campaign:
-    """Parse and validate the whole campaign before anything runs (errors name the entry and key)."""
+def load_campaign(path: str | Path, store: str | None = None, checker: str | None = None) -> Campaign:
+    """Parse and validate the whole campaign before anything runs (errors name the entry and key).
+
+    `checker` (the command line's) overrides the file's for every test.
+    """
     p = Path(path)
     try:
         data = tomllib.loads(p.read_text())
@@ -143,6 +147,8 @@ def load_campaign(path: str | Path, store: str | None = None) -> Campaign:
         if not isinstance(entry, dict):
             raise BadInput(f"{where}: expected a table")
         tests += _expand(entry, defaults, where)
+    if checker:
+        tests = [dataclasses.replace(t, config=t.config.replace(checker=checker)) for t in tests]
     return Campaign(name=name, budget=float(budget), tests=tests, source=p)
 
 
@@ -165,7 +171,9 @@ def _expand(entry: dict[str, Any], defaults: dict[str, Any], where: str) -> list
             # Both runs of a scenario share one seed: the same faults, two settings.
             seed = int(combo.get("seed", overrides.get("seed", 0)) or 0) or s.config(False).seed
             for safe in (False, True):
-                config = s.config(safe, seed=seed, store=defaults.get("store"))
+                config = s.config(
+                    safe, seed=seed, store=defaults.get("store"), checker=defaults.get("checker")
+                )
                 extra = {k: v for k, v in {**overrides, **combo}.items() if k != "seed"}
                 name = f"{base_name}-{'safe' if safe else 'unsafe'}"
                 config = config.replace(name=name, **extra) if extra else config.replace(name=name)

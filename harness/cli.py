@@ -99,6 +99,10 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_checker_flag(p: argparse.ArgumentParser, text: str) -> None:
+    p.add_argument("--checker", choices=CHECKERS, default=None, help=text)
+
+
 def add_run_flags(p: argparse.ArgumentParser) -> None:
     add_cluster_flags(p)
     g = p.add_argument_group("workload and faults")
@@ -119,7 +123,8 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--checker",
         choices=CHECKERS,
-        help="checker engine: spark, reference, or auto (default: reference below 512 MiB of history, spark above)",
+        help="checker engine: spark (default), reference (pure Python, the oracle), or auto"
+        " (reference below 512 MiB of history, spark above)",
     )
     g.add_argument("--name", metavar="NAME", help="test name: runs go to <store>/<name>/<time>/")
 
@@ -152,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--checker",
         choices=CHECKERS,
         default=None,
-        help="checker engine (default: the run's test.json, else auto)",
+        help="checker engine (default: the run's test.json, else spark)",
     )
     p.add_argument("--spark-master", metavar="URL", help="Spark master (default local[*])")
 
@@ -162,12 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("campaign", help="run a matrix of tests from a TOML file, with a summary")
     p.add_argument("file", metavar="FILE.toml")
     p.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
+    add_checker_flag(p, "every test's checker (default: the file's, else spark)")
 
     p = sub.add_parser("repro", help="reproduce a named, reported data-loss scenario")
     p.add_argument("scenario", metavar="NAME", nargs="?")
     p.add_argument("--list", action="store_true", help="list the scenarios")
     p.add_argument("--store", metavar="DIR")
     p.add_argument("--seed", type=int, metavar="N")
+    add_checker_flag(p, "checker engine (default spark)")
 
     p = sub.add_parser("serve", help="browse stored runs and campaigns in a web browser")
     p.add_argument("--store", metavar="DIR", default="results")
@@ -196,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="the main job: the seed scenario with both truncation protocols")
     p.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
     p.add_argument("--seed", type=int, metavar="N", help="seed of both runs (default 101)")
+    add_checker_flag(p, "checker engine (default spark)")
     return parser
 
 

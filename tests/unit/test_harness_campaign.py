@@ -158,3 +158,15 @@ def test_junit_failure_message_names_the_anomalies_and_the_report(tmp_path: Path
     assert failure_message(TestResult(test, "unknown", reason="cluster did not come up")).endswith(
         "got unknown: cluster did not come up"
     )
+
+
+def test_every_test_checks_with_spark_unless_told_otherwise(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2] / "campaigns"
+    smoke = load_campaign(root / "smoke.toml")
+    assert {t.config.checker for t in smoke.tests} == {"spark"}  # scenario entries too
+    told = load_campaign(root / "smoke.toml", checker="reference")
+    assert {t.config.checker for t in told.tests} == {"reference"}
+    path = tmp_path / "mini.toml"
+    path.write_text(CAMPAIGN)
+    # The file's defaults reach scenario entries as well as plain ones.
+    assert {t.config.checker for t in load_campaign(path).tests} == {"reference"}
