@@ -15,7 +15,7 @@ from typing import Any
 
 from checkers.catalogue import EngineResult
 from checkers.replica_logs import check_replica_logs, expected_partitions
-from checkers.stats import compute_stats
+from checkers.stats import Facts, assemble, history_facts
 from checkers.verdict import decide
 from harness.config import TestConfig, load_file, validate
 from harness.errors import BadInput, InfrastructureError
@@ -41,17 +41,19 @@ def resolve_engine(engine: str, history: Path) -> str:
     return "spark" if history.stat().st_size >= AUTO_SPARK_BYTES else "reference"
 
 
-def run_engine(engine: str, history: Path, spark_master: str | None) -> EngineResult:
-    """Run one engine on a history file. The Spark engine is imported only when asked for."""
+def run_engine(engine: str, history: Path, spark_master: str | None) -> tuple[EngineResult, Facts]:
+    """Run one engine on a history file: its anomalies and the facts of the statistics.
+
+    The reference counts the facts in one Python pass; Spark computes them from the history's
+    Parquet form. The Spark engine is imported only when asked for.
+    """
     if engine == "reference":
         from checkers.reference import check_history
 
-        return check_history(history)
+        return check_history(history), history_facts(history)
     if engine == "spark":
         try:
-            from checkers.spark import (  # type: ignore[import-not-found,unused-ignore]
-                check_history as spark_check_history,
-            )
+            from checkers.spark import check as spark_check  # type: ignore[import-not-found,unused-ignore]
         except ModuleNotFoundError as e:
             if e.name not in ("checkers.spark", "pyspark"):
                 raise
@@ -59,8 +61,9 @@ def run_engine(engine: str, history: Path, spark_master: str | None) -> EngineRe
                 f"the Spark checker is not available ({e}); use --checker reference"
             ) from None
 
-        result: EngineResult = spark_check_history(history, spark_master=spark_master)
-        return result
+        result, facts = spark_check(history, spark_master=spark_master, facts=True)
+        assert facts is not None
+        return result, facts
     raise BadInput(f"unknown checker {engine!r} (one of {', '.join(ENGINES)})")
 
 
@@ -111,7 +114,7 @@ def check_run(
     config, notes = load_config(run)
     started = time.monotonic()
     spark_master = spark_master or config.spark_master
-    result = run_engine(engine, history, spark_master)
+    result, facts = run_engine(engine, history, spark_master)
     engine_seconds = time.monotonic() - started
 
     drain, _ = read_optional_json(run / DRAIN)
@@ -128,7 +131,7 @@ def check_run(
         )
     verdict = decide(result, replicas, config, drain)
     counts = {name: a["count"] for name, a in verdict["anomalies"].items()}
-    stats = compute_stats(history, result["stats"], counts, replicas.lost_by_second if replicas else None)
+    stats = assemble(facts, result["stats"], counts, replicas.lost_by_second if replicas else None)
     if replicas is not None:
         stats["replicas"] = replicas.partitions
     if isinstance(drain, dict):

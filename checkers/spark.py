@@ -20,6 +20,8 @@ from checkers.catalogue import EngineResult
 from checkers.parquet import convert
 from checkers.spark_engine import ParquetForm, check_parquet
 from checkers.spark_session import get_session
+from checkers.spark_stats import spark_facts
+from checkers.stats import Facts
 from harness.errors import BadInput, InfrastructureError
 
 if TYPE_CHECKING:
@@ -76,6 +78,18 @@ def check_history(
     """Check one history with Spark; options the reference has no use for are ignored likewise."""
     if options:
         log.debug("spark checker ignores options %s", sorted(options))
+    return check(history_path, spark_master=spark_master, driver_memory=driver_memory, reconvert=reconvert)[0]
+
+
+def check(
+    history_path: str | os.PathLike[str],
+    *,
+    spark_master: str | None = None,
+    driver_memory: str | None = None,
+    reconvert: bool = False,
+    facts: bool = False,
+) -> tuple[EngineResult, Facts | None]:
+    """The anomalies of one history and, with `facts`, its statistics' facts, all from Spark."""
     last_timings.clear()
     started = time.monotonic()
     thread, box = _start(spark_master, driver_memory)
@@ -96,6 +110,8 @@ def check_history(
             converted.first_orphan,
             converted.figures or None,
             converted.topics,
+            converted.max_time,
+            converted.nemesis,
         )
     else:
         spark = _session(thread, box)
@@ -117,5 +133,12 @@ def check_history(
         topics=form.topics,
     )
     last_timings["check"] = time.monotonic() - checking
+    stats_facts = None
+    if facts:
+        counting = time.monotonic()
+        stats_facts = spark_facts(
+            spark, form.operations_path, max_time=form.max_time, nemesis=form.nemesis or []
+        )
+        last_timings["stats"] = time.monotonic() - counting
     last_timings["total"] = time.monotonic() - started
-    return result
+    return result, stats_facts
