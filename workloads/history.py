@@ -23,7 +23,7 @@ from typing import IO, Any
 log = logging.getLogger(__name__)
 
 OP_TYPES = ("invoke", "ok", "fail", "info")
-CLIENT_FS = frozenset({"send", "poll", "assign", "crash"})
+CLIENT_FS = frozenset({"send", "poll", "assign", "crash", "subscribe", "commit", "rebalance"})
 NEMESIS_PROCESS = "nemesis"
 
 
