@@ -93,6 +93,12 @@ class SlotGenerator:
         """The slot's client was replaced: its next poll must be preceded by an assign (or subscribe)."""
         self._assigned = False
 
+    def resume(self, incarnation: int, sends: int) -> None:
+        """Go on after a crash killed the slot's worker: new random choices, values not used yet."""
+        self.rng = random.Random(f"strandline-queue:{self.seed}:{self.slot}:{incarnation}")
+        self._sent = sends
+        self._assigned = False
+
     @property
     def subscribed(self) -> bool:
         """A group member whose next op is not its subscribe."""

@@ -426,6 +426,8 @@ def run_workload(
     stats = WorkloadStats()
     numbers = process_numbers(history)
     count = default_workers(config) if workers is None else workers
+    if config.crash_clients > 0:
+        count = config.concurrency  # one client process per worker: a crash kills exactly one
     started_progress = False
     if progress is not None:
         progress.attach(stats)

@@ -81,6 +81,8 @@ def serve(control: Connection, slot_conns: list[Connection]) -> int:
             control.send(("error", type(e).__name__, str(e)))
         return 1
     gens = generators(config)
+    for number, (incarnation, sends) in setup.get("resume", {}).items():
+        gens[number].resume(incarnation, sends)  # a replacement for a crashed worker
     stop = threading.Event()
     threads = []
     try:
