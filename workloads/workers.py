@@ -218,9 +218,9 @@ class WorkerPool:
             if kind == INVOKE:
                 self.history.append_encoded(message[1])
                 link.open_invoke = message[1]
-                conn.send(None)
-                if SEND_MARK in message[1][:64]:
+                if SEND_MARK in message[1][:64]:  # before answering: the worker may be dead already
                     self.last_send[link.slot] = message[1]
+                conn.send(None)
             elif kind == COMPLETE:
                 _, body, f, outcome, latency_s, records = message
                 self.history.append_encoded(body)
