@@ -189,7 +189,7 @@ def test_a_refused_run_names_the_refusal(tmp_path: Path) -> None:
     run = tmp_path / "q" / "20260101T000000"
     _failed_during_setup(run, "preflight", "fault 'delay' cannot run here: tc netem is not available on n1")
     outcome = json.loads((run / "outcome.json").read_text())
-    (run / "outcome.json").write_text(json.dumps({**outcome, "status": "refused", "verdict": "refused"}))
+    (run / "outcome.json").write_text(json.dumps({**outcome, "status": "refused"}))
     context = build_context(run)
     assert context["verdict"] == "refused"
     assert context["sentences"] == [
