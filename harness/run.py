@@ -392,8 +392,8 @@ def _lifecycle(
     if pieces.get("preflight") is not None and wants_nemesis(config):
         with phases.phase("preflight", "asking what the faults need, before any cluster starts"):
             why = pieces["preflight"](config, cluster.sut, work, state_dir)
-        if why:
-            raise Refused(why)
+            if why:
+                raise Refused(why)
     history: Any = None
     nemesis: Any = None
     up = False
