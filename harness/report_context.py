@@ -66,8 +66,11 @@ def build_context(run: Path) -> dict[str, Any]:
         else (limit if isinstance(limit, int | float) else None),
     )
     status = inputs.status
-    if outcome is not None and inputs.failed_in_setup and not digest.ops:
+    before_load = outcome is not None and inputs.failed_in_setup and not digest.ops
+    heading = ""
+    if before_load:
         verdict, sentences = setup_headline(str(status), outcome["phase"], outcome["reason"])
+        heading = "" if verdict == "refused" else "Unknown: the run failed before its load"
     elif verdict == "valid" and status not in (None, "completed"):
         verdict = "unknown"
         sentences = [
@@ -118,6 +121,8 @@ def build_context(run: Path) -> dict[str, Any]:
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "verdict": verdict,
         "sentences": sentences,
+        "heading": heading,
+        "before_load": before_load,
         "outcome": outcome,
         "settings": settings_rows(cfg, results, facts),
         "cards": stats_cards(results, digest, avail),

@@ -51,7 +51,11 @@ class RunInputs:
         """The run failed (or was refused) before its load started: nothing was recorded to check."""
         if self.outcome is None or self.status == "completed":
             return False
-        return self.outcome.get("phase") in SETUP_PHASES or (self.status == "refused")
+        return (
+            self.outcome.get("phase") in SETUP_PHASES
+            or self.status == "refused"
+            or (self.status == "failed" and not self.history_bytes)
+        )
 
 
 def _read(path: Path) -> tuple[Any, str]:
