@@ -68,7 +68,7 @@ def build_context(run: Path) -> dict[str, Any]:
     status = inputs.status
     before_load = outcome is not None and inputs.failed_in_setup and not digest.ops
     heading = ""
-    if before_load:
+    if outcome is not None and before_load:
         verdict, sentences = setup_headline(str(status), outcome["phase"], outcome["reason"])
         heading = "" if verdict == "refused" else "Unknown: the run failed before its load"
     elif verdict == "valid" and status not in (None, "completed"):
