@@ -37,9 +37,9 @@ from typing import Any
 import jinja2
 from rich.console import Console
 
+from foundation.config import TestConfig, validate
+from foundation.errors import BadInput
 from harness import rundir
-from harness.config import TestConfig, validate
-from harness.errors import BadInput
 from harness.run import RunOutcome, run_test
 from harness.scenarios import scenario as lookup_scenario
 

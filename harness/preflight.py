@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from harness.config import TestConfig
+from foundation.config import TestConfig
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import random
 from typing import Any
 
 from clusters.node import Node
-from harness.errors import BadInput
+from foundation.errors import BadInput
 from nemesis.core import Nemesis, ShapeCluster
 from nemesis.packages import Package
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.config import resolve
+from foundation.config import resolve
 from harness.run import run_test
 
 # Flags that map to config keys of the same name (dashes become underscores).

@@ -8,7 +8,7 @@ import random
 from typing import Any
 
 from clusters.node import Node
-from harness.errors import BadInput
+from foundation.errors import BadInput
 from nemesis import net, targets
 from nemesis.packages.base import Active, Context, Package, PlanEnv
 from nemesis.packages.process import _resolve

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from clusters.factory import build_cluster
-from harness.config import resolve
+from foundation.config import resolve
 from harness.preflight import refusal
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.node import ExecResult
-from harness.config import resolve
+from foundation.config import resolve
 from nemesis.preflight import node_probing_packages, node_refusal, system_refusal
 
 
