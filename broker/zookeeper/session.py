@@ -18,8 +18,8 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from broker.config import BrokerConfig, Listener
+from broker.errors import BrokerUnavailable
 from broker.zookeeper.layout import CLUSTER_ID, IDS, TOPICS, new_cluster_id, parse_json
-from harness.errors import InfrastructureError
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class ZkSession:
                 return
             except Exception as exc:  # kazoo raises a timeout of its handler's type
                 if time.monotonic() > deadline:
-                    raise InfrastructureError(
+                    raise BrokerUnavailable(
                         f"cannot reach ZooKeeper at {self.config.zookeeper_connect} for {patience_s:g}s"
                     ) from exc
                 log.warning("ZooKeeper at %s not reachable yet: %r", self.config.zookeeper_connect, exc)
