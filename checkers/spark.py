@@ -21,7 +21,7 @@ from checkers.parquet import convert
 from checkers.spark_engine import ParquetForm, check_parquet
 from checkers.spark_groups import check_groups, merge_into
 from checkers.spark_session import get_session
-from harness.errors import BadInput, InfrastructureError
+from foundation.errors import BadInput, InfrastructureError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -11,7 +11,7 @@ from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from broker.localcluster import LocalCluster
+from clusters.local import LocalCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

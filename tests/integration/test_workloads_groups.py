@@ -24,11 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.localcluster import LocalCluster
 from checkers.reference import check_history
-from harness.config import TestConfig
+from clusters.local import LocalCluster
+from foundation.config import TestConfig
+from history.pairing import pair_problems
+from history.reader import iter_ops
+from history.writer import HistoryWriter
 from workloads import final_drain, run_workload, setup_topics
-from workloads.history import HistoryWriter, iter_ops, pair_problems
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ from typing import Any
 from checkers.histories import HistoryBuilder
 from checkers.reference import check_history
 from checkers.verdict import decide
-from harness.config import TestConfig
+from foundation.config import TestConfig
 from tests.unit.test_checkers_verdict import no_replica_anomalies
 
 

@@ -39,7 +39,7 @@ from kafka import errors as kafka_errors
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KTopicPartition
 
-from harness.config import TestConfig
+from foundation.config import TestConfig
 from workloads.clients.base import (
     HEARTBEAT_INTERVAL_MS,
     MAX_POLL_INTERVAL_MS,
