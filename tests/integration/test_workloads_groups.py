@@ -35,8 +35,9 @@ from workloads import final_drain, run_workload, setup_topics
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def cluster() -> Iterator[LocalCluster]:
+    """A fresh cluster per test: groups must not find offsets an earlier test committed."""
     with LocalCluster(brokers=3, settings={"min.insync.replicas": 2}) as c:
         yield c
 
