@@ -193,6 +193,10 @@ class OwnSystem:
             return self.brokers[broker_id - 1].name
         return None
 
+    @property
+    def broker_daemon(self) -> str:
+        return BROKER
+
     def zookeeper_connect(self) -> str:
         return f"{self.zookeeper_node.address}:{ZOOKEEPER_PORT}"
 

@@ -1,6 +1,7 @@
 """Clock faults through libfaketime offset files: bump (jump to an offset), strobe (flip between two
 offsets for a while), reset ("+0"). The system under test says where each node's file lives with
-`sut.clock_file(node) -> str | None` and starts its brokers with `nemesis.clock.faketime_env(file)`.
+`sut.clock_file(node)` (`clusters.sut.HasClockFile`) and starts its brokers under libfaketime
+(`clusters.own.faketime_env(file)`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import threading
 from typing import Any
 
 from clusters.node import Node
+from clusters.sut import HasClockFile
 from foundation.errors import BadInput
 from nemesis import clock, targets
 from nemesis.packages.base import Active, Context, Package, PlanEnv
@@ -57,7 +59,7 @@ class Clock(Package):
     mode: str | None = None
 
     def check(self, ctx: Context, step: dict[str, Any]) -> None:
-        if not callable(getattr(ctx.sut, "clock_file", None)):
+        if not isinstance(ctx.sut, HasClockFile):
             raise BadInput(
                 f"{self.name} needs a system whose brokers run under libfaketime "
                 f"(sut.clock_file(node)); {type(ctx.sut).__name__} has none"
