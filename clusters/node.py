@@ -99,6 +99,13 @@ class InspectsDaemons(Protocol):
 
 
 @runtime_checkable
+class CarriesFaketime(Protocol):
+    """A node whose backend installs its own libfaketime (docker image, ssh host software)."""
+
+    faketime_library: str | None
+
+
+@runtime_checkable
 class Wraps(Protocol):
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """The argv that runs `argv` on this node from the controller's machine."""
