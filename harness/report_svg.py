@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 from markupsafe import Markup, escape
 
-from harness.report_history import FaultWindow
+from harness.report_faults import ShadedWindow
 from harness.report_replicas import Marks, PartitionLogs
 
 OUTCOME_COLOURS = {"ok": "#2b8a3e", "info": "#e8890c", "fail": "#c92a2a"}
@@ -98,7 +98,7 @@ class _Frame:
         )
         return out
 
-    def faults(self, windows: Sequence[FaultWindow], load_end: float | None) -> list[str]:
+    def faults(self, windows: Sequence[ShadedWindow], load_end: float | None) -> list[str]:
         out = []
         lanes: list[float] = []  # label lanes so labels of close faults do not overlap
         for w in windows:
@@ -145,7 +145,7 @@ def _svg(height: int, parts: Iterable[str], title: str) -> Markup:
 def rate_chart(
     rate: dict[tuple[str, str], dict[int, int]],
     t_end: float,
-    windows: Sequence[FaultWindow],
+    windows: Sequence[ShadedWindow],
     load_end: float | None,
 ) -> Markup:
     """Completions per second, one line per outcome of sends, and the ok polls."""
@@ -173,7 +173,7 @@ def rate_chart(
 def latency_chart(
     points: Sequence[tuple[float, float, str]],
     t_end: float,
-    windows: Sequence[FaultWindow],
+    windows: Sequence[ShadedWindow],
     load_end: float | None,
 ) -> Markup:
     """Every send (sampled when many) at its completion time, latency on a log scale."""

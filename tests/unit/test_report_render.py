@@ -15,7 +15,8 @@ from typing import Any
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from harness.report import build_context, write_report
-from harness.report_history import digest_history, fault_windows
+from harness.report_faults import shaded_windows as fault_windows
+from harness.report_history import digest_history
 from harness.report_replicas import compare, read_partition_logs
 
 NS = 1_000_000_000
