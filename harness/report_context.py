@@ -21,7 +21,7 @@ from harness.report_history import NS, digest_history
 from harness.report_inputs import RunInputs, read_inputs
 from harness.report_panels import files, settings_rows, stats_cards
 from harness.report_pictures import divergence_table, leaders, missing_groups, state_of
-from harness.report_replicas import compare, read_partition_logs
+from harness.report_replicas import marks_from_results, read_partition_logs
 from harness.report_svg import latency_chart, rate_chart, replica_chart
 from harness.report_text import availability, availability_text, run_facts, weak_evidence
 
@@ -168,7 +168,7 @@ def _pictures(
             affected |= example_partitions(a["examples"], digest)
     pictures = []
     for key in sorted(logs):
-        marks = compare(logs[key], digest.acked.get(key, {}))
+        marks = marks_from_results(inputs.results, logs[key])
         bad = any(m.divergent or m.missing_acked for m in marks.values())
         pictures.append(
             {
