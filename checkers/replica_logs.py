@@ -193,13 +193,13 @@ def find_divergence(
     replicas: Mapping[TopicPartition, list[ReplicaLog]],
     isrs: Mapping[TopicPartition, set[str]] | None = None,
     notes: list[str] | None = None,
-    offsets: dict[TopicPartition, list[int]] | None = None,
+    divergent_offsets: dict[TopicPartition, list[int]] | None = None,
 ) -> AnomalyResult:
     """log-divergence: offsets where replicas covering them hold different records.
 
     `isrs`: each partition's final ISR when known; where only a lagging replica's pending tail
     differs, the offsets go to `notes`, not to the anomaly (see the module docstring).
-    `offsets`, when given, receives every divergent offset of each partition (examples are capped).
+    `divergent_offsets`, when given, receives every divergent offset of each partition (examples are capped).
     """
     found = Examples("log-divergence")
     isrs = isrs or {}
@@ -223,8 +223,8 @@ def find_divergence(
                             pending.setdefault(r.node, []).append(offset)
                     continue
                 hws = [r.high_watermark for r in covering]
-                if offsets is not None:
-                    offsets.setdefault((topic, partition), []).append(offset)
+                if divergent_offsets is not None:
+                    divergent_offsets.setdefault((topic, partition), []).append(offset)
                 found.add(
                     {
                         "topic": topic,
