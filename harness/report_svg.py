@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from markupsafe import Markup, escape
 
 from harness.report_faults import ShadedWindow
-from harness.report_replicas import Marks, PartitionLogs
+from harness.report_replicas import Marks, PartitionLogs, Replica
 
 OUTCOME_COLOURS = {"ok": "#2b8a3e", "info": "#e8890c", "fail": "#c92a2a"}
 POLL_COLOUR = "#5c7cfa"
@@ -312,7 +312,7 @@ def replica_chart(logs: PartitionLogs, marks: dict[str, Marks], leader: str | No
     return _svg(height, parts, f"replica logs of {logs.name}")
 
 
-def _zoom_start(replicas: Sequence[object], marks: dict[str, Marks], end: int) -> int:
+def _zoom_start(replicas: Sequence[Replica], marks: dict[str, Marks], end: int) -> int:
     """Where the replica picture starts: 0, or just before the trouble when it sits in a narrow tail.
 
     Offsets before the first red mark and the shortest log end agree on every replica, so when both
@@ -322,16 +322,16 @@ def _zoom_start(replicas: Sequence[object], marks: dict[str, Marks], end: int) -
     bad = [o for m in marks.values() for o in (m.divergent | m.missing_acked)]
     if not bad:
         return 0
-    interest = [min(bad)] + [int(getattr(r, "log_end", 0)) for r in replicas]
+    interest = [min(bad)] + [r.log_end for r in replicas]
     first = min(interest)
     if end - first >= end / 4:
         return 0
     return max(0, first - max(10, end - first))
 
 
-def _epochs_from_records(r: object) -> list[tuple[int, int]]:
+def _epochs_from_records(r: Replica) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
-    records = getattr(r, "records", {})
+    records = r.records
     for offset in sorted(records):
         epoch = records[offset][1]
         if not out or out[-1][0] != epoch:
