@@ -199,6 +199,19 @@ def build_parser() -> argparse.ArgumentParser:
         "4 infrastructure (the replay could not run)."
     )
 
+    p = sub.add_parser(
+        "shrink",
+        help="delta debugging over a stored invalid run's faults, on real nodes: the smallest that still fails",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument(
+        "--budget", type=float, default=1800.0, metavar="S", help="seconds of real runs (default 1800)"
+    )
+    p.epilog = (
+        "exit codes: 1 a minimal schedule still gives invalid (stored as a run, with shrink.html), "
+        "3 the schedule no longer fails when replayed, 2 bad input, 4 infrastructure. See docs/explore.md."
+    )
+
     p = sub.add_parser("bench", help="benchmarks that print figures")
     p.add_argument("target", choices=("checker", "broker", "workload", "explore"))
     p.add_argument("--ops", type=int, default=1_000_000, metavar="N", help="operations (checker bench)")
