@@ -19,10 +19,11 @@ from urllib.parse import urlparse
 from checkers.catalogue import EngineResult
 from checkers.parquet import convert
 from checkers.spark_engine import ParquetForm, check_parquet
+from checkers.spark_groups import check_groups, merge_into
 from checkers.spark_session import get_session
 from checkers.spark_stats import spark_facts
 from checkers.stats import Facts
-from harness.errors import BadInput, InfrastructureError
+from foundation.errors import BadInput, InfrastructureError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -131,6 +132,11 @@ def check(
         first_orphan=form.first_orphan,
         figures=form.figures,
         topics=form.topics,
+    )
+    # The consumer-group rules read the group operations' own fields (checkers/spark_groups.py).
+    merge_into(
+        result["anomalies"],
+        check_groups(spark, os.fspath(history_path), form.operations_path, form.reads_path),
     )
     last_timings["check"] = time.monotonic() - checking
     stats_facts = None

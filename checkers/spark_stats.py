@@ -156,7 +156,7 @@ def spark_facts(
     duration = max(0.0, (max_time or 0) / NS)
 
     # --- Action 2 (and three small ones for big histories): percentiles, fault windows ----
-    windows = fault_windows(((_nemesis_op(row), int(row[1] or 0) / NS) for row in nemesis), duration)
+    windows = fault_windows([_nemesis_op(row) for row in nemesis], duration)
     parts = []
     if windows:
         parts.append(_window_rows(spark, completed, ok_send, windows))

@@ -39,8 +39,8 @@ from clusters.node import ExecResult
 from clusters.own import refuse_lazyfs_off_netns
 from clusters.remote_shell import ShellDaemons
 from clusters.state import ClusterState, list_states, locked, register_remover, run_quiet
-from harness.config import TestConfig
-from harness.errors import BadInput, InfrastructureError
+from foundation.config import TestConfig
+from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,14 @@ class DockerNode(ShellDaemons):
     @property
     def hostname(self) -> str:
         return self.name
+
+    def handle(self) -> dict[str, Any]:
+        """How to reach this node after a controller crash: its container, through `docker exec`."""
+        return {
+            "backend": "docker",
+            "container": self.container,
+            "prefix": ["docker", "exec", self.container],
+        }
 
     @property
     def faketime_library(self) -> str:

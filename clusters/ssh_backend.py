@@ -42,8 +42,8 @@ from clusters.node import ExecResult
 from clusters.own import refuse_lazyfs_off_netns
 from clusters.remote_shell import ShellDaemons, env_prefix
 from clusters.state import ClusterState, locked, register_remover
-from harness.config import SshHost, TestConfig
-from harness.errors import BadInput, InfrastructureError
+from foundation.config import SshHost, TestConfig
+from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +145,15 @@ class SshNode(ShellDaemons):
 
     def __repr__(self) -> str:
         return f"SshNode({self.name!r}, {host_label(self.host)})"
+
+    def handle(self) -> dict[str, Any]:
+        """How to reach this node after a controller crash: the host to reconnect to."""
+        return {
+            "backend": "ssh",
+            "ssh": dataclasses.asdict(self.host),
+            "cluster": self.cluster,
+            "address": self.address,
+        }
 
     @property
     def home(self) -> str:
