@@ -234,10 +234,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", choices=("checker", "broker", "workload", "explore"))
     p.add_argument("--ops", type=int, default=1_000_000, metavar="N", help="operations (checker bench)")
     p.add_argument("--checker", choices=CHECKERS, default=None)
-    p.add_argument("--keep", metavar="FILE", help="keep the generated history here")
+    p.add_argument("--keep", metavar="DIR", help="checker bench: keep the generated run directory here")
     p.add_argument("--schedules", type=int, default=10_000, metavar="N", help="explore bench: safe schedules")
     p.add_argument("--budget", type=float, default=600.0, metavar="S", help="explore bench: seconds per part")
     p.add_argument("--no-duckdb", action="store_true", help="checker bench: skip the DuckDB comparison")
+    p.add_argument(
+        "--no-reference", action="store_true", help="checker bench: skip the reference checker beside Spark"
+    )
     p.add_argument(
         "--in-process",
         action="store_true",

@@ -28,7 +28,7 @@ from checkers.reference import check_history as reference_check
 from checkers.stats import history_facts
 from checkers.synthetic import ANOMALY_KINDS, generate
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 
 FEW = settings(
     max_examples=5,
