@@ -41,7 +41,9 @@ def resolve_engine(engine: str, history: Path) -> str:
     return "spark" if history.stat().st_size >= AUTO_SPARK_BYTES else "reference"
 
 
-def run_engine(engine: str, history: Path, spark_master: str | None) -> tuple[EngineResult, Facts]:
+def run_engine(
+    engine: str, history: Path, spark_master: str | None, spark_remote: str | None = None
+) -> tuple[EngineResult, Facts]:
     """Run one engine on a history file: its anomalies and the facts of the statistics.
 
     The reference counts the facts in one Python pass; Spark computes them from the history's
@@ -61,7 +63,7 @@ def run_engine(engine: str, history: Path, spark_master: str | None) -> tuple[En
                 f"the Spark checker is not available ({e}); use --checker reference"
             ) from None
 
-        result, facts = spark_check(history, spark_master=spark_master, facts=True)
+        result, facts = spark_check(history, spark_master=spark_master, facts=True, spark_remote=spark_remote)
         assert facts is not None
         return result, facts
     raise BadInput(f"unknown checker {engine!r} (one of {', '.join(ENGINES)})")
@@ -98,6 +100,7 @@ def check_run(
     engine: str = "spark",
     spark_master: str | None = None,
     *,
+    spark_remote: str | None = None,
     replica_logs: bool = True,
     write: bool = True,
 ) -> dict[str, Any]:
@@ -114,7 +117,8 @@ def check_run(
     config, notes = load_config(run)
     started = time.monotonic()
     spark_master = spark_master or config.spark_master
-    result, facts = run_engine(engine, history, spark_master)
+    spark_remote = spark_remote or os.environ.get("STRANDLINE_SPARK_REMOTE") or None
+    result, facts = run_engine(engine, history, spark_master, spark_remote)
     engine_seconds = time.monotonic() - started
 
     drain, _ = read_optional_json(run / DRAIN)
@@ -144,7 +148,7 @@ def check_run(
             "engine": engine,
             "seconds": round(time.monotonic() - started, 3),
             "engine_seconds": round(engine_seconds, 3),
-            **({"spark_master": spark_master} if engine == "spark" else {}),
+            **({"spark_master": spark_remote or spark_master} if engine == "spark" else {}),
         },
         "fatal": verdict["fatal"],
         "incomplete": verdict["incomplete"],

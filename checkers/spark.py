@@ -42,14 +42,16 @@ def _local_path(history: str | os.PathLike[str]) -> Path | None:
     return None
 
 
-def _start(master: str | None, memory: str | None) -> tuple[threading.Thread, dict[str, Any]]:
+def _start(
+    master: str | None, memory: str | None, remote: str | None = None
+) -> tuple[threading.Thread, dict[str, Any]]:
     """Start (or find) the Spark session in a thread, so the JVM boots while Arrow converts."""
     box: dict[str, Any] = {}
 
     def run() -> None:
         started = time.monotonic()
         try:
-            box["session"] = get_session(master, memory)
+            box["session"] = get_session(master, memory, remote)
         except BaseException as e:  # re-raised in the caller's thread
             box["error"] = e
         box["seconds"] = time.monotonic() - started
@@ -63,7 +65,10 @@ def _session(thread: threading.Thread, box: dict[str, Any]) -> SparkSession:
     thread.join()
     if "error" in box:
         e = box["error"]
-        raise InfrastructureError(f"Spark did not start: {e}") from e
+        if isinstance(e, BadInput | InfrastructureError):
+            raise e
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        raise InfrastructureError(f"Spark did not start: {first} (is Java installed? JAVA_HOME?)") from e
     session: SparkSession = box["session"]
     return session
 
@@ -89,11 +94,12 @@ def check(
     driver_memory: str | None = None,
     reconvert: bool = False,
     facts: bool = False,
+    spark_remote: str | None = None,
 ) -> tuple[EngineResult, Facts | None]:
     """The anomalies of one history and, with `facts`, its statistics' facts, all from Spark."""
     last_timings.clear()
     started = time.monotonic()
-    thread, box = _start(spark_master, driver_memory)
+    thread, box = _start(spark_master, driver_memory, spark_remote)
     local = _local_path(history_path)
     if local is not None:
         if not local.is_file():

@@ -171,6 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="checker engine (default: the run's test.json, else spark)",
     )
     p.add_argument("--spark-master", metavar="URL", help="Spark master (default local[*])")
+    p.add_argument(
+        "--spark-remote",
+        metavar="sc://HOST:PORT",
+        help="check on a Spark Connect server (no JVM here; default: $STRANDLINE_SPARK_REMOTE)",
+    )
 
     p = sub.add_parser("report", help="(re)write report.html of a stored run")
     p.add_argument("run_dir", metavar="RUN_DIR")

@@ -63,7 +63,12 @@ def main(args: argparse.Namespace) -> int:
     if engine is None:
         config, _ = load_config(run)
         engine = config.checker
-    results = check_run(run, engine=engine, spark_master=getattr(args, "spark_master", None))
+    results = check_run(
+        run,
+        engine=engine,
+        spark_master=getattr(args, "spark_master", None),
+        spark_remote=getattr(args, "spark_remote", None),
+    )
     console = Console(highlight=False, soft_wrap=True)
     for line in summary_lines(results):
         console.print(line, markup=False)
