@@ -103,6 +103,17 @@ def count_history(path: Path) -> dict[str, Any]:
     return {"counts": counts, "seconds": seconds}
 
 
+def _concurrency() -> int:
+    raw = os.environ.get("STRANDLINE_BENCH_CONCURRENCY", str(CONCURRENCY)).strip()
+    try:
+        concurrency = int(raw)
+    except ValueError:
+        raise BadInput(f"STRANDLINE_BENCH_CONCURRENCY: expected a number of clients, got {raw!r}") from None
+    if concurrency < 1:
+        raise BadInput("STRANDLINE_BENCH_CONCURRENCY: must be at least 1")
+    return concurrency
+
+
 def _workers() -> int | None:
     raw = os.environ.get("STRANDLINE_BENCH_WORKERS", "").strip()
     if not raw:
@@ -262,7 +273,7 @@ def main(args: argparse.Namespace) -> int:
         topics=1,
         partitions=2,
         rate=1e9,
-        concurrency=CONCURRENCY,
+        concurrency=_concurrency(),
     )
     configs = [base.replace(client=client) for client in clients]  # BadInput names a bad client
     keep = Path(args.keep) if getattr(args, "keep", None) else None
