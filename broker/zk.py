@@ -103,6 +103,7 @@ class ZkCluster:
         self._brokers: dict[int, BrokerAddress] = {}
         self._topics: dict[str, dict[int, tuple[int, ...]]] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
+        self._topic_names: dict[uuid.UUID, str] = {}
         self._states: dict[tuple[str, int], PartitionState] = {}
         self._watched_topics: set[str] = set()
         self._controller_id = -1
@@ -119,7 +120,7 @@ class ZkCluster:
         self._brokers_lock = asyncio.Lock()
         self._session_lost = False
         self._stopping = False
-        self.fetchers = FetcherManager(config, replicas, self.brokers)
+        self.fetchers = FetcherManager(config, replicas, self.brokers, self.topic_id)
         replicas.follower_listener = self.fetchers.on_partition_state
 
     # --- lifecycle --------------------------------------------------------------------------------
@@ -264,6 +265,9 @@ class ZkCluster:
 
     def topic_id(self, topic: str) -> uuid.UUID:
         return self._topic_ids.get(topic, uuid.UUID(int=0))
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self._topic_names.get(topic_id)
 
     def partition_state(self, topic: str, index: int) -> PartitionState | None:
         return self._states.get((topic, index))
@@ -416,6 +420,7 @@ class ZkCluster:
             )
         except (TypeError, ValueError):
             self._topic_ids[name] = uuid.uuid5(uuid.NAMESPACE_URL, f"strandline:{name}")
+        self._topic_names[self._topic_ids[name]] = name
         for index in assignment:
             path = state_path(name, index)
             await asyncio.to_thread(DataWatch, self.zk, path, self._state_callback(name, index))
