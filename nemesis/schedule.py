@@ -17,7 +17,7 @@ import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from harness.errors import BadInput
+from foundation.errors import BadInput
 from nemesis.packages import ALIASES, PACKAGES, PlanEnv, lookup
 
 CONTROL_DO = ("start", "resume", "heal")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from foundation.errors import EXIT_INVALID, EXIT_VALID
 from harness.campaign import load_campaign, run_campaign
-from harness.errors import EXIT_INVALID, EXIT_VALID
 
 
 def main(args: argparse.Namespace) -> int:
