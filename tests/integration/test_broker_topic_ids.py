@@ -20,7 +20,7 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 from broker import protocol as p
-from broker.localcluster import LocalCluster
+from clusters.local import LocalCluster
 from tests.integration.test_broker_frames import Wire, _batch
 
 pytestmark = pytest.mark.integration
