@@ -16,6 +16,12 @@ from typing import Any
 from broker import protocol as p
 from broker import wire
 from broker.config import BrokerConfig
+from broker.kafka_errors import (
+    LEADER_NOT_AVAILABLE,
+    NONE,
+    NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from broker.metadata import (
     INVALID_PARTITIONS,
     INVALID_REPLICATION_FACTOR,
@@ -24,15 +30,7 @@ from broker.metadata import (
     TopicCreation,
     validate_topic_name,
 )
-from broker.replica_manager import (
-    DEBUG_REPLICA_ID,
-    LEADER_NOT_AVAILABLE,
-    NONE,
-    NOT_LEADER_OR_FOLLOWER,
-    UNKNOWN_TOPIC_OR_PARTITION,
-    Partition,
-    ReplicaManager,
-)
+from broker.replica_manager import DEBUG_REPLICA_ID, Partition, ReplicaManager
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The metadata layer the request handlers see: brokers, topics, partition states, and its writes.
 
 Two implementations: `StandaloneMetadata` (no zookeeper.connect: one broker, in memory, leader
-of everything — for quick single-node use) and `broker.zk.ZkMetadata` (Kafka's ZooKeeper mode).
+of everything — for quick single-node use) and `broker.zookeeper.ZkCluster` (Kafka's ZooKeeper mode).
 Both push partition states into the ReplicaManager through `apply_state`.
 """
 
@@ -13,7 +13,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
-from broker.replica_manager import PartitionState, ReplicaManager
+from broker.partition_state import PartitionState
+from broker.replica_manager import ReplicaManager
 from broker.replication import WriteIsr
 
 TOPIC_ALREADY_EXISTS = 36
@@ -61,12 +62,12 @@ def validate_topic_name(name: str) -> str | None:
 
 
 def assign_replicas(
-    brokers: list[int], num_partitions: int, replication_factor: int
+    brokers: list[int], num_partitions: int, replication_factor: int, rng: random.Random
 ) -> dict[int, tuple[int, ...]]:
     """Kafka's round-robin assignment: partition p's replicas start at broker (start + p)."""
     ordered = sorted(brokers)
-    start = random.randrange(len(ordered))
-    shift = random.randrange(len(ordered))
+    start = rng.randrange(len(ordered))
+    shift = rng.randrange(len(ordered))
     assignment = {}
     for p in range(num_partitions):
         first = (start + p) % len(ordered)
@@ -89,13 +90,16 @@ def standalone_topic_id(topic: str) -> uuid.UUID:
 class StandaloneMetadata:
     """One broker, no ZooKeeper: every partition's leader is this broker, epoch 0, ISR [self]."""
 
-    def __init__(self, replicas: ReplicaManager, address: BrokerAddress) -> None:
+    def __init__(
+        self, replicas: ReplicaManager, address: BrokerAddress, rng: random.Random | None = None
+    ) -> None:
+        self._rng = rng if rng is not None else random.Random()
         self._replicas = replicas
         self._address = address
         self._topics: dict[str, dict[int, tuple[int, ...]]] = {}
         self._ids: dict[str, uuid.UUID] = {}
         self._states: dict[tuple[str, int], PartitionState] = {}
-        self._producer_ids = itertools.count(random.randrange(1000, 1_000_000) * 1000)
+        self._producer_ids = itertools.count(self._rng.randrange(1000, 1_000_000) * 1000)
         me = address.broker_id
         for topic, index in list(replicas.partitions):
             self._topics.setdefault(topic, {})[index] = (me,)

@@ -32,6 +32,7 @@ from foundation.errors import (
     EXIT_INVALID,
     EXIT_UNKNOWN,
     EXIT_VALID,
+    BadInput,
     InfrastructureError,
     StrandlineError,
 )
@@ -49,8 +50,9 @@ class RunOutcome:
 
     run_dir: Path
     verdict: str = "unknown"  # valid | invalid | unknown
-    status: str = "completed"  # completed | interrupted | failed
+    status: str = "completed"  # completed | interrupted | failed | refused
     reason: str = ""
+    phase: str = ""  # the phase that failed (or refused), e.g. "cluster_up"; "" when none did
     exit_code: int = EXIT_UNKNOWN
     results: dict[str, Any] | None = None
     timings: dict[str, float] = field(default_factory=dict)
@@ -65,6 +67,10 @@ class RunOutcome:
 def verdict_of(results: dict[str, Any] | None) -> str:
     valid = (results or {}).get("valid")
     return "valid" if valid is True else "invalid" if valid is False else "unknown"
+
+
+class Refused(BadInput):
+    """A requested fault cannot run on this system or machine: found before any cluster started."""
 
 
 class _Interrupted(BaseException):
@@ -144,6 +150,7 @@ class _Phases:
     def __init__(self, console: Console, timings: dict[str, float]):
         self.console = console
         self.timings = timings
+        self.failed = ""  # the key of the first phase that did not finish
 
     @contextmanager
     def phase(self, key: str, text: str) -> Iterator[None]:
@@ -157,6 +164,8 @@ class _Phases:
         finally:
             took = time.monotonic() - started
             self.timings[key] = round(took, 2)
+            if not ok and not self.failed:
+                self.failed = key
             mark = "[green]✓[/]" if ok else "[red]✗[/]"
             self.console.print(f"  {mark} {text} ({took:.1f} s)", highlight=False)
 
@@ -175,6 +184,8 @@ class RunPieces:
     check_run: Callable[..., dict[str, Any]]
     build_nemesis: Callable[..., Any]
     heal_leftovers: Callable[[Path], list[str]]
+    # Why the requested faults cannot run here (None: they can), asked before any cluster starts.
+    preflight: Callable[[TestConfig, Any, Path, Path | None], str | None] | None = None
 
     @staticmethod
     def real() -> RunPieces:
@@ -184,6 +195,7 @@ class RunPieces:
         from checkers.api import check_run
         from clusters.factory import build_cluster
         from clusters.state import cleanup_leftovers, state_dir_default
+        from harness.preflight import refusal
 
         return RunPieces(
             build_cluster=build_cluster,
@@ -196,6 +208,7 @@ class RunPieces:
             check_run=check_run,
             build_nemesis=nemesis.build_nemesis,
             heal_leftovers=nemesis.heal_leftovers,
+            preflight=refusal,
         )
 
 
@@ -335,6 +348,11 @@ def run_test(
         except (KeyboardInterrupt, _Interrupted) as e:
             outcome.status, outcome.reason = "interrupted", f"interrupted ({type(e).__name__} {e})".strip()
             console.print("[yellow]interrupted: healed and tore down; what was written is kept[/]")
+        except Refused as e:
+            outcome.status, outcome.reason = "refused", str(e)
+            outcome.exit_code = e.exit_code
+            log.info("run refused: %s", e)
+            console.print(f"[red]refused:[/] {e}", highlight=False, soft_wrap=True)
         except StrandlineError as e:
             outcome.status, outcome.reason = "failed", str(e)
             outcome.exit_code = e.exit_code
@@ -349,6 +367,7 @@ def run_test(
                 soft_wrap=True,
             )
         outcome.timings["total"] = round(time.monotonic() - started, 2)
+        outcome.phase = phases.failed if outcome.status != "completed" else ""
         _finish(run, outcome, phases, screenshot, pieces.check_run)
     return outcome
 
@@ -375,6 +394,11 @@ def _lifecycle(
     work.mkdir(parents=True, exist_ok=True)
     kwargs = {"state_dir": state_dir} if state_dir is not None else {}
     cluster = pieces.build_cluster(config, work, **kwargs)
+    if pieces.preflight is not None and wants_nemesis(config):
+        with phases.phase("preflight", "asking what the faults need, before any cluster starts"):
+            why = pieces.preflight(config, cluster.sut, work, state_dir)
+            if why:
+                raise Refused(why)
     history: Any = None
     nemesis: Any = None
     up = False
@@ -567,6 +591,7 @@ def _finish(
         {
             "status": outcome.status,
             "reason": outcome.reason,
+            **({"phase": outcome.phase} if outcome.phase else {}),
             "verdict": outcome.verdict,
             "timings": outcome.timings,
             **({"recovery": outcome.recovery} if outcome.recovery else {}),
@@ -585,6 +610,8 @@ def _finish(
         phases.console.print(f"[red]report failed:[/] {e}", highlight=False, soft_wrap=True)
     if outcome.status == "interrupted":
         outcome.exit_code = EXIT_INTERRUPTED
+    elif outcome.status == "refused":
+        outcome.exit_code = EXIT_BAD_INPUT
     elif outcome.status == "failed":
         if outcome.exit_code not in (EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE):
             outcome.exit_code = EXIT_INFRASTRUCTURE

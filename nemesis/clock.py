@@ -10,6 +10,7 @@ The nemesis writes offsets such as "+30s" or "-5s" into that file; "+0" is the r
 from __future__ import annotations
 
 import os
+from typing import Protocol, runtime_checkable
 
 from clusters.node import Node
 
@@ -23,6 +24,20 @@ def library_path() -> str:
     return os.path.join(
         os.path.dirname(libfaketime.__file__), "vendor", "libfaketime", "src", "libfaketime.so.1"
     )
+
+
+@runtime_checkable
+class CarriesFaketime(Protocol):
+    """A node whose backend installs its own libfaketime (docker image, ssh host software)."""
+
+    faketime_library: str | None
+
+
+def preload_library(node: object) -> str | None:
+    """The libfaketime a broker on `node` preloads (None: not installed on it yet)."""
+    if isinstance(node, CarriesFaketime):
+        return node.faketime_library
+    return library_path()  # a node that shares the controller's files (netns)
 
 
 def faketime_env(clock_file: str, library: str | None = None) -> dict[str, str]:

@@ -628,11 +628,16 @@ class _CapableSut:
         return ["lazyfs.sock"]
 
 
-class _ShapeCluster:
-    def __init__(self, nodes: int) -> None:
+class ShapeCluster:
+    """A cluster of the config's shape that is not up: enough for the static checks.
+
+    `sut`: the real (not yet started) system under test, to check what it offers; by default one
+    that can do everything (the checks that need only the config)."""
+
+    def __init__(self, nodes: int, sut: Any = None) -> None:
         self.nodes = [_ShapeNode(f"n{i}", f"192.0.2.{i}") for i in range(1, nodes + 1)]
         self.zookeeper_node = _ShapeNode("zk", "192.0.2.254")
-        self.sut = _CapableSut()
+        self.sut = sut if sut is not None else _CapableSut()
 
 
 def check_config(config: Any) -> None:
@@ -642,7 +647,7 @@ def check_config(config: Any) -> None:
     real cluster and also asks the system and the nodes what they can do.
     """
     nem = Nemesis(
-        config, _ShapeCluster(int(getattr(config, "nodes", 3))), None, random.Random(0), state_dir="."
+        config, ShapeCluster(int(getattr(config, "nodes", 3))), None, random.Random(0), state_dir="."
     )
     nem.validate(probe=False)
 

@@ -119,6 +119,14 @@ class Package:
         """Ask the nodes whether the fault can work here (iptables, tc, files); None when it can."""
         return None
 
+    # Does `node_probe` ask anything? (A node is created for it before the cluster starts.)
+    probes_node: bool = False
+
+    def node_probe(self, node: Node) -> str | None:
+        """What the fault needs of a bare node, with no system on it (tc netem, FUSE, the clock
+        preload), asked of one node before any cluster starts; None when the node has it."""
+        return None
+
     def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
         return list(self.default_qualifiers)
 

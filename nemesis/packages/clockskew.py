@@ -55,6 +55,16 @@ class Clock(Package):
     shade = {"color": "#54a24b", "label": "clock skew"}
     summary = "skew the brokers' wall clocks (libfaketime offset file); reset to +0 when healed"
     mode: str | None = None
+    probes_node = True
+
+    def node_probe(self, node: Node) -> str | None:
+        """The brokers run with libfaketime preloaded: the library must be readable on the node."""
+        library = clock.preload_library(node)
+        if library is None:
+            return None  # installed with the system later (ssh hosts): the probe after set-up asks
+        if not node.exec(["test", "-r", library], timeout=15, check=False).ok:
+            return f"the clock preload {library} (libfaketime) is not readable on {node.name}"
+        return None
 
     def check(self, ctx: Context, step: dict[str, Any]) -> None:
         if not callable(getattr(ctx.sut, "clock_file", None)):

@@ -34,6 +34,16 @@ class LoseUnsynced(Package):
     default_qualifiers = ("one", "minority", "majority", "all", "leader")
     shade = {"color": "#ff9da6", "label": "power loss"}
     summary = "power loss: SIGKILL the broker and drop its un-fsynced writes (lazyfs); restarted when healed"
+    probes_node = True
+
+    def node_probe(self, node: Node) -> str | None:
+        """The data dir is mounted on a FUSE filesystem: /dev/fuse and fusermount must be there."""
+        script = (
+            "test -c /dev/fuse && test -w /dev/fuse && { command -v fusermount || command -v fusermount3; }"
+        )
+        if not node.exec(["sh", "-c", script], timeout=15, check=False).ok:
+            return f"FUSE is not available on {node.name} (no writable /dev/fuse or no fusermount)"
+        return None
 
     def check(self, ctx: Context, step: dict[str, Any]) -> None:
         if not isinstance(ctx.sut, Killable):

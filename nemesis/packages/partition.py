@@ -89,11 +89,13 @@ class Partition(Package):
                 )
 
     def probe(self, ctx: Context) -> str | None:
-        def one(node: Node) -> str | None:
-            why = net.has_iptables(node)
-            return f"iptables does not work on {node.name}: {why}" if why else None
+        return ctx.first_problem(self.node_probe)
 
-        return ctx.first_problem(one)
+    probes_node = True
+
+    def node_probe(self, node: Node) -> str | None:
+        why = net.has_iptables(node)
+        return f"iptables does not work on {node.name}: {why}" if why else None
 
     def plan(self, rng: random.Random, env: PlanEnv, qualifier: str | None) -> dict[str, Any]:
         shape = qualifier or rng.choice(self.usable_qualifiers(env, None) or ["halves"])

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from broker.controller import elect_leader, initial_state
+from broker.follower import leader_epoch_truncation
 from broker.producer_state import ERR_OUT_OF_ORDER_SEQUENCE, Duplicate, ProducerState
 from broker.replication import (
     HighWatermarkAdvanced,
     PartitionReplica,
     Role,
     WriteIsr,
-    leader_epoch_truncation,
 )
 from broker.storage import LeaderEpochCache
 
