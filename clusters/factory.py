@@ -90,6 +90,11 @@ class Cluster:
     def state(self) -> ClusterState | None:
         return self.network.state
 
+    @property
+    def state_dir(self) -> Path | None:
+        """The directory of the cluster's state file (the nemesis keeps its fault ledger there)."""
+        return self.state.path.parent if self.state is not None else None
+
     def bootstrap_servers(self) -> list[str]:
         servers: list[str] = self.sut.bootstrap_servers()
         return servers

@@ -346,9 +346,8 @@ def junit_xml(campaign: Campaign, results: list[TestResult], seconds: float) -> 
                 [f"run: {r.run_dir}", *(f"{k}: {v}" for k, v in r.anomalies.items()), r.reason]
             ).strip()
         if r.run_dir is not None:
-            ET.SubElement(
-                case, "system-out"
-            ).text = f"verdict: {r.verdict} {r.run_dir}\nreport: {r.run_dir / rundir.REPORT}"
+            said = f"refused: {r.reason}" if r.verdict == "refused" else f"verdict: {r.verdict} {r.run_dir}"
+            ET.SubElement(case, "system-out").text = f"{said}\nreport: {r.run_dir / rundir.REPORT}"
     root = ET.Element("testsuites", name="strandline", tests=str(len(results)), failures=str(failures))
     root.append(suite)
     ET.indent(root)

@@ -181,11 +181,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="status as one JSON object")
     p.add_argument("--all", action="store_true", help="with down: every cluster strandline left behind")
 
+    p = sub.add_parser(
+        "explore",
+        help="search fault schedules in a deterministic simulation; replay the minimal failing one",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_run_flags(p)
+    p.add_argument("--budget", type=float, default=60.0, metavar="S", help="seconds of search (default 60)")
+    p.add_argument(
+        "--no-replay", action="store_true", help="do not replay the minimal schedule on real nodes"
+    )
+    p.epilog = (
+        "The simulator runs the own broker's replication core (one partition, every broker a replica) with\n"
+        "the test's settings; --nemesis picks the faults it draws (default kill,restart,pause,partition,clock;\n"
+        "also power-loss). The same seed always gives the same search. See docs/explore.md.\n\n"
+        "exit codes: 1 the simulation found a loss (invalid), 0 none within the budget, 2 bad input,\n"
+        "4 infrastructure (the replay could not run)."
+    )
+
     p = sub.add_parser("bench", help="benchmarks that print figures")
-    p.add_argument("target", choices=("checker", "broker", "workload"))
+    p.add_argument("target", choices=("checker", "broker", "workload", "explore"))
     p.add_argument("--ops", type=int, default=1_000_000, metavar="N", help="operations (checker bench)")
     p.add_argument("--checker", choices=CHECKERS, default=None)
     p.add_argument("--keep", metavar="FILE", help="keep the generated history here")
+    p.add_argument("--schedules", type=int, default=10_000, metavar="N", help="explore bench: safe schedules")
+    p.add_argument("--budget", type=float, default=600.0, metavar="S", help="explore bench: seconds per part")
     p.add_argument("--no-duckdb", action="store_true", help="checker bench: skip the DuckDB comparison")
     p.add_argument(
         "--in-process",

@@ -15,12 +15,13 @@ from typing import Any
 from harness import rundir
 from harness.report_catalogue import description, sentence, severity_rank
 from harness.report_examples import ExampleView, example_partitions, example_view, refs
+from harness.report_faults import shaded_windows
 from harness.report_headline import headline, setup_headline, why
-from harness.report_history import NS, digest_history, fault_windows
+from harness.report_history import NS, digest_history
 from harness.report_inputs import RunInputs, read_inputs
 from harness.report_panels import files, settings_rows, stats_cards
 from harness.report_pictures import divergence_table, leaders, missing_groups, state_of
-from harness.report_replicas import compare, read_partition_logs
+from harness.report_replicas import marks_from_results, read_partition_logs
 from harness.report_svg import latency_chart, rate_chart, replica_chart
 from harness.report_text import availability, availability_text, run_facts, weak_evidence
 
@@ -53,7 +54,7 @@ def build_context(run: Path) -> dict[str, Any]:
             want_idx |= i
             want_val |= v
     digest = digest_history(run / rundir.HISTORY, want_idx, want_val)
-    windows = fault_windows(digest.nemesis)
+    windows = shaded_windows(digest.nemesis)
     logs = read_partition_logs(run / rundir.NODES)
     fatal = set(results["fatal"]) if results is not None and "fatal" in results else set()
     verdict, sentences = headline(results, digest, windows, fatal)
@@ -167,7 +168,7 @@ def _pictures(
             affected |= example_partitions(a["examples"], digest)
     pictures = []
     for key in sorted(logs):
-        marks = compare(logs[key], digest.acked.get(key, {}))
+        marks = marks_from_results(inputs.results, logs[key])
         bad = any(m.divergent or m.missing_acked for m in marks.values())
         pictures.append(
             {

@@ -11,7 +11,8 @@ from typing import Any
 
 from harness.report_catalogue import SEVERITY, description
 from harness.report_examples import example_partitions, refs
-from harness.report_history import NS, FaultWindow, HistoryDigest
+from harness.report_faults import ShadedWindow
+from harness.report_history import NS, HistoryDigest
 from harness.report_inputs import SETUP_PHASES as SETUP_PHASE_WORDS
 
 
@@ -45,7 +46,7 @@ def _who(who: str) -> tuple[str, bool]:
     return names, plural
 
 
-def _fault_phrase(w: FaultWindow) -> str:
+def _fault_phrase(w: ShadedWindow) -> str:
     label = w.label
     parts = label.split(" ", 1)
     who, plural = _who(parts[1] if len(parts) > 1 else "")
@@ -89,7 +90,7 @@ def _tp_text(tps: set[tuple[str, int]]) -> str:
 PROCESS_FAULTS = ("kill", "restart", "lose-unsynced", "pause", "crash", "stop")
 
 
-def _fault_after(examples: list[Any], digest: HistoryDigest, windows: list[FaultWindow]) -> str:
+def _fault_after(examples: list[Any], digest: HistoryDigest, windows: list[ShadedWindow]) -> str:
     """The faults that most plausibly destroyed acknowledged data: process faults after the last ack.
 
     Up to two are named (the first, and the last one that hit a leader), so the KIP-101 story reads
@@ -128,7 +129,7 @@ def _leader_of(examples: list[Any]) -> str | None:
 
 
 def headline(
-    results: dict[str, Any] | None, digest: HistoryDigest, windows: list[FaultWindow], fatal: set[str]
+    results: dict[str, Any] | None, digest: HistoryDigest, windows: list[ShadedWindow], fatal: set[str]
 ) -> tuple[str, list[str]]:
     """(verdict word, sentences in plain words) for the top of the report."""
     if results is None:
@@ -184,7 +185,7 @@ def headline(
     return "unknown", [text + ".", *sentences]
 
 
-def _fault_summary(windows: list[FaultWindow]) -> str:
+def _fault_summary(windows: list[ShadedWindow]) -> str:
     counts: dict[str, int] = {}
     for w in windows:
         counts[w.f] = counts.get(w.f, 0) + 1

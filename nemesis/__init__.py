@@ -8,7 +8,6 @@
 from nemesis.core import Nemesis, build_nemesis, check_config
 from nemesis.heal import heal_leftovers
 from nemesis.packages import PACKAGES, SHADES
-from nemesis.shading import fault_windows
 
 __all__ = [
     "PACKAGES",
@@ -16,6 +15,5 @@ __all__ = [
     "Nemesis",
     "build_nemesis",
     "check_config",
-    "fault_windows",
     "heal_leftovers",
 ]

@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from clusters.node import Node
-from clusters.sut import HasLeaders
+from clusters.sut import ClusterView, HasLeaders, RunsOnPython
+from foundation.config import TestConfig
 from foundation.errors import BadInput
+from history.writer import HistoryWriter
 from nemesis import conditions, net, schedule
 from nemesis.packages import PACKAGES, Active, Context, NoTarget, Package, PlanEnv, lookup
 from nemesis.packages.process import (
@@ -49,26 +51,26 @@ HEAL_ORDER = ("clock", "partition", "loss", "bandwidth", "delay", "pause", "kill
 class Nemesis:
     def __init__(
         self,
-        config: Any,
-        cluster: Any,
-        history: Any,
+        config: TestConfig,
+        cluster: ClusterView,
+        history: HistoryWriter | None,
         rng: random.Random,
         state_dir: str | Path | None = None,
     ) -> None:
         self.config = config
         self.history = history
         self.rng = rng
-        zookeeper = getattr(cluster, "zookeeper_node", None)
-        sut = getattr(cluster, "sut", None)
-        python = getattr(sut, "python", None) or getattr(cluster, "python", None) or sys.executable
-        state = Path(state_dir) if state_dir is not None else _cluster_state_dir(cluster)
+        sut = cluster.sut
+        python = (sut.python if isinstance(sut, RunsOnPython) else None) or sys.executable
+        # The ledger lives beside the cluster's state (so one `heal_leftovers(state_dir)` finds both).
+        state = Path(state_dir) if state_dir is not None else (cluster.state_dir or default_state_dir())
         self.ledger = FaultLedger(state)
         self.ctx = Context(
             config=config,
-            nodes=list(getattr(cluster, "nodes", [])),
+            nodes=list(cluster.nodes),
             sut=sut,
-            zookeeper=zookeeper,
-            bootstrap=getattr(cluster, "bootstrap_servers", lambda: []),
+            zookeeper=cluster.zookeeper_node,
+            bootstrap=cluster.bootstrap_servers,
             ledger=self.ledger,
             python=str(python),
         )
@@ -84,13 +86,13 @@ class Nemesis:
 
     @property
     def scripted(self) -> bool:
-        return bool(getattr(self.config, "schedule", ()))
+        return bool(self.config.schedule)
 
     def plan_env(self) -> PlanEnv:
         return PlanEnv(
             names=tuple(self.ctx.names),
-            topics=int(getattr(self.config, "topics", 1)),
-            partitions=int(getattr(self.config, "partitions", 1)),
+            topics=self.config.topics,
+            partitions=self.config.partitions,
             has_leaders=isinstance(self.ctx.sut, HasLeaders),
             has_zookeeper=_zookeeper_apart(self.ctx),
             crash_noticed_s=self._session_s(),
@@ -100,7 +102,7 @@ class Nemesis:
         """The schedule's decisions (pure function of the config, the cluster's shape and the rng)."""
         if self.scripted:
             return schedule.scripted_steps(list(self.config.schedule), self.rng)
-        specs = schedule.parse_specs(tuple(getattr(self.config, "nemesis", ())))
+        specs = schedule.parse_specs(tuple(self.config.nemesis))
         return schedule.random_steps(specs, self.plan_env(), self.rng, float(self.config.nemesis_interval))
 
     def packages_in_use(self) -> list[Package]:
@@ -129,7 +131,7 @@ class Nemesis:
                     assert package is not None
                     _checked(package, self.ctx, step, f"schedule[{i}]")
         else:
-            for group in schedule.parse_specs(tuple(getattr(self.config, "nemesis", ()))):
+            for group in schedule.parse_specs(tuple(self.config.nemesis)):
                 for name, qualifier in group:
                     package = PACKAGES[name]
                     if qualifier is None:
@@ -193,7 +195,7 @@ class Nemesis:
             self.apply(step)
 
     def _session_s(self) -> float:
-        return int(getattr(self.config, "zookeeper_session_timeout_ms", 6000)) / 1000
+        return self.config.zookeeper_session_timeout_ms / 1000
 
     def _rolling(self, step: dict[str, Any], stop: threading.Event) -> None:
         """Kill (and start) or restart every broker, one after another, each next one as soon as
@@ -554,15 +556,6 @@ class Nemesis:
         log.info("nemesis %s %s %s%s", type_, f, value, f" ({error})" if error else "")
 
 
-def _cluster_state_dir(cluster: Any) -> Path:
-    """Where the cluster keeps its own ledger (so one `heal_leftovers(state_dir)` finds both)."""
-    state = getattr(cluster, "state", None)
-    path = getattr(state, "path", None)
-    if isinstance(path, Path):
-        return path.parent
-    return default_state_dir()
-
-
 def _same_partition(after: dict[str, Any], step: dict[str, Any]) -> bool:
     return (after.get("topic", "t0"), after.get("partition", 0)) == (
         step.get("topic", "t0"),
@@ -629,31 +622,38 @@ class _CapableSut:
 
 
 class ShapeCluster:
-    """A cluster of the config's shape that is not up: enough for the static checks.
+    """A cluster of the config's shape that is not up: enough for the static checks (`ClusterView`).
 
     `sut`: the real (not yet started) system under test, to check what it offers; by default one
     that can do everything (the checks that need only the config)."""
 
+    state_dir = None
+
     def __init__(self, nodes: int, sut: Any = None) -> None:
-        self.nodes = [_ShapeNode(f"n{i}", f"192.0.2.{i}") for i in range(1, nodes + 1)]
-        self.zookeeper_node = _ShapeNode("zk", "192.0.2.254")
+        self.nodes: list[Any] = [_ShapeNode(f"n{i}", f"192.0.2.{i}") for i in range(1, nodes + 1)]
+        self.zookeeper_node: Any = _ShapeNode("zk", "192.0.2.254")
         self.sut = sut if sut is not None else _CapableSut()
 
+    def bootstrap_servers(self) -> list[str]:
+        return []
 
-def check_config(config: Any) -> None:
+
+def check_config(config: TestConfig) -> None:
     """The checks that need only the config (fault names, schedule steps, targets vs node count).
 
     Raises BadInput before anything is created; `Nemesis.validate()` repeats them against the
     real cluster and also asks the system and the nodes what they can do.
     """
-    nem = Nemesis(
-        config, ShapeCluster(int(getattr(config, "nodes", 3))), None, random.Random(0), state_dir="."
-    )
+    nem = Nemesis(config, ShapeCluster(config.nodes), None, random.Random(0), state_dir=".")
     nem.validate(probe=False)
 
 
 def build_nemesis(
-    config: Any, cluster: Any, history: Any, rng: random.Random, state_dir: str | Path | None = None
+    config: TestConfig,
+    cluster: ClusterView,
+    history: HistoryWriter | None,
+    rng: random.Random,
+    state_dir: str | Path | None = None,
 ) -> Nemesis:
     """The nemesis for a test. `state_dir` holds the fault ledger (default: the clusters' state dir)."""
     return Nemesis(config, cluster, history, rng, state_dir)

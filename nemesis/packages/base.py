@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from clusters.node import Node
+from foundation.config import TestConfig
 from foundation.errors import BadInput
 from nemesis.state import FaultLedger, recipe_step
 
@@ -29,7 +30,7 @@ class NoTarget(Exception):
 class Context:
     """Everything a fault needs, taken from the cluster once."""
 
-    config: Any
+    config: TestConfig
     nodes: list[Node]
     sut: Any
     zookeeper: Node | None

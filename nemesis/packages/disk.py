@@ -13,7 +13,7 @@ from typing import Any
 
 from clusters import lazyfs
 from clusters.node import Node
-from clusters.sut import Killable
+from clusters.sut import HasLazyfs, Killable
 from foundation.errors import BadInput, InfrastructureError
 from nemesis import targets
 from nemesis.packages.base import Active, Context, Package, PlanEnv, topic_partition_draw
@@ -21,8 +21,7 @@ from nemesis.packages.process import _resolve, start_node
 
 
 def sockets(ctx: Context, name: str) -> list[str]:
-    found = getattr(ctx.sut, "lazyfs_sockets", None)
-    return list(found(ctx.node(name))) if callable(found) else []
+    return list(ctx.sut.lazyfs_sockets(ctx.node(name))) if isinstance(ctx.sut, HasLazyfs) else []
 
 
 class LoseUnsynced(Package):
@@ -48,7 +47,7 @@ class LoseUnsynced(Package):
     def check(self, ctx: Context, step: dict[str, Any]) -> None:
         if not isinstance(ctx.sut, Killable):
             raise BadInput("lose-unsynced needs a system that can kill and start its brokers (Killable)")
-        if not callable(getattr(ctx.sut, "lazyfs_sockets", None)):
+        if not isinstance(ctx.sut, HasLazyfs):
             raise BadInput(
                 "lose-unsynced needs data dirs mounted on clusters.lazyfs (sut.lazyfs_sockets(node)); "
                 f"{type(ctx.sut).__name__} does not offer it"

@@ -11,6 +11,7 @@ import random
 from typing import Any
 
 from clusters.node import Node
+from clusters.sut import HasZookeeper
 from foundation.errors import BadInput
 from nemesis import grudge as grudges
 from nemesis import net, targets
@@ -21,9 +22,10 @@ ZK = "zookeeper"
 
 def zookeeper_port(ctx: Context) -> int | None:
     """The ZooKeeper client port, when the SUT says (`zookeeper_connect` = "host:port[/chroot]")."""
-    connect = getattr(ctx.sut, "zookeeper_connect", None)
-    value = connect() if callable(connect) else connect
-    if isinstance(value, str) and ":" in value:
+    if not isinstance(ctx.sut, HasZookeeper):
+        return None
+    value = ctx.sut.zookeeper_connect()
+    if ":" in value:
         try:
             return int(value.split(",")[0].split("/")[0].rsplit(":", 1)[1])
         except ValueError:

@@ -71,6 +71,32 @@ stats = st.fixed_dictionaries(
         "ops_per_s": maybe(st.floats(0, 1e5, allow_nan=False)),
         "latency_ms": maybe(latency),
         "fault_windows": maybe(st.lists(json_values, max_size=2)),
+        "replicas": maybe(
+            st.dictionaries(
+                st.sampled_from(["t0-0", "t0-1"]),
+                maybe(
+                    st.fixed_dictionaries(
+                        {},
+                        optional={
+                            "divergent": maybe(
+                                st.lists(st.lists(st.integers(-2, 60), max_size=3), max_size=3)
+                            ),
+                            "replicas": maybe(
+                                st.lists(
+                                    maybe(
+                                        st.fixed_dictionaries(
+                                            {"node": st.just("n1")}, optional={"absent_acked": json_values}
+                                        )
+                                    ),
+                                    max_size=2,
+                                )
+                            ),
+                        },
+                    )
+                ),
+                max_size=2,
+            )
+        ),
         "incomplete": maybe(st.lists(st.text(max_size=10), max_size=2)),
     },
 )
