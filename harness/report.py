@@ -20,7 +20,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from harness import rundir
+from foundation import run_files
 from harness.report_context import build_context
 
 __all__ = ["build_context", "render", "write_report"]
@@ -53,7 +53,7 @@ def write_report(run_dir: str | Path) -> Path:
     """Render report.html into the run directory (atomically) and return its path."""
     run = Path(run_dir)
     html = render(run)
-    out = run / rundir.REPORT
+    out = run / run_files.REPORT
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(html, encoding="utf-8")
     tmp.replace(out)
