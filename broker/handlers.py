@@ -17,15 +17,17 @@ from broker import protocol as p
 from broker import wire
 from broker.config import BrokerConfig
 from broker.kafka_errors import (
-    LEADER_NOT_AVAILABLE,
-    NONE,
-    NOT_LEADER_OR_FOLLOWER,
-    UNKNOWN_TOPIC_OR_PARTITION,
-)
-from broker.metadata import (
     INVALID_PARTITIONS,
     INVALID_REPLICATION_FACTOR,
     INVALID_TOPIC_EXCEPTION,
+    LEADER_NOT_AVAILABLE,
+    NONE,
+    NOT_LEADER_OR_FOLLOWER,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_ID,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
+from broker.metadata import (
     ClusterMetadata,
     TopicCreation,
     validate_topic_name,
@@ -35,8 +37,6 @@ from broker.replica_manager import DEBUG_REPLICA_ID, Partition, ReplicaManager
 log = logging.getLogger(__name__)
 
 Handler = Callable[[p.Request], Awaitable[Any]]
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53  # no transaction coordinator here
-UNKNOWN_TOPIC_ID = 100
 ZERO_UUID = uuid.UUID(int=0)
 EARLIEST_LOCAL_TIMESTAMP = -4  # ListOffsets v8+ (KIP-405): no tiered storage, so the log start
 LATEST_TIERED_TIMESTAMP = -5  # ListOffsets v9+ (KIP-1005): nothing is tiered, so offset -1

@@ -13,15 +13,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
+from broker.kafka_errors import INVALID_REPLICATION_FACTOR, TOPIC_ALREADY_EXISTS
 from broker.partition_state import PartitionState
 from broker.replica_manager import ReplicaManager
 from broker.replication import WriteIsr
 
-TOPIC_ALREADY_EXISTS = 36
-INVALID_PARTITIONS = 37
-INVALID_REPLICATION_FACTOR = 38
-INVALID_REPLICA_ASSIGNMENT = 39
-INVALID_TOPIC_EXCEPTION = 17
 _LEGAL_TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
