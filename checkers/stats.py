@@ -89,15 +89,20 @@ class _Windows:
             ending = [w for w in self.open if w["fault"] in UNDOES[f]] if f in UNDOES else list(self.open)
             self._close(ending, f, t)
             return
+        value = op.get("value")
+        pattern = value.get("pattern") if isinstance(value, dict) else None
         window = {
             "fault": f,
             "id": fid,
-            "value": op.get("value"),
+            "value": value,
             "outcome": op["type"],
             "start_s": t,
             "end_s": None,
             "healed_by": None,
         }
+        if isinstance(pattern, dict) and pattern.get("name"):  # a part of a pattern (docs/faults.md)
+            window["pattern"] = str(pattern["name"])
+            window["pattern_id"] = str(pattern.get("id", ""))
         self.open.append(window)
         if f in INSTANT:
             self._close([window], f, t)
@@ -199,6 +204,8 @@ def compute_stats(
         w["lost_write"] = sum(v for s, v in lost_by_second.items() if math.floor(start) <= s <= end)
         w["missing_on_leader"] = sum(v for s, v in missing.items() if math.floor(start) <= s <= end)
         w["acked_lost"] = max(w["lost_write"], w["missing_on_leader"])
+    patterns = _pattern_windows(fault_windows, lost_by_second, missing)
+    lost_seconds = [s for s, v in {**lost_by_second, **missing}.items() if v]
     for g in gaps:
         g["faults"] = [
             str(w["fault"]) for w in fault_windows if w["start_s"] < g["end_s"] and w["end_s"] > g["start_s"]
@@ -227,8 +234,42 @@ def compute_stats(
         "latency_ms": _percentiles(all_latencies),
         "latency_ms_by_f": {f: _percentiles(v) for f, v in sorted(latencies.items())},
         "fault_windows": [{k: v for k, v in w.items() if k != "id"} for w in fault_windows],
+        "patterns": patterns,
+        # When the first fault struck and when the first write later lost was acknowledged (s).
+        "first_fault_s": round(fault_windows[0]["start_s"], 3) if fault_windows else None,
+        "first_lost_ack_s": min(lost_seconds) if lost_seconds else None,
         "unavailable": gaps,
     }
+
+
+def _pattern_windows(
+    windows: list[dict[str, Any]], lost_by_second: dict[int, int], missing: dict[int, int]
+) -> list[dict[str, Any]]:
+    """One window per pattern: from its first part's start to its last part's end, with the acks
+    completed inside it that were later lost (the same attribution as a fault window's)."""
+    spans: dict[str, dict[str, Any]] = {}
+    for w in windows:
+        if "pattern_id" not in w:
+            continue
+        span = spans.setdefault(
+            w["pattern_id"],
+            {
+                "pattern": w["pattern"],
+                "id": w["pattern_id"],
+                "start_s": w["start_s"],
+                "end_s": w["end_s"],
+                "parts": 0,
+            },
+        )
+        span["start_s"] = min(span["start_s"], w["start_s"])
+        span["end_s"] = max(span["end_s"], w["end_s"])
+        span["parts"] += 1
+    for span in spans.values():
+        start, end = span["start_s"], span["end_s"]
+        span["lost_write"] = sum(v for s, v in lost_by_second.items() if math.floor(start) <= s <= end)
+        span["missing_on_leader"] = sum(v for s, v in missing.items() if math.floor(start) <= s <= end)
+        span["acked_lost"] = max(span["lost_write"], span["missing_on_leader"])
+    return sorted(spans.values(), key=lambda p: p["start_s"])
 
 
 def _unavailable(ok_sends: array[float], first_send: float | None, end: float) -> list[dict[str, Any]]:

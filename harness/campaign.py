@@ -35,6 +35,7 @@ import jinja2
 from rich.console import Console
 
 from harness import rundir
+from harness.campaign_table import detection_rows, time_to_loss
 from harness.config import TestConfig, validate
 from harness.errors import BadInput
 from harness.run import RunOutcome, run_test
@@ -43,7 +44,7 @@ from harness.scenarios import scenario as lookup_scenario
 log = logging.getLogger(__name__)
 
 VERDICTS = ("valid", "invalid", "unknown")
-ENTRY_KEYS = {"name", "matrix", "expect", "scenario"}
+ENTRY_KEYS = {"name", "matrix", "expect", "scenario", "setting"}
 SETUP_ALLOWANCE_S = 90.0  # cluster up, drain, check, report: added to time_limit when budgeting
 
 
@@ -54,6 +55,7 @@ class PlannedTest:
     expect: tuple[str, ...]
     entry: str  # the [[test]] it came from, for the summary
     settings: dict[str, Any] = field(default_factory=dict)  # the values that vary or matter
+    setting: str = ""  # the row of the detection table (the entry's `setting`, else its name)
 
 
 @dataclass
@@ -64,6 +66,7 @@ class TestResult:
     run_dir: Path | None = None
     anomalies: dict[str, int] = field(default_factory=dict)
     reason: str = ""
+    time_to_loss_s: float | None = None  # from the first fault to the first lost write's ack
 
     @property
     def as_expected(self) -> bool:
@@ -185,7 +188,8 @@ def _expand(entry: dict[str, Any], defaults: dict[str, Any], where: str) -> list
             config = validate(raw)
         except BadInput as e:
             raise BadInput(f"{where}: {e}") from None
-        out.append(PlannedTest(name, config, expect, str(entry["name"]), _settings(config)))
+        setting = str(entry.get("setting") or entry["name"])
+        out.append(PlannedTest(name, config, expect, str(entry["name"]), _settings(config), setting))
     return out
 
 
@@ -235,6 +239,7 @@ def run_campaign(campaign: Campaign, store: Path, console: Console) -> tuple[Pat
             outcome.run_dir,
             _anomaly_counts(outcome),
             outcome.reason,
+            time_to_loss(outcome.results),
         )
         results.append(result)
         mark = "[green]as expected[/]" if result.as_expected else "[red]NOT as expected[/]"
@@ -267,10 +272,29 @@ def summary_json(campaign: Campaign, results: list[TestResult], seconds: float) 
                 "anomalies": r.anomalies,
                 "run_dir": str(r.run_dir) if r.run_dir else None,
                 "reason": r.reason,
+                "time_to_loss_s": r.time_to_loss_s,
             }
             for r in results
         ],
+        "detection": [row.as_json() for row in table(results)],
     }
+
+
+def table(results: list[TestResult]) -> list[Any]:
+    """The detection table's rows (harness/campaign_table.py): setting x mix, caught k of n."""
+    return detection_rows(
+        [
+            (
+                r.test.setting or r.test.entry,
+                str(r.test.settings.get("nemesis", "")),
+                r.test.expect,
+                r.test.config.seed,
+                r.verdict,
+                r.time_to_loss_s,
+            )
+            for r in results
+        ]
+    )
 
 
 def failure_message(r: TestResult) -> str:

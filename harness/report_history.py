@@ -196,6 +196,7 @@ class FaultWindow:
     end_s: float | None  # None: never healed within the history
     info: bool = False  # the fault's outcome was uncertain
     colour: str = DEFAULT_COLOUR
+    pattern: str = ""  # the pattern it is a part of (docs/faults.md), if any
 
 
 def fault_windows(nemesis_ops: list[dict[str, Any]]) -> list[FaultWindow]:
@@ -213,7 +214,11 @@ def fault_windows(nemesis_ops: list[dict[str, Any]]) -> list[FaultWindow]:
 
     def close(item: dict[str, Any], t: float) -> None:
         colour = shades.get(item["f"], {}).get("color", DEFAULT_COLOUR)
-        windows.append(FaultWindow(item["f"], item["label"], item["start"], t, item["info"], colour))
+        windows.append(
+            FaultWindow(
+                item["f"], item["label"], item["start"], t, item["info"], colour, item.get("pattern", "")
+            )
+        )
 
     for op in nemesis_ops:
         f = str(op["f"])
@@ -239,7 +244,10 @@ def fault_windows(nemesis_ops: list[dict[str, Any]]) -> list[FaultWindow]:
             continue
         info = op["type"] == "info"
         if f in ONE_SHOT or (f in shades and not shades[f].get("healed_by")):
-            close({"f": f, "label": describe_fault(op), "start": start, "info": info}, t)
+            close(
+                {"f": f, "label": describe_fault(op), "start": start, "info": info, "pattern": _pattern(op)},
+                t,
+            )
         elif f in shades or (f not in healers and not f.startswith("heal")):
             nodes = _nodes_of(value)
             open_.append(
@@ -250,6 +258,7 @@ def fault_windows(nemesis_ops: list[dict[str, Any]]) -> list[FaultWindow]:
                     "start": start,
                     "info": info,
                     "nodes": nodes,
+                    "pattern": _pattern(op),
                 }
             )
         else:
@@ -265,8 +274,17 @@ def fault_windows(nemesis_ops: list[dict[str, Any]]) -> list[FaultWindow]:
             open_ = still
     for item in open_:
         colour = shades.get(item["f"], {}).get("color", DEFAULT_COLOUR)
-        windows.append(FaultWindow(item["f"], item["label"], item["start"], None, item["info"], colour))
+        windows.append(
+            FaultWindow(item["f"], item["label"], item["start"], None, item["info"], colour, item["pattern"])
+        )
     return sorted(windows, key=lambda w: w.start_s)
+
+
+def _pattern(op: dict[str, Any]) -> str:
+    """The name of the pattern a nemesis op is a part of ('' for a fault on its own)."""
+    value = op.get("value")
+    pattern = value.get("pattern") if isinstance(value, dict) else None
+    return str(pattern.get("name") or "") if isinstance(pattern, dict) else ""
 
 
 def _nodes_of(value: Any) -> list[str]:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.campaign import load_campaign, run_campaign
+from harness.campaign import load_campaign, run_campaign, table
+from harness.campaign_table import render
 from harness.errors import EXIT_INVALID, EXIT_VALID
 
 
@@ -24,6 +25,9 @@ def main(args: argparse.Namespace) -> int:
     for r in results:
         mark = "ok  " if r.as_expected else "MISS"
         print(f"{mark} {r.test.name:<40} {r.verdict:<8} expected {'|'.join(r.test.expect)}")
+    print()
+    print(render(table(results)))
+    print()
     print(f"campaign: {out_dir / 'index.html'}")
     print(f"campaign {campaign.name}: {len(results) - len(missed)}/{len(results)} as expected")
     return EXIT_INVALID if missed else EXIT_VALID
