@@ -8,7 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
-from harness.errors import StrandlineError
+from broker.errors import BrokerError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = BrokerConfig.load(args.config)
         asyncio.run(Broker(config).run_until_stopped())
-    except StrandlineError as exc:
+    except BrokerError as exc:
         print(f"strandline-broker: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import BadInput
+from broker.errors import BadBrokerConfig
 
 TRUNCATION_MODES = ("leader-epoch", "high-watermark")
 ELECTION_POLICIES = ("first-in-isr", "longest-log")
@@ -37,12 +38,12 @@ def _parse_listener(key: str, value: str) -> Listener:
     if "://" in first:
         proto, _, rest = first.partition("://")
         if proto.upper() != "PLAINTEXT":
-            raise BadInput(f"{key}: only PLAINTEXT listeners are supported, got {proto!r}")
+            raise BadBrokerConfig(f"{key}: only PLAINTEXT listeners are supported, got {proto!r}")
     else:
         rest = first
     host, sep, port = rest.rpartition(":")
     if not sep or not port.isdigit():
-        raise BadInput(f"{key}: expected PLAINTEXT://host:port, got {value!r}")
+        raise BadBrokerConfig(f"{key}: expected PLAINTEXT://host:port, got {value!r}")
     return Listener(host or "127.0.0.1", int(port))
 
 
@@ -83,9 +84,9 @@ class BrokerConfig:
             try:
                 value = int(raw)
             except ValueError:
-                raise BadInput(f"{key}: expected an integer, got {raw!r}") from None
+                raise BadBrokerConfig(f"{key}: expected an integer, got {raw!r}") from None
             if value < minimum:
-                raise BadInput(f"{key}: must be >= {minimum}, got {value}")
+                raise BadBrokerConfig(f"{key}: must be >= {minimum}, got {value}")
             return value
 
         def boolean(key: str, default: bool) -> bool:
@@ -93,17 +94,17 @@ class BrokerConfig:
             if raw is None or raw == "":
                 return default
             if raw.lower() not in ("true", "false"):
-                raise BadInput(f"{key}: expected true or false, got {raw!r}")
+                raise BadBrokerConfig(f"{key}: expected true or false, got {raw!r}")
             return raw.lower() == "true"
 
         def choice(key: str, default: str, options: tuple[str, ...]) -> str:
             raw = props.get(key, default) or default
             if raw not in options:
-                raise BadInput(f"{key}: expected one of {', '.join(options)}, got {raw!r}")
+                raise BadBrokerConfig(f"{key}: expected one of {', '.join(options)}, got {raw!r}")
             return raw
 
         if "broker.id" not in props:
-            raise BadInput("broker.id: required")
+            raise BadBrokerConfig("broker.id: required")
         listener = _parse_listener("listeners", props.get("listeners") or "PLAINTEXT://127.0.0.1:9092")
         advertised = (
             _parse_listener("advertised.listeners", props["advertised.listeners"])
@@ -142,15 +143,21 @@ class BrokerConfig:
         try:
             text = path.read_text()
         except OSError as exc:
-            raise BadInput(f"cannot read broker config {path}: {exc.strerror}") from None
+            raise BadBrokerConfig(f"cannot read broker config {path}: {exc.strerror}") from None
         return cls.from_properties(parse_properties(text))
 
 
-def render_properties(props: dict[str, object]) -> str:
-    """The inverse of parse_properties, for tools that write broker configs."""
-    lines = []
+def render_properties(props: Mapping[str, object], header: str | None = None) -> str:
+    """The inverse of parse_properties, for the tools that write broker configs (the one format).
+
+    `header` becomes a leading comment line. A value holding a newline cannot be written.
+    """
+    lines = [f"# {header}"] if header else []
     for key, value in props.items():
         if isinstance(value, bool):
             value = "true" if value else "false"
-        lines.append(f"{key}={value}")
+        text = str(value)
+        if "\n" in text:
+            raise ValueError(f"property {key} holds a newline")
+        lines.append(f"{key}={text}")
     return "\n".join(lines) + "\n"

@@ -36,6 +36,7 @@ from broker import protocol as p
 from broker.client import BrokerConnection
 from broker.config import BrokerConfig
 from broker.controller import elect_leader, initial_state, needs_election
+from broker.errors import BrokerUnavailable
 from broker.fetcher import FetcherManager
 from broker.metadata import (
     INVALID_REPLICA_ASSIGNMENT,
@@ -47,7 +48,6 @@ from broker.metadata import (
 )
 from broker.replica_manager import PartitionState, ReplicaManager
 from broker.replication import WriteIsr
-from harness.errors import InfrastructureError
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class ZkCluster:
                 return
             except Exception as exc:  # kazoo raises a timeout of its handler's type
                 if time.monotonic() > deadline:
-                    raise InfrastructureError(
+                    raise BrokerUnavailable(
                         f"cannot reach ZooKeeper at {self.config.zookeeper_connect} for {patience_s:g}s"
                     ) from exc
                 log.warning("ZooKeeper at %s not reachable yet: %r", self.config.zookeeper_connect, exc)

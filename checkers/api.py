@@ -17,8 +17,8 @@ from checkers.catalogue import EngineResult
 from checkers.replica_logs import check_replica_logs, expected_partitions
 from checkers.stats import compute_stats
 from checkers.verdict import decide
-from harness.config import TestConfig, load_file, validate
-from harness.errors import BadInput, InfrastructureError
+from foundation.config import TestConfig, load_file, validate
+from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EXIT_INVALID, BadInput, InfrastructureError
+from foundation.errors import EXIT_INVALID, BadInput, InfrastructureError
 
 DUCKDB_THREADS = 2
 

@@ -23,7 +23,7 @@ time) and writes two datasets next to the history, in `<history>.parquet/`:
 
 Parsing (Arrow's threads), pairing and linking (this thread) and writing (another) overlap.
 
-Lines are read exactly as `workloads.history.iter_ops` reads them: a chunk that Arrow cannot parse,
+Lines are read exactly as `history.reader.iter_ops` reads them: a chunk that Arrow cannot parse,
 or that holds a line `iter_ops` would reject, is re-read line by line in Python with the same rules
 and the same problem texts, so both checkers skip the same lines and report the same problems.
 The nemesis journals arbitrary JSON in `value` and the string "nemesis" in `process`; those two
@@ -50,7 +50,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from workloads.history import CLIENT_FS, NEMESIS_PROCESS, OP_TYPES, ReadProblem, _validate
+from history.format import CLIENT_FS, NEMESIS_PROCESS, OP_TYPES, ReadProblem, validate
 
 log = logging.getLogger(__name__)
 
@@ -320,7 +320,7 @@ def _slow(chunk: bytes, first_line: int, at_end: bool, problems: list[ReadProble
                 break
             problems.append(ReadProblem(line_no, f"malformed JSON ({e.msg})"))
             continue
-        reason = _validate(record)
+        reason = validate(record)
         if reason is not None:
             problems.append(ReadProblem(line_no, reason))
             continue

@@ -1,6 +1,6 @@
 """The reference checker: pure Python, written to be read. It is the oracle the Spark engine matches.
 
-It streams the history once (`workloads.history.iter_ops`), keeping per-value and per-offset maps,
+It streams the history once (`history.reader.iter_ops`), keeping per-value and per-offset maps,
 then judges. Every rule below is exact; the Spark engine implements the same rules, and
 docs/checkers.md repeats them for users.
 
@@ -70,7 +70,8 @@ from checkers.catalogue import (
     empty_stats,
     select_examples,
 )
-from workloads.history import NEMESIS_PROCESS, ReadProblem, iter_ops
+from history.format import NEMESIS_PROCESS, ReadProblem
+from history.reader import iter_ops
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 The run's `nodes/<node>/data/` directories are copies of each broker's data dir in Kafka's format
 (`<topic>-<partition>/<base offset>.log` segments of v2 batches, `replication-offset-checkpoint`),
-so this reads the own broker's and real Kafka's alike (through `broker.storage.iter_batches`, which
-never modifies anything). Record values are the ASCII decimal values the workload sent.
+so this reads the own broker's and real Kafka's alike (through `checkers.data_dirs.iter_batches`, kafka.record's
+batch reader, which never modifies anything). Record values are the ASCII decimal values the workload sent.
 
 Rules (docs/checkers.md):
 * A replica's log is its batches in offset order up to the first batch that fails its CRC or is
@@ -35,16 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker.storage import (
+from checkers.catalogue import REPLICA_ANOMALIES, AnomalyResult
+from checkers.data_dirs import (
     REPLICATION_OFFSET_CHECKPOINT,
     CheckpointError,
-    OffsetCheckpoint,
     iter_batches,
     iter_partition_dirs,
+    read_offset_checkpoint,
 )
-from checkers.catalogue import REPLICA_ANOMALIES, AnomalyResult
 from checkers.reference import Examples
-from workloads.history import iter_ops
+from history.reader import iter_ops
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def read_replica(node: str, topic: str, partition: int, path: Path, hw: int | No
             replica.log_start = batch.base_offset
             first = False
         replica.log_end = batch.last_offset + 1
-        if batch.header is not None and batch.header.is_control:
+        if batch.is_control:
             continue
         for offset, value in batch.records:
             replica.records[offset] = decode_value(value)
@@ -149,7 +149,7 @@ def read_replicas(
         for root in _data_roots(data_dir):
             hws: dict[TopicPartition, int] = {}
             try:
-                hws = OffsetCheckpoint(root / REPLICATION_OFFSET_CHECKPOINT).read()
+                hws = read_offset_checkpoint(root / REPLICATION_OFFSET_CHECKPOINT)
             except CheckpointError as e:
                 log.warning("%s", e)
             for topic, partition, path in iter_partition_dirs(root):

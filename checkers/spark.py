@@ -20,7 +20,7 @@ from checkers.catalogue import EngineResult
 from checkers.parquet import convert
 from checkers.spark_engine import ParquetForm, check_parquet
 from checkers.spark_session import get_session
-from harness.errors import BadInput, InfrastructureError
+from foundation.errors import BadInput, InfrastructureError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from checkers.parquet import F_CODES, FORMAT_VERSION, OUTCOME_CODES
 from checkers.spark_engine import ParquetForm, spark_figures
-from workloads.history import CLIENT_FS, OP_TYPES, ReadProblem
+from history.format import CLIENT_FS, OP_TYPES, ReadProblem
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -43,7 +43,7 @@ from checkers.catalogue import (
     empty_counts,
 )
 from checkers.parquet import F_CODES, OUTCOME_CODES
-from workloads.history import ReadProblem
+from history.format import ReadProblem
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -28,7 +28,8 @@ from collections import defaultdict
 from typing import Any
 
 from checkers.catalogue import EngineStats
-from workloads.history import NEMESIS_PROCESS, iter_ops
+from history.format import NEMESIS_PROCESS
+from history.reader import iter_ops
 
 NS = 1_000_000_000
 UNAVAILABLE_S = 1.0

@@ -31,7 +31,7 @@ from checkers.catalogue import (
     is_damaged,
 )
 from checkers.replica_logs import ReplicaFindings
-from harness.config import TestConfig
+from foundation.config import TestConfig
 
 Effect = Literal["invalid", "allowed", "unknown", "none"]
 

@@ -39,8 +39,8 @@ from clusters.node import ExecResult
 from clusters.own import refuse_lazyfs_off_netns
 from clusters.remote_shell import ShellDaemons
 from clusters.state import ClusterState, list_states, locked, register_remover, run_quiet
-from harness.config import TestConfig
-from harness.errors import BadInput, InfrastructureError
+from foundation.config import TestConfig
+from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from clusters import node_software, zookeeper
 from clusters.state import mount_points_under, unmount
-from harness.errors import InfrastructureError
+from foundation.errors import InfrastructureError
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from clusters.netns import NetnsNetwork
 from clusters.node import Node
 from clusters.own import OwnSystem
 from clusters.state import ClusterState, cleanup_leftovers, locked, state_dir_default
-from harness.config import TestConfig, validate
-from harness.errors import BadInput, InfrastructureError
+from foundation.config import TestConfig, validate
+from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
 

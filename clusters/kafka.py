@@ -35,8 +35,9 @@ from clusters import daemon_control, kafka_config
 from clusters.kafka_config import BROKER_PORT, KafkaNodeLayout
 from clusters.node import Node
 from clusters.node_software import cache_root
-from harness.config import TestConfig
-from harness.errors import BadInput, InfrastructureError
+from clusters.ports import port_open
+from foundation.config import TestConfig
+from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
 
@@ -83,16 +84,6 @@ def fetch_tarball(source: str, cache: Path | None = None) -> Path:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
     return target
-
-
-def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
-    import socket
-
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def _field(record: dict[str, Any], *names: str, default: Any = None) -> Any:

@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.config import TestConfig
-from harness.errors import BadInput
+from foundation.config import TestConfig
+from foundation.errors import BadInput
 
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093

@@ -44,7 +44,7 @@ from clusters.state import (
     process_start_time,
     run_quiet,
 )
-from harness.errors import BadInput, InfrastructureError
+from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
 

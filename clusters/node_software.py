@@ -22,13 +22,22 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from harness.errors import InfrastructureError
+from foundation.errors import InfrastructureError
 
 log = logging.getLogger(__name__)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-# The packages a node imports (the broker, and the lazyfs helper of nemesis, plus their imports).
-PROJECT_PACKAGES = ("broker", "clusters", "harness", "nemesis", "workloads", "checkers")
+# The packages a node imports (the broker, and the lazyfs filesystem of clusters, plus their imports).
+PROJECT_PACKAGES = (
+    "foundation",
+    "history",
+    "broker",
+    "clusters",
+    "harness",
+    "nemesis",
+    "workloads",
+    "checkers",
+)
 # The broker's third-party imports (pyproject.toml names).
 BROKER_DISTRIBUTIONS = ("kio", "kafka-python", "kazoo", "libfaketime")
 SOURCE_SUFFIXES = (".py", ".properties", ".cfg", ".toml", ".j2", ".css", ".js", ".html")

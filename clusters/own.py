@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -22,10 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.config import render_properties
 from clusters import daemon_control, zookeeper
 from clusters.node import Node
-from harness.config import TestConfig
-from harness.errors import BadInput, InfrastructureError
+from clusters.ports import port_open
+from foundation.config import TestConfig
+from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ ZOOKEEPER_PORT = 2181
 BROKER = "broker"  # daemon names on the nodes
 ZOOKEEPER = "zookeeper"
 LAZYFS = "lazyfs"
-LOSE_UNSYNCED = "lose-unsynced"  # the fault that needs data dirs on lazyfs (nemesis/lazyfs.py)
+LOSE_UNSYNCED = "lose-unsynced"  # the fault that needs data dirs on lazyfs (clusters/lazyfs.py)
 CLOCK_UNSKEWED = "+0\n"  # libfaketime's offset syntax: "+0", "+5s", "-2m" ...
 
 
@@ -132,32 +133,15 @@ def broker_settings(
     return settings
 
 
-def render_properties(settings: dict[str, str]) -> str:
-    """A Java properties file (values here never need escaping beyond what we check)."""
-    lines = ["# written by strandline (clusters/own.py)"]
-    for key, value in settings.items():
-        if "\n" in value:
-            raise ValueError(f"property {key} holds a newline")
-        lines.append(f"{key}={value}")
-    return "\n".join(lines) + "\n"
-
-
 def render_broker_properties(
     config: TestConfig, broker_id: int, address: str, zookeeper_connect: str, data_dir: str
 ) -> str:
-    return render_properties(broker_settings(config, broker_id, address, zookeeper_connect, data_dir))
+    settings = broker_settings(config, broker_id, address, zookeeper_connect, data_dir)
+    return render_properties(settings, header="written by strandline (clusters/own.py)")
 
 
 def broker_command(python: str, config_path: str) -> list[str]:
     return [python, "-m", "broker", "--config", config_path]
-
-
-def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def _tail(path: Path, lines: int = 8) -> str:
@@ -345,7 +329,7 @@ class OwnSystem:
 
     def _mount_lazyfs(self, node: Node) -> None:
         """Put the data dir on lazyfs (un-fsynced writes can be dropped) and wait until it answers."""
-        from nemesis import lazyfs  # the power-loss fault's FUSE layer (imported only when asked)
+        from clusters import lazyfs  # the power-loss fault's FUSE layer (imported only when asked)
 
         lay = self.layout(node)
         node.exec(["mkdir", "-p", lay.backing_dir])

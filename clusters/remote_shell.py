@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from clusters import daemon_control
 from clusters.node import ExecResult
-from harness.errors import InfrastructureError
+from foundation.errors import InfrastructureError
 
 log = logging.getLogger(__name__)
 

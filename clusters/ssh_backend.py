@@ -42,8 +42,8 @@ from clusters.node import ExecResult
 from clusters.own import refuse_lazyfs_off_netns
 from clusters.remote_shell import ShellDaemons, env_prefix
 from clusters.state import ClusterState, locked, register_remover
-from harness.config import SshHost, TestConfig
-from harness.errors import BadInput, InfrastructureError
+from foundation.config import SshHost, TestConfig
+from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
 

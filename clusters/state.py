@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.errors import InfrastructureError
+from foundation.errors import InfrastructureError
 
 log = logging.getLogger(__name__)
 

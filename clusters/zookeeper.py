@@ -1,6 +1,6 @@
 """One ZooKeeper server (Debian's package): its zoo.cfg, its myid and its java command line.
 
-Used by broker/localcluster.py (local processes) and by clusters/own.py (netns nodes). Nothing
+Used by clusters/local.py (local processes) and by clusters/own.py (netns nodes). Nothing
 here runs anything: callers write the files and start the command their own way.
 """
 

@@ -2,7 +2,7 @@
 
     name = "nightly"            # the campaign's name
     budget = 3600               # seconds for the whole campaign; later tests are skipped past it
-    [defaults]                  # config keys for every test (harness/config.py names)
+    [defaults]                  # config keys for every test (foundation/config.py names)
     time_limit = 30
     [[test]]
     name = "safe-kill"          # the test name (runs go to <store>/<name>[-<matrix values>]/<time>/)
@@ -34,10 +34,10 @@ from typing import Any
 import jinja2
 from rich.console import Console
 
+from foundation.config import TestConfig, validate
+from foundation.errors import BadInput
 from harness import rundir
 from harness.campaign_table import detection_rows, time_to_loss
-from harness.config import TestConfig, validate
-from harness.errors import BadInput
 from harness.run import RunOutcome, run_test
 from harness.scenarios import scenario as lookup_scenario
 

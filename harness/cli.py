@@ -16,8 +16,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from harness.config import ACKS, BACKENDS, CHECKERS, CLIENTS, SYSTEMS, VARIANTS, TestConfig
-from harness.errors import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, StrandlineError
+from foundation.config import ACKS, BACKENDS, CHECKERS, CLIENTS, SYSTEMS, VARIANTS, TestConfig
+from foundation.errors import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, StrandlineError
 
 EPILOG = """\
 exit codes: 0 valid, 1 invalid, 2 bad input or usage, 3 unknown, 4 harness or infrastructure failure.

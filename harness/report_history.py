@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workloads.history import NEMESIS_PROCESS, ReadProblem, iter_ops
+from history.format import NEMESIS_PROCESS, ReadProblem
+from history.reader import iter_ops
 
 log = logging.getLogger(__name__)
 

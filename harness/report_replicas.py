@@ -2,8 +2,7 @@
 
 The layout is Kafka's: `<run>/nodes/<node>/data/<topic>-<partition>/*.log` (v2 record batches),
 `leader-epoch-checkpoint` in the partition dir, and `replication-offset-checkpoint` (the HW) in the
-data dir. The broker's own storage reader is used when it exists; otherwise kafka.record decodes
-the segments. Values are ASCII decimal; anything else is kept as text.
+data dir. The segments are read with the checker's kafka.record reader (`checkers.data_dirs`). Values are ASCII decimal; anything else is kept as text.
 """
 
 from __future__ import annotations
@@ -14,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from checkers.data_dirs import iter_batches
 
 log = logging.getLogger(__name__)
 
@@ -57,41 +58,13 @@ def read_checkpoint(path: Path) -> list[list[str]]:
 
 def _iter_records(partition_dir: Path, problems: list[str]) -> Iterator[tuple[int, Any, int]]:
     """(offset, value, leader epoch of its batch) for every record in the partition's segments."""
-    try:
-        from broker.storage import iter_batches
-    except ImportError:  # the broker package is optional for reading a stored run
-        yield from _iter_records_kafka(partition_dir)
-        return
     for batch in iter_batches(partition_dir):
         if not batch.crc_ok:
             problems.append(f"CRC mismatch in the batch at offset {batch.base_offset}")
-        if batch.header is not None and batch.header.is_control:
+        if batch.is_control:
             continue
         for offset, value in batch.records:
             yield int(offset), _decode(value), int(batch.partition_leader_epoch)
-
-
-def _iter_records_kafka(partition_dir: Path) -> Iterator[tuple[int, Any, int]]:
-    from kafka.record.memory_records import MemoryRecords
-
-    for segment in sorted(partition_dir.glob("*.log")):
-        data = segment.read_bytes()
-        if not data:
-            continue
-        records = MemoryRecords(data)
-        while True:
-            try:
-                batch = records.next_batch()
-            except Exception as e:  # a torn or corrupt tail: stop here, as recovery would
-                log.info("%s: stops decoding at a bad batch: %s", segment, e)
-                break
-            if batch is None:
-                break
-            epoch = int(getattr(batch, "leader_epoch", -1))
-            if getattr(batch, "is_control_batch", False):
-                continue
-            for record in batch:
-                yield int(record.offset), _decode(record.value), epoch
 
 
 def _decode(value: Any) -> Any:

@@ -25,9 +25,8 @@ from typing import Any
 
 from rich.console import Console
 
-from harness import rundir
-from harness.config import TestConfig
-from harness.errors import (
+from foundation.config import TestConfig
+from foundation.errors import (
     EXIT_BAD_INPUT,
     EXIT_INFRASTRUCTURE,
     EXIT_INVALID,
@@ -36,6 +35,7 @@ from harness.errors import (
     InfrastructureError,
     StrandlineError,
 )
+from harness import rundir
 
 log = logging.getLogger(__name__)
 
@@ -161,37 +161,42 @@ class _Phases:
             self.console.print(f"  {mark} {text} ({took:.1f} s)", highlight=False)
 
 
-def _import_pieces() -> dict[str, Any]:
-    """The other teams' pieces, imported when a run starts, with a clear message when one is missing."""
-    pieces: dict[str, Any] = {}
-    wanted = {
-        "build_cluster": ("clusters.factory", "build_cluster"),
-        "cleanup_leftovers": ("clusters.state", "cleanup_leftovers"),
-        "state_dir_default": ("clusters.state", "state_dir_default"),
-        "setup_topics": ("workloads", "setup_topics"),
-        "run_workload": ("workloads", "run_workload"),
-        "final_drain": ("workloads", "final_drain"),
-        "LiveProgress": ("workloads", "LiveProgress"),
-        "check_run": ("checkers.api", "check_run"),
-    }
-    missing = []
-    for key, (module, name) in wanted.items():
-        try:
-            mod = __import__(module, fromlist=[name])
-            pieces[key] = getattr(mod, name)
-        except (ImportError, AttributeError) as e:
-            missing.append(f"{module}.{name} ({e})")
-    if missing:
-        raise InfrastructureError("not available yet: " + "; ".join(missing))
-    try:
-        import nemesis
+@dataclass(frozen=True)
+class RunPieces:
+    """The entry points of the lower layers a run drives; tests of the lifecycle pass fakes."""
 
-        pieces["build_nemesis"] = nemesis.build_nemesis  # type: ignore[attr-defined]
-        pieces["heal_leftovers"] = nemesis.heal_leftovers  # type: ignore[attr-defined]
-    except (ImportError, AttributeError):
-        pieces["build_nemesis"] = None
-        pieces["heal_leftovers"] = None
-    return pieces
+    build_cluster: Callable[..., Any]
+    cleanup_leftovers: Callable[[Path | None], list[str]]
+    state_dir_default: Callable[[], Path]
+    setup_topics: Callable[[TestConfig, list[str]], Any]
+    run_workload: Callable[..., Any]
+    final_drain: Callable[..., Any]
+    LiveProgress: Callable[..., Any]
+    check_run: Callable[..., dict[str, Any]]
+    build_nemesis: Callable[..., Any]
+    heal_leftovers: Callable[[Path], list[str]]
+
+    @staticmethod
+    def real() -> RunPieces:
+        """The project's own pieces."""
+        import nemesis
+        import workloads
+        from checkers.api import check_run
+        from clusters.factory import build_cluster
+        from clusters.state import cleanup_leftovers, state_dir_default
+
+        return RunPieces(
+            build_cluster=build_cluster,
+            cleanup_leftovers=cleanup_leftovers,
+            state_dir_default=state_dir_default,
+            setup_topics=workloads.setup_topics,
+            run_workload=workloads.run_workload,
+            final_drain=workloads.final_drain,
+            LiveProgress=workloads.LiveProgress,
+            check_run=check_run,
+            build_nemesis=nemesis.build_nemesis,
+            heal_leftovers=nemesis.heal_leftovers,
+        )
 
 
 def precheck(config: TestConfig) -> None:
@@ -263,18 +268,17 @@ def final_state_json(sut: Any) -> dict[str, Any]:
     }
 
 
-def heal_leftovers(pieces: dict[str, Any], state_dir: Path | None) -> list[str]:
+def heal_leftovers(pieces: RunPieces, state_dir: Path | None) -> list[str]:
     """Undo what a crashed controller left: nemesis faults first, then whole clusters."""
     healed: list[str] = []
-    if pieces.get("heal_leftovers") is not None:
-        try:
-            out = pieces["heal_leftovers"](state_dir or pieces["state_dir_default"]())
-            healed += [str(x) for x in (out or [])]
-        except Exception as e:
-            log.warning("healing leftover faults failed: %s", e)
+    try:
+        out = pieces.heal_leftovers(state_dir or pieces.state_dir_default())
+        healed += [str(x) for x in (out or [])]
+    except Exception as e:
+        log.warning("healing leftover faults failed: %s", e)
     try:
         described = _describe_clusters(state_dir)
-        for name in pieces["cleanup_leftovers"](state_dir) or []:
+        for name in pieces.cleanup_leftovers(state_dir) or []:
             healed.append(f"cluster {name}{described.get(str(name), '')}")
     except Exception as e:
         log.warning("cleaning leftover clusters failed: %s", e)
@@ -307,17 +311,15 @@ def run_test(
     live: bool = True,
     screenshot: bool = True,
     on_run_dir: Callable[[Path], None] | None = None,
-    pieces: dict[str, Any] | None = None,
+    pieces: RunPieces | None = None,
 ) -> RunOutcome:
     """Run one test end to end and return its outcome; never leaves a cluster or fault behind.
 
-    `pieces` replaces the other packages' entry points (tests of the lifecycle itself).
+    `pieces` replaces the lower layers' entry points (tests of the lifecycle itself).
     """
     console = console or Console(stderr=True)
     precheck(config)
-    pieces = pieces if pieces is not None else _import_pieces()
-    if wants_nemesis(config) and pieces["build_nemesis"] is None:
-        raise InfrastructureError("not available yet: the nemesis (nemesis.build_nemesis)")
+    pieces = pieces if pieces is not None else RunPieces.real()
     store = Path(config.store)
     run = rundir.new_run_dir(store, config.name)
     if on_run_dir is not None:
@@ -347,20 +349,20 @@ def run_test(
                 soft_wrap=True,
             )
         outcome.timings["total"] = round(time.monotonic() - started, 2)
-        _finish(run, outcome, phases, screenshot, pieces["check_run"])
+        _finish(run, outcome, phases, screenshot, pieces.check_run)
     return outcome
 
 
 def _lifecycle(
     config: TestConfig,
     run: Path,
-    pieces: dict[str, Any],
+    pieces: RunPieces,
     phases: _Phases,
     state_dir: Path | None,
     live: bool,
     recovery: dict[str, Any],
 ) -> None:
-    from workloads.history import HistoryWriter
+    from history.writer import HistoryWriter
 
     with phases.phase("heal_leftovers", "healing leftovers of earlier runs"):
         healed = heal_leftovers(pieces, state_dir)
@@ -372,7 +374,7 @@ def _lifecycle(
     work = Path(config.store) / ".work"
     work.mkdir(parents=True, exist_ok=True)
     kwargs = {"state_dir": state_dir} if state_dir is not None else {}
-    cluster = pieces["build_cluster"](config, work, **kwargs)
+    cluster = pieces.build_cluster(config, work, **kwargs)
     history: Any = None
     nemesis: Any = None
     up = False
@@ -387,10 +389,10 @@ def _lifecycle(
             "topics",
             f"topics: {config.topics} × {config.partitions} partitions, RF {config.replication_factor}",
         ):
-            pieces["setup_topics"](config, bootstrap)
+            pieces.setup_topics(config, bootstrap)
         history = HistoryWriter(run / rundir.HISTORY)
         if wants_nemesis(config):
-            nemesis = pieces["build_nemesis"](config, cluster, history, random.Random(config.seed))
+            nemesis = pieces.build_nemesis(config, cluster, history, random.Random(config.seed))
             nemesis.validate()
         try:
             _load(config, pieces, phases, history, nemesis, bootstrap, live)
@@ -401,7 +403,7 @@ def _lifecycle(
         with phases.phase("recover", "waiting for every partition to have a leader and its full ISR"):
             recovery.update(_recover(cluster.sut, config, phases.console))
         with phases.phase("drain", "final reads of every partition"):
-            drain = pieces["final_drain"](
+            drain = pieces.final_drain(
                 config, bootstrap, history, config.drain_timeout, path=run / rundir.DRAIN
             )
             if not drain.complete:
@@ -453,7 +455,7 @@ def _recover(sut: Any, config: TestConfig, console: Console) -> dict[str, Any]:
 
 def _load(
     config: TestConfig,
-    pieces: dict[str, Any],
+    pieces: RunPieces,
     phases: _Phases,
     history: Any,
     nemesis: Any,
@@ -463,7 +465,7 @@ def _load(
     """Load and faults until the time limit (or Ctrl-C); both threads stop before this returns."""
     stop = threading.Event()
     errors: list[BaseException] = []
-    progress = pieces["LiveProgress"](enabled=live, console=phases.console, title=f"load {config.name}")
+    progress = pieces.LiveProgress(enabled=live, console=phases.console, title=f"load {config.name}")
     if nemesis is not None and hasattr(progress, "set_faults"):
         current = getattr(nemesis, "active_faults", None)
         if callable(current):
@@ -481,9 +483,7 @@ def _load(
         return body
 
     workload = threading.Thread(
-        target=guarded(
-            lambda: pieces["run_workload"](config, bootstrap, history, stop, progress), "workload"
-        ),
+        target=guarded(lambda: pieces.run_workload(config, bootstrap, history, stop, progress), "workload"),
         name="workload",
         daemon=True,
     )

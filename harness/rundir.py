@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness.errors import BadInput
+from foundation.errors import BadInput
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.config import TestConfig, validate
-from harness.errors import BadInput
+from foundation.config import TestConfig, validate
+from foundation.errors import BadInput
 
 P0 = {"topic": "t0", "partition": 0}
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from clusters.sut import HasDataDirs, HasLeaders
-from harness.errors import BadInput
+from foundation.errors import BadInput
 from nemesis.packages.base import Context
 
 log = logging.getLogger(__name__)

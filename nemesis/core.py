@@ -23,7 +23,7 @@ from typing import Any
 
 from clusters.node import Node
 from clusters.sut import HasLeaders
-from harness.errors import BadInput
+from foundation.errors import BadInput
 from nemesis import choreography, conditions, net, schedule
 from nemesis.packages import PACKAGES, Active, Context, NoTarget, Package, PlanEnv, lookup
 from nemesis.packages.patterns import pattern_of

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import networkx as nx
 
-from harness.errors import BadInput
+from foundation.errors import BadInput
 
 Grudge = dict[str, set[str]]
 

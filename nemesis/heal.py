@@ -9,35 +9,13 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 from collections.abc import Mapping
-from typing import Any
 
+from clusters.handles import gone as node_gone
 from clusters.node import Node
 from nemesis.state import FaultLedger, default_state_dir, run_recipe
 
 log = logging.getLogger(__name__)
-
-
-def _gone(step: Mapping[str, Any]) -> bool:
-    """Whether the step's node has vanished (a netns that no longer exists)."""
-    access = step.get("access") or []
-    if not isinstance(access, list):
-        return False
-    if len(access) == 3 and access[:2] == ["docker", "exec"]:
-        probe = subprocess.run(
-            ["docker", "inspect", "--format", "{{.State.Running}}", access[2]],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        return probe.stdout.strip() != "true"
-    if len(access) >= 4 and access[:3] == ["ip", "netns", "exec"]:
-        return not os.path.exists(f"/run/netns/{access[3]}")
-    for arg in access:  # nsenter --net=/run/netns/<ns> ...
-        if isinstance(arg, str) and arg.startswith("--net="):
-            return not os.path.exists(arg[len("--net=") :])
-    return False
 
 
 def heal_leftovers(
@@ -53,8 +31,12 @@ def heal_leftovers(
         if ledger.owner_alive:
             continue
         for entry in ledger.load():
-            gone = [s for s in entry.get("heal", []) if not (nodes and s.get("node") in nodes) and _gone(s)]
-            live = {**entry, "heal": [s for s in entry.get("heal", []) if s not in gone]}
+            vanished = [
+                s
+                for s in entry.get("heal", [])
+                if not (nodes and s.get("node") in nodes) and node_gone(s.get("access"))
+            ]
+            live = {**entry, "heal": [s for s in entry.get("heal", []) if s not in vanished]}
             problems = run_recipe(live, nodes)
             if problems:
                 for p in problems:

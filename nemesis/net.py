@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Iterable
 
 from clusters.node import Node
-from harness.errors import InfrastructureError
+from foundation.errors import InfrastructureError
 
 log = logging.getLogger(__name__)
 

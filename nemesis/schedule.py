@@ -18,7 +18,7 @@ import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from harness.errors import BadInput
+from foundation.errors import BadInput
 from nemesis.packages import ALIASES, PACKAGES, PlanEnv, lookup
 from nemesis.packages.patterns import pattern_of
 

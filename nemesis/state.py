@@ -9,7 +9,6 @@ cluster object (`access`: an argv prefix such as `ip netns exec <ns>`, recorded 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import json
 import logging
@@ -20,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from clusters.handles import handle_of, reattach
 from clusters.node import Node
 from clusters.state import process_alive, process_start_time
 
@@ -33,41 +33,6 @@ def default_state_dir() -> Path:
     from clusters.state import state_dir_default
 
     return state_dir_default()
-
-
-def node_access(node: Node) -> list[str] | dict[str, Any] | None:
-    """How to run a command on `node` later without the cluster object (after a controller crash).
-
-    An argv prefix when the node has one (`wrap`, e.g. netns's `nsenter --net=...`; a docker
-    container's `docker exec`), or the ssh host to reconnect to; None when there is no way.
-    """
-    wrap = getattr(node, "wrap", None)
-    if callable(wrap):
-        try:
-            prefix = wrap([])
-        except Exception:  # noqa: BLE001 - a node that cannot describe itself has no prefix
-            prefix = None
-        if isinstance(prefix, list) and all(isinstance(p, str) for p in prefix):
-            return list(prefix)
-    container = getattr(node, "container", None)
-    if isinstance(container, str) and container:
-        return ["docker", "exec", container]
-    host = getattr(node, "host", None)
-    if dataclasses.is_dataclass(host) and not isinstance(host, type):
-        return {
-            "ssh": dataclasses.asdict(host),
-            "cluster": str(getattr(node, "cluster", "")),
-            "address": str(node.address),
-        }
-    return None
-
-
-def _ssh_node(name: str, access: Mapping[str, Any]) -> Node:
-    from clusters.ssh_backend import SshNode
-    from harness.config import SshHost
-
-    node: Node = SshNode(name, SshHost(**access["ssh"]), access.get("cluster", ""), access.get("address"))
-    return node
 
 
 _LIVE: set[Path] = set()  # ledgers that a Nemesis of this process still writes to
@@ -150,7 +115,7 @@ class FaultLedger:
 
 
 def recipe_step(node: Node, argv: list[str]) -> dict[str, Any]:
-    return {"node": node.name, "argv": argv, "access": node_access(node)}
+    return {"node": node.name, "argv": argv, "access": handle_of(node)}
 
 
 def run_recipe(
@@ -165,8 +130,8 @@ def run_recipe(
         node = (nodes or {}).get(str(name))
         access = step.get("access")
         try:
-            if node is None and isinstance(access, dict) and "ssh" in access:
-                node = _ssh_node(str(name), access)
+            if node is None and isinstance(access, dict):
+                node = reattach(str(name), access)
             if node is not None:
                 result = node.exec(argv, timeout=timeout, check=False)
                 ok, err = result.ok, result.stderr

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from clusters.sut import HasLeaders
-from harness.errors import BadInput
+from foundation.errors import BadInput
 
 SIZES = ("one", "minority", "majority", "all")
 ROLES = ("leader", "controller", "followers", "follower")

@@ -29,9 +29,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.config import TestConfig
-from harness.errors import BadInput, InfrastructureError
-from workloads.history import HistoryWriter, iter_ops, pair_problems
+from foundation.config import TestConfig
+from foundation.errors import BadInput, InfrastructureError
+from history.pairing import pair_problems
+from history.reader import iter_ops
+from history.writer import HistoryWriter
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,7 @@ def bench_cluster(work_dir: Path, config: TestConfig) -> Iterator[tuple[list[str
         yield [a.strip() for a in given.split(",") if a.strip()], list
         return
     try:
-        from broker.localcluster import LocalCluster
+        from clusters.local import LocalCluster
     except ImportError as e:
         raise InfrastructureError(
             f"the local cluster is not available ({e}); set STRANDLINE_BOOTSTRAP"

@@ -17,12 +17,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.config import TestConfig
+from foundation.config import TestConfig
+from history.processes import process_numbers
+from history.writer import HistoryWriter
 from workloads.clients import make_driver
 from workloads.clients.base import ClientError, Consumer, TopicPartition, describe
 from workloads.generator import topic_partitions
-from workloads.history import HistoryWriter
-from workloads.processes import process_numbers
 from workloads.queue import records_json
 
 log = logging.getLogger(__name__)

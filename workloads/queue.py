@@ -22,8 +22,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.config import TestConfig
-from harness.errors import BadInput, InfrastructureError
+from foundation.config import TestConfig
+from foundation.errors import BadInput, InfrastructureError
+from history.journal import Journal, JournalClosed, LocalJournal
+from history.processes import ProcessNumbers, process_numbers
+from history.writer import HistoryWriter
 from workloads.clients import make_driver
 from workloads.clients.base import (
     ClientError,
@@ -36,9 +39,6 @@ from workloads.clients.base import (
     describe,
 )
 from workloads.generator import Op, SlotGenerator, slot_generators
-from workloads.history import HistoryWriter
-from workloads.journal import Journal, JournalClosed, LocalJournal
-from workloads.processes import ProcessNumbers, process_numbers
 from workloads.progress import LiveProgress
 from workloads.stats import WorkloadStats
 from workloads.workers import WorkerPool, default_workers

@@ -34,6 +34,10 @@ class WorkloadStats:
                 else:  # keep a uniform-ish sample without growing
                     self._send_latencies[self.counts["send"]["ok"] % _LATENCY_SAMPLES] = latency_s
 
+    def process_started(self) -> None:
+        with self._lock:
+            self.processes += 1
+
     def finish(self) -> None:
         self.finished = time.monotonic()
 

@@ -6,8 +6,8 @@ import logging
 import time
 from typing import Any
 
-from harness.config import TestConfig
-from harness.errors import InfrastructureError
+from foundation.config import TestConfig
+from foundation.errors import InfrastructureError
 from workloads.generator import topic_partitions
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
-from harness.errors import BadInput, InfrastructureError
+from foundation.errors import BadInput, InfrastructureError
 
 PR_SET_PDEATHSIG = 1
 
@@ -58,7 +58,7 @@ class ForwardLogs(logging.Handler):
 
 def serve(control: Connection, slot_conns: list[Connection]) -> int:
     """Run the slots the controller assigns until it says stop (or disappears)."""
-    from workloads.journal import JournalClosed, RemoteJournal
+    from history.journal import JournalClosed, RemoteJournal
     from workloads.queue import Slot, make_producer
 
     setup: dict[str, Any] = control.recv()

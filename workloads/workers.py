@@ -10,7 +10,7 @@ worker that dies (or is killed) mid-operation can neither tear a line in the mid
 leave a lock held, and the controller, which sees its sockets close, completes the operations it
 had open as `info`.
 
-The protocol, per slot (one socket each, one request at a time, see `workloads.journal`): the slot
+The protocol, per slot (one socket each, one request at a time, see `history.journal`): the slot
 sends its invoke and waits for the acknowledgement, which the controller sends only after the line
 is written and flushed, so an operation never starts before its invoke is on record; it sends the
 completion without waiting (a completion stamped slightly late only widens the operation's window).
@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from harness.config import TestConfig
-from harness.errors import BadInput, InfrastructureError
-from workloads.history import HistoryWriter
-from workloads.journal import COMPLETE, INVOKE, PROCESS
-from workloads.processes import ProcessNumbers
+from foundation.config import TestConfig
+from foundation.errors import BadInput, InfrastructureError
+from history.journal import COMPLETE, INVOKE, PROCESS
+from history.processes import ProcessNumbers
+from history.writer import HistoryWriter
 from workloads.stats import WorkloadStats
 
 log = logging.getLogger(__name__)
@@ -199,8 +199,7 @@ class WorkerPool:
                 self.stats.completed(f, outcome, latency_s, records=records)
             elif kind == PROCESS:
                 number = self.numbers.next()
-                with self.stats._lock:
-                    self.stats.processes += 1
+                self.stats.process_started()
                 conn.send(number)
             else:
                 log.warning("client worker %d: unknown message %r", link.worker.number, kind)

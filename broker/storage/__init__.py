@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from broker.storage.batches import BatchHeader, parse_batches
 from broker.storage.checkpoints import OffsetCheckpoint
-from broker.storage.datadir import BatchInfo, iter_batches, iter_partition_dirs
 from broker.storage.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from broker.storage.errors import (
     CheckpointError,
@@ -28,7 +27,6 @@ __all__ = [
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
     "BatchHeader",
-    "BatchInfo",
     "CheckpointError",
     "InvalidRecordError",
     "LeaderEpochCache",
@@ -37,8 +35,6 @@ __all__ = [
     "PartitionLog",
     "StorageError",
     "UnexpectedAppendOffsetError",
-    "iter_batches",
-    "iter_partition_dirs",
     "parse_batches",
     "parse_partition_dir",
 ]

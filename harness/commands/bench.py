@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from harness.errors import BadInput
+from foundation.errors import BadInput
 
 _TARGETS = {"workload": "workloads.bench", "broker": "workloads.bench", "checker": "checkers.bench"}
 

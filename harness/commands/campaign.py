@@ -7,9 +7,9 @@ from pathlib import Path
 
 from rich.console import Console
 
+from foundation.errors import EXIT_INVALID, EXIT_VALID
 from harness.campaign import load_campaign, run_campaign, table
 from harness.campaign_table import render
-from harness.errors import EXIT_INVALID, EXIT_VALID
 
 
 def main(args: argparse.Namespace) -> int:

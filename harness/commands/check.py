@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 
 from checkers.api import check_run, load_config, verdict_word
-from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadInput
+from foundation.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadInput
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from clusters.factory import Cluster, attach_cluster, build_cluster
 from clusters.state import cleanup_leftovers, state_dir_default
-from harness.config import TestConfig, resolve
-from harness.errors import BadInput, InfrastructureError
+from foundation.config import TestConfig, resolve
+from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
 

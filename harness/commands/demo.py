@@ -12,7 +12,7 @@ import time
 
 from rich.console import Console
 
-from harness.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID, EXIT_VALID
+from foundation.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID, EXIT_VALID
 from harness.repro import attempt, lost_text
 from harness.scenarios import SEED_SCENARIO, scenario
 

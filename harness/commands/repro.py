@@ -7,7 +7,7 @@ import json
 
 from rich.console import Console
 
-from harness.errors import EXIT_INVALID, EXIT_VALID, BadInput
+from foundation.errors import EXIT_INVALID, EXIT_VALID, BadInput
 from harness.repro import lost_text, reproduce
 from harness.scenarios import SCENARIOS, scenario
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.config import resolve
+from foundation.config import resolve
 from harness.run import run_test
 
 # Flags that map to config keys of the same name (dashes become underscores).

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.errors import BadInput
+from foundation.errors import BadInput
 from harness.serve import make_server
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from clusters.node import Node
-from harness.errors import BadInput
+from foundation.errors import BadInput
 from nemesis.state import FaultLedger, recipe_step
 
 T = TypeVar("T")

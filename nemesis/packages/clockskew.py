@@ -10,7 +10,7 @@ import threading
 from typing import Any
 
 from clusters.node import Node
-from harness.errors import BadInput
+from foundation.errors import BadInput
 from nemesis import clock, targets
 from nemesis.packages.base import Active, Context, Package, PlanEnv
 from nemesis.packages.process import _resolve

@@ -1,6 +1,6 @@
 """Power loss: SIGKILL the broker, then drop every write its data dir never fsynced.
 
-The data dir must be mounted on `nemesis.lazyfs` (the system under test does it when the test asks
+The data dir must be mounted on `clusters.lazyfs` (the system under test does it when the test asks
 for this fault: `sut.lazyfs_sockets(node) -> list[str]` names the control sockets). The broker is
 killed first, so nothing it writes after the drop survives; the heal restarts it.
 """
@@ -11,10 +11,11 @@ import json
 import random
 from typing import Any
 
+from clusters import lazyfs
 from clusters.node import Node
 from clusters.sut import Killable
-from harness.errors import BadInput, InfrastructureError
-from nemesis import lazyfs, targets
+from foundation.errors import BadInput, InfrastructureError
+from nemesis import targets
 from nemesis.packages.base import Active, Context, Package, PlanEnv, topic_partition_draw
 from nemesis.packages.patterns import check_pattern, names_of, usable_patterns
 from nemesis.packages.process import _resolve, start_node
@@ -56,7 +57,7 @@ class LoseUnsynced(Package):
             raise BadInput("lose-unsynced needs a system that can kill and start its brokers (Killable)")
         if not callable(getattr(ctx.sut, "lazyfs_sockets", None)):
             raise BadInput(
-                "lose-unsynced needs data dirs mounted on nemesis.lazyfs (sut.lazyfs_sockets(node)); "
+                "lose-unsynced needs data dirs mounted on clusters.lazyfs (sut.lazyfs_sockets(node)); "
                 f"{type(ctx.sut).__name__} does not offer it"
             )
         target = step.get("target", "one")

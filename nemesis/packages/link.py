@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from harness.errors import BadInput
+from foundation.errors import BadInput
 from nemesis import net, targets
 from nemesis.packages.base import Active, Context, Package, PlanEnv
 from nemesis.packages.process import _resolve

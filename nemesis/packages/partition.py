@@ -13,7 +13,7 @@ import random
 from typing import Any
 
 from clusters.node import Node
-from harness.errors import BadInput
+from foundation.errors import BadInput
 from nemesis import grudge as grudges
 from nemesis import net, targets
 from nemesis.packages.base import Active, Context, NoTarget, Package, PlanEnv, topic_partition_draw

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.errors import BadInput
+from foundation.errors import BadInput
 from nemesis import targets
 from nemesis.packages.base import Context, PlanEnv
 from nemesis.packages.network_patterns import PATTERNS as NETWORK

@@ -16,7 +16,7 @@ from typing import Any
 
 from clusters.node import Node
 from clusters.sut import Killable, Pausable
-from harness.errors import BadInput
+from foundation.errors import BadInput
 from nemesis import targets
 from nemesis.packages import process_patterns
 from nemesis.packages.base import Active, Context, NoTarget, Package, PlanEnv, topic_partition_draw

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.localcluster import LocalCluster
+from clusters.local import LocalCluster
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.localcluster import LocalCluster
+from clusters.local import LocalCluster
 
 pytestmark = pytest.mark.integration
 

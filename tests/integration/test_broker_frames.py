@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker import protocol as p
-from broker.localcluster import REPO_ROOT, free_port, port_open
+from clusters.local import REPO_ROOT
+from clusters.ports import free_port, port_open
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +70,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path
         )
     try:
         deadline = time.monotonic() + 30
-        while not port_open(port):
+        while not port_open("127.0.0.1", port):
             assert proc.poll() is None, (base / "broker.log").read_text()
             assert time.monotonic() < deadline, "broker did not start"
             time.sleep(0.05)

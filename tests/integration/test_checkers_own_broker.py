@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from broker.localcluster import LocalCluster
 from checkers.api import check_run
-from harness.config import TestConfig
+from clusters.local import LocalCluster
+from foundation.config import TestConfig
+from history.reader import iter_ops
+from history.writer import HistoryWriter
 from workloads import final_drain, run_workload, setup_topics
-from workloads.history import HistoryWriter, iter_ops
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

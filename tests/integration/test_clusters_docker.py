@@ -24,8 +24,8 @@ from clusters import docker_backend, docker_image
 from clusters.docker_backend import DockerNode, cluster_containers, cluster_networks, ensure_dockerd
 from clusters.factory import Cluster, build_cluster
 from clusters.own import BROKER, ZOOKEEPER
-from harness.config import TestConfig
-from harness.errors import BadInput, InfrastructureError
+from foundation.config import TestConfig
+from foundation.errors import BadInput, InfrastructureError
 
 pytestmark = [
     pytest.mark.integration,

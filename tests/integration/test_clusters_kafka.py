@@ -33,7 +33,7 @@ from clusters import zookeeper
 from clusters.factory import Cluster, build_cluster
 from clusters.kafka import KAFKA, KafkaSystem
 from clusters.netns import NetnsNetwork
-from harness.config import TestConfig
+from foundation.config import TestConfig
 
 pytestmark = [
     pytest.mark.integration,

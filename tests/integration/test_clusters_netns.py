@@ -25,8 +25,8 @@ from clusters.factory import Cluster, build_cluster
 from clusters.netns import NetnsNetwork, NetnsNode, existing_links, existing_namespaces
 from clusters.own import BROKER
 from clusters.state import ClusterState, cleanup_leftovers, process_alive
-from harness.config import TestConfig
-from harness.errors import BadInput
+from foundation.config import TestConfig
+from foundation.errors import BadInput
 
 pytestmark = [
     pytest.mark.integration,

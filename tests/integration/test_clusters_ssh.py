@@ -29,8 +29,8 @@ from clusters.netns import used_slots
 from clusters.own import BROKER
 from clusters.ssh_backend import REMOTE_ROOT, SshNode, install_software, software_paths
 from clusters.state import process_alive
-from harness.config import SshHost, TestConfig
-from harness.errors import BadInput
+from foundation.config import SshHost, TestConfig
+from foundation.errors import BadInput
 
 pytestmark = [
     pytest.mark.integration,

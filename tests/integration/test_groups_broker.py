@@ -22,7 +22,7 @@ from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import CommitFailedError, IllegalStateError, KafkaTimeoutError, RebalanceInProgressError
 
-from broker.localcluster import LocalCluster
+from clusters.local import LocalCluster
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from clusters.factory import Cluster, build_cluster
-from harness.config import TestConfig
+from foundation.config import TestConfig
 from nemesis import build_nemesis, heal_leftovers, net
 
 pytestmark = [

@@ -25,12 +25,14 @@ from typing import Any
 import pytest
 
 from clusters.factory import Cluster, build_cluster
-from harness.config import TestConfig
-from harness.errors import BadInput
+from foundation.config import TestConfig
+from foundation.errors import BadInput
+from history.pairing import pair_problems
+from history.reader import iter_ops
+from history.writer import HistoryWriter
 from nemesis import build_nemesis, clock, heal_leftovers, net
 from nemesis.core import Nemesis
 from workloads import setup_topics
-from workloads.history import HistoryWriter, iter_ops, pair_problems
 
 pytestmark = [pytest.mark.integration]
 

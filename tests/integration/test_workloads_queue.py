@@ -24,10 +24,13 @@ from typing import Any
 
 import pytest
 
-from broker.localcluster import LocalCluster
-from harness.config import TestConfig
+from clusters.local import LocalCluster
+from foundation.config import TestConfig
+from history.format import ReadProblem
+from history.pairing import pair_problems
+from history.reader import iter_ops
+from history.writer import HistoryWriter
 from workloads import final_drain, run_workload, setup_topics
-from workloads.history import HistoryWriter, ReadProblem, iter_ops, pair_problems
 
 pytestmark = pytest.mark.integration
 
@@ -138,9 +141,9 @@ def test_no_fault_run_confluent(cluster: LocalCluster, tmp_path: Path) -> None:
 
 CONTROLLER = """
 import sys, threading
-from harness.config import TestConfig
+from foundation.config import TestConfig
 from workloads import run_workload, setup_topics
-from workloads.history import HistoryWriter
+from history.writer import HistoryWriter
 config = TestConfig(seed=5, topics=1, partitions=2, concurrency=5, rate=400.0)
 bootstrap = sys.argv[2].split(",")
 setup_topics(config, bootstrap)

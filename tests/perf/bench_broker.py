@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from broker.localcluster import LocalCluster  # noqa: E402
+from clusters.local import LocalCluster  # noqa: E402
 
 
 def confluent(cluster: LocalCluster, records: int) -> tuple[float, float]:

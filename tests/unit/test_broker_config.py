@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig, parse_properties
-from harness.errors import BadInput
+from broker.errors import BadBrokerConfig
 
 
 def test_defaults_and_overrides() -> None:
@@ -36,10 +36,10 @@ def test_defaults_and_overrides() -> None:
     ],
 )
 def test_bad_values_name_the_key(text: str, key: str) -> None:
-    with pytest.raises(BadInput, match=key.replace(".", r"\.")):
+    with pytest.raises(BadBrokerConfig, match=key.replace(".", r"\.")):
         BrokerConfig.from_properties(parse_properties(text))
 
 
 def test_missing_file_is_bad_input(tmp_path: Path) -> None:
-    with pytest.raises(BadInput):
+    with pytest.raises(BadBrokerConfig):
         BrokerConfig.load(tmp_path / "nope.properties")

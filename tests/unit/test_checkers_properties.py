@@ -18,7 +18,7 @@ from checkers.catalogue import HISTORY_ANOMALIES, select_examples
 from checkers.histories import PLANTABLE, plant, simulate, write_history
 from checkers.reference import check_history
 from checkers.verdict import decide
-from harness.config import TestConfig
+from foundation.config import TestConfig
 from tests.unit.test_checkers_verdict import no_replica_anomalies
 
 SETTINGS = settings(

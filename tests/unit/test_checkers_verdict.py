@@ -17,8 +17,8 @@ from checkers.reference import check_history
 from checkers.replica_logs import ReplicaFindings
 from checkers.stats import compute_stats, percentile
 from checkers.verdict import CONDITIONS, RULES, Facts, decide
-from harness.config import TestConfig
-from harness.errors import BadInput
+from foundation.config import TestConfig
+from foundation.errors import BadInput
 from tests.unit.test_checkers_replica_logs import values, write_replica
 
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
+from foundation.config import TestConfig, load_file, resolve, validate
+from foundation.errors import BadInput
 from harness.cli import build_parser, main
-from harness.config import TestConfig, load_file, resolve, validate
-from harness.errors import BadInput
 
 CONTRACT_COMMANDS = ("run", "check", "report", "campaign", "repro", "serve", "cluster", "bench")
 

@@ -25,8 +25,8 @@ from clusters.factory import build_cluster
 from clusters.node import ExecResult
 from clusters.remote_shell import ShellDaemons
 from clusters.ssh_backend import SshNode, check_host_files, hosts_for
-from harness.config import SshHost, TestConfig, validate
-from harness.errors import BadInput
+from foundation.config import SshHost, TestConfig, validate
+from foundation.errors import BadInput
 
 
 class LocalShellNode(ShellDaemons):
@@ -229,7 +229,7 @@ def test_kafka_tarball_url_is_downloaded_once(tmp_path: Path) -> None:
 
 def test_no_docker_engine_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from clusters import docker_backend
-    from harness.errors import InfrastructureError
+    from foundation.errors import InfrastructureError
 
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no.sock")
     with pytest.raises(InfrastructureError, match="does not answer") as caught:

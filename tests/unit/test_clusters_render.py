@@ -10,8 +10,8 @@ import pytest
 from clusters.factory import build_cluster, default_cluster_name
 from clusters.netns import NetnsNetwork
 from clusters.own import broker_command, broker_layout, faketime_env, render_broker_properties, wants_lazyfs
-from harness.config import TestConfig, validate
-from harness.errors import BadInput, InfrastructureError
+from foundation.config import TestConfig, validate
+from foundation.errors import BadInput, InfrastructureError
 
 
 def parse(text: str) -> dict[str, str]:

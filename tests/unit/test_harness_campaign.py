@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from foundation.errors import BadInput
 from harness import campaign as campaign_module
 from harness.campaign import load_campaign, run_campaign
-from harness.errors import BadInput
 from harness.run import RunOutcome
 
 CAMPAIGN = """

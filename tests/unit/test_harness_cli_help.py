@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from foundation.config import validate
+from foundation.errors import BadInput
 from harness.cli import FAULTS, build_parser
-from harness.config import validate
-from harness.errors import BadInput
 
 
 def run_help(capsys: pytest.CaptureFixture[str]) -> str:

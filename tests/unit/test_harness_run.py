@@ -7,6 +7,7 @@ SIGTERM), the verdict line and the exit code follow the contract, and test.json 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -18,9 +19,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from foundation.config import load_file, resolve, validate
 from harness import rundir
-from harness.config import load_file, resolve, validate
-from harness.run import run_test
+from harness.run import RunPieces, run_test
 
 
 class FakeSut:
@@ -82,7 +83,7 @@ class FakeProgress:
         pass
 
 
-def pieces(calls: list[str], *, nemesis_fails: bool = False, workload_fails: bool = False) -> dict[str, Any]:
+def pieces(calls: list[str], *, nemesis_fails: bool = False, workload_fails: bool = False) -> RunPieces:
     sent: list[tuple[int, int]] = []
 
     def run_workload(
@@ -123,18 +124,18 @@ def pieces(calls: list[str], *, nemesis_fails: bool = False, workload_fails: boo
         (run / "results.json").write_text(json.dumps(results))
         return results
 
-    return {
-        "build_cluster": lambda config, work, **kw: FakeCluster(calls),
-        "cleanup_leftovers": lambda state_dir: calls.append("cleanup_leftovers") or [],
-        "state_dir_default": lambda: Path("/nonexistent"),
-        "setup_topics": lambda config, bootstrap: calls.append("topics"),
-        "run_workload": run_workload,
-        "final_drain": final_drain,
-        "LiveProgress": FakeProgress,
-        "check_run": check_run,
-        "build_nemesis": lambda config, cluster, history, rng: FakeNemesis(history, calls, nemesis_fails),
-        "heal_leftovers": lambda state_dir: calls.append("heal_leftovers") or [],
-    }
+    return RunPieces(
+        build_cluster=lambda config, work, **kw: FakeCluster(calls),
+        cleanup_leftovers=lambda state_dir: calls.append("cleanup_leftovers") or [],
+        state_dir_default=lambda: Path("/nonexistent"),
+        setup_topics=lambda config, bootstrap: calls.append("topics"),
+        run_workload=run_workload,
+        final_drain=final_drain,
+        LiveProgress=FakeProgress,
+        check_run=check_run,
+        build_nemesis=lambda config, cluster, history, rng: FakeNemesis(history, calls, nemesis_fails),
+        heal_leftovers=lambda state_dir: calls.append("heal_leftovers") or [],
+    )
 
 
 def quiet() -> Console:
@@ -214,7 +215,7 @@ def test_sigterm_heals_and_tears_down(tmp_path: Path) -> None:
 
 
 def test_a_cluster_that_cannot_come_up_is_an_infrastructure_failure(tmp_path: Path) -> None:
-    from harness.errors import InfrastructureError
+    from foundation.errors import InfrastructureError
 
     calls: list[str] = []
     p = pieces(calls)
@@ -223,7 +224,7 @@ def test_a_cluster_that_cannot_come_up_is_an_infrastructure_failure(tmp_path: Pa
         def up(self) -> None:
             raise InfrastructureError("ZooKeeper on zk exited at start")
 
-    p["build_cluster"] = lambda config, work, **kw: Broken(calls)
+    p = dataclasses.replace(p, build_cluster=lambda config, work, **kw: Broken(calls))
     outcome = run_test(resolve(None, {"store": str(tmp_path)}), console=quiet(), pieces=p, screenshot=False)
     assert outcome.exit_code == 4 and outcome.verdict == "unknown" and "ZooKeeper" in outcome.reason
     assert "collect" not in calls
@@ -244,12 +245,12 @@ def test_recovery_waits_for_the_full_isr_and_records_when_it_is_not_reached(tmp_
     assert wait_for_recovery(FakeSut(), config, 0.1, full=True) == (True, "")
 
     p = pieces([])
-    p["build_cluster"] = lambda config, work, **kw: type("C", (FakeCluster,), {})([])
+    p = dataclasses.replace(p, build_cluster=lambda config, work, **kw: type("C", (FakeCluster,), {})([]))
     outcome = run_test(config, console=quiet(), pieces=p, screenshot=False)
     assert json.loads((outcome.run_dir / "outcome.json").read_text())["recovery"]["full_isr"] is True
     cluster = FakeCluster([])
     cluster.sut = LaggingSut()
-    p["build_cluster"] = lambda config, work, **kw: cluster
+    p = dataclasses.replace(p, build_cluster=lambda config, work, **kw: cluster)
     outcome = run_test(config, console=quiet(), pieces=p, screenshot=False)
     recovery = json.loads((outcome.run_dir / "outcome.json").read_text())["recovery"]
     assert recovery["min_isr"] is True and recovery["full_isr"] is False and "t0-0" in recovery["why"]
@@ -260,8 +261,8 @@ def test_healing_leftovers_says_what_it_removed(tmp_path: Path) -> None:
     import io
 
     p = pieces([])
-    p["heal_leftovers"] = lambda state_dir: ["fault 7 on n1, n2"]
-    p["cleanup_leftovers"] = lambda state_dir: ["sl-old"]
+    p = dataclasses.replace(p, heal_leftovers=lambda state_dir: ["fault 7 on n1, n2"])
+    p = dataclasses.replace(p, cleanup_leftovers=lambda state_dir: ["sl-old"])
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / "sl-old.json").write_text(
         json.dumps({"cluster": "sl-old", "owner": {"pid": 1, "start": 0}, "resources": [

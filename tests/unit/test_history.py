@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from workloads.history import HistoryError, HistoryWriter, iter_ops, pair_problems
+from history.format import HistoryError
+from history.pairing import pair_problems
+from history.reader import iter_ops
+from history.writer import HistoryWriter
 
 
 def test_writer_assigns_index_and_time(tmp_path: Path) -> None:
@@ -68,7 +71,7 @@ def test_sigkilled_writer_leaves_every_complete_line(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     code = (
         "import sys, time\n"
-        "from workloads.history import HistoryWriter\n"
+        "from history.writer import HistoryWriter\n"
         "w = HistoryWriter(sys.argv[1])\n"
         "i = 0\n"
         "while True:\n"

@@ -13,8 +13,8 @@ from clusters.kafka_config import (
     render_server_properties,
     unpack_argv,
 )
-from harness.config import validate
-from harness.errors import BadInput
+from foundation.config import validate
+from foundation.errors import BadInput
 
 ADDRESSES = ["10.77.1.11", "10.77.1.12", "10.77.1.13"]
 

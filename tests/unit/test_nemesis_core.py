@@ -18,12 +18,14 @@ from typing import Any
 import pytest
 
 from clusters.node import ExecResult
-from harness.config import TestConfig
-from harness.errors import BadInput
+from foundation.config import TestConfig
+from foundation.errors import BadInput
+from history.pairing import pair_problems
+from history.reader import iter_ops
+from history.writer import HistoryWriter
 from nemesis import build_nemesis, fault_windows, grudge, heal_leftovers
 from nemesis.packages import SHADES
 from nemesis.state import FaultLedger
-from workloads.history import HistoryWriter, iter_ops, pair_problems
 
 
 @dataclass

@@ -14,13 +14,15 @@ from typing import Any
 
 import pytest
 
-from harness.errors import BadInput
+from foundation.errors import BadInput
+from history.pairing import pair_problems
+from history.reader import iter_ops
+from history.writer import HistoryWriter
 from nemesis import build_nemesis
 from nemesis.packages import PACKAGES, PlanEnv
 from nemesis.packages.process import BUG_FINDING_WEIGHTS, FAILOVER, STALLED_FAILOVER
 from nemesis.packages.process_patterns import failover_targets
 from tests.unit.test_nemesis_core import FakeSut, cluster, config
-from workloads.history import HistoryWriter, iter_ops, pair_problems
 
 ENV = PlanEnv(names=("n1", "n2", "n3"), topics=1, partitions=2, has_leaders=True, has_zookeeper=True)
 
@@ -150,7 +152,9 @@ def test_failover_past_a_controlling_successor_freezes_the_survivor_across_the_e
     nem.heal()
     history.close()
     assert pair_problems(path).complete
-    infos = [o["value"]["pattern"] for o in iter_ops(path) if o["type"] == "invoke" and "pattern" in o["value"]]
+    infos = [
+        o["value"]["pattern"] for o in iter_ops(path) if o["type"] == "invoke" and "pattern" in o["value"]
+    ]
     assert [i["part"] for i in infos] == [0, 1, 2]
     assert infos[0]["aim"]["roles"] == {"leader": "n2", "successor": "n3", "survivor": "n1"}
     assert infos[0]["aim"]["variant"] == "past-controller"

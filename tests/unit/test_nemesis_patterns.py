@@ -14,15 +14,17 @@ from typing import Any
 
 import pytest
 
-from harness.config import TestConfig
-from harness.errors import BadInput
+from foundation.config import TestConfig
+from foundation.errors import BadInput
+from history.pairing import pair_problems
+from history.reader import iter_ops
+from history.writer import HistoryWriter
 from nemesis import build_nemesis, check_config
 from nemesis.packages import PlanEnv
 from nemesis.packages.patterns import PATTERNS
 from nemesis.packages.sequence import Sight, Timing
 from nemesis.schedule import ALL_MIX
 from tests.unit.test_nemesis_core import FakeSut, cluster, config
-from workloads.history import HistoryWriter, iter_ops, pair_problems
 
 TIMING = Timing(session_s=6.0, lag_s=10.0)
 

@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 
-from harness.errors import BadInput
+from foundation.errors import BadInput
+from history.pairing import pair_problems
+from history.reader import iter_ops
+from history.writer import HistoryWriter
 from nemesis import build_nemesis
 from nemesis.packages import PACKAGES, PlanEnv
 from nemesis.packages.process import (
@@ -26,7 +29,6 @@ from nemesis.packages.process import (
     STALLED_FAILOVER,
 )
 from tests.unit.test_nemesis_core import FakeSut, cluster, config
-from workloads.history import HistoryWriter, iter_ops, pair_problems
 
 ENV = PlanEnv(names=("n1", "n2", "n3"), topics=1, partitions=2, has_leaders=True, has_zookeeper=True)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from checkers.reference import check_history
 from checkers.synthetic import ANOMALY_KINDS, generate
-from workloads.history import pair_problems
+from history.pairing import pair_problems
 
 
 def test_clean_synthetic_history_has_no_anomaly(tmp_path: Path) -> None:

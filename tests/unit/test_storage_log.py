@@ -13,10 +13,9 @@ from broker.storage import (
     OffsetOutOfRangeError,
     PartitionLog,
     UnexpectedAppendOffsetError,
-    iter_batches,
-    iter_partition_dirs,
 )
 from broker.storage.build import GZIP, build_batch
+from checkers.data_dirs import iter_batches, iter_partition_dirs
 
 
 def v(i: int) -> bytes:

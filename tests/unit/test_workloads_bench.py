@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
+from foundation.errors import BadInput
 from harness.commands import bench
-from harness.errors import BadInput
 
 
 def test_bad_duration_is_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,7 +42,7 @@ def test_bad_worker_count_is_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_default_client_layout() -> None:
-    from harness.config import TestConfig
+    from foundation.config import TestConfig
     from workloads.workers import default_workers
 
     assert default_workers(TestConfig(client="confluent-kafka")) == 0  # librdkafka: threads

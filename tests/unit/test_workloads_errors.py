@@ -9,8 +9,8 @@ import pytest
 from confluent_kafka import KafkaError
 from kafka import errors as E
 
-from harness.config import TestConfig
-from harness.errors import BadInput
+from foundation.config import TestConfig
+from foundation.errors import BadInput
 from workloads.clients import confluent, kafka_python
 from workloads.clients.base import decode_value, describe, op_timeout_error
 from workloads.clients.kafka_python import AttemptLog, KafkaPythonProducer, classify_send_error
@@ -184,7 +184,7 @@ def test_values_decode_as_ascii_decimal() -> None:
 
 
 def test_settings_no_producer_accepts_are_bad_input() -> None:
-    from harness.errors import BadInput
+    from foundation.errors import BadInput
     from workloads.clients import make_driver
 
     with pytest.raises(BadInput, match="acks=all"):

@@ -15,13 +15,15 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from harness.config import TestConfig
+from foundation.config import TestConfig
+from history.format import encode
+from history.pairing import pair_problems
+from history.reader import iter_ops
+from history.writer import HistoryWriter
 from workloads import drain as drain_module
 from workloads import queue as queue_module
 from workloads.clients.base import ClientError, Record, SendOutcome, TopicPartition
 from workloads.drain import final_drain
-from workloads.history import HistoryWriter, iter_ops, pair_problems
-from workloads.journal import encode
 from workloads.progress import LiveProgress
 from workloads.queue import run_workload
 

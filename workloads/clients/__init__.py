@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.config import TestConfig
-from harness.errors import BadInput
+from foundation.config import TestConfig
+from foundation.errors import BadInput
 from workloads.clients.base import Driver
 
 

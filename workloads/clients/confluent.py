@@ -31,7 +31,7 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
-from harness.config import TestConfig
+from foundation.config import TestConfig
 from workloads.clients.base import (
     ClientError,
     OutcomeType,

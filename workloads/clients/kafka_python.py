@@ -33,7 +33,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import errors as kafka_errors
 from kafka.structs import TopicPartition as KTopicPartition
 
-from harness.config import TestConfig
+from foundation.config import TestConfig
 from workloads.clients.base import (
     ClientError,
     OutcomeType,

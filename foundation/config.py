@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-from harness.errors import BadInput
+from foundation.errors import BadInput
 
 SYSTEMS = ("own", "kafka")
 BACKENDS = ("netns", "docker", "ssh")

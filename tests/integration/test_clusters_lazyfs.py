@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nemesis import lazyfs
+from clusters import lazyfs
 
 pytestmark = [pytest.mark.integration]
 

@@ -7,11 +7,11 @@ discard the page cache; followed by SIGKILL of the broker, that is the `lose-uns
 
 Run it as a process (foreground; unmount with SIGTERM or `fusermount -u`):
 
-    python -m nemesis.lazyfs mount --backing DIR --mount DIR --control SOCKET
+    python -m clusters.lazyfs mount --backing DIR --mount DIR --control SOCKET
 
 and talk to it through its Unix socket (one command per connection, one JSON line back):
 
-    python -m nemesis.lazyfs ctl SOCKET drop|sync|stats|ping
+    python -m clusters.lazyfs ctl SOCKET drop|sync|stats|ping
 
 A clean unmount (SIGTERM) writes everything pending: only `drop` loses data.
 """
@@ -383,7 +383,7 @@ def mount_argv(python: str, backing: str, mountpoint: str, control_socket: str) 
     return [
         python,
         "-m",
-        "nemesis.lazyfs",
+        "clusters.lazyfs",
         "mount",
         "--backing",
         backing,
@@ -396,7 +396,7 @@ def mount_argv(python: str, backing: str, mountpoint: str, control_socket: str) 
 
 def ctl_argv(python: str, control_socket: str, command: str) -> list[str]:
     """The command line that sends `command` to a lazyfs from the node (through Node.exec)."""
-    return [python, "-m", "nemesis.lazyfs", "ctl", control_socket, command]
+    return [python, "-m", "clusters.lazyfs", "ctl", control_socket, command]
 
 
 def _mount(args: argparse.Namespace) -> int:
@@ -434,7 +434,7 @@ def _mount(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nemesis.lazyfs", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m clusters.lazyfs", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("mount", help="mount BACKING on MOUNT (foreground)")
     m.add_argument("--backing", required=True)

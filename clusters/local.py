@@ -1,6 +1,6 @@
 """ZooKeeper + N own brokers as local processes on 127.0.0.1 (free ports), for tests and tools.
 
-    from broker.localcluster import LocalCluster
+    from clusters.local import LocalCluster
 
     with LocalCluster(brokers=3, settings={"min.insync.replicas": "2"}) as cluster:
         cluster.create_topic("t0", partitions=1, replication_factor=3)
@@ -25,7 +25,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,22 +36,11 @@ from typing import Any
 
 from broker.config import render_properties
 from clusters import zookeeper
+from clusters.ports import free_port, port_open
 
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def port_open(port: int, host: str = "127.0.0.1") -> bool:
-    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
-        return True
-    return False
 
 
 class LocalCluster:
@@ -136,7 +124,7 @@ class LocalCluster:
                 start_new_session=True,
             )
         deadline = time.monotonic() + self.start_timeout
-        while not port_open(self.zk_port):
+        while not port_open("127.0.0.1", self.zk_port):
             if self._zk_proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited at start; see {zk_dir / 'zookeeper.log'}")
             if time.monotonic() > deadline:
@@ -193,7 +181,7 @@ class LocalCluster:
             data = None
             with contextlib.suppress(Exception):
                 data, stat = zk.get(path)
-                if stat.ephemeralOwner and port_open(self.ports[broker_id]):
+                if stat.ephemeralOwner and port_open("127.0.0.1", self.ports[broker_id]):
                     info = json.loads(data)
                     if (
                         int(info.get("port", -1)) == self.ports[broker_id]

@@ -25,9 +25,3 @@ class InfrastructureError(StrandlineError):
     """The harness or the machine failed: a node unreachable, a process that would not start."""
 
     exit_code = EXIT_INFRASTRUCTURE
-
-
-class NotImplementedYet(StrandlineError):
-    """A CLI command whose piece does not exist yet."""
-
-    exit_code = EXIT_INFRASTRUCTURE

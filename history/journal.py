@@ -9,20 +9,19 @@ A slot never touches the history file itself; it asks its `Journal` to
 - `new_process()`: a process number never used before in this history.
 
 `LocalJournal` serves slot threads inside the controller. `RemoteJournal` serves slot threads inside
-a client worker process (`workloads.worker`): it sends each op, JSON-encoded, over the slot's own
-socket to the controller, whose single writer (`workloads.workers`) gives it its `index` and
+a client worker process (`workloads/worker.py`): it sends each op, JSON-encoded, over the slot's own
+socket to the controller, whose single writer (`workloads/workers.py`) gives it its `index` and
 `time` and acknowledges invokes.
 """
 
 from __future__ import annotations
 
-import json
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
-from workloads.history import HistoryWriter
-from workloads.processes import ProcessNumbers
-from workloads.stats import WorkloadStats
+from history.format import encode
+from history.processes import ProcessNumbers
+from history.writer import HistoryWriter
 
 # Wire messages, worker -> controller (pickled tuples over a multiprocessing Connection):
 #   (INVOKE, body)                               answered with None once the line is written
@@ -33,13 +32,16 @@ COMPLETE = "c"
 PROCESS = "p"
 
 
-def encode(op: dict[str, Any]) -> str:
-    """An op as the compact JSON object the history writer completes with `index` and `time`."""
-    return json.dumps(op, separators=(",", ":"))
-
-
 class JournalClosed(Exception):
     """The controller is gone: nothing more can be journaled, so no operation may start."""
+
+
+class Counters(Protocol):
+    """The live figures a journal keeps up to date (the workload's `WorkloadStats`)."""
+
+    def completed(self, f: str, outcome: str, latency_s: float, records: int = 0) -> None: ...
+
+    def process_started(self) -> None: ...
 
 
 class Journal(Protocol):
@@ -53,7 +55,7 @@ class Journal(Protocol):
 class LocalJournal:
     """Slots running as threads of the controller: straight to the writer, the counters, the numbers."""
 
-    def __init__(self, history: HistoryWriter, stats: WorkloadStats, numbers: ProcessNumbers):
+    def __init__(self, history: HistoryWriter, stats: Counters, numbers: ProcessNumbers):
         self.history = history
         self.stats = stats
         self.numbers = numbers
@@ -67,8 +69,7 @@ class LocalJournal:
 
     def new_process(self) -> int:
         number = self.numbers.next()
-        with self.stats._lock:
-            self.stats.processes += 1
+        self.stats.process_started()
         return number
 
 

@@ -11,7 +11,8 @@ import itertools
 import threading
 import weakref
 
-from workloads.history import HistoryWriter, iter_ops
+from history.reader import iter_ops
+from history.writer import HistoryWriter
 
 _allocators: weakref.WeakKeyDictionary[HistoryWriter, ProcessNumbers] = weakref.WeakKeyDictionary()
 _registry_lock = threading.Lock()

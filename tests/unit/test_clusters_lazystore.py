@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nemesis.lazyfs import BLOCK, LazyStore
+from clusters.lazyfs import BLOCK, LazyStore
 
 
 def make(tmp_path: Path, name: str = "f", content: bytes = b"") -> LazyStore:

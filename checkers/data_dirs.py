@@ -1,0 +1,163 @@
+"""Read-only access to Kafka data dirs, with kafka.record (never with the system under test's code).
+
+The run's `nodes/<node>/data/` directories hold Kafka's on-disk format: `<topic>-<partition>/`
+directories of `<20-digit base offset>.log` segments of v2 record batches, and text checkpoints
+(`replication-offset-checkpoint`). The own broker and Apache Kafka write the same files, and the
+checker judges both with this independent reader. Nothing is modified (no recovery, no truncation):
+a batch whose CRC fails is flagged, a torn or malformed batch ends its segment.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafka.record.default_records import DefaultRecordBatch
+
+log = logging.getLogger(__name__)
+
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+SEGMENT_SUFFIX = ".log"
+CHECKPOINT_VERSION = "0"
+
+_HEADER = DefaultRecordBatch.HEADER_STRUCT  # base offset, length, leader epoch, magic, crc, ...
+_LOG_OVERHEAD = 12  # base offset (int64) + length (int32): the bytes the length field does not count
+_MIN_LENGTH = _HEADER.size - _LOG_OVERHEAD
+
+
+class CheckpointError(Exception):
+    """A checkpoint file that cannot be read as Kafka's format."""
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """One batch as found on disk; `records` are (offset, value) decoded with kafka.record."""
+
+    segment: Path
+    position: int
+    base_offset: int
+    last_offset: int
+    partition_leader_epoch: int
+    crc_ok: bool
+    is_control: bool = False
+    records: list[tuple[int, bytes | None]] = field(default_factory=list)
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """`t0-3` -> ("t0", 3); None if the name is not `<topic>-<partition>`."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+def parse_segment_name(name: str) -> int | None:
+    """The base offset of a `<20 digits>.log` segment file name, else None."""
+    stem = name[: -len(SEGMENT_SUFFIX)] if name.endswith(SEGMENT_SUFFIX) else ""
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
+def iter_partition_dirs(data_dir: Path) -> Iterator[tuple[str, int, Path]]:
+    """(topic, partition, path) for every `<topic>-<partition>` directory of a data dir, sorted."""
+    entries = []
+    for path in Path(data_dir).iterdir():
+        parsed = parse_partition_dir(path.name) if path.is_dir() else None
+        if parsed is not None:
+            entries.append((parsed[0], parsed[1], path))
+    yield from sorted(entries)
+
+
+def _whole_batch_at(data: bytes, pos: int) -> tuple[tuple[int, ...] | None, str]:
+    """The header fields of the whole v2 batch at `pos`, or (None, why it is torn or malformed)."""
+    remaining = len(data) - pos
+    if remaining < _HEADER.size:
+        return None, f"torn batch header at position {pos} ({remaining} bytes)"
+    header = _HEADER.unpack_from(data, pos)
+    length, magic, last_offset_delta, records_count = header[1], header[3], header[6], header[12]
+    if length < _MIN_LENGTH:
+        return None, f"batch length {length} at position {pos} is below the header size"
+    if length + _LOG_OVERHEAD > remaining:
+        return None, f"torn batch at position {pos}: length {length}, {remaining} bytes left"
+    if magic != 2:
+        return None, f"unsupported magic {magic} at position {pos}"
+    if last_offset_delta < 0 or records_count < 0:
+        return None, f"negative last offset delta or record count at position {pos}"
+    return header, ""
+
+
+def iter_batches(log_dir: Path, *, decode: bool = True) -> Iterator[BatchInfo]:
+    """Every batch of a partition directory's segments, in offset order.
+
+    A batch of full length whose CRC fails is yielded with crc_ok=False (records decoded if
+    possible, else empty); an incomplete tail or a malformed header ends that segment.
+    """
+    segments = sorted(
+        (base, path)
+        for path in Path(log_dir).iterdir()
+        if (base := parse_segment_name(path.name)) is not None and path.is_file()
+    )
+    for _, path in segments:
+        data = path.read_bytes()
+        pos = 0
+        while pos < len(data):
+            header, problem = _whole_batch_at(data, pos)
+            if header is None:
+                log.info("%s: stops at position %d: %s", path, pos, problem)
+                break
+            size = header[1] + _LOG_OVERHEAD
+            batch = DefaultRecordBatch(data[pos : pos + size])
+            crc_ok = batch.validate_crc()  # before decoding: kafka.record checks the stored bytes
+            records: list[tuple[int, bytes | None]] = []
+            if decode:
+                try:
+                    records = [(record.offset, record.value) for record in batch]
+                except Exception as exc:  # a corrupt batch may not decode at all
+                    log.info("%s: batch at %d does not decode: %s", path, pos, exc)
+            yield BatchInfo(
+                segment=path,
+                position=pos,
+                base_offset=batch.base_offset,
+                last_offset=batch.last_offset,
+                partition_leader_epoch=batch.leader_epoch,
+                crc_ok=crc_ok,
+                is_control=batch.is_control_batch,
+                records=records,
+            )
+            pos += size
+        del data
+
+
+def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """A `replication-offset-checkpoint`: (topic, partition) -> offset; {} when the file is missing.
+
+    Kafka's text format: a version line (0), a count line, then `topic partition offset` lines.
+    """
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return {}
+    lines = text.splitlines()
+    if len(lines) < 2:
+        raise CheckpointError(f"{path}: missing version or count line")
+    if lines[0].strip() != CHECKPOINT_VERSION:
+        raise CheckpointError(f"{path}: unsupported version {lines[0].strip()!r}")
+    try:
+        count = int(lines[1])
+    except ValueError:
+        raise CheckpointError(f"{path}: bad count line {lines[1]!r}") from None
+    body = [line for line in lines[2:] if line.strip()]
+    if len(body) != count:
+        raise CheckpointError(f"{path}: expected {count} entries, found {len(body)}")
+    offsets: dict[tuple[str, int], int] = {}
+    for line in body:
+        parts = line.split()
+        if len(parts) != 3:
+            raise CheckpointError(f"{path}: malformed entry {line!r}")
+        topic, partition, offset = parts
+        try:
+            offsets[(topic, int(partition))] = int(offset)
+        except ValueError:
+            raise CheckpointError(f"{path}: malformed entry {topic} {partition} {offset}") from None
+    return offsets
