@@ -15,6 +15,8 @@ history so a reader sees the offsets the script acted on.
 - `broker-ready`: the broker on `node` serves again (the system's `wait_ready`: for the own broker,
   listening and registered in ZooKeeper by its new process). A rolling kill or restart waits for
   it between brokers.
+- `hw-advancing`: the partition's high watermark grew by `records` (default 20) since the wait
+  began: load flows into it.
 - `leader-is`: `node` leads the partition.
 - `out-of-isr`: the leader dropped `node` from the partition's ISR.
 - `isr-shrunk-to-leader`: the partition's ISR is its leader alone.
@@ -75,6 +77,7 @@ def _consumer(ctx: Context) -> Any:
 
 
 def close(ctx: Context) -> None:
+    ctx.cache.pop("hw-baseline", None)
     consumer = ctx.cache.pop("consumer", None)
     if consumer is not None:
         try:
@@ -112,6 +115,18 @@ def isr_full(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
 def hw_at_least(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     hw = high_watermark(ctx, step)
     return hw is not None and hw >= int(step.get("offset", 1)), {"high_watermark": hw}
+
+
+def hw_advancing(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether the load flows into the partition: its high watermark grew by `records` (default
+    20) since the wait began. A pattern waits for it, so that a loss has something to lose."""
+    if not ctx.bootstrap() and not isinstance(_state(ctx, step).get("high_watermark"), int):
+        return True, {"high_watermark": "unknown (no client can reach the cluster)"}
+    hw = high_watermark(ctx, step)
+    if hw is None:
+        return False, {"high_watermark": None}
+    baseline = ctx.cache.setdefault("hw-baseline", hw)
+    return hw - baseline >= int(step.get("records", 20)), {"high_watermark": hw, "since_wait": hw - baseline}
 
 
 def follower_fetched_past_hw(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
@@ -202,6 +217,7 @@ CONDITIONS: dict[str, Condition] = {
     "hw-at-least": hw_at_least,
     "follower-fetched-past-hw": follower_fetched_past_hw,
     "leader-is": leader_is,
+    "hw-advancing": hw_advancing,
     "out-of-isr": out_of_isr,
     "isr-shrunk-to-leader": isr_shrunk_to_leader,
 }

@@ -35,9 +35,9 @@ ALL = "all"
 # min.insync.replicas=1, pre-KIP-101 truncation), `failover` pre-KIP-101 truncation and acks=1,
 # `lonely-leader` min.insync.replicas=1 and acks=1, `lose-unsynced:all` missing fsync.
 ALL_MIX: tuple[tuple[str, int], ...] = (
-    ("kill:lagging-follower", 8),
+    ("kill:lagging-follower", 12),
     ("kill:failover", 5),
-    ("lose-unsynced:lonely-leader", 4),
+    ("lose-unsynced:lonely-leader", 3),
     ("lose-unsynced:all", 3),
     ("kill:stalled-failover", 2),
     ("partition:cut-off-failover", 2),
@@ -115,10 +115,17 @@ def random_steps(
     if not specs:
         return
     yield {"wait": round(interval * rng.uniform(0.5, 1.0), 3)}
+    last = -1
     while True:
         cycle = interval * rng.uniform(0.8, 1.2)
         hold = cycle * rng.uniform(0.4, 0.7)
-        group = rng.choices(specs, weights=weights)[0] if weights else rng.choice(specs)
+        if weights:
+            # Weighted, never the same group twice in a row: a minute-long test meets two or three.
+            others = [i for i in range(len(specs)) if i != last] or list(range(len(specs)))
+            last = rng.choices(others, weights=[weights[i] for i in others])[0]
+            group = specs[last]
+        else:
+            group = rng.choice(specs)
         crashed = False
         for name, qualifier in group:
             step = PACKAGES[name].plan(rng, env, qualifier)

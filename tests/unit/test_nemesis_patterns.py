@@ -200,3 +200,28 @@ def test_bare_faults_draw_their_patterns_only_where_they_can_run() -> None:
     powered = PlanEnv(("n1", "n2", "n3"), 1, 1, True, True, power_loss=True)
     assert "lonely-leader" in PACKAGES["lose-unsynced"].usable_qualifiers(powered, None)
     assert "cut-off-failover" in PACKAGES["partition"].usable_qualifiers(three, None)
+
+
+class LoadedSut(FakeSut):
+    """A FakeSut whose partitions report a high watermark that grows by 15 each time it is read."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(names)
+        self.hw = 0
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        self.hw += 15
+        return {tp: {**s, "high_watermark": self.hw} for tp, s in super().partition_state().items()}
+
+
+def test_a_pattern_strikes_once_the_load_flows(tmp_path: Path) -> None:
+    from nemesis import conditions
+
+    c = cluster(3, sut=LoadedSut(["n1", "n2", "n3"]))
+    c.bootstrap_servers = lambda: ["10.77.9.11:9092"]  # type: ignore[method-assign]
+    nem = build_nemesis(config(), c, None, random.Random(1), tmp_path)
+    step = {"topic": "t0", "partition": 0, "records": 20}
+    met = [conditions.hw_advancing(nem.ctx, step)[0] for _ in range(3)]
+    assert met == [False, False, True]  # baseline, +15, +30: twenty records acknowledged since
+    conditions.close(nem.ctx)
+    assert conditions.hw_advancing(nem.ctx, step) == (False, {"high_watermark": 60, "since_wait": 0})
