@@ -25,7 +25,7 @@ class Broker:
         self.replicas = ReplicaManager(config)
         self.metadata: ClusterMetadata | None = None
         self.server: BrokerServer | None = None
-        self.cluster: Any = None  # broker.zk.ZkCluster in ZooKeeper mode
+        self.cluster: Any = None  # broker.zookeeper.ZkCluster in ZooKeeper mode
         self._stop = asyncio.Event()
         self._timers: list[asyncio.Task[None]] = []
         self.watchdog = LoopWatchdog()
@@ -35,7 +35,7 @@ class Broker:
         self.watchdog.start()
         self.replicas.load_logs()
         if config.zookeeper_connect:
-            from broker.zk import ZkCluster
+            from broker.zookeeper import ZkCluster
 
             self.cluster = ZkCluster(config, self.replicas)
             metadata: ClusterMetadata = self.cluster

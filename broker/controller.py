@@ -1,8 +1,9 @@
-"""The controller's decisions, pure: initial partition states and leader elections.
+"""The controller's decisions, pure: initial partition states, leader elections, reconciliation.
 
-The ZooKeeper adapter (broker.zk) gathers the facts (live brokers, current states, and for the
-longest-log policy each candidate's log end offset), calls these functions, and writes the
-result with compare-and-set.
+The ZooKeeper driver (broker.zookeeper.controller) gathers the facts (live brokers, the topics'
+assignments, current states, and for the longest-log policy each candidate's log end offset),
+calls `reconcile`, and writes each action it returns with compare-and-set. The simulator in
+explore/ calls the same function with its own facts.
 """
 
 from __future__ import annotations
@@ -61,3 +62,91 @@ def elect_leader(
 
 def needs_election(leader: int, live: Collection[int]) -> bool:
     return leader < 0 or leader not in live
+
+
+@dataclass(frozen=True, slots=True)
+class CreateState:
+    """Create the state of a partition that has none: leader epoch 0."""
+
+    topic: str
+    index: int
+    election: Election
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeader:
+    """Replace the state at `zk_version` (compare-and-set) with a new leader and epoch."""
+
+    topic: str
+    index: int
+    previous_leader: int
+    leader_epoch: int  # the new epoch
+    zk_version: int
+    election: Election
+
+
+ControllerAction = CreateState | ElectLeader
+
+
+@dataclass(frozen=True, slots=True)
+class KnownState:
+    """The part of a partition's state the controller decides on."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    zk_version: int
+
+
+Key = tuple[str, int]
+
+
+def offline_partitions(
+    assignments: Mapping[str, Mapping[int, tuple[int, ...]]],
+    states: Mapping[Key, KnownState],
+    live: Collection[int],
+) -> dict[Key, list[int]]:
+    """Partitions that need an election, with their live replicas (whose log ends the longest-log
+    policy asks before calling `reconcile`)."""
+    found: dict[Key, list[int]] = {}
+    for topic, assignment in assignments.items():
+        for index, replicas in assignment.items():
+            state = states.get((topic, index))
+            if state is not None and needs_election(state.leader, live):
+                found[(topic, index)] = [r for r in replicas if r in live]
+    return found
+
+
+def reconcile(
+    *,
+    assignments: Mapping[str, Mapping[int, tuple[int, ...]]],
+    states: Mapping[Key, KnownState],
+    live: Collection[int],
+    unclean_allowed: bool,
+    policy: str,
+    log_ends: Mapping[Key, Mapping[int, int]] | None = None,
+) -> list[ControllerAction]:
+    """Level-triggered: what brings every partition to a sane state (a state; a live leader)."""
+    actions: list[ControllerAction] = []
+    for topic, assignment in assignments.items():
+        for index, replicas in assignment.items():
+            state = states.get((topic, index))
+            if state is None:
+                actions.append(CreateState(topic, index, initial_state(replicas, live)))
+                continue
+            if not needs_election(state.leader, live):
+                continue
+            choice = elect_leader(
+                replicas=replicas,
+                isr=state.isr,
+                live=live,
+                unclean_allowed=unclean_allowed,
+                policy=policy,
+                log_ends=(log_ends or {}).get((topic, index)),
+            )
+            if choice.leader < 0 and state.leader < 0:
+                continue  # still offline; a returning ISR member will trigger another pass
+            actions.append(
+                ElectLeader(topic, index, state.leader, state.leader_epoch + 1, state.zk_version, choice)
+            )
+    return actions

@@ -1,39 +1,43 @@
-"""Follower side of replication: one fetch loop per leader broker, for all partitions it leads.
+"""The asyncio driver of the follower side: one fetch loop per leader broker, for all its partitions.
 
-On becoming a follower a partition first truncates, by the configured protocol:
-- `high-watermark` (pre-KIP-101): at once, to its own high watermark (after a restart that is
-  the checkpointed, possibly stale, HW) — without asking anyone;
-- `leader-epoch` (KIP-101): it asks the leader OffsetForLeaderEpoch for its latest epoch and
-  truncates only what the leader does not have.
-Then it fetches from its log end offset with its replica id, appends what comes back and takes
-the leader's HW (capped by its own log end).
+What a follower does (truncate by high watermark or by leader epoch, fetch, append, handle an
+offset out of the leader's range) is decided by broker.follower.FollowerReplica, one per followed
+partition; this module batches its requests per leader, sends them, feeds each partition's answer
+back and carries out the actions on the partition's log through the ReplicaManager.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker import protocol as p
 from broker.client import BrokerConnection, ConnectionClosed
 from broker.config import BrokerConfig
-from broker.metadata import BrokerAddress
-from broker.replica_manager import (
-    FENCED_LEADER_EPOCH,
-    NONE,
-    OFFSET_OUT_OF_RANGE,
-    Partition,
-    PartitionState,
-    ReplicaManager,
+from broker.follower import (
+    Append,
+    Backoff,
+    FollowerAction,
+    FollowerReplica,
+    ListLeaderOffsets,
+    RestartAt,
+    Truncate,
 )
-from broker.replication import leader_epoch_truncation
+from broker.kafka_errors import FENCED_LEADER_EPOCH, NONE
+from broker.metadata import BrokerAddress
+from broker.partition_state import PartitionState
+from broker.replica_manager import Partition, ReplicaManager
 from broker.storage import StorageError, UnexpectedAppendOffsetError, parse_batches
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 12
+# Kafka 4.1's newest Fetch: topics by id (v13+), the follower's id in ReplicaState (v15+).
+FETCH_VERSION = 17
+# Until the follower knows a topic's id (a topic znode it has not read yet) it fetches by name.
+FETCH_BY_NAME_VERSION = 12
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 LIST_OFFSETS_VERSION = 4
 RETRY_SECONDS = 0.1
@@ -41,11 +45,38 @@ FETCH_MAX_BYTES = 16 * 1024 * 1024
 PARTITION_MAX_BYTES = 4 * 1024 * 1024
 
 
+class _ReplicaView:
+    """A partition's log and replica as the follower's decisions read them (broker.follower.FollowerLog)."""
+
+    __slots__ = ("partition",)
+
+    def __init__(self, partition: Partition) -> None:
+        self.partition = partition
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.partition.log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.partition.replica.high_watermark
+
+    def latest_epoch(self) -> int:
+        return self.partition.log.epochs.latest_epoch()
+
+    def end_offset_for(self, epoch: int) -> tuple[int, int]:
+        return self.partition.log.epochs.end_offset_for(epoch)
+
+
 @dataclass(eq=False)
 class _Followed:
     partition: Partition
-    leader_epoch: int
-    needs_truncation: bool
+    follower: FollowerReplica
+    view: _ReplicaView
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.follower.leader_epoch
 
 
 class LeaderFetcher:
@@ -57,24 +88,23 @@ class LeaderFetcher:
         config: BrokerConfig,
         replicas: ReplicaManager,
         addresses: Callable[[], dict[int, BrokerAddress]],
+        topic_ids: Callable[[str], uuid.UUID] | None = None,
     ) -> None:
         self.leader_id = leader_id
         self.config = config
         self.replicas = replicas
         self.addresses = addresses
+        self.topic_ids = topic_ids
         self.followed: dict[tuple[str, int], _Followed] = {}
         self._task: asyncio.Task[None] | None = None
         self._conn: BrokerConnection | None = None
         self._changed = asyncio.Event()
 
     def add(self, partition: Partition, leader_epoch: int) -> None:
-        needs = True
-        if self.config.truncation == "high-watermark":
-            self.replicas.truncate(
-                partition, partition.replica.high_watermark, "high-watermark truncation on becoming follower"
-            )
-            needs = False
-        self.followed[partition.key] = _Followed(partition, leader_epoch, needs)
+        follower = FollowerReplica(self.config.truncation, self.leader_id, leader_epoch)
+        followed = _Followed(partition, follower, _ReplicaView(partition))
+        self._carry_out(followed, follower.start(followed.view), b"")
+        self.followed[partition.key] = followed
         self._changed.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
@@ -95,10 +125,10 @@ class LeaderFetcher:
                 if conn is None:
                     await self._pause()
                     continue
-                pending = [f for f in self.followed.values() if f.needs_truncation]
+                pending = [f for f in self.followed.values() if f.follower.asks_epoch]
                 if pending:
                     await self._truncate_by_epoch(conn, pending)
-                ready = [f for f in self.followed.values() if not f.needs_truncation]
+                ready = [f for f in self.followed.values() if not f.follower.asks_epoch]
                 if not ready:
                     await self._pause()
                     continue
@@ -146,7 +176,7 @@ class LeaderFetcher:
                 {
                     "partition": part.index,
                     "current_leader_epoch": f.leader_epoch,
-                    "leader_epoch": part.log.epochs.latest_epoch(),
+                    "leader_epoch": f.follower.epoch_request(f.view),
                 }
             )
         body = {
@@ -169,27 +199,8 @@ class LeaderFetcher:
                         result.error_code.name,
                     )
                     continue
-                done = self._truncate_to_leader_epoch(f.partition, result.leader_epoch, result.end_offset)
-                f.needs_truncation = not done
-
-    def _truncate_to_leader_epoch(self, partition: Partition, leader_epoch: int, end_offset: int) -> bool:
-        """Apply Kafka's follower rule to an OffsetForLeaderEpoch answer; False: ask again."""
-        plog = partition.log
-        decision = leader_epoch_truncation(
-            leader_epoch=leader_epoch,
-            leader_end_offset=end_offset,
-            own_latest_epoch=plog.epochs.latest_epoch(),
-            own_end_offset_for=plog.epochs.end_offset_for,
-            log_end_offset=plog.log_end_offset,
-            high_watermark=partition.replica.high_watermark,
-        )
-        if decision.offset is None:
-            return True
-        self.replicas.truncate(partition, decision.offset, decision.reason)
-        if not decision.done:
-            # An epoch that starts at the log end holds no records but would be asked about again.
-            plog.epochs.truncate_from_end(decision.offset)
-        return decision.done
+                actions = f.follower.on_epoch_answer(NONE, result.leader_epoch, result.end_offset, f.view)
+                self._carry_out(f, actions, b"")
 
     async def _fetch(self, conn: BrokerConnection, ready: list[_Followed]) -> None:
         topics: dict[str, list[dict[str, int]]] = {}
@@ -205,43 +216,60 @@ class LeaderFetcher:
                     "partition_max_bytes": PARTITION_MAX_BYTES,
                 }
             )
+        ids = {name: self.topic_ids(name) for name in topics} if self.topic_ids else {}
+        by_id = bool(ids) and all(i.int for i in ids.values())
+        version = FETCH_VERSION if by_id else FETCH_BY_NAME_VERSION
+        names = {topic_id: name for name, topic_id in ids.items()}
         body = {
             "replica_id": self.config.broker_id,
+            "replica_state": {"replica_id": self.config.broker_id, "replica_epoch": -1},
             "max_wait": self.config.replica_fetch_wait_max_ms,
             "min_bytes": 1,
             "max_bytes": FETCH_MAX_BYTES,
             "isolation_level": 0,
             "session_id": 0,
             "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": parts} for t, parts in topics.items()],
+            "topics": [
+                {"topic": t, "topic_id": ids.get(t), "partitions": parts} for t, parts in topics.items()
+            ],
             "forgotten_topics_data": [],
             "rack_id": "",
         }
         wait_s = self.config.replica_fetch_wait_max_ms / 1000.0
-        response = await conn.request(p.API_FETCH, FETCH_VERSION, body, timeout=wait_s + 10.0)
+        response = await conn.request(p.API_FETCH, version, body, timeout=wait_s + 10.0)
         backoff = False
         for topic in response.responses:
+            name = names.get(topic.topic_id, "") if by_id else topic.topic
             for result in topic.partitions:
-                found = self.followed.get((topic.topic, result.partition_index))
+                found = self.followed.get((name, result.partition_index))
                 if found is None or found not in ready:
                     continue  # stopped following (or re-added for a new epoch) meanwhile
-                f = found
-                error = result.error_code.value
-                if error == NONE:
-                    self._append(f, result.records or b"", result.high_watermark)
-                elif error == OFFSET_OUT_OF_RANGE:
-                    await self._out_of_range(conn, f)
-                else:
-                    if error != FENCED_LEADER_EPOCH:
-                        log.debug(
-                            "%s-%d: fetch error %s",
-                            topic.topic,
-                            result.partition_index,
-                            result.error_code.name,
-                        )
-                    backoff = True
+                actions = found.follower.on_fetch_answer(result.error_code.value, result.high_watermark)
+                if result.error_code.value not in (NONE, FENCED_LEADER_EPOCH):
+                    log.debug("%s-%d: fetch error %s", name, result.partition_index, result.error_code.name)
+                if any(isinstance(a, ListLeaderOffsets) for a in actions):
+                    await self._out_of_range(conn, found)
+                backoff |= self._carry_out(found, actions, result.records or b"")
         if backoff:
             await self._pause()
+
+    def _carry_out(self, f: _Followed, actions: list[FollowerAction], records: bytes) -> bool:
+        """Apply the follower's actions to the partition; True when it asked to back off."""
+        backoff = False
+        partition = f.partition
+        for action in actions:
+            if isinstance(action, Truncate):
+                self.replicas.truncate(partition, action.offset, action.reason)
+                if action.forget_epochs_from:
+                    partition.log.epochs.truncate_from_end(action.offset)
+            elif isinstance(action, Append):
+                self._append(f, records, action.leader_high_watermark)
+            elif isinstance(action, RestartAt):
+                partition.log.truncate_to(action.offset)
+                partition.replica.on_truncated(partition.log.log_end_offset)
+            elif isinstance(action, Backoff):
+                backoff = True
+        return backoff
 
     def _append(self, f: _Followed, records: bytes, leader_hw: int) -> None:
         partition = f.partition
@@ -249,17 +277,23 @@ class LeaderFetcher:
             self.replicas.follower_append(partition, records, leader_hw)
         except UnexpectedAppendOffsetError:
             headers = parse_batches(records, check_crc=False, allow_partial_tail=True)
-            if headers and headers[0].base_offset < partition.log.log_end_offset:
-                # the leader's batch straddles our log end: take the leader's version of it
-                self.replicas.truncate(partition, headers[0].base_offset, "leader batch straddles log end")
-                self.replicas.follower_append(partition, records, leader_hw)
-            else:
+            retry = (
+                f.follower.on_append_out_of_order(headers[0].base_offset, leader_hw, f.view)
+                if headers
+                else []
+            )
+            if not retry:
                 raise
+            for action in retry:
+                if isinstance(action, Truncate):
+                    self.replicas.truncate(partition, action.offset, action.reason)
+                elif isinstance(action, Append):
+                    self.replicas.follower_append(partition, records, action.leader_high_watermark)
         except StorageError:
             log.exception("%s-%d: follower append failed", partition.topic, partition.index)
 
     async def _out_of_range(self, conn: BrokerConnection, f: _Followed) -> None:
-        """Our fetch offset is outside the leader's log: past its end (truncate) or before its start."""
+        """Our fetch offset is outside the leader's log: ask where it starts and ends."""
         part = f.partition
         body = {
             "replica_id": self.config.broker_id,
@@ -283,14 +317,7 @@ class LeaderFetcher:
         if any(r.error_code.value != NONE for r in results):
             return
         leader_end, leader_start = results[0].offset, results[1].offset
-        if part.log.log_end_offset > leader_end:
-            if self.config.truncation == "leader-epoch":
-                f.needs_truncation = True
-            else:
-                self.replicas.truncate(part, leader_end, "fetch offset past the leader's log end")
-        elif part.log.log_end_offset < leader_start:
-            part.log.truncate_to(leader_start)
-            part.replica.on_truncated(part.log.log_end_offset)
+        self._carry_out(f, f.follower.on_leader_offsets(leader_start, leader_end, f.view), b"")
 
 
 class FetcherManager:
@@ -301,10 +328,12 @@ class FetcherManager:
         config: BrokerConfig,
         replicas: ReplicaManager,
         addresses: Callable[[], dict[int, BrokerAddress]],
+        topic_ids: Callable[[str], uuid.UUID] | None = None,
     ) -> None:
         self.config = config
         self.replicas = replicas
         self.addresses = addresses
+        self.topic_ids = topic_ids
         self.fetchers: dict[int, LeaderFetcher] = {}
 
     def on_partition_state(self, partition: Partition, state: PartitionState, follow: bool) -> None:
@@ -314,7 +343,7 @@ class FetcherManager:
             leader_fetcher = self.fetchers.get(state.leader)
             if leader_fetcher is None:
                 leader_fetcher = self.fetchers[state.leader] = LeaderFetcher(
-                    state.leader, self.config, self.replicas, self.addresses
+                    state.leader, self.config, self.replicas, self.addresses, self.topic_ids
                 )
             leader_fetcher.add(partition, state.leader_epoch)
 

@@ -1,7 +1,7 @@
 """The metadata layer the request handlers see: brokers, topics, partition states, and its writes.
 
 Two implementations: `StandaloneMetadata` (no zookeeper.connect: one broker, in memory, leader
-of everything — for quick single-node use) and `broker.zk.ZkMetadata` (Kafka's ZooKeeper mode).
+of everything — for quick single-node use) and `broker.zookeeper.ZkCluster` (Kafka's ZooKeeper mode).
 Both push partition states into the ReplicaManager through `apply_state`.
 """
 
@@ -13,14 +13,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
-from broker.replica_manager import PartitionState, ReplicaManager
+from broker.kafka_errors import INVALID_REPLICATION_FACTOR, TOPIC_ALREADY_EXISTS
+from broker.partition_state import PartitionState
+from broker.replica_manager import ReplicaManager
 from broker.replication import WriteIsr
 
-TOPIC_ALREADY_EXISTS = 36
-INVALID_PARTITIONS = 37
-INVALID_REPLICATION_FACTOR = 38
-INVALID_REPLICA_ASSIGNMENT = 39
-INVALID_TOPIC_EXCEPTION = 17
 _LEGAL_TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -45,6 +42,7 @@ class ClusterMetadata(Protocol):
     def cluster_id(self) -> str: ...
     def topics(self) -> dict[str, dict[int, tuple[int, ...]]]: ...
     def topic_id(self, topic: str) -> uuid.UUID: ...
+    def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
     def partition_state(self, topic: str, index: int) -> PartitionState | None: ...
     async def create_topic(self, creation: TopicCreation, timeout_ms: int) -> tuple[int, str | None]: ...
     async def write_isr(self, topic: str, index: int, action: WriteIsr) -> int | None: ...
@@ -60,12 +58,12 @@ def validate_topic_name(name: str) -> str | None:
 
 
 def assign_replicas(
-    brokers: list[int], num_partitions: int, replication_factor: int
+    brokers: list[int], num_partitions: int, replication_factor: int, rng: random.Random
 ) -> dict[int, tuple[int, ...]]:
     """Kafka's round-robin assignment: partition p's replicas start at broker (start + p)."""
     ordered = sorted(brokers)
-    start = random.randrange(len(ordered))
-    shift = random.randrange(len(ordered))
+    start = rng.randrange(len(ordered))
+    shift = rng.randrange(len(ordered))
     assignment = {}
     for p in range(num_partitions):
         first = (start + p) % len(ordered)
@@ -79,21 +77,30 @@ def assign_replicas(
     return assignment
 
 
+def standalone_topic_id(topic: str) -> uuid.UUID:
+    """A standalone broker keeps no metadata store and never deletes a topic: an id derived from the
+    name is the same after every restart, for the topic's whole life."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"strandline:{topic}")
+
+
 class StandaloneMetadata:
     """One broker, no ZooKeeper: every partition's leader is this broker, epoch 0, ISR [self]."""
 
-    def __init__(self, replicas: ReplicaManager, address: BrokerAddress) -> None:
+    def __init__(
+        self, replicas: ReplicaManager, address: BrokerAddress, rng: random.Random | None = None
+    ) -> None:
+        self._rng = rng if rng is not None else random.Random()
         self._replicas = replicas
         self._address = address
         self._topics: dict[str, dict[int, tuple[int, ...]]] = {}
         self._ids: dict[str, uuid.UUID] = {}
         self._states: dict[tuple[str, int], PartitionState] = {}
-        self._producer_ids = itertools.count(random.randrange(1000, 1_000_000) * 1000)
+        self._producer_ids = itertools.count(self._rng.randrange(1000, 1_000_000) * 1000)
         me = address.broker_id
         for topic, index in list(replicas.partitions):
             self._topics.setdefault(topic, {})[index] = (me,)
         for topic, parts in self._topics.items():
-            self._ids[topic] = uuid.uuid4()
+            self._ids[topic] = standalone_topic_id(topic)
             for index in parts:
                 self._set(topic, index, PartitionState(me, 0, (me,), (me,), 0))
 
@@ -116,6 +123,12 @@ class StandaloneMetadata:
     def topic_id(self, topic: str) -> uuid.UUID:
         return self._ids.get(topic, uuid.UUID(int=0))
 
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        for name, known in self._ids.items():
+            if known == topic_id:
+                return name
+        return None
+
     def partition_state(self, topic: str, index: int) -> PartitionState | None:
         return self._states.get((topic, index))
 
@@ -126,7 +139,7 @@ class StandaloneMetadata:
             return INVALID_REPLICATION_FACTOR, "standalone broker: replication factor must be 1"
         me = self._address.broker_id
         self._topics[creation.name] = {p: (me,) for p in range(creation.num_partitions)}
-        self._ids[creation.name] = uuid.uuid4()
+        self._ids[creation.name] = standalone_topic_id(creation.name)
         for p in range(creation.num_partitions):
             self._set(creation.name, p, PartitionState(me, 0, (me,), (me,), 0))
         return 0, None

@@ -18,6 +18,20 @@ from pathlib import Path
 
 from broker.config import BrokerConfig
 from broker.delayed import ByteMarks, DelayedFetch
+from broker.kafka_errors import (
+    CORRUPT_MESSAGE,
+    FENCED_LEADER_EPOCH,
+    KAFKA_STORAGE_ERROR,
+    MESSAGE_TOO_LARGE,
+    NONE,
+    NOT_ENOUGH_REPLICAS,
+    NOT_LEADER_OR_FOLLOWER,
+    OFFSET_OUT_OF_RANGE,
+    REQUEST_TIMED_OUT,
+    UNKNOWN_LEADER_EPOCH,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
+from broker.partition_state import PartitionState, RoleChange, follow, lead, role_change
 from broker.producer_state import Duplicate, ProducerState
 from broker.replication import Action, HighWatermarkAdvanced, PartitionReplica, Role, WriteIsr
 from broker.storage import (
@@ -34,40 +48,13 @@ from broker.storage import (
 
 log = logging.getLogger(__name__)
 
-# Kafka error codes used at partition level
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-CORRUPT_MESSAGE = 2
-UNKNOWN_TOPIC_OR_PARTITION = 3
-LEADER_NOT_AVAILABLE = 5
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
-MESSAGE_TOO_LARGE = 10
-NOT_ENOUGH_REPLICAS = 19
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-INVALID_REQUIRED_ACKS = 21
-KAFKA_STORAGE_ERROR = 56
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
-
 CONSUMER_REPLICA_ID = -1
 DEBUG_REPLICA_ID = -2
 
 
-def now_ms() -> float:
+def monotonic_ms() -> float:
+    """The broker's clock for replication (injected, so a test or the simulator can set it)."""
     return time.monotonic() * 1000.0
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionState:
-    """What ZooKeeper (or the standalone metadata) says about a partition."""
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    replicas: tuple[int, ...]
-    zk_version: int
-    controller_epoch: int = 0
 
 
 @dataclass(slots=True)
@@ -179,8 +166,9 @@ StateListener = Callable[[Partition, PartitionState, bool], None]
 class ReplicaManager:
     """All replicas on this broker; the only place that touches PartitionLogs."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = monotonic_ms) -> None:
         self.config = config
+        self.clock = clock  # milliseconds, monotonic
         self.broker_id = config.broker_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.isr_writer: IsrWriter | None = None
@@ -244,48 +232,32 @@ class ReplicaManager:
         old = partition.state
         partition.state = state
         replica = partition.replica
-        new_epoch = old is None or state.leader_epoch != old.leader_epoch or state.leader != old.leader
-        if state.leader == self.broker_id:
-            if new_epoch or replica.role is not Role.LEADER:
-                if replica.role is Role.FOLLOWER and self.follower_listener:
-                    self.follower_listener(partition, state, False)
-                partition.log.epochs.assign(state.leader_epoch, partition.log.log_end_offset)
-                actions = replica.become_leader(
-                    leader_epoch=state.leader_epoch,
-                    isr=state.isr,
-                    replicas=state.replicas,
-                    zk_version=state.zk_version,
-                    log_end_offset=partition.log.log_end_offset,
-                    high_watermark=replica.high_watermark,
-                    now_ms=now_ms(),
-                )
-                log.info(
-                    "%s-%d: leader for epoch %d, isr %s, LEO %d, HW %d",
-                    topic,
-                    index,
-                    state.leader_epoch,
-                    list(state.isr),
-                    partition.log.log_end_offset,
-                    replica.high_watermark,
-                )
-            else:
-                actions = replica.state_changed(
-                    isr=state.isr, replicas=state.replicas, zk_version=state.zk_version
-                )
-            self._run(partition, actions)
-            partition.wake_readers()
-            return
-        # Not the leader: any waiting acks=all producer learns it lost leadership.
-        was_leader = replica.role is Role.LEADER
-        if new_epoch or replica.role is Role.LEADER:
-            self._fail_ack_waiters(partition, NOT_LEADER_OR_FOLLOWER)
-            replica.become_follower(
-                leader_id=state.leader,
-                leader_epoch=state.leader_epoch,
-                isr=state.isr,
-                replicas=state.replicas,
-                zk_version=state.zk_version,
+        change = role_change(self.broker_id, old, state, replica.role)
+        if change is RoleChange.BECOME_LEADER:
+            if replica.role is Role.FOLLOWER and self.follower_listener:
+                self.follower_listener(partition, state, False)
+            partition.log.epochs.assign(state.leader_epoch, partition.log.log_end_offset)
+            actions = lead(replica, state, partition.log.log_end_offset, self.clock())
+            log.info(
+                "%s-%d: leader for epoch %d, isr %s, LEO %d, HW %d",
+                topic,
+                index,
+                state.leader_epoch,
+                list(state.isr),
+                partition.log.log_end_offset,
+                replica.high_watermark,
             )
+            self._run(partition, actions)
+        elif change is RoleChange.LEADER_UPDATE:
+            self._run(
+                partition,
+                replica.state_changed(isr=state.isr, replicas=state.replicas, zk_version=state.zk_version),
+            )
+        elif change is RoleChange.BECOME_FOLLOWER:
+            # Not the leader: any waiting acks=all producer learns it lost leadership.
+            was_leader = replica.role is Role.LEADER
+            self._fail_ack_waiters(partition, NOT_LEADER_OR_FOLLOWER)
+            follow(replica, state)
             log.info(
                 "%s-%d: follower of %d for epoch %d (was leader: %s), LEO %d, HW %d",
                 topic,
@@ -374,7 +346,7 @@ class ReplicaManager:
 
     def tick(self) -> None:
         """Timer: ISR shrink checks on every led partition."""
-        now = now_ms()
+        now = self.clock()
         for partition in self.partitions.values():
             if partition.replica.role is Role.LEADER:
                 self._run(partition, partition.replica.on_tick(now))
@@ -387,14 +359,12 @@ class ReplicaManager:
         if partition is None or partition.state is None:
             return ProduceResult(UNKNOWN_TOPIC_OR_PARTITION if partition is None else NOT_LEADER_OR_FOLLOWER)
         replica = partition.replica
-        if replica.role is not Role.LEADER:
-            return ProduceResult(NOT_LEADER_OR_FOLLOWER)
-        if acks not in (0, 1, -1):
-            return ProduceResult(INVALID_REQUIRED_ACKS)
-        if not records:
+        min_insync = self.config.min_insync_replicas
+        admission = replica.admit_produce(acks, min_insync)
+        if admission in (NONE, NOT_ENOUGH_REPLICAS) and not records:
             return ProduceResult(CORRUPT_MESSAGE)
-        if acks == -1 and len(replica.isr) < self.config.min_insync_replicas:
-            return ProduceResult(NOT_ENOUGH_REPLICAS)
+        if admission != NONE or records is None:
+            return ProduceResult(admission)
         try:
             headers = parse_batches(records, check_crc=False)
         except InvalidRecordError:
@@ -428,8 +398,7 @@ class ReplicaManager:
             partition.log_end_advanced()
         result = ProduceResult(NONE, base, partition.log.log_start_offset)
         if acks != -1 or replica.acks_all_done(last):
-            if acks == -1 and len(replica.isr) < self.config.min_insync_replicas:
-                result.error = NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            result.error = replica.produce_answer(acks, min_insync)
             return result
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int] = loop.create_future()
@@ -442,9 +411,7 @@ class ReplicaManager:
             timer.cancel()
         if error == REQUEST_TIMED_OUT:
             return ProduceResult(REQUEST_TIMED_OUT)
-        if error == NONE and len(replica.isr) < self.config.min_insync_replicas:
-            error = NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        result.error = error
+        result.error = replica.produce_answer(acks, min_insync) if error == NONE else error
         return result
 
     # --- reads ----------------------------------------------------------------------------------
@@ -468,7 +435,7 @@ class ReplicaManager:
         """(error, records) for a consumer (below the HW) or a follower (below the LEO)."""
         plog = partition.log
         if replica_id >= 0:
-            self._run(partition, partition.replica.on_follower_fetch(replica_id, fetch_offset, now_ms()))
+            self._run(partition, partition.replica.on_follower_fetch(replica_id, fetch_offset, self.clock()))
             limit = None
         else:
             limit = partition.replica.high_watermark

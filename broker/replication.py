@@ -16,13 +16,25 @@ Rules, as in Kafka:
   start offset).
 - One ISR write in flight at a time; the ISR used for the HW is the committed one.
 - Follower: HW = min(leader's HW, own LEO).
+- Produce (min.insync.replicas): acks=all is refused while the ISR is smaller than
+  min.insync.replicas, and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank below it
+  before the HW passed the records. acks=1 and acks=0 never wait and never look at the ISR.
+The follower's own protocol (truncation, fetching) is in broker.follower; the clock is the
+caller's (`now_ms` arguments).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+
+from broker.kafka_errors import (
+    INVALID_REQUIRED_ACKS,
+    NONE,
+    NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    NOT_LEADER_OR_FOLLOWER,
+)
 
 UNDEFINED_EPOCH = -1
 
@@ -200,7 +212,23 @@ class PartitionReplica:
         if self.high_watermark > log_end_offset:
             self.high_watermark = log_end_offset
 
-    # --- queries ------------------------------------------------------------------------------
+    # --- produce (min.insync.replicas) --------------------------------------------------------
+    def admit_produce(self, acks: int, min_insync_replicas: int) -> int:
+        """NONE if a produce with these acks may append here, else the error to answer."""
+        if self.role is not Role.LEADER:
+            return NOT_LEADER_OR_FOLLOWER
+        if acks not in (0, 1, -1):
+            return INVALID_REQUIRED_ACKS
+        if acks == -1 and len(self.isr) < min_insync_replicas:
+            return NOT_ENOUGH_REPLICAS
+        return NONE
+
+    def produce_answer(self, acks: int, min_insync_replicas: int) -> int:
+        """The answer to an appended produce once it no longer waits (acks=all: the HW passed it)."""
+        if acks == -1 and len(self.isr) < min_insync_replicas:
+            return NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return NONE
+
     def acks_all_done(self, last_offset: int) -> bool:
         return self.high_watermark > last_offset
 
@@ -227,53 +255,3 @@ class PartitionReplica:
         self.isr_write_in_flight = True
         new_isr = (*self.isr, replica_id)
         return [WriteIsr(new_isr, self.leader_epoch, self.zk_version, f"expand: {replica_id} caught up")]
-
-
-@dataclass(frozen=True, slots=True)
-class Truncation:
-    offset: int | None  # None: keep the log as it is
-    done: bool  # False: truncate, then ask the leader again for the new latest epoch
-    reason: str
-
-
-def leader_epoch_truncation(
-    *,
-    leader_epoch: int,
-    leader_end_offset: int,
-    own_latest_epoch: int,
-    own_end_offset_for: Callable[[int], tuple[int, int]],
-    log_end_offset: int,
-    high_watermark: int,
-) -> Truncation:
-    """A follower's truncation for the leader's OffsetForLeaderEpoch answer (KIP-101, KIP-279).
-
-    The leader answered (largest epoch <= ours it knows, where that epoch ends in its log). If we
-    know that epoch too, keep up to the smaller of both ends; if not, cut back to where our own
-    largest epoch below it ends and ask again. Without epoch information, Kafka falls back to the HW.
-    """
-    if leader_end_offset < 0:
-        if own_latest_epoch == UNDEFINED_EPOCH:
-            return Truncation(None, True, "no epochs here: nothing the leader could contradict")
-        return Truncation(
-            high_watermark, True, "leader has no epoch information: truncating to high watermark"
-        )
-    if leader_epoch == UNDEFINED_EPOCH:
-        return Truncation(min(leader_end_offset, log_end_offset), True, "leader epoch undefined")
-    own_epoch, own_end = own_end_offset_for(leader_epoch)
-    if own_epoch == leader_epoch and own_end >= 0:
-        return Truncation(
-            min(leader_end_offset, own_end),
-            True,
-            f"leader's epoch {leader_epoch} ends at {leader_end_offset}",
-        )
-    if own_end >= 0:
-        return Truncation(
-            min(own_end, log_end_offset),
-            False,
-            f"no epoch {leader_epoch} here; own epoch {own_epoch} ends at {own_end}",
-        )
-    return Truncation(
-        min(leader_end_offset, log_end_offset),
-        True,
-        f"leader's epoch {leader_epoch} ends at {leader_end_offset}",
-    )

@@ -7,7 +7,7 @@ docs/checkers.md repeats them for users.
 Terms
 -----
 * An *operation* is a client invocation plus its completion: the next non-invoke line of the same
-  process. A completion with `f` = `crash` completes the open operation as `info`. An invocation
+  process (`history.pairing`, the one definition every reader shares). A completion with `f` = `crash` completes the open operation as `info`. An invocation
   that never completes is *open*; it counts as `info` (possibly happened). An invocation while the
   process's previous operation is open abandons that one (counted open; the history is `unpaired`),
   and a completion without an invocation is ignored (`unpaired`). Nemesis lines are ignored.
@@ -46,6 +46,21 @@ Rules (count: what one occurrence is; an example's `index` is its sort anchor)
   unseen). With a position (prev_offset, prev_index) a read at offset o is a poll-skip when
   o > prev_offset + 1 (skipped = o - prev_offset - 1) and a nonmonotonic-poll when o <= prev_offset.
   Example index: the later read's poll index.
+* Consumer groups. A process is a *member* of group G from its `subscribe` invocation with
+  `group` = G. A *commit* of G is an `ok` commit operation of a member: each `{topic, partition,
+  offset}` of its invocation's `offsets` says G consumed tp below that offset (a commit or
+  subscribe without a string group or well-formed offsets is ignored). G *returned* a value
+  when any member's read returned it (at any position).
+* group-skip (per (group, position)): a read position (tp, o) holding value v (the first read of that
+  position; the final drain reads every partition from its beginning to its end, so the reads show
+  the partition's log) such that some commit of G on tp has an offset > o, and no member of G
+  returned v. Example: `index`, `process`, `committed_offset` of the first commit of G (by
+  completion index) past o; `read_index`/`read_process` of the first read of the position.
+* nonmonotonic-commit (per commit and partition): a commit of G on tp whose offset is lower than
+  that of a commit of G on tp that completed before this one was invoked (the greatest such one:
+  `prev_index`, `prev_offset`). Group members never seek, so a group's offsets only move forward;
+  the consumer resets (auto.offset.reset) only when its committed offset is not in the log, which
+  is itself a loss. Example index: the later commit's completion index.
 * nonmonotonic-send (per consecutive pair of acks of one process on one tp, in history order): the
   later ack's offset < the earlier ack's offset. Example index: the later ack's completion index.
 
@@ -54,6 +69,7 @@ Examples: of each anomaly, the `MAX_EXAMPLES` smallest by the catalogue's `order
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 from collections import defaultdict
@@ -71,6 +87,7 @@ from checkers.catalogue import (
     select_examples,
 )
 from history.format import NEMESIS_PROCESS, ReadProblem
+from history.pairing import CRASH, OPEN, Pairing, ProcessLinks, outcome_of
 from history.reader import iter_ops
 
 log = logging.getLogger(__name__)
@@ -144,19 +161,23 @@ class _Checker:
         self.problems: list[ReadProblem] = []
         self.incomplete: list[str] = []
         self.found = {name: Examples(name) for name in HISTORY_ANOMALIES}
-        self.open_ops: dict[Any, dict[str, Any]] = {}  # process -> its open invocation
+        self.pairing = Pairing()  # each process's open invocation (history.pairing: the one rule)
         self.status: dict[int, list[Any]] = {}  # value -> [rank, first fail index, its process]
         self.acks: list[tuple[int, int, Any, str, int, int, int, int]] = []
         self.first_read: dict[int, tuple[int, int, Any, str, int, int]] = {}  # value -> (index, pos, ...)
         self.positions_of_value = FirstSightings()  # value -> {position: first sighting}
         self.values_at_position = FirstSightings()  # position -> {value: first sighting}
         self.max_read: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (offset, smallest index)
-        self.poll_position: dict[Any, dict[TopicPartition, tuple[int, int]]] = {}
-        self.last_ack: dict[
-            tuple[Any, str, int], tuple[int, int, int]
-        ] = {}  # (process, tp) -> (offset, index, value)
-        self.superseded: list[tuple[int, Any, int]] = []
-        self.orphans: list[int] = []
+        self.poll_position: ProcessLinks[tuple[int, int]] = ProcessLinks()  # -> (offset, index) read
+        self.last_ack: ProcessLinks[tuple[int, int, int]] = ProcessLinks()  # -> (offset, index, value)
+        # Consumer groups: a member's group; values each group returned; ok commits per (group, tp)
+        # in completion order; the greatest ok commit so far, and its snapshot at each invocation.
+        self.group_of: dict[Any, str] = {}
+        self.group_returned: dict[str, set[int]] = defaultdict(set)
+        self.first_read_at: dict[Position, tuple[int, Any, int]] = {}  # position -> (index, process, value)
+        self.commits: dict[tuple[str, str, int], list[tuple[int, Any, int]]] = defaultdict(list)
+        self.committed: dict[tuple[str, str, int], tuple[int, int]] = {}  # -> (offset, index)
+        self.commit_floor: dict[int, dict[tuple[str, str, int], tuple[int, int]]] = {}
         self.malformed_count = 0
         self.first_malformed: tuple[int, str] | None = None
 
@@ -174,18 +195,23 @@ class _Checker:
                 self._complete(process, op)
         self._finish_open_ops()
         self._judge_acks_and_reads()
+        self._judge_groups()
         self._describe_problems()
         anomalies = {name: ex.result() for name, ex in self.found.items()}
         return {"anomalies": anomalies, "stats": self.stats, "incomplete": self.incomplete}
 
     def _invoke(self, process: Any, op: dict[str, Any]) -> None:
-        previous = self.open_ops.get(process)
+        previous = self.pairing.invoke(op)
         if previous is not None:
-            self.superseded.append((op["index"], process, previous["index"]))
-            self._close(process, previous, "open")
-        self.open_ops[process] = op
+            self._close(process, previous, OPEN)
         if op["f"] == "assign":
-            self.poll_position.pop(process, None)
+            self.poll_position.forget(process)
+        elif op["f"] == "subscribe":
+            group = op.get("group")
+            if isinstance(group, str):  # else ignored, as the Spark engine ignores it
+                self.group_of[process] = group
+        elif op["f"] == "commit":
+            self._invoke_commit(process, op)
         elif op["f"] == "send":
             value = op.get("value")
             if not _is_int(value):
@@ -194,13 +220,9 @@ class _Checker:
             self.status.setdefault(value, [PENDING, None, None])
 
     def _complete(self, process: Any, op: dict[str, Any]) -> None:
-        invocation = self.open_ops.pop(process, None)
-        if invocation is None:
-            if op["f"] != "crash":
-                self.orphans.append(op["index"])
-            return
-        outcome = "info" if op["f"] == "crash" else op["type"]
-        self._close(process, invocation, outcome, op)
+        invocation = self.pairing.complete(op)
+        if invocation is not None:
+            self._close(process, invocation, outcome_of(op), op)
 
     def _close(
         self, process: Any, invocation: dict[str, Any], outcome: str, completion: dict[str, Any] | None = None
@@ -214,13 +236,17 @@ class _Checker:
         }.get(f)
         if counts is not None:
             counts[outcome] += 1  # type: ignore[literal-required]
+        if f == "commit":
+            floor = self.commit_floor.pop(invocation["index"], None)
+            if outcome == "ok" and completion is not None and floor is not None:
+                self._commit_ok(process, invocation, completion["index"], floor)
         if f == "send":
             self._close_send(process, invocation, outcome, completion)
         elif f == "poll":
             if outcome == "ok" and completion is not None:
                 self._reads(process, completion)
-            elif outcome in ("info", "open"):
-                self.poll_position.pop(process, None)
+            elif outcome in ("info", OPEN):
+                self.poll_position.forget(process)
 
     def _close_send(
         self, process: Any, invocation: dict[str, Any], outcome: str, completion: dict[str, Any] | None
@@ -251,8 +277,7 @@ class _Checker:
         position = (topic, partition, offset)
         self.positions_of_value.add(value, position, index, process)
         self.values_at_position.add(position, value, index, process)
-        key = (process, topic, partition)
-        previous = self.last_ack.get(key)
+        previous = self.last_ack.link(process, (topic, partition), (offset, index, value))
         if previous is not None and offset < previous[0]:
             self.found["nonmonotonic-send"].add(
                 {
@@ -267,7 +292,62 @@ class _Checker:
                     "prev_value": previous[2],
                 }
             )
-        self.last_ack[key] = (offset, index, value)
+
+    def _commit_offsets(self, op: dict[str, Any]) -> list[tuple[str, int, int]] | None:
+        offsets = op.get("offsets")
+        if not isinstance(offsets, list):
+            return None
+        result = []
+        for entry in offsets:
+            if type(entry) is not dict:
+                return None
+            topic, partition, offset = entry.get("topic"), entry.get("partition"), entry.get("offset")
+            if not (type(topic) is str and type(partition) is int and type(offset) is int):
+                return None
+            result.append((topic, partition, offset))
+        return result
+
+    def _invoke_commit(self, process: Any, op: dict[str, Any]) -> None:
+        """Remember what the group had committed when this commit began (its floor)."""
+        group = op.get("group")
+        offsets = self._commit_offsets(op)
+        if not isinstance(group, str) or offsets is None:
+            return  # ignored, as the Spark engine ignores it
+        floor = {}
+        for topic, partition, _ in offsets:
+            key = (group, topic, partition)
+            if key in self.committed:
+                floor[key] = self.committed[key]
+        self.commit_floor[op["index"]] = floor
+
+    def _commit_ok(
+        self,
+        process: Any,
+        invocation: dict[str, Any],
+        index: int,
+        floor: dict[tuple[str, str, int], tuple[int, int]],
+    ) -> None:
+        group = invocation["group"]
+        for topic, partition, offset in self._commit_offsets(invocation) or []:
+            key = (group, topic, partition)
+            self.commits[key].append((index, process, offset))
+            below = floor.get(key)
+            if below is not None and offset < below[0]:
+                self.found["nonmonotonic-commit"].add(
+                    {
+                        "index": index,
+                        "process": process,
+                        "group": group,
+                        "topic": topic,
+                        "partition": partition,
+                        "offset": offset,
+                        "prev_index": below[1],
+                        "prev_offset": below[0],
+                    }
+                )
+            best = self.committed.get(key)
+            if best is None or offset > best[0]:
+                self.committed[key] = (offset, index)
 
     def _reads(self, process: Any, completion: dict[str, Any]) -> None:
         index = completion["index"]
@@ -275,7 +355,6 @@ class _Checker:
         if not isinstance(records, list):
             self._malformed(index, "ok poll whose records are not a list")
             return
-        positions = self.poll_position.setdefault(process, {})
         for list_pos, record in enumerate(records):
             if type(record) is not dict:
                 self._malformed(index, "poll record that is not an object")
@@ -289,6 +368,11 @@ class _Checker:
                 self._malformed(index, "poll record without topic, partition, offset and value")
                 continue
             self.stats["records_read"] += 1
+            group = self.group_of.get(process)
+            if group is not None:
+                self.group_returned[group].add(value)
+            if (topic, partition, offset) not in self.first_read_at:
+                self.first_read_at[(topic, partition, offset)] = (index, process, value)
             if value not in self.first_read:
                 self.first_read[value] = (index, list_pos, process, topic, partition, offset)
             position = (topic, partition, offset)
@@ -298,7 +382,7 @@ class _Checker:
             best = self.max_read.get(tp)
             if best is None or offset > best[0] or (offset == best[0] and index < best[1]):
                 self.max_read[tp] = (offset, index)
-            previous = positions.get(tp)
+            previous = self.poll_position.link(process, tp, (offset, index))
             if previous is not None:
                 prev_offset, prev_index = previous
                 example = {
@@ -314,7 +398,6 @@ class _Checker:
                     self.found["poll-skip"].add({**example, "skipped": offset - prev_offset - 1})
                 elif offset <= prev_offset:
                     self.found["nonmonotonic-poll"].add(example)
-            positions[tp] = (offset, index)
 
     def _malformed(self, index: int, reason: str) -> None:
         self.malformed_count += 1
@@ -322,10 +405,10 @@ class _Checker:
             self.first_malformed = (index, reason)
 
     def _finish_open_ops(self) -> None:
-        self.still_open = sorted((op["index"], p, op["f"]) for p, op in self.open_ops.items())
-        for process, op in list(self.open_ops.items()):
-            self._close(process, op, "open")
-        self.open_ops.clear()
+        still = self.pairing.close_open()
+        self.still_open = sorted((op["index"], p, op["f"]) for p, op in still)
+        for process, op in still:
+            self._close(process, op, OPEN)
         for status in self.status.values():
             if status[0] == PENDING:
                 status[0] = INFO
@@ -398,6 +481,38 @@ class _Checker:
                 }
             )
 
+    def _judge_groups(self) -> None:
+        """group-skip: positions below a group's commits whose value no member of the group returned."""
+        by_tp: dict[TopicPartition, list[tuple[int, int, Any, int]]] = defaultdict(list)
+        for (topic, partition, offset), (index, process, value) in self.first_read_at.items():
+            by_tp[(topic, partition)].append((offset, index, process, value))
+        for (group, topic, partition), commits in self.commits.items():
+            returned = self.group_returned.get(group, set())
+            # The first commit (by completion index) past each offset: a running maximum.
+            past: list[tuple[int, int, Any]] = []  # (offset, index, process), offsets increasing
+            for index, process, offset in sorted(commits, key=lambda c: c[0]):
+                if not past or offset > past[-1][0]:
+                    past.append((offset, index, process))
+            past_offsets = [c[0] for c in past]
+            for offset, read_index, read_process, value in by_tp.get((topic, partition), []):
+                if value in returned or offset >= past[-1][0]:
+                    continue
+                committed_offset, index, process = past[bisect.bisect_right(past_offsets, offset)]
+                self.found["group-skip"].add(
+                    {
+                        "index": index,
+                        "process": process,
+                        "group": group,
+                        "topic": topic,
+                        "partition": partition,
+                        "offset": offset,
+                        "value": value,
+                        "committed_offset": committed_offset,
+                        "read_index": read_index,
+                        "read_process": read_process,
+                    }
+                )
+
     def _describe_problems(self) -> None:
         torn = [p for p in self.problems if p.torn_tail]
         bad = [p for p in self.problems if not p.torn_tail]
@@ -415,15 +530,18 @@ class _Checker:
                 f"open-invocation: {len(self.still_open)} client operation(s) never completed "
                 f"(first: index {index}, process {process}, {f})"
             )
-        if self.superseded:
-            index, process, previous = self.superseded[0]
+        superseded = self.pairing.superseded
+        if superseded:
+            index, process, previous = superseded[0]
             self.incomplete.append(
-                f"unpaired: {len(self.superseded)} invocation(s) while the process's previous one was open "
+                f"unpaired: {len(superseded)} invocation(s) while the process's previous one was open "
                 f"(first: index {index}, process {process}, open since index {previous})"
             )
-        if self.orphans:
+        # A crash of a process with nothing open completes nothing: not a pairing problem.
+        orphans = [op["index"] for op in self.pairing.orphans if op["f"] != CRASH]
+        if orphans:
             self.incomplete.append(
-                f"unpaired: {len(self.orphans)} completion(s) without an invocation (first: index {self.orphans[0]})"
+                f"unpaired: {len(orphans)} completion(s) without an invocation (first: index {orphans[0]})"
             )
         if self.first_malformed is not None:
             index, reason = self.first_malformed

@@ -193,11 +193,13 @@ def find_divergence(
     replicas: Mapping[TopicPartition, list[ReplicaLog]],
     isrs: Mapping[TopicPartition, set[str]] | None = None,
     notes: list[str] | None = None,
+    divergent_offsets: dict[TopicPartition, list[int]] | None = None,
 ) -> AnomalyResult:
     """log-divergence: offsets where replicas covering them hold different records.
 
     `isrs`: each partition's final ISR when known; where only a lagging replica's pending tail
     differs, the offsets go to `notes`, not to the anomaly (see the module docstring).
+    `divergent_offsets`, when given, receives every divergent offset of each partition (examples are capped).
     """
     found = Examples("log-divergence")
     isrs = isrs or {}
@@ -221,6 +223,8 @@ def find_divergence(
                             pending.setdefault(r.node, []).append(offset)
                     continue
                 hws = [r.high_watermark for r in covering]
+                if divergent_offsets is not None:
+                    divergent_offsets.setdefault((topic, partition), []).append(offset)
                 found.add(
                     {
                         "topic": topic,
@@ -249,6 +253,17 @@ def find_divergence(
                     f" {len(offsets)} offset(s) {offsets[0]}..{offsets[-1]}; not counted as log-divergence"
                 )
     return found.result()
+
+
+def offset_ranges(offsets: Iterable[int]) -> list[list[int]]:
+    """[5, 6, 7, 9] -> [[5, 7], [9, 9]]: offsets as inclusive ranges (compact in results.json)."""
+    ranges: list[list[int]] = []
+    for o in sorted(set(offsets)):
+        if ranges and o == ranges[-1][1] + 1:
+            ranges[-1][1] = o
+        else:
+            ranges.append([o, o])
+    return ranges
 
 
 def choose_leader(logs: list[ReplicaLog], named: str | None) -> tuple[ReplicaLog, bool]:
@@ -281,8 +296,14 @@ def find_lost_committed(
     acks: Iterable[Ack],
     leaders: Mapping[TopicPartition, str],
     lost_by_second: dict[str, int] | None = None,
+    absent: dict[tuple[str, int, str], list[int]] | None = None,
 ) -> tuple[AnomalyResult, dict[TopicPartition, tuple[ReplicaLog, bool]]]:
-    """lost-committed-on-replicas: acked values absent from their partition leader's final log."""
+    """lost-committed-on-replicas: acked values absent from their partition leader's final log.
+
+    `absent`, when given, receives per (topic, partition, node) the acked offsets at or past that
+    replica's log start where it holds no record or another value (what the report draws in red
+    on each replica's bar); the anomaly itself is judged on the leader's whole log, by value.
+    """
     found = Examples("lost-committed-on-replicas")
     chosen = {tp: choose_leader(logs, leaders.get(tp)) for tp, logs in replicas.items() if logs}
     values_on_leader: dict[TopicPartition, set[Value]] = {}
@@ -291,6 +312,10 @@ def find_lost_committed(
         if tp not in chosen:
             continue  # no replica on disk: said in `incomplete`
         leader, known = chosen[tp]
+        if absent is not None:
+            for r in replicas[tp]:
+                if offset >= r.log_start and r.records.get(offset) != value:
+                    absent.setdefault((topic, partition, r.node), []).append(offset)
         if offset < leader.log_start:
             continue  # deleted by retention, not lost
         held = values_on_leader.get(tp)
@@ -411,10 +436,12 @@ def check_replica_logs(
     leaders = leaders_from_state(final_state, node_names) if final_state is not None else {}
     isrs = isrs_from_state(final_state, node_names) if final_state is not None else {}
     notes: list[str] = []
-    divergence = find_divergence(replicas, isrs, notes)
+    divergent: dict[TopicPartition, list[int]] = {}
+    divergence = find_divergence(replicas, isrs, notes, divergent)
     acks = iter_acks(history_path) if history_path is not None else iter(())
     lost_by_second: dict[str, int] = {}
-    lost, chosen = find_lost_committed(replicas, acks, leaders, lost_by_second)
+    absent: dict[tuple[str, int, str], list[int]] = {}
+    lost, chosen = find_lost_committed(replicas, acks, leaders, lost_by_second, absent)
     partitions: dict[str, dict[str, Any]] = {}
     for (topic, partition), logs in sorted(replicas.items()):
         leader, known = chosen[(topic, partition)]
@@ -427,7 +454,11 @@ def check_replica_logs(
         partitions[f"{topic}-{partition}"] = {
             "leader": leader.node,
             "leader_known": known,
-            "replicas": [r.summary() for r in sorted(logs, key=lambda r: r.node)],
+            "divergent": offset_ranges(divergent.get((topic, partition), [])),
+            "replicas": [
+                {**r.summary(), "absent_acked": offset_ranges(absent.get((topic, partition, r.node), []))}
+                for r in sorted(logs, key=lambda r: r.node)
+            ],
         }
     anomalies = {"log-divergence": divergence, "lost-committed-on-replicas": lost}
     assert set(anomalies) == set(REPLICA_ANOMALIES)

@@ -6,11 +6,9 @@ completed client op). Time is the history's `time` (nanoseconds since the test s
 * ops by f and outcome (`open`: never completed), sends/polls/assigns as in the contract;
 * throughput: completions per time bucket by outcome (1 s buckets, wider for long runs);
 * latency percentiles (p50/p95/p99, nearest-rank) of completed client ops, overall and by f;
-* fault windows: a nemesis fault op (completed ok or info) opens a window; the op that heals it
-  closes it -- the next `ok` op whose value carries the same `fault_id` (the nemesis journals a
-  fault and its heal with one id); in histories without ids, an op whose f undoes the kind
-  (start: kill/lose-unsynced, resume: pause, unskew: clock), else any f starting with `heal`,
-  closes the matching (or every) open window. `restart` is instantaneous. Windows still open end at the history's last op. Per window: client outcomes
+* fault windows, as `history.faults` defines them (the report shades the same windows), each
+  from the fault's completion (`start_s`) to its heal's (`end_s`); windows still open end at the
+  history's last op. Per window: client outcomes
   completed inside it, the longest stretch without an ok send, and the acks completed inside it
   (by the second) later found lost: `lost_write` (the engine's `lost_by_second`),
   `missing_on_leader` (lost-committed-on-replicas), `acked_lost` the larger of the two;
@@ -28,6 +26,7 @@ from collections import defaultdict
 from typing import Any
 
 from checkers.catalogue import EngineStats
+from history.faults import fault_windows as history_fault_windows
 from history.format import NEMESIS_PROCESS
 from history.reader import iter_ops
 
@@ -36,13 +35,6 @@ UNAVAILABLE_S = 1.0
 MAX_BUCKETS = 1800
 OUTCOMES = ("ok", "fail", "info")
 CODES = {outcome: code for code, outcome in enumerate(OUTCOMES)}
-# How a fault ends: the nemesis f that undoes each kind (besides heal*, which undoes all).
-UNDOES: dict[str, tuple[str, ...]] = {
-    "start": ("kill", "crash", "stop", "lose-unsynced"),
-    "resume": ("pause",),
-    "unskew": ("clock",),
-}
-INSTANT = frozenset({"restart"})  # one-shot faults: a window of no length
 
 
 def percentile(sorted_values: array[float] | list[float], q: float) -> float | None:
@@ -56,70 +48,6 @@ def percentile(sorted_values: array[float] | list[float], q: float) -> float | N
 def _percentiles(values: array[float]) -> dict[str, float | None]:
     ordered = sorted(values)
     return {"p50": percentile(ordered, 50), "p95": percentile(ordered, 95), "p99": percentile(ordered, 99)}
-
-
-def _is_heal(f: str) -> bool:
-    return f.startswith("heal") or f in UNDOES
-
-
-def _fault_id(value: Any) -> Any:
-    if not isinstance(value, dict):
-        return None
-    return value.get("fault_id", value.get("id"))
-
-
-class _Windows:
-    """Pairs nemesis ops into fault windows."""
-
-    def __init__(self) -> None:
-        self.open: list[dict[str, Any]] = []
-        self.closed: list[dict[str, Any]] = []
-
-    def add(self, op: dict[str, Any], t: float) -> None:
-        """One nemesis completion (ok or info)."""
-        f, fid = str(op["f"]), _fault_id(op.get("value"))
-        if fid is not None:
-            same = [w for w in self.open if w["id"] == fid]
-            if same:
-                if op["type"] == "ok":  # a heal that failed leaves the fault in force
-                    self._close(same, f, t)
-                return
-            if _is_heal(f):
-                return  # healing a fault this history never showed in force
-        elif _is_heal(f):
-            ending = [w for w in self.open if w["fault"] in UNDOES[f]] if f in UNDOES else list(self.open)
-            self._close(ending, f, t)
-            return
-        value = op.get("value")
-        pattern = value.get("pattern") if isinstance(value, dict) else None
-        window = {
-            "fault": f,
-            "id": fid,
-            "value": value,
-            "outcome": op["type"],
-            "start_s": t,
-            "end_s": None,
-            "healed_by": None,
-        }
-        if isinstance(pattern, dict) and pattern.get("name"):  # a part of a pattern (docs/faults.md)
-            window["pattern"] = str(pattern["name"])
-            window["pattern_id"] = str(pattern.get("id", ""))
-        self.open.append(window)
-        if f in INSTANT:
-            self._close([window], f, t)
-
-    def _close(self, ending: list[dict[str, Any]], f: str, t: float) -> None:
-        for w in ending:
-            w["end_s"], w["healed_by"] = t, f
-            self.open.remove(w)
-            self.closed.append(w)
-
-    def finish(self, end_s: float) -> list[dict[str, Any]]:
-        for w in self.open:
-            w["end_s"] = end_s
-            self.closed.append(w)
-        self.open = []
-        return sorted(self.closed, key=lambda w: (w["start_s"], str(w["fault"])))
 
 
 def compute_stats(
@@ -139,7 +67,7 @@ def compute_stats(
     ok_sends: array[float] = array("d")
     first_send: float | None = None
     last_time = 0.0
-    windows = _Windows()
+    nemesis: list[dict[str, Any]] = []
     nemesis_ops = 0
     for op in iter_ops(history_path, problems=[]):
         t = int(op.get("time") or 0) / NS
@@ -147,8 +75,7 @@ def compute_stats(
         process = op["process"]
         if process == NEMESIS_PROCESS:
             nemesis_ops += 1
-            if op["type"] in ("ok", "info"):
-                windows.add(op, t)
+            nemesis.append(op)
             continue
         if op["type"] == "invoke":
             open_ops[process] = op
@@ -190,7 +117,7 @@ def compute_stats(
     for values in latencies.values():
         all_latencies.extend(values)
 
-    fault_windows = windows.finish(duration)
+    fault_windows = _windows(nemesis, duration)
     gaps = _unavailable(ok_sends, first_send, duration)
     lost_by_second = {int(k): v for k, v in engine_stats["lost_by_second"].items()}
     missing = {int(k): v for k, v in (missing_by_second or {}).items()}
@@ -234,13 +161,38 @@ def compute_stats(
         "throughput": {"bucket_s": bucket, "series": throughput},
         "latency_ms": _percentiles(all_latencies),
         "latency_ms_by_f": {f: _percentiles(v) for f, v in sorted(latencies.items())},
-        "fault_windows": [{k: v for k, v in w.items() if k != "id"} for w in fault_windows],
+        "fault_windows": fault_windows,
         "patterns": patterns,
         # When the first fault struck and when the first write later lost was acknowledged (s).
         "first_fault_s": round(fault_windows[0]["start_s"], 3) if fault_windows else None,
         "first_lost_ack_s": min(lost_seconds) if lost_seconds else None,
         "unavailable": gaps,
     }
+
+
+def _windows(nemesis: list[dict[str, Any]], end_s: float) -> list[dict[str, Any]]:
+    """The history's fault windows from each fault's completion; still open: to the end."""
+    windows = [
+        {
+            "fault": w.f,
+            "value": w.value,
+            "outcome": w.outcome,
+            "start_s": w.applied_ns / NS,
+            "end_s": w.healed_ns / NS if w.healed_ns is not None else end_s,
+            "healed_by": w.healed_by,
+            **_pattern_of(w.value),
+        }
+        for w in history_fault_windows(nemesis)
+    ]
+    return sorted(windows, key=lambda w: (w["start_s"], str(w["fault"])))
+
+
+def _pattern_of(value: Any) -> dict[str, str]:
+    """`pattern` and `pattern_id` of a fault that is a part of a pattern (docs/faults.md)."""
+    pattern = value.get("pattern") if isinstance(value, dict) else None
+    if not isinstance(pattern, dict) or not pattern.get("name"):
+        return {}
+    return {"pattern": str(pattern["name"]), "pattern_id": str(pattern.get("id", ""))}
 
 
 def _pattern_windows(

@@ -150,6 +150,14 @@ class DockerNode(ShellDaemons):
     def hostname(self) -> str:
         return self.name
 
+    def handle(self) -> dict[str, Any]:
+        """How to reach this node after a controller crash: its container, through `docker exec`."""
+        return {
+            "backend": "docker",
+            "container": self.container,
+            "prefix": ["docker", "exec", self.container],
+        }
+
     @property
     def faketime_library(self) -> str:
         """libfaketime inside the node image (own.py preloads it into brokers)."""

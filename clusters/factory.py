@@ -2,9 +2,9 @@
 
 The Cluster is what the harness, the nemesis and `strandline cluster` hold: `.nodes` (the broker
 nodes), `.zookeeper_node`, `.sut`, `.up()`, `.down()`, `.bootstrap_servers()`, `.collect(dest)`.
-Backends (netns today; docker and ssh later) create and destroy the nodes and record what they
-create in a state file; systems under test (own today; Apache Kafka later) run on the nodes through
-the Node protocol only.
+Backends (netns, docker, ssh) create and destroy the nodes and record what they create in a state
+file; systems under test (the own broker, Apache Kafka) run on the nodes through the Node protocol
+only, and offer what faults need through the capability protocols of clusters/sut.py.
 
 `up()` first removes what crashed controllers left behind (`cleanup_leftovers`), and on any
 failure or Ctrl-C removes what it created itself before re-raising. `down()` kills everything and
@@ -17,6 +17,8 @@ import logging
 import re
 import secrets
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -87,6 +89,11 @@ class Cluster:
     @property
     def state(self) -> ClusterState | None:
         return self.network.state
+
+    @property
+    def state_dir(self) -> Path | None:
+        """The directory of the cluster's state file (the nemesis keeps its fault ledger there)."""
+        return self.state.path.parent if self.state is not None else None
 
     def bootstrap_servers(self) -> list[str]:
         servers: list[str] = self.sut.bootstrap_servers()
@@ -178,12 +185,37 @@ def _node_names(config: TestConfig) -> list[str]:
     return [ZOOKEEPER_NODE, *brokers] if config.system == "own" else brokers
 
 
-def _network(config: TestConfig, name: str, work_dir: Path, state_dir: Path) -> Network:
+def _network(
+    config: TestConfig, name: str, work_dir: Path, state_dir: Path, node_names: list[str] | None = None
+) -> Network:
+    names = node_names if node_names is not None else _node_names(config)
     if config.backend == "docker":
-        return docker_backend.DockerNetwork(name, _node_names(config), config, state_dir)
+        return docker_backend.DockerNetwork(name, names, config, state_dir)
     if config.backend == "ssh":
-        return ssh_backend.SshNetwork(name, _node_names(config), config, state_dir)
-    return NetnsNetwork(name, _node_names(config), work_dir, state_dir)
+        return ssh_backend.SshNetwork(name, names, config, state_dir)
+    return NetnsNetwork(name, names, work_dir, state_dir)
+
+
+@contextmanager
+def probe_node(config: TestConfig, work_dir: Path, *, state_dir: Path | None = None) -> Iterator[Node]:
+    """One bare node on the test's backend, with no system on it, removed on the way out.
+
+    What a fault needs of a node (tc netem, the iptables statistic match, FUSE, the clock preload)
+    is asked of this node before any cluster starts, so a test that cannot run is refused at once.
+    Its resources go through a state file like any cluster's, so a crash cannot leak them.
+    """
+    name = f"probe{secrets.token_hex(2)}"
+    network = _network(
+        config, name, Path(work_dir), Path(state_dir) if state_dir else state_dir_default(), ["n1"]
+    )
+    try:
+        network.create({"system": "none", "config": config.to_json(), "name": name, "probe": True})
+        node: Node = network.nodes["n1"]
+        yield node
+    finally:
+        failures = network.destroy()
+        if failures:
+            log.warning("probe node %s: could not remove %s", name, "; ".join(failures))
 
 
 def build_cluster(

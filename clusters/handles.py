@@ -1,78 +1,110 @@
 """Node handles: how to reach a node again without the cluster object, as plain JSON.
 
 The fault ledger stores a node's handle next to each heal command, so a controller that starts
-after a crash can still run the heal recipe of a fault its predecessor left behind. A handle is
-made from a live node (`handle_of`) and turned back into something that runs commands
-(`reattach`); `gone` says whether the node vanished with its cluster (nothing left to heal).
+after a crash can still run the heal recipe of a fault its predecessor left behind. A node that
+can be reached that way is `Reattachable` (`node.handle()`); `reattach` turns a handle back into
+something that runs commands, and `gone` says whether the node vanished with its cluster (its
+namespace or container no longer exists: nothing is left to heal there).
+
+Handles (`backend` says which):
+- `{"backend": "netns", "netns": NAME, "prefix": ARGV}`: run `ARGV + command` on this machine;
+- `{"backend": "docker", "container": NAME, "prefix": ARGV}`: the same, through `docker exec`;
+- `{"backend": "ssh", "ssh": {host, port, user, ...}, "cluster": NAME, "address": IP}`;
+- `{"backend": "local", "prefix": []}` (`LOCAL`): this machine itself.
+A bare list is read as an argv prefix (ledgers written before handles had a backend).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-from clusters.node import Node
+from clusters.node import ExecResult, Node, Reattachable
+from foundation.errors import InfrastructureError
 
-Handle = list[str] | dict[str, Any]
+LOCAL: dict[str, Any] = {"backend": "local", "prefix": []}
 
 
-def handle_of(node: Node) -> Handle | None:
-    """How to run a command on `node` later without the cluster object (after a controller crash).
+class Runner(Protocol):
+    """What a heal step needs of a node: run one command."""
 
-    An argv prefix when the node has one (`wrap`, e.g. netns's `nsenter --net=...`; a docker
-    container's `docker exec`), or the ssh host to reconnect to; None when there is no way.
-    """
-    wrap = getattr(node, "wrap", None)
-    if callable(wrap):
-        try:
-            prefix = wrap([])
-        except Exception:  # noqa: BLE001 - a node that cannot describe itself has no prefix
-            prefix = None
-        if isinstance(prefix, list) and all(isinstance(p, str) for p in prefix):
-            return list(prefix)
-    container = getattr(node, "container", None)
-    if isinstance(container, str) and container:
-        return ["docker", "exec", container]
-    host = getattr(node, "host", None)
-    if dataclasses.is_dataclass(host) and not isinstance(host, type):
-        return {
-            "ssh": dataclasses.asdict(host),
-            "cluster": str(getattr(node, "cluster", "")),
-            "address": str(node.address),
-        }
+    def exec(
+        self,
+        argv: list[str],
+        *,
+        timeout: float = 60.0,
+        check: bool = True,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult: ...
+
+
+class PrefixRunner:
+    """Runs commands on this machine behind an argv prefix (`nsenter --net=...`, `docker exec c`)."""
+
+    def __init__(self, prefix: Sequence[str]) -> None:
+        self.prefix = [str(p) for p in prefix]
+
+    def exec(
+        self,
+        argv: list[str],
+        *,
+        timeout: float = 60.0,
+        check: bool = True,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        proc = subprocess.run(
+            [*self.prefix, *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+            env={**os.environ, **env} if env else None,
+            check=False,
+        )
+        result = ExecResult(proc.returncode, proc.stdout, proc.stderr)
+        if check and not result.ok:
+            raise InfrastructureError(f"`{' '.join(argv)}` failed: {result.stderr.strip()}")
+        return result
+
+
+def handle_of(node: Node) -> dict[str, Any] | None:
+    """The node's handle, or None when it cannot be reached without the cluster object."""
+    return node.handle() if isinstance(node, Reattachable) else None
+
+
+def reattach(name: str, handle: Any) -> Runner | None:
+    """Something that runs commands on the node a handle names; None for an unusable handle."""
+    if isinstance(handle, list):
+        return PrefixRunner(handle)
+    if not isinstance(handle, dict):
+        return None
+    backend = handle.get("backend")
+    if backend in ("netns", "docker", "local") and isinstance(handle.get("prefix"), list):
+        return PrefixRunner(handle["prefix"])
+    if backend == "ssh" or "ssh" in handle:
+        from clusters.ssh_backend import SshNode
+        from foundation.config import SshHost
+
+        return SshNode(name, SshHost(**handle["ssh"]), str(handle.get("cluster", "")), handle.get("address"))
     return None
 
 
-def reattach(name: str, handle: Mapping[str, Any]) -> Node | None:
-    """A node object for a handle that needs one (an ssh host); None for an argv prefix."""
-    if "ssh" not in handle:
-        return None
-    from clusters.ssh_backend import SshNode
-    from foundation.config import SshHost
-
-    node: Node = SshNode(name, SshHost(**handle["ssh"]), handle.get("cluster", ""), handle.get("address"))
-    return node
-
-
 def gone(handle: Any) -> bool:
-    """Whether the handle's node has vanished (a netns or a container that no longer exists)."""
-    access = handle or []
-    if not isinstance(access, list):
+    """Whether the handle's node vanished with its cluster (its namespace or container is gone)."""
+    if not isinstance(handle, dict):
         return False
-    if len(access) == 3 and access[:2] == ["docker", "exec"]:
+    if handle.get("backend") == "netns":
+        return not os.path.exists(f"/run/netns/{handle.get('netns')}")
+    if handle.get("backend") == "docker":
         probe = subprocess.run(
-            ["docker", "inspect", "--format", "{{.State.Running}}", access[2]],
+            ["docker", "inspect", "--format", "{{.State.Running}}", str(handle.get("container"))],
             capture_output=True,
             text=True,
             check=False,
         )
         return probe.stdout.strip() != "true"
-    if len(access) >= 4 and access[:3] == ["ip", "netns", "exec"]:
-        return not os.path.exists(f"/run/netns/{access[3]}")
-    for arg in access:  # nsenter --net=/run/netns/<ns> ...
-        if isinstance(arg, str) and arg.startswith("--net="):
-            return not os.path.exists(arg[len("--net=") :])
     return False

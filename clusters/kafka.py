@@ -125,14 +125,19 @@ class KafkaSystem:
             layout = KafkaNodeLayout(IMAGE_INSTALL_DIR, layout.config_path, layout.data_dir, layout.log_dir)
         return layout
 
-    def node_id(self, node: Node) -> int:
+    @property
+    def broker_daemon(self) -> str:
+        return KAFKA
+
+    def broker_id(self, node: Node) -> int:
+        """Kafka's `node.id` of the broker on `node` (1..N, in node order)."""
         for i, b in enumerate(self.brokers, start=1):
             if b.name == node.name:
                 return i
         raise InfrastructureError(f"node {node.name} runs no Kafka")
 
-    def node_of(self, node_id: int) -> str | None:
-        return self.brokers[node_id - 1].name if 1 <= node_id <= len(self.brokers) else None
+    def node_of_broker(self, broker_id: int) -> str | None:
+        return self.brokers[broker_id - 1].name if 1 <= broker_id <= len(self.brokers) else None
 
     def addresses(self) -> list[str]:
         return [b.address for b in self.brokers]
@@ -176,7 +181,7 @@ class KafkaSystem:
                     f"config key 'kafka_tarball': {tarball.name} holds no bin/kafka-server-start.sh"
                 )
         properties = kafka_config.render_server_properties(
-            self.config, self.node_id(node), self.addresses(), lay
+            self.config, self.broker_id(node), self.addresses(), lay
         )
         self._put(node, properties, lay.config_path)
         node.exec(kafka_config.format_storage_argv(lay, self.cluster_id), timeout=180, env=self._env(node))
@@ -212,6 +217,16 @@ class KafkaSystem:
                 )
             time.sleep(0.2)
 
+    def registered_brokers(self) -> list[int]:
+        """The brokers the metadata lists now (KRaft drops a broker once its session is fenced)."""
+        try:
+            brokers = self.admin().describe_cluster()["brokers"]
+        except Exception as e:
+            self.close()
+            raise InfrastructureError(f"reading Kafka metadata: {type(e).__name__} {e}") from None
+        # DescribeCluster names them node_id; the Metadata fallback of older brokers broker_id
+        return sorted(int(_field(b, "node_id", "broker_id")) for b in brokers)
+
     def wait_brokers(self, timeout: float) -> None:
         """Until the metadata lists every broker (the controller quorum formed and registered them)."""
         deadline = time.monotonic() + timeout
@@ -220,9 +235,7 @@ class KafkaSystem:
         error = ""
         while True:
             try:
-                brokers = self.admin().describe_cluster()["brokers"]
-                # DescribeCluster names them node_id; the Metadata fallback of older brokers broker_id
-                seen = {int(_field(b, "node_id", "broker_id")) for b in brokers}
+                seen = set(self.registered_brokers())
                 if wanted <= seen:
                     return
             except Exception as e:  # not up yet: keep asking
@@ -313,10 +326,11 @@ class KafkaSystem:
             for p in _field(topic, "partitions", default=[]):
                 leader = int(_field(p, "leader", "leader_id", default=-1))
                 result[(str(name), int(_field(p, "partition", "partition_index")))] = {
-                    "leader": self.node_of(leader) if leader >= 0 else None,
+                    "leader": self.node_of_broker(leader) if leader >= 0 else None,
                     "leader_epoch": int(_field(p, "leader_epoch", default=-1)),
                     "isr": [
-                        self.node_of(int(b)) or str(b) for b in _field(p, "isr", "isr_nodes", default=[])
+                        self.node_of_broker(int(b)) or str(b)
+                        for b in _field(p, "isr", "isr_nodes", default=[])
                     ],
                 }
         return result
@@ -332,7 +346,7 @@ class KafkaSystem:
             self.close()
             raise InfrastructureError(f"reading Kafka metadata: {type(e).__name__} {e}") from None
         return (
-            self.node_of(int(controller_id))
+            self.node_of_broker(int(controller_id))
             if controller_id is not None and int(controller_id) >= 0
             else None
         )

@@ -30,7 +30,7 @@ import time
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from clusters import daemon_control
 from clusters.node import ExecResult
@@ -161,6 +161,10 @@ class NetnsNode:
         """
         uts = [f"--uts={self.uts_file}"] if self.uts_file.exists() else []
         return ["nsenter", f"--net=/run/netns/{self.netns}", *uts, "--", *argv]
+
+    def handle(self) -> dict[str, Any]:
+        """How to reach this node after a controller crash: its namespace and the argv prefix."""
+        return {"backend": "netns", "netns": self.netns, "prefix": self.wrap([])}
 
     def exec(
         self,

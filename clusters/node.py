@@ -6,8 +6,10 @@ Commands are argument lists (quoted with shlex.quote where a backend needs a she
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -63,4 +65,55 @@ class Node(Protocol):
 
     def download(self, remote_path: str, local_path: str) -> None:
         """Copy a file or a directory (recursively) from the node to the controller."""
+        ...
+
+
+# Optional node capabilities: a fault or command asks `isinstance(node, PausesDaemons)`.
+
+
+@runtime_checkable
+class PausesDaemons(Protocol):
+    """Freezes a daemon with everything it started (a cgroup freeze, or SIGSTOP to its group)."""
+
+    def pause_daemon(self, name: str) -> None: ...
+
+    def resume_daemon(self, name: str) -> None: ...
+
+
+@runtime_checkable
+class HasDaemonCgroups(Protocol):
+    def daemon_cgroup(self, name: str) -> Path | None:
+        """The cgroup directory of a daemon on this machine (None: the daemon has none)."""
+        ...
+
+
+@runtime_checkable
+class InspectsDaemons(Protocol):
+    """What `strandline cluster status` shows of a node's daemons."""
+
+    def daemon_names(self) -> list[str]: ...
+
+    def daemon_pids(self, name: str) -> list[int]: ...
+
+    def daemon_paused(self, name: str) -> bool: ...
+
+
+@runtime_checkable
+class CarriesFaketime(Protocol):
+    """A node whose backend installs its own libfaketime (docker image, ssh host software)."""
+
+    faketime_library: str | None
+
+
+@runtime_checkable
+class Wraps(Protocol):
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        """The argv that runs `argv` on this node from the controller's machine."""
+        ...
+
+
+@runtime_checkable
+class Reattachable(Protocol):
+    def handle(self) -> dict[str, Any]:
+        """How to reach this node again without the cluster object (plain JSON; clusters.handles)."""
         ...

@@ -23,7 +23,7 @@ from typing import Any
 
 from broker.config import render_properties
 from clusters import daemon_control, zookeeper
-from clusters.node import Node
+from clusters.node import CarriesFaketime, Node
 from clusters.ports import port_open
 from foundation.config import TestConfig
 from foundation.errors import BadInput, InfrastructureError
@@ -44,6 +44,13 @@ def faketime_library() -> str:
     import libfaketime
 
     return str(Path(libfaketime.__file__).parent / "vendor" / "libfaketime" / "src" / "libfaketime.so.1")
+
+
+def preload_library(node: Node) -> str | None:
+    """The libfaketime a broker on `node` preloads (None: not installed on it yet)."""
+    if isinstance(node, CarriesFaketime):
+        return node.faketime_library
+    return faketime_library()  # a node that shares the controller's files (netns)
 
 
 def faketime_env(clock_file: str, library: str | None = None) -> dict[str, str]:
@@ -194,6 +201,10 @@ class OwnSystem:
         if 1 <= broker_id <= len(self.brokers):
             return self.brokers[broker_id - 1].name
         return None
+
+    @property
+    def broker_daemon(self) -> str:
+        return BROKER
 
     def zookeeper_connect(self) -> str:
         return f"{self.zookeeper_node.address}:{ZOOKEEPER_PORT}"
@@ -366,7 +377,7 @@ class OwnSystem:
                 log.debug("registration of broker %d unknown before start: %s", broker_id, e)
         # A node whose libfaketime lives elsewhere than the controller's (docker, ssh) names it.
         env = {
-            **faketime_env(lay.clock_file, getattr(node, "faketime_library", None)),
+            **faketime_env(lay.clock_file, preload_library(node)),
             "PYTHONUNBUFFERED": "1",
         }
         return node.start_daemon(

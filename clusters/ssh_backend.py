@@ -146,6 +146,15 @@ class SshNode(ShellDaemons):
     def __repr__(self) -> str:
         return f"SshNode({self.name!r}, {host_label(self.host)})"
 
+    def handle(self) -> dict[str, Any]:
+        """How to reach this node after a controller crash: the host to reconnect to."""
+        return {
+            "backend": "ssh",
+            "ssh": dataclasses.asdict(self.host),
+            "cluster": self.cluster,
+            "address": self.address,
+        }
+
     @property
     def home(self) -> str:
         return self._home

@@ -1,11 +1,14 @@
 """Small optional protocols a system under test implements (after Jepsen's DB/Kill/Pause/Primary).
 
-A nemesis asks `isinstance(sut, Killable)` and says clearly when a system cannot do a fault.
+A nemesis, a condition or the report asks `isinstance(sut, Killable)` (each protocol is
+`runtime_checkable`) and says clearly, before the run starts, when a system cannot do a fault.
+Every capability a fault needs is declared here; nothing probes a system with `getattr`.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from clusters.node import Node
 
@@ -74,3 +77,88 @@ class HasDataDirs(Protocol):
     def data_dirs(self, node: Node) -> list[str]:
         """Paths on the node of the broker's data dirs (Kafka's on-disk format)."""
         ...
+
+
+@runtime_checkable
+class NamesBrokers(Protocol):
+    """Broker ids (Kafka's `broker.id` / `node.id`, 1..N) and the nodes that run them."""
+
+    def broker_id(self, node: Node) -> int: ...
+
+    def node_of_broker(self, broker_id: int) -> str | None:
+        """The name of the node running broker `broker_id`; None when no node does."""
+        ...
+
+
+@runtime_checkable
+class HasBrokerRegistry(Protocol):
+    """The brokers the cluster counts as alive now (ZooKeeper's /brokers/ids, KRaft's unfenced)."""
+
+    def broker_id(self, node: Node) -> int: ...
+
+    def registered_brokers(self) -> list[int]: ...
+
+
+@runtime_checkable
+class WaitsReady(Protocol):
+    def wait_ready(self, node: Node, timeout: float | None = None) -> None:
+        """Return once `node`'s broker serves; raise InfrastructureError when it does not in time."""
+        ...
+
+
+@runtime_checkable
+class HasBrokerDaemon(Protocol):
+    """The name under which the broker runs as a node daemon (`Node.start_daemon`)."""
+
+    @property
+    def broker_daemon(self) -> str: ...
+
+
+@runtime_checkable
+class HasClockFile(Protocol):
+    def clock_file(self, node: Node) -> str:
+        """The libfaketime offset file the broker on `node` reads its wall clock from ("" if none)."""
+        ...
+
+
+@runtime_checkable
+class HasLazyfs(Protocol):
+    def lazyfs_sockets(self, node: Node) -> list[str]:
+        """Control sockets of the lazyfs mounts under the broker's data dirs (empty: none mounted)."""
+        ...
+
+
+@runtime_checkable
+class HasZookeeper(Protocol):
+    def zookeeper_connect(self) -> str:
+        """ZooKeeper's connect string as the brokers use it (`host:port[/chroot]`)."""
+        ...
+
+
+@runtime_checkable
+class RunsOnPython(Protocol):
+    """A system whose node-side helpers (lazyfs) run with this Python on the nodes."""
+
+    @property
+    def python(self) -> str: ...
+
+
+@runtime_checkable
+class ClusterView(Protocol):
+    """What the nemesis holds of a cluster (`clusters.factory.Cluster` is one)."""
+
+    @property
+    def nodes(self) -> list[Node]: ...
+
+    @property
+    def zookeeper_node(self) -> Node | None: ...
+
+    @property
+    def sut(self) -> Any: ...
+
+    @property
+    def state_dir(self) -> Path | None:
+        """Where the cluster keeps its state file (the fault ledger goes beside it)."""
+        ...
+
+    def bootstrap_servers(self) -> list[str]: ...

@@ -2,19 +2,22 @@
 
     name = "nightly"            # the campaign's name
     budget = 3600               # seconds for the whole campaign; later tests are skipped past it
-    [defaults]                  # config keys for every test (foundation/config.py names)
+    [defaults]                  # any test key for every test: config keys, expect, matrix
     time_limit = 30
     [[test]]
     name = "safe-kill"          # the test name (runs go to <store>/<name>[-<matrix values>]/<time>/)
     nemesis = "kill"            # any config key: a per-entry override
     matrix = { seed = [1, 2], acks = ["all"] }   # every combination is one test
     expect = "valid"            # valid | invalid | unknown | any, or a list of them
+                                # (rows are named by their matrix values: "safe-kill seed=2")
     [[test]]
     scenario = "kip-101-truncation"   # a repro scenario: its unsafe run (invalid) and safe run (valid)
 
 The campaign directory `<store>/campaigns/<name>/<time>/` gets `summary.json`, `index.html` (a
 table linking each run's report) and `junit.xml` for CI systems. A verdict other than the expected
-one fails the campaign (exit 1).
+one fails the campaign (exit 1). A test whose faults cannot run on this machine (`strandline run`
+refuses it before any cluster starts) is shown as `refused: <reason>`: neither a pass nor a miss,
+counted apart, and a skipped test case in JUnit.
 """
 
 from __future__ import annotations
@@ -34,16 +37,18 @@ from typing import Any
 import jinja2
 from rich.console import Console
 
+from foundation import run_files
 from foundation.config import TestConfig, validate
 from foundation.errors import BadInput
 from harness import rundir
 from harness.campaign_table import detection_rows, time_to_loss
-from harness.run import RunOutcome, run_test
+from harness.run import RunOutcome, precheck, run_test
 from harness.scenarios import scenario as lookup_scenario
 
 log = logging.getLogger(__name__)
 
 VERDICTS = ("valid", "invalid", "unknown")
+NOT_RUN = ("refused", "skipped")  # no verdict: refused by the run, or past the budget
 ENTRY_KEYS = {"name", "matrix", "expect", "scenario", "setting"}
 SETUP_ALLOWANCE_S = 90.0  # cluster up, drain, check, report: added to time_limit when budgeting
 
@@ -55,13 +60,20 @@ class PlannedTest:
     expect: tuple[str, ...]
     entry: str  # the [[test]] it came from, for the summary
     settings: dict[str, Any] = field(default_factory=dict)  # the values that vary or matter
+    matrix: dict[str, Any] = field(default_factory=dict)  # this row's matrix values
     setting: str = ""  # the row of the detection table (the entry's `setting`, else its name)
+
+    @property
+    def label(self) -> str:
+        """The row's name on the page, in the summary and in JUnit: 'hw-kill seed=2101'."""
+        values = " ".join(f"{k}={_text(v)}" for k, v in self.matrix.items())
+        return f"{self.name} {values}" if values else self.name
 
 
 @dataclass
 class TestResult:
     test: PlannedTest
-    verdict: str  # valid | invalid | unknown | skipped
+    verdict: str  # valid | invalid | unknown | refused | skipped
     seconds: float = 0.0
     run_dir: Path | None = None
     anomalies: dict[str, int] = field(default_factory=dict)
@@ -70,7 +82,7 @@ class TestResult:
 
     @property
     def as_expected(self) -> bool:
-        return self.verdict == "skipped" or "any" in self.test.expect or self.verdict in self.test.expect
+        return self.verdict in NOT_RUN or "any" in self.test.expect or self.verdict in self.test.expect
 
 
 @dataclass
@@ -87,6 +99,10 @@ def _expect(value: Any, where: str) -> tuple[str, ...]:
         if v not in (*VERDICTS, "any"):
             raise BadInput(f"{where}: expect must be valid, invalid, unknown or any, got {v!r}")
     return tuple(values)
+
+
+def _text(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
 
 
 def _slug(value: Any) -> str:
@@ -134,6 +150,8 @@ def load_campaign(path: str | Path, store: str | None = None) -> Campaign:
     if isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0:
         raise BadInput(f"campaign {p}: budget must be a positive number of seconds, got {budget!r}")
     defaults = dict(data.get("defaults") or {})
+    if not isinstance(data.get("defaults") or {}, dict):
+        raise BadInput(f"campaign {p}: [defaults] must be a table")
     store = store or data.get("store") or defaults.get("store")
     if store:
         defaults["store"] = store
@@ -145,15 +163,28 @@ def load_campaign(path: str | Path, store: str | None = None) -> Campaign:
         where = f"campaign {p.name}: test[{i}]"
         if not isinstance(entry, dict):
             raise BadInput(f"{where}: expected a table")
-        tests += _expand(entry, defaults, where)
+        for test in _expand(entry, defaults, where):
+            try:
+                precheck(test.config)  # fault names, schedules, targets: before any test runs
+            except BadInput as e:
+                raise BadInput(f"{where} ({test.label}): {e}") from None
+            tests.append(test)
     return Campaign(name=name, budget=float(budget), tests=tests, source=p)
 
 
-def _expand(entry: dict[str, Any], defaults: dict[str, Any], where: str) -> list[PlannedTest]:
+def _expand(entry: dict[str, Any], all_defaults: dict[str, Any], where: str) -> list[PlannedTest]:
+    # Any test key may be a default: config keys, expect, name, scenario; a matrix merges by key.
+    defaults = {k: v for k, v in all_defaults.items() if k not in ENTRY_KEYS}
+    default_matrix = all_defaults.get("matrix") or {}
+    if not isinstance(default_matrix, dict):
+        raise BadInput(f"{where}: defaults.matrix must be a table of lists")
+    entry = {**{k: v for k, v in all_defaults.items() if k in ENTRY_KEYS}, **entry}
     overrides = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
     matrix = entry.get("matrix") or {}
     if not isinstance(matrix, dict):
         raise BadInput(f"{where}: matrix must be a table of lists")
+    if matrix is not default_matrix:
+        matrix = {**default_matrix, **matrix}
     axes = []
     for key, values in matrix.items():
         if not isinstance(values, list) or not values:
@@ -173,7 +204,7 @@ def _expand(entry: dict[str, Any], defaults: dict[str, Any], where: str) -> list
                 name = f"{base_name}-{'safe' if safe else 'unsafe'}"
                 config = config.replace(name=name, **extra) if extra else config.replace(name=name)
                 expect = _expect(entry["expect"], where) if "expect" in entry else (s.expected(safe),)
-                out.append(PlannedTest(name, config, expect, base_name, _settings(config)))
+                out.append(PlannedTest(name, config, expect, base_name, _settings(config), combo))
         return out
     if "name" not in entry:
         raise BadInput(f"{where}: needs a name (or a scenario)")
@@ -189,7 +220,7 @@ def _expand(entry: dict[str, Any], defaults: dict[str, Any], where: str) -> list
         except BadInput as e:
             raise BadInput(f"{where}: {e}") from None
         setting = str(entry.get("setting") or entry["name"])
-        out.append(PlannedTest(name, config, expect, str(entry["name"]), _settings(config), setting))
+        out.append(PlannedTest(name, config, expect, str(entry["name"]), _settings(config), combo, setting))
     return out
 
 
@@ -216,10 +247,10 @@ def run_campaign(campaign: Campaign, store: Path, console: Console) -> tuple[Pat
         elapsed = time.monotonic() - started
         if elapsed + test.config.time_limit + SETUP_ALLOWANCE_S > campaign.budget:
             results.append(TestResult(test, "skipped", reason=f"budget of {campaign.budget:.0f} s spent"))
-            console.print(f"[yellow]skipped[/] {test.name}: the budget is spent", highlight=False)
+            console.print(f"[yellow]skipped[/] {test.label}: the budget is spent", highlight=False)
             continue
         console.rule(
-            f"{campaign.name} {i}/{len(campaign.tests)}: {test.name} (expect {'|'.join(test.expect)})"
+            f"{campaign.name} {i}/{len(campaign.tests)}: {test.label} (expect {'|'.join(test.expect)})"
         )
         t0 = time.monotonic()
         try:
@@ -234,7 +265,7 @@ def run_campaign(campaign: Campaign, store: Path, console: Console) -> tuple[Pat
             continue
         result = TestResult(
             test,
-            outcome.verdict,
+            "refused" if outcome.status == "refused" else outcome.verdict,
             time.monotonic() - t0,
             outcome.run_dir,
             _anomaly_counts(outcome),
@@ -242,8 +273,11 @@ def run_campaign(campaign: Campaign, store: Path, console: Console) -> tuple[Pat
             time_to_loss(outcome.results),
         )
         results.append(result)
-        mark = "[green]as expected[/]" if result.as_expected else "[red]NOT as expected[/]"
-        console.print(f"{test.name}: {outcome.verdict} ({mark})", highlight=False)
+        if result.verdict == "refused":
+            console.print(f"[yellow]refused[/] {test.label}: {outcome.reason}", highlight=False)
+        else:
+            mark = "[green]as expected[/]" if result.as_expected else "[red]NOT as expected[/]"
+            console.print(f"{test.label}: {outcome.verdict} ({mark})", highlight=False)
         write_outputs(
             campaign, out_dir, results, time.monotonic() - started
         )  # partial results survive a crash
@@ -259,10 +293,12 @@ def summary_json(campaign: Campaign, results: list[TestResult], seconds: float) 
         "budget": campaign.budget,
         "seconds": round(seconds, 1),
         "as_expected": all(r.as_expected for r in results),
-        "counts": {v: sum(1 for r in results if r.verdict == v) for v in (*VERDICTS, "skipped")},
+        "counts": {v: sum(1 for r in results if r.verdict == v) for v in (*VERDICTS, *NOT_RUN)},
         "tests": [
             {
-                "name": r.test.name,
+                "name": r.test.label,
+                "run_name": r.test.name,
+                "matrix": r.test.matrix,
                 "entry": r.test.entry,
                 "settings": r.test.settings,
                 "expect": list(r.test.expect),
@@ -305,13 +341,13 @@ def failure_message(r: TestResult) -> str:
     elif r.reason:
         text += f": {r.reason}"
     if r.run_dir is not None:
-        text += f"; report: {r.run_dir / rundir.REPORT}"
+        text += f"; report: {r.run_dir / run_files.REPORT}"
     return text
 
 
 def junit_xml(campaign: Campaign, results: list[TestResult], seconds: float) -> bytes:
     failures = sum(1 for r in results if not r.as_expected)
-    skipped = sum(1 for r in results if r.verdict == "skipped")
+    skipped = sum(1 for r in results if r.verdict in NOT_RUN)
     suite = ET.Element(
         "testsuite",
         name=f"strandline.{campaign.name}",
@@ -327,20 +363,21 @@ def junit_xml(campaign: Campaign, results: list[TestResult], seconds: float) -> 
             suite,
             "testcase",
             classname=f"strandline.{campaign.name}.{r.test.entry}",
-            name=f"{r.test.name} seed={r.test.config.seed}",
+            name=r.test.label + ("" if "seed" in r.test.matrix else f" seed={r.test.config.seed}"),
             time=f"{r.seconds:.1f}",
         )
         if r.verdict == "skipped":
             ET.SubElement(case, "skipped", message=r.reason)
+        elif r.verdict == "refused":
+            ET.SubElement(case, "skipped", message=f"refused: {r.reason}")
         elif not r.as_expected:
             failure = ET.SubElement(case, "failure", message=failure_message(r), type="verdict")
             failure.text = "\n".join(
                 [f"run: {r.run_dir}", *(f"{k}: {v}" for k, v in r.anomalies.items()), r.reason]
             ).strip()
         if r.run_dir is not None:
-            ET.SubElement(
-                case, "system-out"
-            ).text = f"verdict: {r.verdict} {r.run_dir}\nreport: {r.run_dir / rundir.REPORT}"
+            said = f"refused: {r.reason}" if r.verdict == "refused" else f"verdict: {r.verdict} {r.run_dir}"
+            ET.SubElement(case, "system-out").text = f"{said}\nreport: {r.run_dir / run_files.REPORT}"
     root = ET.Element("testsuites", name="strandline", tests=str(len(results)), failures=str(failures))
     root.append(suite)
     ET.indent(root)
@@ -351,13 +388,14 @@ def index_html(campaign: Campaign, results: list[TestResult], seconds: float, ou
     env = jinja2.Environment(loader=jinja2.PackageLoader("harness", "templates"), autoescape=True)
     rows = []
     for r in results:
-        link = os.path.relpath(r.run_dir / rundir.REPORT, out_dir) if r.run_dir is not None else None
+        link = os.path.relpath(r.run_dir / run_files.REPORT, out_dir) if r.run_dir is not None else None
         rows.append({"r": r, "link": link})
     return env.get_template("campaign.html.j2").render(
         campaign=campaign,
         rows=rows,
         seconds=seconds,
         ok=all(r.as_expected for r in results),
+        refused=sum(1 for r in results if r.verdict == "refused"),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
     )
 

@@ -24,7 +24,7 @@ class Row:
 
     @property
     def runs(self) -> int:
-        return sum(1 for v in self.verdicts if v != "skipped")
+        return sum(1 for v in self.verdicts if v not in ("skipped", "refused"))
 
     @property
     def caught(self) -> int:
@@ -62,7 +62,7 @@ def detection_rows(tests: list[tuple[str, str, tuple[str, ...], int, str, float 
     for setting, mix, expect, seed, verdict, to_loss in tests:
         row = rows.setdefault((setting, mix), Row(setting, mix, expect))
         row.verdicts.append(verdict)
-        if verdict != "skipped":
+        if verdict not in ("skipped", "refused"):
             row.seeds.append(seed)
         if verdict == "invalid" and to_loss is not None:
             row.times_to_loss.append(to_loss)

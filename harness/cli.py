@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from foundation.config import ACKS, BACKENDS, CHECKERS, CLIENTS, SYSTEMS, VARIANTS, TestConfig
+from foundation.config import ACKS, BACKENDS, CHECKERS, CLIENTS, CONSUME_MODES, SYSTEMS, VARIANTS, TestConfig
 from foundation.errors import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, StrandlineError
 
 EPILOG = """\
@@ -114,6 +114,17 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rate", type=float, metavar="OPS", help="target operations per second (default 200)")
     g.add_argument("--concurrency", type=int, metavar="C", help="client processes (default 10)")
     g.add_argument("--client", choices=CLIENTS, help="Kafka client driver (default kafka-python)")
+    g.add_argument(
+        "--consume",
+        choices=CONSUME_MODES,
+        help="how clients consume: assign partitions (default), subscribe in consumer groups, or mixed",
+    )
+    g.add_argument(
+        "--crash-clients",
+        type=float,
+        metavar="S",
+        help="kill a random client process abruptly every S seconds on average (default 0: never)",
+    )
     g.add_argument("--seed", type=int, metavar="N", help="seed for workload and faults (default: random)")
     g.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
     g.add_argument(
@@ -181,11 +192,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="status as one JSON object")
     p.add_argument("--all", action="store_true", help="with down: every cluster strandline left behind")
 
+    p = sub.add_parser(
+        "explore",
+        help="search fault schedules in a deterministic simulation; replay the minimal failing one",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_run_flags(p)
+    p.add_argument("--budget", type=float, default=60.0, metavar="S", help="seconds of search (default 60)")
+    p.add_argument(
+        "--no-replay", action="store_true", help="do not replay the minimal schedule on real nodes"
+    )
+    p.epilog = (
+        "The simulator runs the own broker's replication core (one partition, every broker a replica) with\n"
+        "the test's settings; --nemesis picks the faults it draws (default kill,restart,pause,partition,clock;\n"
+        "also power-loss). The same seed always gives the same search. See docs/explore.md.\n\n"
+        "exit codes: 1 the simulation found a loss (invalid), 0 none within the budget, 2 bad input,\n"
+        "4 infrastructure (the replay could not run)."
+    )
+
+    p = sub.add_parser(
+        "shrink",
+        help="delta debugging over a stored invalid run's faults, on real nodes: the smallest that still fails",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument(
+        "--budget", type=float, default=1800.0, metavar="S", help="seconds of real runs (default 1800)"
+    )
+    p.epilog = (
+        "exit codes: 1 a minimal schedule still gives invalid (stored as a run, with shrink.html), "
+        "3 the schedule no longer fails when replayed, 2 bad input, 4 infrastructure. See docs/explore.md."
+    )
+
     p = sub.add_parser("bench", help="benchmarks that print figures")
-    p.add_argument("target", choices=("checker", "broker", "workload"))
+    p.add_argument("target", choices=("checker", "broker", "workload", "explore"))
     p.add_argument("--ops", type=int, default=1_000_000, metavar="N", help="operations (checker bench)")
     p.add_argument("--checker", choices=CHECKERS, default=None)
     p.add_argument("--keep", metavar="FILE", help="keep the generated history here")
+    p.add_argument("--schedules", type=int, default=10_000, metavar="N", help="explore bench: safe schedules")
+    p.add_argument("--budget", type=float, default=600.0, metavar="S", help="explore bench: seconds per part")
     p.add_argument("--no-duckdb", action="store_true", help="checker bench: skip the DuckDB comparison")
     p.add_argument(
         "--in-process",

@@ -2,7 +2,10 @@
 
 The layout is Kafka's: `<run>/nodes/<node>/data/<topic>-<partition>/*.log` (v2 record batches),
 `leader-epoch-checkpoint` in the partition dir, and `replication-offset-checkpoint` (the HW) in the
-data dir. The segments are read with the checker's kafka.record reader (`checkers.data_dirs`). Values are ASCII decimal; anything else is kept as text.
+data dir. The segments are read with the checker's kafka.record reader (`checkers.data_dirs`) and
+values decoded as the checker decodes them (`checkers.replica_logs.decode_value`). What is wrong
+on a replica (divergent offsets, acked records absent) is not judged here: it is what the
+replica-log checker recorded in results.json (`marks_from_results`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.data_dirs import iter_batches
+from checkers.replica_logs import decode_value
 
 log = logging.getLogger(__name__)
 
@@ -64,16 +68,7 @@ def _iter_records(partition_dir: Path, problems: list[str]) -> Iterator[tuple[in
         if batch.is_control:
             continue
         for offset, value in batch.records:
-            yield int(offset), _decode(value), int(batch.partition_leader_epoch)
-
-
-def _decode(value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, bytes | bytearray | memoryview):
-        text = bytes(value).decode("ascii", errors="replace")
-        return int(text) if text.isdigit() else text
-    return value
+            yield int(offset), decode_value(value), int(batch.partition_leader_epoch)
 
 
 def read_partition_logs(nodes_dir: Path) -> dict[tuple[str, int], PartitionLogs]:
@@ -125,21 +120,36 @@ class Marks:
     missing_acked: set[int] = field(default_factory=set)
 
 
-def compare(logs: PartitionLogs, acked: dict[int, Any]) -> dict[str, Marks]:
-    """Divergence (two replicas, one offset, two values, below both log ends) and acked-but-absent."""
+def marks_from_results(results: dict[str, Any] | None, logs: PartitionLogs) -> dict[str, Marks]:
+    """What the replica-log checker recorded for this partition (results.json `stats.replicas`).
+
+    `divergent`: the offsets it counted as log-divergence, marked on every replica holding a
+    record there; `absent_acked` of each replica: acked offsets it does not hold with the acked
+    value. Without them (not checked, an older results.json), no replica is marked.
+    """
     marks = {node: Marks() for node in logs.replicas}
-    replicas = list(logs.replicas.values())
-    for i, a in enumerate(replicas):
-        for b in replicas[i + 1 :]:
-            upto = min(a.log_end, b.log_end)
-            for offset, (value, _e) in a.records.items():
-                if offset < upto and offset in b.records and b.records[offset][0] != value:
-                    marks[a.node].divergent.add(offset)
-                    marks[b.node].divergent.add(offset)
-    for offset, value in acked.items():
-        for r in replicas:
-            have = r.records.get(offset)
-            if have is None or have[0] != value:
-                if have is not None or offset >= r.log_start:
-                    marks[r.node].missing_acked.add(offset)
+    replicas = ((results or {}).get("stats") or {}).get("replicas") or {}
+    found = replicas.get(logs.name)
+    if not isinstance(found, dict):
+        return marks
+    divergent = _offsets(found.get("divergent"))
+    for node, r in logs.replicas.items():
+        marks[node].divergent = {o for o in divergent if r.log_start <= o < r.log_end}
+    for replica in found.get("replicas") or []:
+        if isinstance(replica, dict) and replica.get("node") in marks:
+            marks[str(replica["node"])].missing_acked = _offsets(replica.get("absent_acked"))
     return marks
+
+
+def _offsets(ranges: Any) -> set[int]:
+    """[[5, 7], [9, 9]] -> {5, 6, 7, 9}; anything malformed is skipped."""
+    out: set[int] = set()
+    for r in ranges if isinstance(ranges, list) else []:
+        if (
+            isinstance(r, list)
+            and len(r) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in r)
+            and 0 <= r[1] - r[0] < 1_000_000
+        ):
+            out.update(range(r[0], r[1] + 1))
+    return out

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 
 from markupsafe import Markup, escape
 
-from harness.report_history import FaultWindow
-from harness.report_replicas import Marks, PartitionLogs
+from harness.report_faults import ShadedWindow
+from harness.report_replicas import Marks, PartitionLogs, Replica
 
 OUTCOME_COLOURS = {"ok": "#2b8a3e", "info": "#e8890c", "fail": "#c92a2a"}
 POLL_COLOUR = "#5c7cfa"
@@ -98,7 +98,7 @@ class _Frame:
         )
         return out
 
-    def faults(self, windows: Sequence[FaultWindow], load_end: float | None) -> list[str]:
+    def faults(self, windows: Sequence[ShadedWindow], load_end: float | None) -> list[str]:
         out = []
         lanes: list[float] = []  # label lanes so labels of close faults do not overlap
         for w in windows:
@@ -145,7 +145,7 @@ def _svg(height: int, parts: Iterable[str], title: str) -> Markup:
 def rate_chart(
     rate: dict[tuple[str, str], dict[int, int]],
     t_end: float,
-    windows: Sequence[FaultWindow],
+    windows: Sequence[ShadedWindow],
     load_end: float | None,
 ) -> Markup:
     """Completions per second, one line per outcome of sends, and the ok polls."""
@@ -173,7 +173,7 @@ def rate_chart(
 def latency_chart(
     points: Sequence[tuple[float, float, str]],
     t_end: float,
-    windows: Sequence[FaultWindow],
+    windows: Sequence[ShadedWindow],
     load_end: float | None,
 ) -> Markup:
     """Every send (sampled when many) at its completion time, latency on a log scale."""
@@ -312,7 +312,7 @@ def replica_chart(logs: PartitionLogs, marks: dict[str, Marks], leader: str | No
     return _svg(height, parts, f"replica logs of {logs.name}")
 
 
-def _zoom_start(replicas: Sequence[object], marks: dict[str, Marks], end: int) -> int:
+def _zoom_start(replicas: Sequence[Replica], marks: dict[str, Marks], end: int) -> int:
     """Where the replica picture starts: 0, or just before the trouble when it sits in a narrow tail.
 
     Offsets before the first red mark and the shortest log end agree on every replica, so when both
@@ -322,16 +322,16 @@ def _zoom_start(replicas: Sequence[object], marks: dict[str, Marks], end: int) -
     bad = [o for m in marks.values() for o in (m.divergent | m.missing_acked)]
     if not bad:
         return 0
-    interest = [min(bad)] + [int(getattr(r, "log_end", 0)) for r in replicas]
+    interest = [min(bad)] + [r.log_end for r in replicas]
     first = min(interest)
     if end - first >= end / 4:
         return 0
     return max(0, first - max(10, end - first))
 
 
-def _epochs_from_records(r: object) -> list[tuple[int, int]]:
+def _epochs_from_records(r: Replica) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
-    records = getattr(r, "records", {})
+    records = r.records
     for offset in sorted(records):
         epoch = records[offset][1]
         if not out or out[-1][0] != epoch:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report_history import NS, HistoryDigest
+from harness.run_facts import run_facts as stored_facts
 
 log = logging.getLogger(__name__)
 
@@ -137,41 +138,24 @@ def run_facts(
     outcome: dict[str, Any] | None,
     drain: dict[str, Any] | None,
 ) -> RunFacts:
-    """harness/run_facts.py's facts when that module exists, else derived from the run dir."""
+    """How far the run got (harness/run_facts.py reads it from the run dir), in the report's words."""
     limit = config.get("time_limit")
     time_limit = float(limit) if isinstance(limit, int | float) else None
     final_reads = isinstance(drain, dict) and bool(drain.get("complete"))
-    try:
-        from harness.run_facts import run_facts as stored_facts
-
-        got: dict[str, Any] | None = stored_facts(run)
-    except Exception as e:  # that module reads the run dir too; never let it break the report
-        log.info("run facts unavailable (%s): derived here", e)
-        got = None
-    ran = digest.end_ns / NS
-    if got is not None:
-        status = str(got.get("status") or "")
-        why = {"killed": "controller died"}.get(status) or str(got.get("reason") or status)
-        if not final_reads:
-            why = f"{why}; no final reads" if why else "no final reads"
-        ran_s = got.get("ran_s")
-        limit_s = got.get("time_limit_s")
-        return RunFacts(
-            cut_short=bool(got.get("cut_short")),
-            ran_s=float(ran_s) if isinstance(ran_s, int | float) else ran,
-            time_limit_s=float(limit_s) if isinstance(limit_s, int | float) else time_limit,
-            final_reads=final_reads,
-            why=why,
-        )
-    ended = outcome.get("status") if isinstance(outcome, dict) else None
-    if outcome is None:
-        why = "controller died; no final reads" if not final_reads else "controller died"
-        cut = time_limit is None or ran < time_limit or not final_reads
-    else:
-        reason = str(outcome.get("reason") or ended or "")
-        why = reason + ("; no final reads" if not final_reads else "")
-        cut = ended not in (None, "completed")
-    return RunFacts(cut_short=cut, ran_s=ran, time_limit_s=time_limit, final_reads=final_reads, why=why)
+    got = stored_facts(run)
+    status = str(got.get("status") or "")
+    why = {"killed": "controller died"}.get(status) or str(got.get("reason") or status)
+    if not final_reads:
+        why = f"{why}; no final reads" if why else "no final reads"
+    ran_s = got.get("ran_s")
+    limit_s = got.get("time_limit_s")
+    return RunFacts(
+        cut_short=bool(got.get("cut_short")),
+        ran_s=float(ran_s) if isinstance(ran_s, int | float) else digest.end_ns / NS,
+        time_limit_s=float(limit_s) if isinstance(limit_s, int | float) else time_limit,
+        final_reads=final_reads,
+        why=why,
+    )
 
 
 def availability(digest: HistoryDigest, load_s: float | None) -> tuple[int, int] | None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from rich.console import Console
 
+from foundation import run_files
 from foundation.config import TestConfig
 from foundation.errors import (
     EXIT_BAD_INPUT,
@@ -32,6 +33,7 @@ from foundation.errors import (
     EXIT_INVALID,
     EXIT_UNKNOWN,
     EXIT_VALID,
+    BadInput,
     InfrastructureError,
     StrandlineError,
 )
@@ -49,8 +51,9 @@ class RunOutcome:
 
     run_dir: Path
     verdict: str = "unknown"  # valid | invalid | unknown
-    status: str = "completed"  # completed | interrupted | failed
+    status: str = "completed"  # completed | interrupted | failed | refused
     reason: str = ""
+    phase: str = ""  # the phase that failed (or refused), e.g. "cluster_up"; "" when none did
     exit_code: int = EXIT_UNKNOWN
     results: dict[str, Any] | None = None
     timings: dict[str, float] = field(default_factory=dict)
@@ -65,6 +68,10 @@ class RunOutcome:
 def verdict_of(results: dict[str, Any] | None) -> str:
     valid = (results or {}).get("valid")
     return "valid" if valid is True else "invalid" if valid is False else "unknown"
+
+
+class Refused(BadInput):
+    """A requested fault cannot run on this system or machine: found before any cluster started."""
 
 
 class _Interrupted(BaseException):
@@ -110,7 +117,7 @@ class _ClientNoise(logging.Filter):
 @contextmanager
 def _harness_log(run: Path) -> Iterator[None]:
     """Everything logged goes to <run>/harness.log (INFO and up); the terminal stays as quiet as asked."""
-    handler = logging.FileHandler(run / rundir.HARNESS_LOG, encoding="utf-8")
+    handler = logging.FileHandler(run / run_files.HARNESS_LOG, encoding="utf-8")
     handler.setLevel(logging.INFO)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
     root = logging.getLogger()
@@ -144,6 +151,7 @@ class _Phases:
     def __init__(self, console: Console, timings: dict[str, float]):
         self.console = console
         self.timings = timings
+        self.failed = ""  # the key of the first phase that did not finish
 
     @contextmanager
     def phase(self, key: str, text: str) -> Iterator[None]:
@@ -157,6 +165,8 @@ class _Phases:
         finally:
             took = time.monotonic() - started
             self.timings[key] = round(took, 2)
+            if not ok and not self.failed:
+                self.failed = key
             mark = "[green]✓[/]" if ok else "[red]✗[/]"
             self.console.print(f"  {mark} {text} ({took:.1f} s)", highlight=False)
 
@@ -175,6 +185,8 @@ class RunPieces:
     check_run: Callable[..., dict[str, Any]]
     build_nemesis: Callable[..., Any]
     heal_leftovers: Callable[[Path], list[str]]
+    # Why the requested faults cannot run here (None: they can), asked before any cluster starts.
+    preflight: Callable[[TestConfig, Any, Path, Path | None], str | None] | None = None
 
     @staticmethod
     def real() -> RunPieces:
@@ -184,6 +196,7 @@ class RunPieces:
         from checkers.api import check_run
         from clusters.factory import build_cluster
         from clusters.state import cleanup_leftovers, state_dir_default
+        from harness.preflight import refusal
 
         return RunPieces(
             build_cluster=build_cluster,
@@ -196,6 +209,7 @@ class RunPieces:
             check_run=check_run,
             build_nemesis=nemesis.build_nemesis,
             heal_leftovers=nemesis.heal_leftovers,
+            preflight=refusal,
         )
 
 
@@ -325,7 +339,7 @@ def run_test(
     if on_run_dir is not None:
         on_run_dir(run)
     outcome = RunOutcome(run_dir=run)
-    rundir.write_json(run / rundir.TEST_JSON, {"config": config.to_json(), "seed": config.seed})
+    rundir.write_json(run / run_files.TEST_JSON, {"config": config.to_json(), "seed": config.seed})
     phases = _Phases(console, outcome.timings)
     console.print(f"[bold]strandline run[/] {config.name} → {run}", highlight=False)
     started = time.monotonic()
@@ -335,6 +349,11 @@ def run_test(
         except (KeyboardInterrupt, _Interrupted) as e:
             outcome.status, outcome.reason = "interrupted", f"interrupted ({type(e).__name__} {e})".strip()
             console.print("[yellow]interrupted: healed and tore down; what was written is kept[/]")
+        except Refused as e:
+            outcome.status, outcome.reason = "refused", str(e)
+            outcome.exit_code = e.exit_code
+            log.info("run refused: %s", e)
+            console.print(f"[red]refused:[/] {e}", highlight=False, soft_wrap=True)
         except StrandlineError as e:
             outcome.status, outcome.reason = "failed", str(e)
             outcome.exit_code = e.exit_code
@@ -349,6 +368,7 @@ def run_test(
                 soft_wrap=True,
             )
         outcome.timings["total"] = round(time.monotonic() - started, 2)
+        outcome.phase = phases.failed if outcome.status != "completed" else ""
         _finish(run, outcome, phases, screenshot, pieces.check_run)
     return outcome
 
@@ -375,6 +395,11 @@ def _lifecycle(
     work.mkdir(parents=True, exist_ok=True)
     kwargs = {"state_dir": state_dir} if state_dir is not None else {}
     cluster = pieces.build_cluster(config, work, **kwargs)
+    if pieces.preflight is not None and wants_nemesis(config):
+        with phases.phase("preflight", "asking what the faults need, before any cluster starts"):
+            why = pieces.preflight(config, cluster.sut, work, state_dir)
+            if why:
+                raise Refused(why)
     history: Any = None
     nemesis: Any = None
     up = False
@@ -390,7 +415,7 @@ def _lifecycle(
             f"topics: {config.topics} × {config.partitions} partitions, RF {config.replication_factor}",
         ):
             pieces.setup_topics(config, bootstrap)
-        history = HistoryWriter(run / rundir.HISTORY)
+        history = HistoryWriter(run / run_files.HISTORY)
         if wants_nemesis(config):
             nemesis = pieces.build_nemesis(config, cluster, history, random.Random(config.seed))
             nemesis.validate()
@@ -404,13 +429,13 @@ def _lifecycle(
             recovery.update(_recover(cluster.sut, config, phases.console))
         with phases.phase("drain", "final reads of every partition"):
             drain = pieces.final_drain(
-                config, bootstrap, history, config.drain_timeout, path=run / rundir.DRAIN
+                config, bootstrap, history, config.drain_timeout, path=run / run_files.DRAIN
             )
             if not drain.complete:
                 phases.console.print(f"    [yellow]incomplete: {drain.reason}[/]", highlight=False)
         _guard(
             "cluster state",
-            lambda: rundir.write_json(run / rundir.CLUSTER_STATE, final_state_json(cluster.sut)),
+            lambda: rundir.write_json(run / run_files.CLUSTER_STATE, final_state_json(cluster.sut)),
         )
     finally:
         if history is not None:
@@ -419,7 +444,7 @@ def _lifecycle(
             _guard("heal", nemesis.heal_all)  # idempotent; a no-op after the heal above
         if up:
             with phases.phase("collect", "collecting node logs and data dirs"):
-                _guard("collect", lambda: cluster.collect(run / rundir.NODES))
+                _guard("collect", lambda: cluster.collect(run / run_files.NODES))
             with phases.phase("down", "tearing the cluster down"):
                 cluster.down()
 
@@ -547,10 +572,10 @@ def _finish(
     """Check and report whatever was written, then settle the verdict and the exit code."""
     from harness.report import write_report
 
-    config = rundir.read_json(run / rundir.TEST_JSON) or {}
+    config = rundir.read_json(run / run_files.TEST_JSON) or {}
     engine = ((config.get("config") or {}).get("checker")) or "reference"
     spark_master = (config.get("config") or {}).get("spark_master")
-    if (run / rundir.HISTORY).exists():
+    if (run / run_files.HISTORY).exists():
         try:
             with phases.phase("check", f"checking the history ({engine} checker)"):
                 outcome.results = check_run(run, engine, spark_master=spark_master)
@@ -563,10 +588,11 @@ def _finish(
     if outcome.status != "completed" and outcome.verdict == "valid":
         outcome.verdict = "unknown"  # nothing wrong was seen, but the test did not run to its end
     rundir.write_json(
-        run / rundir.OUTCOME,
+        run / run_files.OUTCOME,
         {
             "status": outcome.status,
             "reason": outcome.reason,
+            **({"phase": outcome.phase} if outcome.phase else {}),
             "verdict": outcome.verdict,
             "timings": outcome.timings,
             **({"recovery": outcome.recovery} if outcome.recovery else {}),
@@ -585,6 +611,8 @@ def _finish(
         phases.console.print(f"[red]report failed:[/] {e}", highlight=False, soft_wrap=True)
     if outcome.status == "interrupted":
         outcome.exit_code = EXIT_INTERRUPTED
+    elif outcome.status == "refused":
+        outcome.exit_code = EXIT_BAD_INPUT
     elif outcome.status == "failed":
         if outcome.exit_code not in (EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE):
             outcome.exit_code = EXIT_INFRASTRUCTURE

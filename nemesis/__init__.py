@@ -8,7 +8,6 @@
 from nemesis.core import Nemesis, build_nemesis
 from nemesis.heal import heal_leftovers
 from nemesis.packages import PACKAGES, SHADES
-from nemesis.shading import fault_windows
 from nemesis.static import check_config
 
 __all__ = [
@@ -17,6 +16,5 @@ __all__ = [
     "Nemesis",
     "build_nemesis",
     "check_config",
-    "fault_windows",
     "heal_leftovers",
 ]

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from clusters.sut import HasDataDirs, HasLeaders
+from clusters.sut import HasBrokerRegistry, HasDataDirs, HasLeaders, WaitsReady
 from foundation.errors import BadInput
 from nemesis.packages.base import Context
 
@@ -108,7 +108,7 @@ def leader_elected(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, 
 def isr_full(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     state = _state(ctx, step)
     isr = list(state.get("isr") or [])  # type: ignore[call-overload]
-    want = state.get("replicas") or list(range(int(getattr(ctx.config, "replication_factor", 1))))
+    want = state.get("replicas") or list(range(ctx.config.replication_factor))
     return len(isr) >= len(want), {"isr": isr}  # type: ignore[arg-type]
 
 
@@ -182,10 +182,9 @@ READY_SLICE_S = 1.0
 def broker_ready(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     """Whether `node`'s broker serves again; the system's `wait_ready` raises while it does not."""
     name = str(step["node"])
-    wait_ready = getattr(ctx.sut, "wait_ready", None)
-    if not callable(wait_ready):
+    if not isinstance(ctx.sut, WaitsReady):
         return True, {"node": name, "ready": "unknown (the system cannot tell)"}
-    wait_ready(ctx.node(name), timeout=READY_SLICE_S)
+    ctx.sut.wait_ready(ctx.node(name), timeout=READY_SLICE_S)
     return True, {"node": name}
 
 
@@ -199,11 +198,9 @@ def brokers_ready(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, A
 def broker_gone(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     """Whether the cluster noticed that `node`'s broker is gone (its registration expired)."""
     name = str(step["node"])
-    registered = getattr(ctx.sut, "registered_brokers", None)
-    broker_id = getattr(ctx.sut, "broker_id", None)
-    if callable(registered) and callable(broker_id):
-        return broker_id(ctx.node(name)) not in registered(), {"node": name}
-    session_s = int(getattr(ctx.config, "zookeeper_session_timeout_ms", 6000)) / 1000
+    if isinstance(ctx.sut, HasBrokerRegistry):
+        return ctx.sut.broker_id(ctx.node(name)) not in ctx.sut.registered_brokers(), {"node": name}
+    session_s = ctx.config.zookeeper_session_timeout_ms / 1000
     waited = time.monotonic() - float(step.get("since", 0.0))
     return waited >= session_s, {"node": name, "gone": "assumed after the session timeout"}
 

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from clusters.node import Node
-from clusters.sut import HasLeaders
+from clusters.sut import ClusterView, HasLeaders, RunsOnPython
+from foundation.config import TestConfig
 from foundation.errors import BadInput
+from history.writer import HistoryWriter
 from nemesis import choreography, conditions, net, schedule
 from nemesis.packages import PACKAGES, Active, Context, NoTarget, Package, PlanEnv, lookup
 from nemesis.packages.patterns import pattern_of
@@ -41,26 +43,26 @@ HEAL_ORDER = ("clock", "partition", "loss", "bandwidth", "delay", "pause", "kill
 class Nemesis:
     def __init__(
         self,
-        config: Any,
-        cluster: Any,
-        history: Any,
+        config: TestConfig,
+        cluster: ClusterView,
+        history: HistoryWriter | None,
         rng: random.Random,
         state_dir: str | Path | None = None,
     ) -> None:
         self.config = config
         self.history = history
         self.rng = rng
-        zookeeper = getattr(cluster, "zookeeper_node", None)
-        sut = getattr(cluster, "sut", None)
-        python = getattr(sut, "python", None) or getattr(cluster, "python", None) or sys.executable
-        state = Path(state_dir) if state_dir is not None else _cluster_state_dir(cluster)
+        sut = cluster.sut
+        python = (sut.python if isinstance(sut, RunsOnPython) else None) or sys.executable
+        # The ledger lives beside the cluster's state (so one `heal_leftovers(state_dir)` finds both).
+        state = Path(state_dir) if state_dir is not None else (cluster.state_dir or default_state_dir())
         self.ledger = FaultLedger(state)
         self.ctx = Context(
             config=config,
-            nodes=list(getattr(cluster, "nodes", [])),
+            nodes=list(cluster.nodes),
             sut=sut,
-            zookeeper=zookeeper,
-            bootstrap=getattr(cluster, "bootstrap_servers", lambda: []),
+            zookeeper=cluster.zookeeper_node,
+            bootstrap=cluster.bootstrap_servers,
             ledger=self.ledger,
             python=str(python),
         )
@@ -77,13 +79,13 @@ class Nemesis:
 
     @property
     def scripted(self) -> bool:
-        return bool(getattr(self.config, "schedule", ()))
+        return bool(self.config.schedule)
 
     def plan_env(self) -> PlanEnv:
         return PlanEnv(
             names=tuple(self.ctx.names),
-            topics=int(getattr(self.config, "topics", 1)),
-            partitions=int(getattr(self.config, "partitions", 1)),
+            topics=self.config.topics,
+            partitions=self.config.partitions,
             has_leaders=isinstance(self.ctx.sut, HasLeaders),
             has_zookeeper=_zookeeper_apart(self.ctx),
             crash_noticed_s=self._session_s(),
@@ -155,7 +157,7 @@ class Nemesis:
             self._validate_all(probe)
             return
         else:
-            for group in schedule.parse_specs(tuple(getattr(self.config, "nemesis", ()))):
+            for group in schedule.parse_specs(tuple(self.config.nemesis)):
                 for name, qualifier in group:
                     package = PACKAGES[name]
                     if qualifier is None:
@@ -230,7 +232,7 @@ class Nemesis:
             self.apply(step)
 
     def _session_s(self) -> float:
-        return int(getattr(self.config, "zookeeper_session_timeout_ms", 6000)) / 1000
+        return self.config.zookeeper_session_timeout_ms / 1000
 
     # --- what a pattern's sequence asks of its stage (nemesis.choreography.Stage) ---------------
 
@@ -448,15 +450,6 @@ def _pattern(step: dict[str, Any]) -> Pattern | None:
     return pattern_of(step, package.name) if package is not None else None
 
 
-def _cluster_state_dir(cluster: Any) -> Path:
-    """Where the cluster keeps its own ledger (so one `heal_leftovers(state_dir)` finds both)."""
-    state = getattr(cluster, "state", None)
-    path = getattr(state, "path", None)
-    if isinstance(path, Path):
-        return path.parent
-    return default_state_dir()
-
-
 def _same_partition(after: dict[str, Any], step: dict[str, Any]) -> bool:
     return (after.get("topic", "t0"), after.get("partition", 0)) == (
         step.get("topic", "t0"),
@@ -489,7 +482,11 @@ def _text(e: BaseException) -> str:
 
 
 def build_nemesis(
-    config: Any, cluster: Any, history: Any, rng: random.Random, state_dir: str | Path | None = None
+    config: TestConfig,
+    cluster: ClusterView,
+    history: HistoryWriter | None,
+    rng: random.Random,
+    state_dir: str | Path | None = None,
 ) -> Nemesis:
     """The nemesis for a test. `state_dir` holds the fault ledger (default: the clusters' state dir)."""
     return Nemesis(config, cluster, history, rng, state_dir)

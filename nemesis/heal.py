@@ -1,8 +1,9 @@
 """Healing after a crashed controller: run the heal recipes the ledger still lists.
 
 Called at the next start (`heal_leftovers(state_dir)`), with no cluster object: each recipe step
-says how to reach its node (an argv prefix recorded from the node, e.g. `ip netns exec <ns>`). A
-node that no longer exists (its namespace was cleaned up with its cluster) has nothing to heal.
+says how to reach its node (the node's handle, `clusters.handles`: a namespace, a container, an
+ssh host). A node that no longer exists (its namespace or container was removed with its cluster)
+has nothing to heal.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A controller killed with SIGKILL leaves its partitions, paused brokers and skewed clocks behind;
 `heal_leftovers(state_dir)` reads this file at the next start and runs each fault's heal recipe.
 A recipe is a list of `{"node", "argv"}` commands plus, for each node, how to reach it without the
-cluster object (`access`: an argv prefix such as `ip netns exec <ns>`, recorded from the node).
+cluster object (`access`: the node's handle, `clusters.handles`).
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ import itertools
 import json
 import logging
 import os
-import subprocess
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from clusters.handles import handle_of, reattach
+from clusters.handles import LOCAL, Runner, handle_of, reattach
 from clusters.node import Node
 from clusters.state import process_alive, process_start_time
 
@@ -121,35 +120,27 @@ def recipe_step(node: Node, argv: list[str]) -> dict[str, Any]:
 def run_recipe(
     entry: Mapping[str, Any], nodes: Mapping[str, Node] | None = None, timeout: float = 30.0
 ) -> list[str]:
-    """Run one fault's heal recipe; returns the problems (empty when everything healed)."""
+    """Run one fault's heal recipe; returns the problems (empty when everything healed).
+
+    A step runs on the live node of that name when there is one, else through its recorded handle
+    (after a controller crash); a step without a node runs on this machine.
+    """
     problems: list[str] = []
     for step in entry.get("heal", []):
         name, argv = step.get("node"), step.get("argv")
         if not isinstance(argv, list):
             continue
-        node = (nodes or {}).get(str(name))
+        live: Runner | None = (nodes or {}).get(str(name))
         access = step.get("access")
         try:
-            if node is None and isinstance(access, dict):
-                node = reattach(str(name), access)
-            if node is not None:
-                result = node.exec(argv, timeout=timeout, check=False)
-                ok, err = result.ok, result.stderr
-            elif isinstance(access, list) or name is None:
-                proc = subprocess.run(
-                    [*(access or []), *argv],
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout,
-                    check=False,
-                )
-                ok, err = proc.returncode == 0, proc.stderr
-            else:
+            runner = live or reattach(str(name), LOCAL if name is None and access is None else access)
+            if runner is None:
                 problems.append(f"{entry.get('kind')} on {name}: no way to reach the node")
                 continue
+            result = runner.exec(argv, timeout=timeout, check=False)
         except Exception as e:  # noqa: BLE001 - healing goes on with the next step
             problems.append(f"{entry.get('kind')} on {name}: {e}")
             continue
-        if not ok:
-            problems.append(f"{entry.get('kind')} on {name}: {err.strip() or 'failed'}")
+        if not result.ok:
+            problems.append(f"{entry.get('kind')} on {name}: {result.stderr.strip() or 'failed'}")
     return problems

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from foundation.config import TestConfig
 from nemesis.core import Nemesis
 
 
@@ -43,20 +44,28 @@ class _CapableSut:
         return ["lazyfs.sock"]
 
 
-class _ShapeCluster:
-    def __init__(self, nodes: int) -> None:
-        self.nodes = [_ShapeNode(f"n{i}", f"192.0.2.{i}") for i in range(1, nodes + 1)]
-        self.zookeeper_node = _ShapeNode("zk", "192.0.2.254")
-        self.sut = _CapableSut()
+class ShapeCluster:
+    """A cluster of the config's shape that is not up: enough for the static checks (`ClusterView`).
+
+    `sut`: the real (not yet started) system under test, to check what it offers; by default one
+    that can do everything (the checks that need only the config)."""
+
+    state_dir = None
+
+    def __init__(self, nodes: int, sut: Any = None) -> None:
+        self.nodes: list[Any] = [_ShapeNode(f"n{i}", f"192.0.2.{i}") for i in range(1, nodes + 1)]
+        self.zookeeper_node: Any = _ShapeNode("zk", "192.0.2.254")
+        self.sut = sut if sut is not None else _CapableSut()
+
+    def bootstrap_servers(self) -> list[str]:
+        return []
 
 
-def check_config(config: Any) -> None:
+def check_config(config: TestConfig) -> None:
     """The checks that need only the config (fault names, schedule steps, targets vs node count).
 
     Raises BadInput before anything is created; `Nemesis.validate()` repeats them against the
     real cluster and also asks the system and the nodes what they can do.
     """
-    nem = Nemesis(
-        config, _ShapeCluster(int(getattr(config, "nodes", 3))), None, random.Random(0), state_dir="."
-    )
+    nem = Nemesis(config, ShapeCluster(config.nodes), None, random.Random(0), state_dir=".")
     nem.validate(probe=False)

@@ -25,11 +25,14 @@ CHECKPOINT_NAME = "leader-epoch-checkpoint"
 class LeaderEpochCache:
     """Epoch -> start offset, sorted; `log_end_offset` is asked when the latest epoch is queried."""
 
-    def __init__(self, path: Path, log_end_offset: Callable[[], int]) -> None:
-        self.path = Path(path)
+    def __init__(self, path: Path | None, log_end_offset: Callable[[], int]) -> None:
+        """`path` None: kept in memory only (the simulator of strandline explore uses that)."""
+        self.path = Path(path) if path is not None else None
         self._log_end_offset = log_end_offset
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        if self.path is None:
+            return
         try:
             entries = read_entries(self.path, 2)
         except CheckpointError as exc:
@@ -126,7 +129,8 @@ class LeaderEpochCache:
         self._flush()
 
     def _flush(self) -> None:
-        write_entries(self.path, self.entries())
+        if self.path is not None:
+            write_entries(self.path, self.entries())
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self.entries()})"

@@ -1,6 +1,7 @@
 """`strandline bench TARGET`: a thin dispatcher; each target's benchmark lives with its area.
 
-`workload` and `broker` are in `workloads/bench.py`, `checker` in `checkers/bench.py`. Imports are
+`workload` and `broker` are in `workloads/bench.py`, `checker` in `checkers/bench.py`, `explore` in
+`explore/bench.py`. Imports are
 lazy so that one area's dependencies (Spark, Kafka clients) load only for its own benchmark.
 """
 
@@ -11,7 +12,12 @@ import importlib
 
 from foundation.errors import BadInput
 
-_TARGETS = {"workload": "workloads.bench", "broker": "workloads.bench", "checker": "checkers.bench"}
+_TARGETS = {
+    "workload": "workloads.bench",
+    "broker": "workloads.bench",
+    "checker": "checkers.bench",
+    "explore": "explore.bench",
+}
 
 
 def main(args: argparse.Namespace) -> int:

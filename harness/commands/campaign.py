@@ -22,12 +22,20 @@ def main(args: argparse.Namespace) -> int:
     )
     out_dir, results = run_campaign(campaign, store, console)
     missed = [r for r in results if not r.as_expected]
+    refused = [r for r in results if r.verdict == "refused"]
     for r in results:
+        if r.verdict == "refused":
+            print(f"--   {r.test.label:<40} refused: {r.reason}")
+            continue
         mark = "ok  " if r.as_expected else "MISS"
-        print(f"{mark} {r.test.name:<40} {r.verdict:<8} expected {'|'.join(r.test.expect)}")
+        print(f"{mark} {r.test.label:<40} {r.verdict:<8} expected {'|'.join(r.test.expect)}")
     print()
     print(render(table(results)))
     print()
     print(f"campaign: {out_dir / 'index.html'}")
-    print(f"campaign {campaign.name}: {len(results) - len(missed)}/{len(results)} as expected")
+    ran = len(results) - len(refused)
+    print(
+        f"campaign {campaign.name}: {ran - len(missed)}/{ran} as expected"
+        + (f", {len(refused)} refused (cannot run here)" if refused else "")
+    )
     return EXIT_INVALID if missed else EXIT_VALID

@@ -21,7 +21,9 @@ from types import FrameType
 from typing import Any
 
 from clusters.factory import Cluster, attach_cluster, build_cluster
+from clusters.node import InspectsDaemons, Reattachable
 from clusters.state import cleanup_leftovers, state_dir_default
+from clusters.sut import HasLeaders
 from foundation.config import TestConfig, resolve
 from foundation.errors import BadInput, InfrastructureError
 
@@ -108,7 +110,7 @@ def create_topics(config: TestConfig, cluster: Cluster, timeout: float = 60.0) -
     from workloads import setup_topics
 
     setup_topics(config, cluster.bootstrap_servers(), timeout=timeout)
-    if not hasattr(cluster.sut, "partition_state"):
+    if not isinstance(cluster.sut, HasLeaders):
         return
     deadline = time.monotonic() + timeout
     wanted = {(f"t{t}", p) for t in range(config.topics) for p in range(config.partitions)}
@@ -147,17 +149,18 @@ def describe(cluster: Cluster) -> dict[str, Any]:
     nodes = []
     for node in cluster.all_nodes:
         processes = []
-        for daemon in getattr(node, "daemon_names", lambda: [])():
-            pids = node.daemon_pids(daemon) if hasattr(node, "daemon_pids") else []
-            processes.append(
-                {
-                    "name": daemon,
-                    "pid": node.daemon_pid(daemon),
-                    "pids": pids,
-                    "running": bool(pids),
-                    "paused": bool(getattr(node, "daemon_paused", lambda d: False)(daemon)),
-                }
-            )
+        if isinstance(node, InspectsDaemons):
+            for daemon in node.daemon_names():
+                pids = node.daemon_pids(daemon)
+                processes.append(
+                    {
+                        "name": daemon,
+                        "pid": node.daemon_pid(daemon),
+                        "pids": pids,
+                        "running": bool(pids),
+                        "paused": node.daemon_paused(daemon),
+                    }
+                )
         role = "zookeeper" if cluster.zookeeper_node is not None and node.name == cluster.zookeeper_node.name else "broker"  # fmt: skip
         nodes.append(
             {
@@ -165,7 +168,7 @@ def describe(cluster: Cluster) -> dict[str, Any]:
                 "role": role,
                 "address": node.address,
                 "hostname": node.hostname,
-                "namespace": getattr(node, "netns", None),
+                "namespace": node.handle().get("netns") if isinstance(node, Reattachable) else None,
                 "processes": processes,
             }
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from foundation.config import resolve
 from harness.run import run_test
@@ -11,7 +12,7 @@ from harness.run import run_test
 RUN_KEYS = (
     "system", "backend", "nodes", "topics", "partitions", "replication_factor", "variant", "min_insync",
     "unclean_election", "acks", "nemesis", "nemesis_interval", "time_limit", "rate", "concurrency",
-    "client", "seed", "store", "checker", "name",
+    "client", "consume", "crash_clients", "seed", "store", "checker", "name",
 )  # fmt: skip
 
 
@@ -22,5 +23,7 @@ def overrides(args: argparse.Namespace) -> dict[str, object]:
 def main(args: argparse.Namespace) -> int:
     config = resolve(args.config, overrides(args))
     outcome = run_test(config)
+    if outcome.status == "refused":  # exit 2: the test cannot run here; the reason in one line
+        sys.stderr.write(f"strandline run: refused: {outcome.reason}\n")
     print(outcome.verdict_line, flush=True)
     return outcome.exit_code

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from clusters.node import Node
+from foundation.config import TestConfig
 from foundation.errors import BadInput
 from nemesis.state import FaultLedger, recipe_step
 
@@ -29,7 +30,7 @@ class NoTarget(Exception):
 class Context:
     """Everything a fault needs, taken from the cluster once."""
 
-    config: Any
+    config: TestConfig
     nodes: list[Node]
     sut: Any
     zookeeper: Node | None
@@ -119,6 +120,14 @@ class Package:
 
     def probe(self, ctx: Context) -> str | None:
         """Ask the nodes whether the fault can work here (iptables, tc, files); None when it can."""
+        return None
+
+    # Does `node_probe` ask anything? (A node is created for it before the cluster starts.)
+    probes_node: bool = False
+
+    def node_probe(self, node: Node) -> str | None:
+        """What the fault needs of a bare node, with no system on it (tc netem, FUSE, the clock
+        preload), asked of one node before any cluster starts; None when the node has it."""
         return None
 
     def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:

@@ -1,6 +1,7 @@
 """Clock faults through libfaketime offset files: bump (jump to an offset), strobe (flip between two
 offsets for a while), reset ("+0"). The system under test says where each node's file lives with
-`sut.clock_file(node) -> str | None` and starts its brokers with `nemesis.clock.faketime_env(file)`.
+`sut.clock_file(node)` (`clusters.sut.HasClockFile`) and starts its brokers under libfaketime
+(`clusters.own.faketime_env(file)`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import threading
 from typing import Any
 
 from clusters.node import Node
+from clusters.own import preload_library
+from clusters.sut import HasClockFile
 from foundation.errors import BadInput
 from nemesis import clock, targets
 from nemesis.packages.base import Active, Context, Package, PlanEnv
@@ -55,9 +58,19 @@ class Clock(Package):
     shade = {"color": "#54a24b", "label": "clock skew"}
     summary = "skew the brokers' wall clocks (libfaketime offset file); reset to +0 when healed"
     mode: str | None = None
+    probes_node = True
+
+    def node_probe(self, node: Node) -> str | None:
+        """The brokers run with libfaketime preloaded: the library must be readable on the node."""
+        library = preload_library(node)
+        if library is None:
+            return None  # installed with the system later (ssh hosts): the probe after set-up asks
+        if not node.exec(["test", "-r", library], timeout=15, check=False).ok:
+            return f"the clock preload {library} (libfaketime) is not readable on {node.name}"
+        return None
 
     def check(self, ctx: Context, step: dict[str, Any]) -> None:
-        if not callable(getattr(ctx.sut, "clock_file", None)):
+        if not isinstance(ctx.sut, HasClockFile):
             raise BadInput(
                 f"{self.name} needs a system whose brokers run under libfaketime "
                 f"(sut.clock_file(node)); {type(ctx.sut).__name__} has none"

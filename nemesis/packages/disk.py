@@ -13,7 +13,7 @@ from typing import Any
 
 from clusters import lazyfs
 from clusters.node import Node
-from clusters.sut import Killable
+from clusters.sut import HasDataDirs, HasLazyfs, Killable
 from foundation.errors import BadInput, InfrastructureError
 from nemesis import targets
 from nemesis.packages.base import Active, Context, Package, PlanEnv, topic_partition_draw
@@ -24,8 +24,7 @@ PATTERN_NAMES = names_of("lose-unsynced")
 
 
 def sockets(ctx: Context, name: str) -> list[str]:
-    found = getattr(ctx.sut, "lazyfs_sockets", None)
-    return list(found(ctx.node(name))) if callable(found) else []
+    return list(ctx.sut.lazyfs_sockets(ctx.node(name))) if isinstance(ctx.sut, HasLazyfs) else []
 
 
 def writeback(ctx: Context, names: list[str]) -> None:
@@ -51,11 +50,25 @@ class LoseUnsynced(Package):
     default_qualifiers = ("one", "minority", "majority", "all", "leader", *PATTERN_NAMES)
     shade = {"color": "#ff9da6", "label": "power loss"}
     summary = "power loss: SIGKILL the broker and drop its un-fsynced writes (lazyfs); restarted when healed"
+    probes_node = True
+
+    def node_probe(self, node: Node) -> str | None:
+        """The data dir is mounted on a FUSE filesystem: /dev/fuse and fusermount must be there."""
+        script = (
+            "test -c /dev/fuse && test -w /dev/fuse && { command -v fusermount || command -v fusermount3; }"
+        )
+        if not node.exec(["sh", "-c", script], timeout=15, check=False).ok:
+            return f"FUSE is not available on {node.name} (no writable /dev/fuse or no fusermount)"
+        return None
 
     def check(self, ctx: Context, step: dict[str, Any]) -> None:
         if not isinstance(ctx.sut, Killable):
             raise BadInput("lose-unsynced needs a system that can kill and start its brokers (Killable)")
-        if not callable(getattr(ctx.sut, "lazyfs_sockets", None)):
+        if not isinstance(ctx.sut, HasDataDirs):
+            raise BadInput(
+                f"lose-unsynced needs a system with data dirs; {type(ctx.sut).__name__} names none"
+            )
+        if not isinstance(ctx.sut, HasLazyfs):
             raise BadInput(
                 "lose-unsynced needs data dirs mounted on clusters.lazyfs (sut.lazyfs_sockets(node)); "
                 f"{type(ctx.sut).__name__} does not offer it"

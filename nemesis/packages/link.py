@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from clusters.node import Node
 from foundation.errors import BadInput
 from nemesis import net, targets
 from nemesis.packages.base import Active, Context, Package, PlanEnv
@@ -55,6 +56,12 @@ class Loss(_LinkFault):
 
     def probe(self, ctx: Context) -> str | None:
         why = ctx.first_problem(net.has_statistic)
+        return f"packet loss needs the iptables statistic match: {why}" if why else None
+
+    probes_node = True
+
+    def node_probe(self, node: Node) -> str | None:
+        why = net.has_statistic(node)
         return f"packet loss needs the iptables statistic match: {why}" if why else None
 
     def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
@@ -112,11 +119,12 @@ class Bandwidth(_Qdisc):
             raise BadInput(f"bandwidth: rate must be a tc rate such as 1mbit, got {rate!r}")
 
     def probe(self, ctx: Context) -> str | None:
-        for node in ctx.nodes[:1]:
-            why = net.has_tbf(node)
-            if why:
-                return why
-        return None
+        return next((why for node in ctx.nodes[:1] if (why := self.node_probe(node))), None)
+
+    probes_node = True
+
+    def node_probe(self, node: Node) -> str | None:
+        return net.has_tbf(node)
 
     def argv(self, device: str, step: dict[str, Any]) -> list[str]:
         return net.tbf_argv(device, str(step.get("rate", "1mbit")))
@@ -135,11 +143,13 @@ class Delay(_Qdisc):
         return {"delay_ms": rng.choice([20, 100, 500]), "jitter_ms": rng.choice([0, 10, 50])}
 
     def probe(self, ctx: Context) -> str | None:
-        for node in ctx.nodes[:1]:
-            why = net.has_netem(node)
-            if why:
-                return why + ": the delay fault cannot run here (loss, bandwidth and partition can)"
-        return None
+        return next((why for node in ctx.nodes[:1] if (why := self.node_probe(node))), None)
+
+    probes_node = True
+
+    def node_probe(self, node: Node) -> str | None:
+        why = net.has_netem(node)
+        return why + "; loss, bandwidth and partition can run here" if why else None
 
     def argv(self, device: str, step: dict[str, Any]) -> list[str]:
         return net.netem_argv(device, float(step.get("delay_ms", 100)), float(step.get("jitter_ms", 10)))

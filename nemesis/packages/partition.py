@@ -13,6 +13,7 @@ import random
 from typing import Any
 
 from clusters.node import Node
+from clusters.sut import HasZookeeper
 from foundation.errors import BadInput
 from nemesis import grudge as grudges
 from nemesis import net, targets
@@ -24,9 +25,10 @@ ZK = "zookeeper"
 
 def zookeeper_port(ctx: Context) -> int | None:
     """The ZooKeeper client port, when the SUT says (`zookeeper_connect` = "host:port[/chroot]")."""
-    connect = getattr(ctx.sut, "zookeeper_connect", None)
-    value = connect() if callable(connect) else connect
-    if isinstance(value, str) and ":" in value:
+    if not isinstance(ctx.sut, HasZookeeper):
+        return None
+    value = ctx.sut.zookeeper_connect()
+    if ":" in value:
         try:
             return int(value.split(",")[0].split("/")[0].rsplit(":", 1)[1])
         except ValueError:
@@ -107,11 +109,13 @@ class Partition(Package):
                 )
 
     def probe(self, ctx: Context) -> str | None:
-        def one(node: Node) -> str | None:
-            why = net.has_iptables(node)
-            return f"iptables does not work on {node.name}: {why}" if why else None
+        return ctx.first_problem(self.node_probe)
 
-        return ctx.first_problem(one)
+    probes_node = True
+
+    def node_probe(self, node: Node) -> str | None:
+        why = net.has_iptables(node)
+        return f"iptables does not work on {node.name}: {why}" if why else None
 
     def plan(self, rng: random.Random, env: PlanEnv, qualifier: str | None) -> dict[str, Any]:
         shape = qualifier or rng.choice(self.usable_qualifiers(env, None) or ["halves"])

@@ -14,8 +14,9 @@ import random
 import signal
 from typing import Any
 
-from clusters.node import Node
-from clusters.sut import Killable, Pausable
+from clusters.handles import LOCAL
+from clusters.node import HasDaemonCgroups, Node, PausesDaemons
+from clusters.sut import HasBrokerDaemon, Killable, Pausable
 from foundation.errors import BadInput
 from nemesis import targets
 from nemesis.packages import process_patterns
@@ -28,7 +29,7 @@ BROKER_DAEMON = "broker"
 
 
 def _daemon(ctx: Context) -> str:
-    return str(getattr(ctx.sut, "broker_daemon", BROKER_DAEMON))
+    return ctx.sut.broker_daemon if isinstance(ctx.sut, HasBrokerDaemon) else BROKER_DAEMON
 
 
 def _resolve(ctx: Context, step: dict[str, Any], pick: random.Random, default: Any = "one") -> list[str]:
@@ -173,8 +174,8 @@ class Restart(_Targeted):
 def pause_node(ctx: Context, node: Node) -> None:
     if isinstance(ctx.sut, Pausable):
         ctx.sut.pause(node)
-    elif callable(getattr(node, "pause_daemon", None)):
-        node.pause_daemon(_daemon(ctx))  # type: ignore[attr-defined]
+    elif isinstance(node, PausesDaemons):
+        node.pause_daemon(_daemon(ctx))
     else:
         node.signal_daemon(_daemon(ctx), signal.SIGSTOP)
 
@@ -182,8 +183,8 @@ def pause_node(ctx: Context, node: Node) -> None:
 def resume_node(ctx: Context, node: Node) -> None:
     if isinstance(ctx.sut, Pausable):
         ctx.sut.resume(node)
-    elif callable(getattr(node, "resume_daemon", None)):
-        node.resume_daemon(_daemon(ctx))  # type: ignore[attr-defined]
+    elif isinstance(node, PausesDaemons):
+        node.resume_daemon(_daemon(ctx))
     else:
         node.signal_daemon(_daemon(ctx), signal.SIGCONT)
 
@@ -192,8 +193,7 @@ def _resume_recipe(ctx: Context, node: Node) -> list[dict[str, Any]]:
     """How to resume this node's broker without the cluster object (after a controller crash)."""
     daemon = _daemon(ctx)
     steps: list[dict[str, Any]] = []
-    cgroup_of = getattr(node, "daemon_cgroup", None)
-    cgroup = cgroup_of(daemon) if callable(cgroup_of) else None
+    cgroup = node.daemon_cgroup(daemon) if isinstance(node, HasDaemonCgroups) else None
     if cgroup is not None:
         # The freeze file lives on this machine (netns nodes share its filesystem): thaw it here.
         steps.append(
@@ -206,7 +206,7 @@ def _resume_recipe(ctx: Context, node: Node) -> list[dict[str, Any]]:
                     "sh",
                     f"{cgroup}/cgroup.freeze",
                 ],
-                "access": [],
+                "access": LOCAL,
             }
         )
     pid = node.daemon_pid(daemon)

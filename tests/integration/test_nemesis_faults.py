@@ -25,12 +25,13 @@ from typing import Any
 import pytest
 
 from clusters.factory import Cluster, build_cluster
+from clusters.own import faketime_env
 from foundation.config import TestConfig
 from foundation.errors import BadInput
 from history.pairing import pair_problems
 from history.reader import iter_ops
 from history.writer import HistoryWriter
-from nemesis import build_nemesis, clock, heal_leftovers, net
+from nemesis import build_nemesis, heal_leftovers, net
 from nemesis.core import Nemesis
 from workloads import setup_topics
 
@@ -164,13 +165,19 @@ def test_paused_broker_stops_answering_and_answers_after_resume(env: dict[str, A
     history.close()
 
 
+def wall_clock_argv(python: str, clock_file: str) -> list[str]:
+    """A command printing the wall clock as a process started like the broker sees it."""
+    env = [f"{k}={v}" for k, v in faketime_env(clock_file).items()]
+    return ["env", *env, python, "-c", "import time; print(repr(time.time()))"]
+
+
 def test_skewed_node_reports_a_skewed_wall_clock_and_is_reset(env: dict[str, Any]) -> None:
     nem, history = nemesis_for(env, "clock")
     n2 = node(env, "n2")
     clock_file = env["cluster"].sut.clock_file(n2)
 
     def skew() -> float:
-        out = n2.exec(clock.wall_clock_argv(sys.executable, clock_file), timeout=30).stdout
+        out = n2.exec(wall_clock_argv(sys.executable, clock_file), timeout=30).stdout
         return float(out.strip()) - time.time()
 
     assert abs(skew()) < 2

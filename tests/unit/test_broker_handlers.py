@@ -13,7 +13,8 @@ from broker import protocol as p
 from broker.config import BrokerConfig, Listener
 from broker.handlers import ApiHandlers
 from broker.metadata import BrokerAddress, StandaloneMetadata
-from broker.replica_manager import PartitionState, ReplicaManager
+from broker.partition_state import PartitionState
+from broker.replica_manager import ReplicaManager
 
 
 def batch(values: list[bytes], producer_id: int = -1, sequence: int = -1) -> bytes:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from markupsafe import escape
 from rich.console import Console
 
 from foundation.errors import BadInput
@@ -158,3 +159,65 @@ def test_junit_failure_message_names_the_anomalies_and_the_report(tmp_path: Path
     assert failure_message(TestResult(test, "unknown", reason="cluster did not come up")).endswith(
         "got unknown: cluster did not come up"
     )
+
+
+def test_any_test_key_may_be_a_default_and_rows_carry_their_matrix_values(tmp_path: Path) -> None:
+    text = """
+[defaults]
+expect = "invalid"
+variant = "high-watermark"
+matrix = { seed = [2101, 2102] }
+[[test]]
+name = "hw-kill"
+nemesis = "kill"
+[[test]]
+name = "le-kill"
+variant = "leader-epoch"
+expect = "valid"
+matrix = { acks = ["all"] }
+"""
+    c = load_campaign(write(tmp_path, text), store=str(tmp_path))
+    rows = [(t.label, t.expect, t.config.variant) for t in c.tests]
+    assert rows == [
+        ("hw-kill seed=2101", ("invalid",), "high-watermark"),
+        ("hw-kill seed=2102", ("invalid",), "high-watermark"),
+        ("le-kill-all seed=2101 acks=all", ("valid",), "leader-epoch"),
+        ("le-kill-all seed=2102 acks=all", ("valid",), "leader-epoch"),
+    ]
+
+
+def test_a_refused_row_is_neither_a_pass_nor_a_miss_and_is_counted_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = '[[test]]\nname = "d"\nexpect = "valid"\nmatrix = { nemesis = ["delay", "kill"], seed = [7] }\n'
+    c = load_campaign(write(tmp_path, text), store=str(tmp_path))
+    reason = "fault 'delay' cannot run here: tc netem is not available on n1"
+
+    def fake_run(config: Any, console: Any = None) -> RunOutcome:
+        run = tmp_path / config.name / "20260101T000000"
+        run.mkdir(parents=True)
+        if "delay" in config.nemesis:
+            return RunOutcome(run_dir=run, status="refused", reason=reason, exit_code=2)
+        return RunOutcome(run_dir=run, verdict="valid", exit_code=0, results={"valid": True})
+
+    monkeypatch.setattr(campaign_module, "run_test", fake_run)
+    out_dir, results = run_campaign(c, tmp_path, Console(quiet=True))
+    assert [(r.test.label, r.verdict, r.as_expected) for r in results] == [
+        ("d-delay nemesis=delay seed=7", "refused", True),
+        ("d-kill nemesis=kill seed=7", "valid", True),
+    ]
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert summary["counts"] == {"valid": 1, "invalid": 0, "unknown": 0, "refused": 1, "skipped": 0}
+    assert summary["as_expected"] is True and summary["tests"][0]["name"] == "d-delay nemesis=delay seed=7"
+    suite = ET.parse(out_dir / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and (suite.get("skipped"), suite.get("failures")) == ("1", "0")
+    skipped = suite.find("testcase[@name='d-delay nemesis=delay seed=7']/skipped")
+    assert skipped is not None and skipped.get("message") == f"refused: {reason}"
+    index = (out_dir / "index.html").read_text()
+    assert f"refused: {escape(reason)}" in index and "1 refused" in index and 'data-ok="true"' in index
+
+
+def test_a_fault_the_config_cannot_run_is_refused_before_the_campaign_starts(tmp_path: Path) -> None:
+    text = '[[test]]\nname = "p"\nexpect = "valid"\nnodes = 3\nmatrix = { nemesis = ["kill", "partition:ring"] }\n'
+    with pytest.raises(BadInput, match=r"test\[0\] \(p-partition_ring nemesis=partition:ring\): .*ring"):
+        load_campaign(write(tmp_path, text))

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from foundation import run_files
 from foundation.config import load_file, resolve, validate
-from harness import rundir
 from harness.run import RunPieces, run_test
 
 
@@ -211,7 +211,7 @@ def test_sigterm_heals_and_tears_down(tmp_path: Path) -> None:
         killer.join()
     assert outcome.status == "interrupted" and outcome.exit_code == 130
     assert "heal_all" in calls and "down" in calls
-    assert (outcome.run_dir / rundir.HISTORY).stat().st_size > 0
+    assert (outcome.run_dir / run_files.HISTORY).stat().st_size > 0
 
 
 def test_a_cluster_that_cannot_come_up_is_an_infrastructure_failure(tmp_path: Path) -> None:
@@ -275,3 +275,41 @@ def test_healing_leftovers_says_what_it_removed(tmp_path: Path) -> None:
     text = out.getvalue()
     assert "removed leftover fault 7 on n1, n2\n" in text
     assert "removed leftover cluster sl-old (1 netns, 2 process)\n" in text
+
+
+def test_a_refused_fault_ends_the_run_before_any_cluster_starts(tmp_path: Path) -> None:
+    calls: list[str] = []
+    p = dataclasses.replace(
+        pieces(calls),
+        preflight=lambda config, sut, work, state_dir: "fault 'delay' cannot run here: no tc netem on n1",
+    )
+    config = resolve(None, {"store": str(tmp_path), "time_limit": 5, "nemesis": "delay"})
+    outcome = run_test(config, console=quiet(), pieces=p, screenshot=False)
+    assert outcome.status == "refused" and outcome.exit_code == 2
+    assert outcome.reason == "fault 'delay' cannot run here: no tc netem on n1"
+    assert "up" not in calls and not any(c.startswith("check") for c in calls)
+    ended = json.loads((outcome.run_dir / "outcome.json").read_text())
+    assert (ended["status"], ended["phase"], ended["verdict"]) == ("refused", "preflight", "unknown")
+    page = (outcome.run_dir / "report.html").read_text()
+    assert 'data-verdict="refused"' in page and "no tc netem on n1" in page
+
+
+def test_a_run_that_fails_during_setup_gets_a_report_naming_the_phase(tmp_path: Path) -> None:
+    calls: list[str] = []
+    p = pieces(calls)
+
+    class NoCluster(FakeCluster):
+        def up(self) -> None:
+            raise RuntimeError("zookeeper did not start")
+
+    p = dataclasses.replace(p, build_cluster=lambda config, work, **kw: NoCluster(calls))
+    config = resolve(None, {"store": str(tmp_path), "time_limit": 5})
+    outcome = run_test(config, console=quiet(), pieces=p, screenshot=False)
+    assert outcome.status == "failed" and outcome.exit_code == 4
+    assert json.loads((outcome.run_dir / "outcome.json").read_text())["phase"] == "cluster_up"
+    page = (outcome.run_dir / "report.html").read_text()
+    assert 'data-verdict="unknown"' in page
+    assert (
+        "The run failed during set-up (cluster up), before any load: RuntimeError: zookeeper did not start."
+        in page
+    )

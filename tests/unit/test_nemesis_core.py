@@ -20,10 +20,11 @@ import pytest
 from clusters.node import ExecResult
 from foundation.config import TestConfig
 from foundation.errors import BadInput
+from history.faults import fault_windows
 from history.pairing import pair_problems
 from history.reader import iter_ops
 from history.writer import HistoryWriter
-from nemesis import build_nemesis, fault_windows, grudge, heal_leftovers
+from nemesis import build_nemesis, grudge, heal_leftovers
 from nemesis.packages import SHADES
 from nemesis.state import FaultLedger
 
@@ -383,8 +384,8 @@ def test_shading_pairs_faults_with_their_heals(tmp_path: Path) -> None:
     nem.execute({"heal": "all"})
     history.close()
     windows = fault_windows(iter_ops(tmp_path / "history.jsonl"))
-    assert [w["fault"] for w in windows] == ["kill", "partition"]
-    assert all(w["end_ns"] is not None and w["end_ns"] > w["start_ns"] for w in windows)
+    assert [w.f for w in windows] == ["kill", "partition"]
+    assert all(w.healed_ns is not None and w.healed_ns > w.invoked_ns for w in windows)
     assert SHADES["kill"]["healed_by"] == "start" and SHADES["partition"]["healed_by"] == "heal"
 
 

@@ -9,7 +9,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.report import _divergence_table, _missing_groups, build_context, write_report
+from harness.report import build_context, write_report
+from harness.report_pictures import divergence_table as _divergence_table
+from harness.report_pictures import missing_groups as _missing_groups
 from harness.report_replicas import Marks, PartitionLogs, Replica
 from harness.report_svg import replica_chart
 from harness.report_text import availability_text, example_title, weak_evidence

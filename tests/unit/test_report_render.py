@@ -14,9 +14,11 @@ from typing import Any
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from checkers.replica_logs import check_replica_logs
 from harness.report import build_context, write_report
-from harness.report_history import digest_history, fault_windows
-from harness.report_replicas import compare, read_partition_logs
+from harness.report_faults import shaded_windows as fault_windows
+from harness.report_history import digest_history
+from harness.report_replicas import marks_from_results, read_partition_logs
 
 NS = 1_000_000_000
 
@@ -235,6 +237,12 @@ def make_run(run: Path, *, lost: bool = True, evil: bool = False) -> Path:
             "acked_lost": len(lost_values),
             "ops_per_s": 40.0,
             "latency_ms": {"p50": 8.0, "p99": 1500.0},
+            # what the replica-log checker records: the report draws replica marks from it
+            "replicas": check_replica_logs(
+                run / "nodes",
+                run / "history.jsonl",
+                final_state=json.loads((run / "cluster-state.json").read_text()),
+            ).partitions,
         },
         "checker": {"engine": "reference", "seconds": 0.4},
     }
@@ -250,8 +258,9 @@ def test_replica_logs_are_read_back_with_marks(tmp_path: Path) -> None:
     assert r.records[0][0] == 1 and r.log_end == len(r.records)
     assert r.epochs == [(0, 0), (1, r.epochs[1][1])]
     assert r.high_watermark == r.log_end
-    digest = digest_history(run / "history.jsonl")
-    marks = compare(logs[("t0", 1)], digest.acked[("t0", 1)])
+    state = json.loads((run / "cluster-state.json").read_text())
+    findings = check_replica_logs(run / "nodes", run / "history.jsonl", final_state=state)
+    marks = marks_from_results({"stats": {"replicas": findings.partitions}}, logs[("t0", 1)])
     assert len(marks["n2"].missing_acked) == 3 and not marks["n1"].missing_acked
     assert marks["n1"].divergent == marks["n2"].divergent and len(marks["n1"].divergent) == 3
 

@@ -1,0 +1,93 @@
+"""Kafka's ZooKeeper layout: the paths and the JSON the brokers write and read there.
+
+/brokers/ids/<id>                          ephemeral, {"host", "port", "endpoints", ...}
+/controller                                ephemeral, {"version":1,"brokerid":N,"timestamp":..}
+/controller_epoch                          "N"
+/brokers/topics/<t>                        {"version":3,"topic_id":..,"partitions":{"0":[1,2,3]}, ...}
+/brokers/topics/<t>/partitions/<p>/state   {"controller_epoch","leader","version":1,"leader_epoch","isr"}
+/latest_producer_id_block                  {"version":1,"broker":N,"block_start":"..","block_end":".."}
+/cluster/id                                {"version":"1","id":".."}
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from typing import Any
+
+from broker.partition_state import PartitionState
+
+IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+CLUSTER_ID = "/cluster/id"
+
+
+def state_path(topic: str, index: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{index}/state"
+
+
+def encode_state(leader: int, leader_epoch: int, isr: tuple[int, ...], controller_epoch: int) -> bytes:
+    return json.dumps(
+        {
+            "controller_epoch": controller_epoch,
+            "leader": leader,
+            "version": 1,
+            "leader_epoch": leader_epoch,
+            "isr": list(isr),
+        }
+    ).encode()
+
+
+def decode_state(info: dict[str, Any], replicas: tuple[int, ...], zk_version: int) -> PartitionState:
+    return PartitionState(
+        leader=int(info.get("leader", -1)),
+        leader_epoch=int(info.get("leader_epoch", 0)),
+        isr=tuple(int(b) for b in info.get("isr", [])),
+        replicas=replicas,
+        zk_version=zk_version,
+        controller_epoch=int(info.get("controller_epoch", 0)),
+    )
+
+
+def encode_topic(topic_id: uuid.UUID, assignment: dict[int, tuple[int, ...]]) -> bytes:
+    return json.dumps(
+        {
+            "version": 3,
+            "topic_id": base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("="),
+            "partitions": {str(p): list(r) for p, r in assignment.items()},
+            "adding_replicas": {},
+            "removing_replicas": {},
+        }
+    ).encode()
+
+
+def decode_topic(name: str, info: dict[str, Any]) -> tuple[uuid.UUID, dict[int, tuple[int, ...]]]:
+    """(topic id, assignment); a topic written without an id gets a stable one from its name."""
+    assignment = {int(k): tuple(int(b) for b in v) for k, v in (info.get("partitions") or {}).items()}
+    raw_id = str(info.get("topic_id") or "")
+    try:
+        topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(raw_id + "=" * (-len(raw_id) % 4)))
+    except (TypeError, ValueError):
+        topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"strandline:{name}")
+    return topic_id, assignment
+
+
+def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
+    return json.dumps({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp_ms)}).encode()
+
+
+def new_cluster_id(random_bytes: bytes) -> str:
+    return base64.urlsafe_b64encode(random_bytes).decode().rstrip("=")
+
+
+def parse_json(data: bytes | None) -> Any:
+    if not data:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None

@@ -1,0 +1,76 @@
+"""What a simulated test runs with: the broker's settings, the workload, the faults it may draw."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from broker.follower import TRUNCATIONS
+
+# The fault vocabulary of the simulator, named as the nemesis names them (docs/faults.md).
+FAULTS = ("kill", "restart", "pause", "partition", "power-loss", "clock")
+
+
+@dataclass(frozen=True, slots=True)
+class SimSettings:
+    truncation: str = "leader-epoch"
+    acks: int = -1  # -1 = all
+    min_insync_replicas: int = 2
+    unclean_leader_election: bool = False
+    election_policy: str = "first-in-isr"
+    flush_interval_messages: int | None = None  # None: never fsync on append (Kafka's default)
+    brokers: int = 3
+    session_timeout_ms: int = 6000
+    lag_time_max_ms: int = 10000
+    fetch_wait_max_ms: int = 500
+    hw_checkpoint_interval_ms: int = 5000
+    startup_ms: tuple[int, int] = (1500, 3000)  # a started broker serves after this long
+    producers: int = 2
+    produce_interval_ms: int = 250  # each producer, between its sends
+    request_timeout_ms: int = 30000
+    faults: tuple[str, ...] = FAULTS
+    max_fault_steps: int = 6
+    network_delay_ms: tuple[float, float] = (0.2, 2.0)
+
+    def __post_init__(self) -> None:
+        if self.truncation not in TRUNCATIONS:
+            raise ValueError(f"truncation must be one of {', '.join(TRUNCATIONS)}, got {self.truncation!r}")
+        if self.acks not in (-1, 0, 1):
+            raise ValueError(f"acks must be all (-1), 1 or 0, got {self.acks}")
+        if not 1 <= self.min_insync_replicas <= self.brokers:
+            raise ValueError(f"min.insync.replicas must be 1..{self.brokers}, got {self.min_insync_replicas}")
+        if self.brokers < 2:
+            raise ValueError("the simulator needs at least 2 brokers")
+        unknown = sorted(set(self.faults) - set(FAULTS))
+        if unknown:
+            raise ValueError(f"unknown faults {unknown}; the simulator models {', '.join(FAULTS)}")
+
+    def with_(self, **changes: object) -> SimSettings:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def safe_settings(**changes: object) -> SimSettings:
+    """The configuration that must survive every fault (docs/broker-variants.md): leader epochs,
+    acks=all, min.insync.replicas=2, RF=3, clean elections — and fsync on every append, since
+    a power loss of the leader alone in the ISR loses unflushed records in ZooKeeper-mode Kafka."""
+    return SimSettings(**{"flush_interval_messages": 1, **changes})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class Unsafe:
+    """A known-unsafe setting the simulator must catch: its settings and the faults that show it."""
+
+    name: str
+    settings: SimSettings = field(default_factory=SimSettings)
+
+
+def unsafe_settings() -> list[Unsafe]:
+    """Each unsafe setting alone, on top of otherwise safe settings."""
+    return [
+        Unsafe("high-watermark", safe_settings(truncation="high-watermark", faults=("kill", "restart"))),
+        Unsafe("acks=1", safe_settings(acks=1, faults=("kill", "pause"))),
+        Unsafe(
+            "unclean-election",
+            safe_settings(unclean_leader_election=True, faults=("kill", "partition")),
+        ),
+        Unsafe("no-fsync", SimSettings(flush_interval_messages=None, faults=("power-loss", "kill"))),
+    ]

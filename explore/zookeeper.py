@@ -1,0 +1,158 @@
+"""The simulated ZooKeeper: sessions that expire, registrations, the controller and its
+reconciliation (broker.controller.reconcile), partition state writes with compare-and-set."""
+
+from __future__ import annotations
+
+from broker.controller import CreateState, ElectLeader, KnownState, offline_partitions, reconcile
+from broker.partition_state import PartitionState
+from broker.replication import Role, WriteIsr
+from explore.schedule import PARTITION, TOPIC
+from explore.state import SimBroker
+from explore.world import World
+
+KEY = (TOPIC, PARTITION)
+
+
+class ZooKeeper(World):
+    def session_check(self, b: SimBroker) -> None:
+        """Whether b heartbeats changed: start or cancel the expiry of its session."""
+        token = self._expiry_token.get(b.id, 0) + 1
+        self._expiry_token[b.id] = token
+        if b.id in self.registered and not self.zk_connected(b):
+            t = self.settings.session_timeout_ms
+            self.after(t * self.rng.uniform(2 / 3, 1.0) + 500 * self.rng.random(), self._expire, b, token)
+
+    def _expire(self, b: SimBroker, token: int) -> None:
+        if self._expiry_token.get(b.id) != token or self.zk_connected(b):
+            return
+        self.note(f"zk: session of {b.name} expired")
+        self.deregister(b)
+
+    def register(self, b: SimBroker) -> None:
+        self.registered.add(b.id)
+        self.note(f"zk: {b.name} registered")
+        if self.controller < 0:
+            self._become_controller(b)
+        self.reconcile_soon()
+        self.notify(b)
+
+    def deregister(self, b: SimBroker) -> None:
+        self.registered.discard(b.id)
+        if self.controller == b.id:
+            self.controller = -1
+            contenders = sorted(i for i in self.registered if self.zk_connected(self.brokers[i]))
+            if contenders:
+                self._become_controller(self.brokers[self.rng.choice(contenders)])
+        self.reconcile_soon()
+
+    def _become_controller(self, b: SimBroker) -> None:
+        self.controller = b.id
+        self.controller_epoch += 1
+        self.note(f"zk: {b.name} is controller (epoch {self.controller_epoch})")
+
+    def reconcile_soon(self) -> None:
+        if not self._reconcile_pending:
+            self._reconcile_pending = True
+            self.after(2.0 + self._delay(), self._reconcile)
+
+    def _reconcile(self) -> None:
+        """The controller's pass: broker.controller.reconcile on what ZooKeeper holds."""
+        self._reconcile_pending = False
+        if self.controller < 0:
+            return
+        controller = self.brokers[self.controller]
+        if not self.zk_connected(controller):
+            return
+        live = set(self.registered)
+        assignments = {TOPIC: {PARTITION: self.replicas}}
+        st = self.zk_state
+        states = {KEY: KnownState(st.leader, st.leader_epoch, st.isr, st.zk_version)} if st else {}
+        log_ends = None
+        if self.settings.election_policy == "longest-log":
+            offline = offline_partitions(assignments, states, live)
+            log_ends = {
+                key: {r: self.brokers[r].log.log_end_offset for r in candidates if self.brokers[r].up}
+                for key, candidates in offline.items()
+            }
+        for action in reconcile(
+            assignments=assignments,
+            states=states,
+            live=live,
+            unclean_allowed=self.settings.unclean_leader_election,
+            policy=self.settings.election_policy,
+            log_ends=log_ends,
+        ):
+            choice = action.election
+            if isinstance(action, CreateState):
+                self.write_state(
+                    PartitionState(choice.leader, 0, choice.isr, self.replicas, 0, self.controller_epoch)
+                )
+            elif isinstance(action, ElectLeader):
+                assert st is not None
+                self.note(
+                    f"controller: {'unclean' if choice.unclean else 'clean'} election of "
+                    f"{choice.leader} (epoch {action.leader_epoch}, isr {list(choice.isr)})"
+                )
+                self.write_state(
+                    PartitionState(
+                        choice.leader,
+                        action.leader_epoch,
+                        choice.isr,
+                        self.replicas,
+                        st.zk_version + 1,
+                        self.controller_epoch,
+                    )
+                )
+
+    def write_state(self, state: PartitionState) -> None:
+        self.zk_state = state
+        self.note(
+            f"zk: state leader {state.leader} epoch {state.leader_epoch} isr {list(state.isr)} v{state.zk_version}"
+        )
+        for b in self.brokers.values():
+            if self.zk_connected(b):
+                self.broker_after(b, self._delay(), self.apply_state, b, state)
+
+    def notify(self, b: SimBroker) -> None:
+        """b (re)connected or resumed: its watches deliver the current state."""
+        if self.zk_state is not None and self.zk_connected(b):
+            self.broker_after(b, self._delay(), self.apply_state, b, self.zk_state)
+
+    def write_isr(self, b: SimBroker, action: WriteIsr) -> None:
+        """The leader's compare-and-set of the ISR (broker.zookeeper.cluster.ZkCluster.write_isr)."""
+        inc = b.incarnation
+
+        def attempt() -> None:
+            st = self.zk_state
+            ok = (
+                self.zk_connected(b)
+                and b.incarnation == inc
+                and st is not None
+                and st.zk_version == action.zk_version
+            )
+            version = -1
+            if ok and st is not None:
+                version = st.zk_version + 1
+                self.note(f"zk: {b.name} writes isr {list(action.isr)} ({action.reason})")
+                self.write_state(
+                    PartitionState(
+                        b.id, action.leader_epoch, action.isr, self.replicas, version, st.controller_epoch
+                    )
+                )
+            self.broker_after(b, self._delay(), self._isr_written, b, action, version)
+
+        self.after(self._delay(), attempt)
+
+    def _isr_written(self, b: SimBroker, action: WriteIsr, version: int) -> None:
+        replica = b.replica
+        if version < 0 or replica.role is not Role.LEADER or replica.leader_epoch != action.leader_epoch:
+            replica.on_isr_write_failed()
+            return
+        if b.state is not None:
+            s = b.state
+            b.state = PartitionState(
+                s.leader, action.leader_epoch, action.isr, s.replicas, version, s.controller_epoch
+            )
+        self.run_actions(
+            b, replica.state_changed(isr=action.isr, replicas=replica.replicas, zk_version=version)
+        )

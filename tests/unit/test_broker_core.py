@@ -1,0 +1,159 @@
+"""The sans-IO core's decisions: the follower protocol, role changes, produce admission, the controller."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from broker.controller import CreateState, ElectLeader, KnownState, offline_partitions, reconcile
+from broker.follower import Append, Backoff, FollowerReplica, ListLeaderOffsets, RestartAt, Truncate
+from broker.kafka_errors import (
+    FENCED_LEADER_EPOCH,
+    INVALID_REQUIRED_ACKS,
+    NONE,
+    NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    NOT_LEADER_OR_FOLLOWER,
+    OFFSET_OUT_OF_RANGE,
+)
+from broker.partition_state import PartitionState, RoleChange, role_change
+from broker.replication import PartitionReplica, Role
+from broker.storage import LeaderEpochCache
+
+
+class Log:
+    """A follower's log as the decisions read it."""
+
+    def __init__(self, leo: int, hw: int, epochs: list[tuple[int, int]], tmp: Path | None = None) -> None:
+        self.log_end_offset = leo
+        self.high_watermark = hw
+        self.epochs = LeaderEpochCache(tmp, lambda: self.log_end_offset)
+        for epoch, start in epochs:
+            self.epochs.assign(epoch, start)
+
+    def latest_epoch(self) -> int:
+        return self.epochs.latest_epoch()
+
+    def end_offset_for(self, epoch: int) -> tuple[int, int]:
+        return self.epochs.end_offset_for(epoch)
+
+
+def test_high_watermark_follower_truncates_to_its_hw_at_once_and_fetches() -> None:
+    f = FollowerReplica("high-watermark", leader_id=1, leader_epoch=3)
+    log = Log(leo=10, hw=7, epochs=[(0, 0), (2, 5)])
+    assert f.start(log) == [Truncate(7, "high-watermark truncation on becoming follower")]
+    assert not f.asks_epoch
+    assert f.on_fetch_answer(NONE, 9) == [Append(9)]
+
+
+def test_leader_epoch_follower_asks_first_and_keeps_what_the_leader_has() -> None:
+    f = FollowerReplica("leader-epoch", leader_id=1, leader_epoch=3)
+    log = Log(leo=10, hw=7, epochs=[(0, 0), (2, 5)])
+    assert f.start(log) == []
+    assert f.asks_epoch and f.epoch_request(log) == 2
+    assert f.on_fetch_answer(NONE, 9) == []  # not fetching before the truncation
+    assert f.on_epoch_answer(FENCED_LEADER_EPOCH, -1, -1, log) == [] and f.asks_epoch
+    actions = f.on_epoch_answer(NONE, 2, 12, log)
+    assert actions == [Truncate(10, "leader's epoch 2 ends at 12")] and not f.asks_epoch
+
+
+def test_leader_epoch_follower_cuts_back_an_epoch_the_leader_never_had_and_asks_again() -> None:
+    f = FollowerReplica("leader-epoch", leader_id=1, leader_epoch=4)
+    log = Log(leo=10, hw=4, epochs=[(0, 0), (2, 5)])
+    f.start(log)
+    # the leader knows epoch 1 (ending at 8) but never had our epoch 2
+    actions = f.on_epoch_answer(NONE, 1, 8, log)
+    assert actions == [Truncate(5, "no epoch 1 here; own epoch 0 ends at 5", forget_epochs_from=True)]
+    assert f.asks_epoch
+
+
+def test_out_of_range_past_the_leaders_end() -> None:
+    for truncation, expected in (
+        ("leader-epoch", []),
+        ("high-watermark", [Truncate(6, "fetch offset past the leader's log end")]),
+    ):
+        f = FollowerReplica(truncation, leader_id=1, leader_epoch=3)
+        log = Log(leo=10, hw=5, epochs=[(0, 0)])
+        f.start(log)
+        f.phase = f.phase.FETCH
+        assert f.on_fetch_answer(OFFSET_OUT_OF_RANGE, 5) == [ListLeaderOffsets()]
+        assert f.on_leader_offsets(0, 6, log) == expected
+        assert f.asks_epoch == (truncation == "leader-epoch")
+    f = FollowerReplica("leader-epoch", 1, 3)
+    assert f.on_leader_offsets(20, 30, Log(leo=10, hw=5, epochs=[])) == [RestartAt(20)]
+    assert f.on_fetch_answer(FENCED_LEADER_EPOCH, 5) == [Backoff()]
+
+
+def test_a_batch_straddling_the_log_end_is_taken_from_the_leader() -> None:
+    f = FollowerReplica("leader-epoch", 1, 3)
+    log = Log(leo=10, hw=5, epochs=[])
+    assert f.on_append_out_of_order(8, 9, log) == [Truncate(8, "leader batch straddles log end"), Append(9)]
+    assert f.on_append_out_of_order(12, 9, log) == []
+
+
+def test_role_changes() -> None:
+    s = PartitionState(leader=1, leader_epoch=2, isr=(1, 2), replicas=(1, 2), zk_version=5)
+    assert role_change(3, None, s, Role.NONE) is RoleChange.NOT_A_REPLICA
+    assert role_change(1, None, s, Role.NONE) is RoleChange.BECOME_LEADER
+    assert role_change(1, s, s, Role.LEADER) is RoleChange.LEADER_UPDATE
+    assert role_change(1, s, s, Role.FOLLOWER) is RoleChange.BECOME_LEADER
+    assert role_change(2, None, s, Role.NONE) is RoleChange.BECOME_FOLLOWER
+    assert role_change(2, s, s, Role.FOLLOWER) is RoleChange.FOLLOWER_UPDATE
+    newer = PartitionState(leader=1, leader_epoch=3, isr=(1, 2), replicas=(1, 2), zk_version=6)
+    assert role_change(2, s, newer, Role.FOLLOWER) is RoleChange.BECOME_FOLLOWER
+    assert role_change(2, s, s, Role.LEADER) is RoleChange.BECOME_FOLLOWER
+
+
+def test_produce_admission_follows_min_insync_replicas() -> None:
+    r = PartitionReplica(1, 1000)
+    assert r.admit_produce(-1, 2) == NOT_LEADER_OR_FOLLOWER
+    r.become_leader(
+        leader_epoch=0, isr=(1,), replicas=(1, 2), zk_version=0, log_end_offset=0, high_watermark=0, now_ms=0
+    )
+    assert r.admit_produce(-1, 2) == NOT_ENOUGH_REPLICAS
+    assert r.admit_produce(1, 2) == NONE  # acks=1 never looks at the ISR
+    assert r.admit_produce(2, 1) == INVALID_REQUIRED_ACKS
+    assert r.admit_produce(-1, 1) == NONE
+    assert r.produce_answer(-1, 2) == NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert r.produce_answer(-1, 1) == NONE and r.produce_answer(1, 2) == NONE
+
+
+def test_controller_reconcile_creates_elects_and_leaves_offline_partitions_alone() -> None:
+    assignments = {"t": {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}}
+    states = {
+        ("t", 1): KnownState(leader=2, leader_epoch=4, isr=(2, 3), zk_version=7),
+        ("t", 2): KnownState(leader=-1, leader_epoch=1, isr=(3,), zk_version=2),
+    }
+    live = {1, 3}
+    actions = reconcile(
+        assignments=assignments, states=states, live=live, unclean_allowed=False, policy="first-in-isr"
+    )
+    assert [type(a) for a in actions] == [CreateState, ElectLeader, ElectLeader]
+    create, elect, back = actions
+    assert (
+        isinstance(back, ElectLeader) and back.election.leader == 3
+    )  # an offline partition's ISR member is back
+    assert isinstance(create, CreateState) and create.election.leader == 1 and create.election.isr == (1, 3)
+    assert isinstance(elect, ElectLeader)
+    assert (elect.leader_epoch, elect.zk_version, elect.election.leader, elect.election.isr) == (
+        5,
+        7,
+        3,
+        (3,),
+    )
+    states[("t", 2)] = KnownState(leader=-1, leader_epoch=1, isr=(2,), zk_version=2)
+    offline = offline_partitions(assignments, states, live)
+    assert offline == {("t", 1): [3, 1], ("t", 2): [3, 1]}
+    actions = reconcile(
+        assignments=assignments, states=states, live=live, unclean_allowed=False, policy="first-in-isr"
+    )
+    assert all(not (isinstance(a, ElectLeader) and a.index == 2) for a in actions)  # offline stays offline
+    unclean = reconcile(
+        assignments=assignments,
+        states=states,
+        live=live,
+        unclean_allowed=True,
+        policy="longest-log",
+        log_ends={("t", 2): {3: 5, 1: 9}},
+    )
+    elected = [a for a in unclean if isinstance(a, ElectLeader) and a.index == 2]
+    assert elected and elected[0].election.leader == 1 and elected[0].election.unclean
