@@ -18,7 +18,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from foundation.errors import BadInput
-from nemesis.packages import ALIASES, PACKAGES, PlanEnv, lookup
+from nemesis import targets
+from nemesis.packages import ALIASES, PACKAGES, Package, PlanEnv, lookup
 
 CONTROL_DO = ("start", "resume", "heal")
 # Seconds past the session timeout a crash is held.
@@ -30,6 +31,14 @@ PICK_RANGE = 2**32
 
 def available() -> list[str]:
     return sorted(PACKAGES)
+
+
+def _role_qualifier(package: Package, qualifier: str) -> bool:
+    """`kill:role=storage`, `pause:role=coordinator`: the faults that take targets take roles;
+    partitions take two roles (`partition:broker|storage`). Checked against the system later."""
+    if targets.role_of_target(qualifier):
+        return "one" in package.qualifiers
+    return package.name == "partition" and "|" in qualifier
 
 
 def parse_specs(names: Sequence[str]) -> list[list[tuple[str, str | None]]]:
@@ -47,7 +56,7 @@ def parse_specs(names: Sequence[str]) -> list[list[tuple[str, str | None]]]:
                 )
             if package.name == "clock-reset":
                 raise BadInput("clock-reset is a scripted step, not a fault for the random schedule")
-            if qualifier and qualifier not in package.qualifiers:
+            if qualifier and qualifier not in package.qualifiers and not _role_qualifier(package, qualifier):
                 raise BadInput(
                     f"fault {package.name!r}: unknown qualifier {qualifier!r} "
                     f"(accepted: {', '.join(package.qualifiers)})"
