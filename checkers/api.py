@@ -32,6 +32,9 @@ RESULTS = "results.json"
 DRAIN = "drain.json"
 CLUSTER_STATE = "cluster-state.json"
 NODES = "nodes"
+# Written into nodes/ by the cluster (clusters/factory.py) for a system whose data dirs are not
+# Kafka segments: the replica-log checks are then not available and the history decides alone.
+REPLICAS_UNAVAILABLE = "replicas-unavailable.txt"
 
 
 def resolve_engine(engine: str, history: Path) -> str:
@@ -90,6 +93,13 @@ def write_results(path: Path, results: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _replicas_unavailable(nodes: Path) -> str | None:
+    try:
+        return (nodes / REPLICAS_UNAVAILABLE).read_text().strip() or None
+    except OSError:
+        return None
+
+
 def check_run(
     run_dir: str | Path,
     engine: str = "reference",
@@ -116,7 +126,8 @@ def check_run(
     drain, _ = read_optional_json(run / DRAIN)
     state, _ = read_optional_json(run / CLUSTER_STATE)
     replicas = None
-    if replica_logs:
+    unavailable = _replicas_unavailable(run / NODES)
+    if replica_logs and unavailable is None:
         replicas = check_replica_logs(
             run / NODES,
             history,
@@ -125,7 +136,7 @@ def check_run(
             replication_factor=config.replication_factor,
             brokers=[f"n{i}" for i in range(1, config.nodes + 1)],  # node nN runs broker N
         )
-    verdict = decide(result, replicas, config, drain)
+    verdict = decide(result, replicas, config, drain, replicas_unavailable=unavailable)
     counts = {name: a["count"] for name, a in verdict["anomalies"].items()}
     stats = compute_stats(history, result["stats"], counts, replicas.lost_by_second if replicas else None)
     if replicas is not None:

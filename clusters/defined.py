@@ -135,6 +135,16 @@ class DefinedSystem:
         values = self.values(node)
         return [render(p, values) for p in role.data_dirs]
 
+    def replica_logs_unavailable(self) -> str | None:
+        role = self.definition.broker_role
+        if role.data_format == "kafka" and role.data_dirs:
+            return None
+        return (
+            f"the replica-log checks were not available for this system: the data dirs of its "
+            f"{role.name} role are not in Kafka's segment format (data_format = "
+            f"{role.data_format!r} in {self.definition.path.name}); the history checks decide alone"
+        )
+
     def _daemon_log(self, node: Node) -> str:
         """The start command's stdout and stderr."""
         return f"{self.home(node)}/logs/{self.role_of(node).name}.out"

@@ -27,6 +27,7 @@ from clusters import docker_backend, ssh_backend, system_def  # backends: their 
 from clusters.defined import defined_system
 from clusters.netns import NetnsNetwork
 from clusters.node import Node
+from clusters.sut import MayLackReplicaLogs
 from clusters.own import OwnSystem
 from clusters.state import ClusterState, cleanup_leftovers, locked, state_dir_default
 from clusters.system_def import SystemDefinition
@@ -36,6 +37,7 @@ from foundation.errors import BadInput, InfrastructureError
 log = logging.getLogger(__name__)
 
 ZOOKEEPER_NODE = "zk"
+REPLICAS_UNAVAILABLE = "replicas-unavailable.txt"  # read by checkers/api.py (same name there)
 
 
 class Network(Protocol):
@@ -145,7 +147,12 @@ class Cluster:
             self.state.detach()
 
     def collect(self, dest: Path) -> None:
-        """Copy logs and data dirs to dest/<node>/logs/ and dest/<node>/data/."""
+        """Copy logs and data dirs to dest/<node>/logs/ and dest/<node>/data/; a system whose data
+        dirs are not Kafka segments says so in dest/replicas-unavailable.txt (checkers/api.py)."""
+        why = self.sut.replica_logs_unavailable() if isinstance(self.sut, MayLackReplicaLogs) else None
+        if why is not None:
+            Path(dest).mkdir(parents=True, exist_ok=True)
+            (Path(dest) / REPLICAS_UNAVAILABLE).write_text(why + "\n")
         for node in self.all_nodes:
             node_dest = Path(dest) / node.name
             for path in self.sut.log_files(node):

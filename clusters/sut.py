@@ -144,6 +144,13 @@ class RunsOnPython(Protocol):
 
 
 @runtime_checkable
+class MayLackReplicaLogs(Protocol):
+    def replica_logs_unavailable(self) -> str | None:
+        """Why the brokers' data dirs cannot be read as Kafka segments (None: they can)."""
+        ...
+
+
+@runtime_checkable
 class HasRoles(Protocol):
     """A system of several roles (a definition file's): faults aim at one (`kill:role=storage`)."""
 

@@ -9,6 +9,7 @@ and what is wrong (BadInput, exit 2).
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import signal
 import tomllib
@@ -304,6 +305,8 @@ def _role(r: _Reader, name: str, value: Any, brokers: str) -> RoleDef:
         if not start:
             raise r.fail(f"{key}.start", "empty start command")
     count = r.integer(f"{key}.count", t["count"], 1) if "count" in t else None
+    if count is not None and name == brokers:
+        raise r.fail(f"{key}.count", "the broker role runs on the test's nodes: set `nodes` (--nodes) instead")
     if "port" not in t:
         raise r.fail(f"{key}.port", "missing: the port the role serves on")
     ports_raw = t.get("ports", {})
@@ -329,7 +332,12 @@ def _role(r: _Reader, name: str, value: Any, brokers: str) -> RoleDef:
         u = r.table(uk, u, UPLOAD_KEYS)
         if "source" not in u or "dest" not in u:
             raise r.fail(uk, "needs source and dest")
-        source = Path(r.string(f"{uk}.source", u["source"])).expanduser()
+        text = r.string(f"{uk}.source", u["source"])
+        expanded = os.path.expandvars(text)
+        unset = re.search(r"\$\{?(\w+)", expanded)
+        if unset:
+            raise r.fail(f"{uk}.source", f"environment variable {unset.group(1)} is not set ({text})")
+        source = Path(expanded).expanduser()
         source = source if source.is_absolute() else r.path.parent / source
         if not source.exists():
             raise r.fail(f"{uk}.source", f"no file or directory {source}")
