@@ -5,7 +5,8 @@ milliseconds, and returns completions: (token, response) pairs. A token is whate
 to answer a request later (the asyncio adapter below uses a Future): JoinGroup and SyncGroup are
 barriers, answered when the whole group has joined (or the rebalance timeout passed) and when the
 leader has sent the assignment. Committed offsets are written durably (fsync) before a commit is
-acknowledged (broker.storage.group_offsets).
+acknowledged (broker.storage.group_offsets), and in ZooKeeper mode also to ZooKeeper, from where
+OffsetFetch answers, so a new coordinator resumes where the old one was (broker.zk_offsets).
 
 Group states follow Kafka's GroupMetadata: Empty -> PreparingRebalance -> CompletingRebalance ->
 Stable, back to PreparingRebalance when members join, leave or miss their session timeout.
@@ -25,9 +26,12 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.storage.group_offsets import CommittedOffset, GroupOffsetStore
+
+if TYPE_CHECKING:
+    from broker.zk_offsets import ZkOffsets
 
 log = logging.getLogger(__name__)
 
@@ -564,6 +568,8 @@ class GroupService:
         self._brokers = brokers
         self._clock = clock
         self._was_coordinator = False
+        # Where committed offsets are replicated (broker.zk_offsets), in ZooKeeper mode.
+        self.replica: ZkOffsets | None = None
 
     def now(self) -> float:
         if self._clock is not None:
@@ -762,10 +768,39 @@ class GroupService:
             errors = self.coordinator.commit_offsets(
                 body.group_id, body.generation_id_or_member_epoch, body.member_id, offsets, self.now()
             )
+            accepted = {key: offsets[key] for key, error in errors.items() if error == NONE}
+            if self.replica is not None and accepted:
+                try:
+                    await self.replica.write(body.group_id, accepted)
+                except Exception as e:  # not replicated: not acknowledged
+                    log.warning("group %s: offsets not written to ZooKeeper: %s", body.group_id, e)
+                    errors.update({key: COORDINATOR_NOT_AVAILABLE for key in accepted})
         topics: dict[str, list[dict[str, Any]]] = {}
         for (name, index), error in errors.items():
             topics.setdefault(name, []).append({"partition_index": index, "error_code": error})
         return {"topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
+
+    async def _fetch_replicated(
+        self, group_id: str, wanted: list[tuple[str, int]] | None
+    ) -> tuple[dict[tuple[str, int], FetchedOffset], int]:
+        """Committed offsets as ZooKeeper holds them (what every coordinator acknowledged)."""
+        assert self.replica is not None
+        try:
+            stored = await self.replica.read(group_id, wanted)
+        except Exception as e:
+            log.warning("group %s: offsets not readable from ZooKeeper: %s", group_id, e)
+            failed = FetchedOffset(-1, -1, "", COORDINATOR_NOT_AVAILABLE)
+            return {key: failed for key in wanted or []}, COORDINATOR_NOT_AVAILABLE
+        keys = sorted(stored) if wanted is None else wanted
+        fetched = {}
+        for key in keys:
+            c = stored.get(key)
+            fetched[key] = (
+                FetchedOffset(-1, -1, "")
+                if c is None
+                else FetchedOffset(c.offset, c.leader_epoch, c.metadata)
+            )
+        return fetched, NONE
 
     async def offset_fetch(self, request: Any) -> dict[str, Any]:
         body = request.body
@@ -779,7 +814,9 @@ class GroupService:
             wanted = None
             if topics is not None:
                 wanted = [(t.name, index) for t in topics for index in t.partition_indexes]
-            if coordinator:
+            if coordinator and self.replica is not None:
+                fetched, error = await self._fetch_replicated(group_id, wanted)
+            elif coordinator:
                 fetched = self.coordinator.fetch_offsets(group_id, wanted)
                 error = NONE
             else:
@@ -817,6 +854,11 @@ def install(handlers: Any, broker: Any) -> GroupService:
     service = GroupService(
         coordinator, config.broker_id, lambda: broker.metadata.brokers() if broker.metadata else {}
     )
+    zk = getattr(getattr(broker, "cluster", None), "zk", None)
+    if zk is not None:
+        from broker.zk_offsets import ZkOffsets
+
+        service.replica = ZkOffsets(zk)
     for api_key, handler in service.handlers().items():
         handlers.register(api_key, GROUP_API_VERSIONS[api_key], handler)
     task = asyncio.get_running_loop().create_task(service.run_ticks())

@@ -116,6 +116,26 @@ class HistoryBuilder:
         invoke = self.op(process=process, type="invoke", f="assign", **fields)
         return invoke, self.op(process=process, type=outcome, f="assign", **fields)
 
+    def subscribe(self, process: int, group: str, topics: Sequence[str] = ("t0",)) -> tuple[int, int]:
+        fields = {"group": group, "topics": list(topics)}
+        invoke = self.op(process=process, type="invoke", f="subscribe", **fields)
+        return invoke, self.op(process=process, type="ok", f="subscribe", **fields)
+
+    def commit(
+        self,
+        process: int,
+        group: str,
+        offsets: Sequence[tuple[str, int, int]],
+        outcome: str = "ok",
+        mode: str = "explicit",
+    ) -> tuple[int, int]:
+        """`offsets`: (topic, partition, offset) triples."""
+        listed = [{"topic": t, "partition": p, "offset": o} for t, p, o in offsets]
+        fields: dict[str, Any] = {"group": group, "mode": mode, "offsets": listed}
+        invoke = self.op(process=process, type="invoke", f="commit", **fields)
+        extra = {"error": "commit failed"} if outcome != "ok" else {}
+        return invoke, self.op(process=process, type=outcome, f="commit", **fields, **extra)
+
     def nemesis(self, f: str, value: Any = None, outcome: str = "ok") -> tuple[int, int]:
         invoke = self.op(process="nemesis", type="invoke", f=f, value=value)
         return invoke, self.op(process="nemesis", type=outcome, f=f, value=value)
@@ -283,6 +303,8 @@ PLANTABLE = (
     "phantom",
     "poll-skip",
     "nonmonotonic-poll",
+    "group-skip",
+    "nonmonotonic-commit",
     "nonmonotonic-send",
 )
 
@@ -302,11 +324,24 @@ def _insert(sim: Simulated, rng: random.Random, pairs: list[tuple[dict[str, Any]
 def _fresh_poll(sim: Simulated, records: list[Record]) -> tuple[dict[str, Any], dict[str, Any]]:
     process = sim.next_process
     sim.next_process += 1
+    return _fresh_poll_of(process, records)
+
+
+def _fresh_poll_of(process: int, records: list[Record]) -> tuple[dict[str, Any], dict[str, Any]]:
     listed = [{"topic": t, "partition": p, "offset": o, "value": v} for t, p, o, v in records]
     return (
         {"process": process, "type": "invoke", "f": "poll"},
         {"process": process, "type": "ok", "f": "poll", "records": listed},
     )
+
+
+def _group_ops(process: int, f: str, **fields: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    base = {"process": process, "f": f, **fields}
+    return {**base, "type": "invoke"}, {**base, "type": "ok"}
+
+
+def _offsets(topic: str, offset: int) -> list[dict[str, Any]]:
+    return [{"topic": topic, "partition": 0, "offset": offset}]
 
 
 def _send_ops(process: int, value: int, topic: str, offset: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -375,6 +410,31 @@ def plant(sim: Simulated, kind: str, rng: random.Random, serial: int) -> bool:
         sim.ops[i:i] = [first[0], first[1], second[0], second[1]]
         pairs.append(_fresh_poll(sim, [(topic, 0, 1, high)]))
         pairs.append(_fresh_poll(sim, [(topic, 0, 0, low)]))
+    elif kind in ("group-skip", "nonmonotonic-commit"):
+        # A topic and a group of their own, fresh processes, one contiguous episode.
+        topic, group = f"tgroup{serial}", f"gplant{serial}"
+        episode: list[dict[str, Any]] = []
+        if kind == "group-skip":
+            skipped, read = _new_value(sim), _new_value(sim)
+            for value, offset in ((skipped, 0), (read, 1)):
+                episode += _send_ops(sim.next_process, value, topic, offset)
+                sim.next_process += 1
+            member = sim.next_process
+            sim.next_process += 1
+            episode += _group_ops(member, "subscribe", group=group, topics=[topic])
+            episode += _fresh_poll_of(member, [(topic, 0, 1, read)])
+            episode += _group_ops(member, "commit", group=group, mode="explicit", offsets=_offsets(topic, 2))
+            episode += _fresh_poll(sim, [(topic, 0, 0, skipped), (topic, 0, 1, read)])
+        else:
+            for offset in (5, 3):
+                member = sim.next_process
+                sim.next_process += 1
+                episode += _group_ops(member, "subscribe", group=group, topics=[topic])
+                episode += _group_ops(
+                    member, "commit", group=group, mode="explicit", offsets=_offsets(topic, offset)
+                )
+        i = rng.randint(0, len(sim.ops))
+        sim.ops[i:i] = episode
     elif kind == "lost-write":
         topic = f"tlost{serial}"
         lost, later = _new_value(sim), _new_value(sim)

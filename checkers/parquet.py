@@ -532,7 +532,7 @@ OPERATIONS_SCHEMA = pa.schema(
     ]
 )
 # `f` and `outcome` again as small integers (their index in these), cheaper for Spark to compare.
-F_CODES = ("send", "poll", "assign", "crash")
+F_CODES = ("send", "poll", "assign", "crash", "subscribe", "commit", "rebalance")
 OUTCOME_CODES = ("ok", "fail", "info", "open")
 _TYPE_CODES = pa.array(["invoke", "ok", "fail", "info"])
 _F_CODES = pa.array(F_CODES)

@@ -46,6 +46,21 @@ Rules (count: what one occurrence is; an example's `index` is its sort anchor)
   unseen). With a position (prev_offset, prev_index) a read at offset o is a poll-skip when
   o > prev_offset + 1 (skipped = o - prev_offset - 1) and a nonmonotonic-poll when o <= prev_offset.
   Example index: the later read's poll index.
+* Consumer groups. A process is a *member* of group G from its `subscribe` invocation with
+  `group` = G. A *commit* of G is an `ok` commit operation of a member: each `{topic, partition,
+  offset}` of its invocation's `offsets` says G consumed tp below that offset (a commit or
+  subscribe without a string group or well-formed offsets is ignored). G *returned* a value
+  when any member's read returned it (at any position).
+* group-skip (per (group, position)): a read position (tp, o) holding value v (the first read of that
+  position; the final drain reads every partition from its beginning to its end, so the reads show
+  the partition's log) such that some commit of G on tp has an offset > o, and no member of G
+  returned v. Example: `index`, `process`, `committed_offset` of the first commit of G (by
+  completion index) past o; `read_index`/`read_process` of the first read of the position.
+* nonmonotonic-commit (per commit and partition): a commit of G on tp whose offset is lower than
+  that of a commit of G on tp that completed before this one was invoked (the greatest such one:
+  `prev_index`, `prev_offset`). Group members never seek, so a group's offsets only move forward;
+  the consumer resets (auto.offset.reset) only when its committed offset is not in the log, which
+  is itself a loss. Example index: the later commit's completion index.
 * nonmonotonic-send (per consecutive pair of acks of one process on one tp, in history order): the
   later ack's offset < the earlier ack's offset. Example index: the later ack's completion index.
 
@@ -54,6 +69,7 @@ Examples: of each anomaly, the `MAX_EXAMPLES` smallest by the catalogue's `order
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 from collections import defaultdict
@@ -157,6 +173,14 @@ class _Checker:
         ] = {}  # (process, tp) -> (offset, index, value)
         self.superseded: list[tuple[int, Any, int]] = []
         self.orphans: list[int] = []
+        # Consumer groups: a member's group; values each group returned; ok commits per (group, tp)
+        # in completion order; the greatest ok commit so far, and its snapshot at each invocation.
+        self.group_of: dict[Any, str] = {}
+        self.group_returned: dict[str, set[int]] = defaultdict(set)
+        self.first_read_at: dict[Position, tuple[int, Any, int]] = {}  # position -> (index, process, value)
+        self.commits: dict[tuple[str, str, int], list[tuple[int, Any, int]]] = defaultdict(list)
+        self.committed: dict[tuple[str, str, int], tuple[int, int]] = {}  # -> (offset, index)
+        self.commit_floor: dict[int, dict[tuple[str, str, int], tuple[int, int]]] = {}
         self.malformed_count = 0
         self.first_malformed: tuple[int, str] | None = None
 
@@ -174,6 +198,7 @@ class _Checker:
                 self._complete(process, op)
         self._finish_open_ops()
         self._judge_acks_and_reads()
+        self._judge_groups()
         self._describe_problems()
         anomalies = {name: ex.result() for name, ex in self.found.items()}
         return {"anomalies": anomalies, "stats": self.stats, "incomplete": self.incomplete}
@@ -186,6 +211,12 @@ class _Checker:
         self.open_ops[process] = op
         if op["f"] == "assign":
             self.poll_position.pop(process, None)
+        elif op["f"] == "subscribe":
+            group = op.get("group")
+            if isinstance(group, str):  # else ignored, as the Spark engine ignores it
+                self.group_of[process] = group
+        elif op["f"] == "commit":
+            self._invoke_commit(process, op)
         elif op["f"] == "send":
             value = op.get("value")
             if not _is_int(value):
@@ -214,6 +245,10 @@ class _Checker:
         }.get(f)
         if counts is not None:
             counts[outcome] += 1  # type: ignore[literal-required]
+        if f == "commit":
+            floor = self.commit_floor.pop(invocation["index"], None)
+            if outcome == "ok" and completion is not None and floor is not None:
+                self._commit_ok(process, invocation, completion["index"], floor)
         if f == "send":
             self._close_send(process, invocation, outcome, completion)
         elif f == "poll":
@@ -269,6 +304,62 @@ class _Checker:
             )
         self.last_ack[key] = (offset, index, value)
 
+    def _commit_offsets(self, op: dict[str, Any]) -> list[tuple[str, int, int]] | None:
+        offsets = op.get("offsets")
+        if not isinstance(offsets, list):
+            return None
+        result = []
+        for entry in offsets:
+            if type(entry) is not dict:
+                return None
+            topic, partition, offset = entry.get("topic"), entry.get("partition"), entry.get("offset")
+            if not (type(topic) is str and type(partition) is int and type(offset) is int):
+                return None
+            result.append((topic, partition, offset))
+        return result
+
+    def _invoke_commit(self, process: Any, op: dict[str, Any]) -> None:
+        """Remember what the group had committed when this commit began (its floor)."""
+        group = op.get("group")
+        offsets = self._commit_offsets(op)
+        if not isinstance(group, str) or offsets is None:
+            return  # ignored, as the Spark engine ignores it
+        floor = {}
+        for topic, partition, _ in offsets:
+            key = (group, topic, partition)
+            if key in self.committed:
+                floor[key] = self.committed[key]
+        self.commit_floor[op["index"]] = floor
+
+    def _commit_ok(
+        self,
+        process: Any,
+        invocation: dict[str, Any],
+        index: int,
+        floor: dict[tuple[str, str, int], tuple[int, int]],
+    ) -> None:
+        group = invocation["group"]
+        for topic, partition, offset in self._commit_offsets(invocation) or []:
+            key = (group, topic, partition)
+            self.commits[key].append((index, process, offset))
+            below = floor.get(key)
+            if below is not None and offset < below[0]:
+                self.found["nonmonotonic-commit"].add(
+                    {
+                        "index": index,
+                        "process": process,
+                        "group": group,
+                        "topic": topic,
+                        "partition": partition,
+                        "offset": offset,
+                        "prev_index": below[1],
+                        "prev_offset": below[0],
+                    }
+                )
+            best = self.committed.get(key)
+            if best is None or offset > best[0]:
+                self.committed[key] = (offset, index)
+
     def _reads(self, process: Any, completion: dict[str, Any]) -> None:
         index = completion["index"]
         records = completion.get("records") or []
@@ -289,6 +380,11 @@ class _Checker:
                 self._malformed(index, "poll record without topic, partition, offset and value")
                 continue
             self.stats["records_read"] += 1
+            group = self.group_of.get(process)
+            if group is not None:
+                self.group_returned[group].add(value)
+            if (topic, partition, offset) not in self.first_read_at:
+                self.first_read_at[(topic, partition, offset)] = (index, process, value)
             if value not in self.first_read:
                 self.first_read[value] = (index, list_pos, process, topic, partition, offset)
             position = (topic, partition, offset)
@@ -397,6 +493,38 @@ class _Checker:
                     "values": listed,
                 }
             )
+
+    def _judge_groups(self) -> None:
+        """group-skip: positions below a group's commits whose value no member of the group returned."""
+        by_tp: dict[TopicPartition, list[tuple[int, int, Any, int]]] = defaultdict(list)
+        for (topic, partition, offset), (index, process, value) in self.first_read_at.items():
+            by_tp[(topic, partition)].append((offset, index, process, value))
+        for (group, topic, partition), commits in self.commits.items():
+            returned = self.group_returned.get(group, set())
+            # The first commit (by completion index) past each offset: a running maximum.
+            past: list[tuple[int, int, Any]] = []  # (offset, index, process), offsets increasing
+            for index, process, offset in sorted(commits, key=lambda c: c[0]):
+                if not past or offset > past[-1][0]:
+                    past.append((offset, index, process))
+            past_offsets = [c[0] for c in past]
+            for offset, read_index, read_process, value in by_tp.get((topic, partition), []):
+                if value in returned or offset >= past[-1][0]:
+                    continue
+                committed_offset, index, process = past[bisect.bisect_right(past_offsets, offset)]
+                self.found["group-skip"].add(
+                    {
+                        "index": index,
+                        "process": process,
+                        "group": group,
+                        "topic": topic,
+                        "partition": partition,
+                        "offset": offset,
+                        "value": value,
+                        "committed_offset": committed_offset,
+                        "read_index": read_index,
+                        "read_process": read_process,
+                    }
+                )
 
     def _describe_problems(self) -> None:
         torn = [p for p in self.problems if p.torn_tail]

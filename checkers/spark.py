@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 from checkers.catalogue import EngineResult
 from checkers.parquet import convert
 from checkers.spark_engine import ParquetForm, check_parquet
+from checkers.spark_groups import check_groups, merge_into
 from checkers.spark_session import get_session
 from foundation.errors import BadInput, InfrastructureError
 
@@ -115,6 +116,11 @@ def check_history(
         first_orphan=form.first_orphan,
         figures=form.figures,
         topics=form.topics,
+    )
+    # The consumer-group rules read the group operations' own fields (checkers/spark_groups.py).
+    merge_into(
+        result["anomalies"],
+        check_groups(spark, os.fspath(history_path), form.operations_path, form.reads_path),
     )
     last_timings["check"] = time.monotonic() - checking
     last_timings["total"] = time.monotonic() - started

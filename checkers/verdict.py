@@ -44,11 +44,11 @@ class Facts:
     drain_complete: bool | None  # None: no drain.json (the drain's outcome is not known)
 
 
-# Conditions a rule can name. `consumer_mode` is not a TestConfig key yet: the queue workload only
-# consumes by assign; a subscribe mode would add it.
+# Conditions a rule can name. Under `consume = "mixed"` the poll rules cannot tell a group member's
+# polls from an assigning process's, so they are judged as under subscribe.
 CONDITIONS: dict[str, Callable[[Facts], bool]] = {
     "without-idempotence": lambda facts: not facts.config.idempotence,
-    "consuming-by-subscribe": lambda facts: getattr(facts.config, "consumer_mode", "assign") == "subscribe",
+    "consuming-by-subscribe": lambda facts: facts.config.consume in ("subscribe", "mixed"),
     "drain-not-known-complete": lambda facts: facts.drain_complete is not True,
 }
 

@@ -51,7 +51,7 @@ class Processes(World):
     def kill(self, b: SimBroker, power_loss: bool = False) -> None:
         if not b.up:
             return
-        b.up = False
+        b.up, b.paused = False, False  # SIGKILL ends a frozen process too
         b.incarnation += 1
         for waiter in b.waiters:  # the process is gone: its connections close at once
             waiter.reply(CONNECT_REFUSED, -1)

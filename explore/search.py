@@ -5,7 +5,9 @@ i-th schedule depends only on (seed, i), so the same seed gives the same search,
 budget only decides how far along that sequence it gets; hypothesis has no wall-clock budget and
 its own per-example overhead. Shrinking is greedy delta debugging, as hypothesis shrinks: drop
 steps (chunks, then single ones), then make each remaining step simpler (no wait, shorter waits,
-a plain role as target), keeping every change after which the simulation still fails. Each
+a plain role as target), keeping every change after which the simulation still fails; last, a
+`follower` target becomes `followers` when that still fails, so a replay on real nodes (which
+picks a follower at random) hits the one that mattered. Each
 candidate runs with the failing run's simulation seed, so every verdict is reproducible.
 """
 
@@ -133,4 +135,12 @@ def shrink(
             if result.failed:
                 current, improved = candidate, True
                 break
+    # Last, a replay on real nodes picks `follower` at random, where the simulation picked the one
+    # that mattered: aim at every follower instead, if the simulation still fails that way.
+    for i, step in enumerate(current):
+        if step.target == "follower" and runs < max_runs:
+            candidate = (*current[:i], step.simpler(target="followers"), *current[i + 1 :])
+            runs += 1
+            if simulate(settings, candidate, sim_seed).failed:
+                current = candidate
     return current, simulate(settings, current, sim_seed, trace=True), runs

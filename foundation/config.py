@@ -26,6 +26,7 @@ BACKENDS = ("netns", "docker", "ssh")
 VARIANTS = ("leader-epoch", "high-watermark")
 ACKS = ("all", "1", "0")
 CLIENTS = ("kafka-python", "confluent-kafka")
+CONSUME_MODES = ("assign", "subscribe", "mixed")
 CHECKERS = ("auto", "spark", "reference")
 ELECTION_POLICIES = ("first-in-isr", "longest-log")
 
@@ -68,6 +69,11 @@ class TestConfig:
     rate: float = 200.0
     concurrency: int = 10
     client: Literal["kafka-python", "confluent-kafka"] = "kafka-python"
+    # How client processes consume: assign partitions themselves, subscribe as members of consumer
+    # groups (committing offsets), or both kinds side by side (docs/workloads.md).
+    consume: Literal["assign", "subscribe", "mixed"] = "assign"
+    # Every this many seconds on average a random client process is killed abruptly; 0: never.
+    crash_clients: float = 0.0
     seed: int = 0
     store: str = "results"
     # auto: the reference checker for ordinary histories, Spark for big ones (checkers/api.py).
@@ -114,6 +120,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "variant": VARIANTS,
     "acks": ACKS,
     "client": CLIENTS,
+    "consume": CONSUME_MODES,
     "checker": CHECKERS,
     "leader_election_policy": ELECTION_POLICIES,
 }
@@ -237,6 +244,7 @@ def _check_ranges(c: TestConfig) -> None:
     need(c.time_limit > 0, "time_limit", "must be positive")
     need(c.rate > 0, "rate", "must be positive")
     need(c.concurrency >= 1, "concurrency", "must be at least 1")
+    need(c.crash_clients >= 0, "crash_clients", f"must not be negative (0: never), got {c.crash_clients:g}")
     need(c.seed >= 0, "seed", "must not be negative")
     need(c.retries >= 0, "retries", "must not be negative")
     need(c.op_timeout >= 0, "op_timeout", "must not be negative (0: the producer's delivery bound)")

@@ -40,7 +40,7 @@ from rich.console import Console
 from foundation.config import TestConfig, validate
 from foundation.errors import BadInput
 from harness import rundir
-from harness.run import RunOutcome, run_test
+from harness.run import RunOutcome, precheck, run_test
 from harness.scenarios import scenario as lookup_scenario
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,12 @@ def load_campaign(path: str | Path, store: str | None = None) -> Campaign:
         where = f"campaign {p.name}: test[{i}]"
         if not isinstance(entry, dict):
             raise BadInput(f"{where}: expected a table")
-        tests += _expand(entry, defaults, where)
+        for test in _expand(entry, defaults, where):
+            try:
+                precheck(test.config)  # fault names, schedules, targets: before any test runs
+            except BadInput as e:
+                raise BadInput(f"{where} ({test.label}): {e}") from None
+            tests.append(test)
     return Campaign(name=name, budget=float(budget), tests=tests, source=p)
 
 

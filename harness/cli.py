@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from foundation.config import ACKS, BACKENDS, CHECKERS, CLIENTS, VARIANTS, TestConfig
+from foundation.config import ACKS, BACKENDS, CHECKERS, CLIENTS, CONSUME_MODES, VARIANTS, TestConfig
 from foundation.errors import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, StrandlineError
 
 EPILOG = """\
@@ -117,6 +117,17 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rate", type=float, metavar="OPS", help="target operations per second (default 200)")
     g.add_argument("--concurrency", type=int, metavar="C", help="client processes (default 10)")
     g.add_argument("--client", choices=CLIENTS, help="Kafka client driver (default kafka-python)")
+    g.add_argument(
+        "--consume",
+        choices=CONSUME_MODES,
+        help="how clients consume: assign partitions (default), subscribe in consumer groups, or mixed",
+    )
+    g.add_argument(
+        "--crash-clients",
+        type=float,
+        metavar="S",
+        help="kill a random client process abruptly every S seconds on average (default 0: never)",
+    )
     g.add_argument("--seed", type=int, metavar="N", help="seed for workload and faults (default: random)")
     g.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
     g.add_argument(

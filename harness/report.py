@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from harness import rundir
 from harness.report_context import build_context
@@ -50,12 +50,42 @@ def render(run: Path) -> str:
 
 
 def write_report(run_dir: str | Path) -> Path:
-    """Render report.html into the run directory (atomically) and return its path."""
+    """Render report.html into the run directory (atomically) and return its path.
+
+    Should rendering itself fail (a bug), a plain page that says so is written before the error
+    is raised, so a run directory never ends without a report.html.
+    """
     run = Path(run_dir)
-    html = render(run)
     out = run / rundir.REPORT
+    try:
+        html = render(run)
+    except Exception as e:
+        _write(out, _fallback_page(run, f"{type(e).__name__}: {e}"))
+        raise
+    _write(out, html)
+    log.info("report written: %s", out)
+    return out
+
+
+def _write(out: Path, html: str) -> None:
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(html, encoding="utf-8")
     tmp.replace(out)
-    log.info("report written: %s", out)
-    return out
+
+
+def _fallback_page(run: Path, error: str) -> str:
+    outcome = rundir.read_json(run / rundir.OUTCOME)
+    verdict = outcome.get("verdict") if isinstance(outcome, dict) else None
+    verdict = verdict if verdict in ("valid", "invalid", "unknown") else "unknown"
+    files = "".join(
+        f'<li><a href="{escape(p.name)}">{escape(p.name)}</a></li>'
+        for p in sorted(run.iterdir())
+        if p.is_file()
+    )
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>strandline: {verdict}</title>'
+        f'</head><body><header id="verdict" data-verdict="{verdict}"><h1>Verdict: {verdict}</h1></header>'
+        f"<p>The full report could not be drawn ({escape(error)}); the run directory's files are below."
+        f" Try <code>strandline report {escape(str(run))}</code> again after an update.</p>"
+        f"<ul>{files}</ul></body></html>"
+    )

@@ -125,7 +125,9 @@ def build_context(run: Path) -> dict[str, Any]:
         "heading": heading,
         "before_load": before_load,
         "outcome": outcome,
-        "settings": settings_rows(cfg, results, facts),
+        "settings": settings_rows(
+            cfg, results, facts, ("never started: " + str(status)) if before_load else ""
+        ),
         "cards": stats_cards(results, digest, avail),
         "availability": availability_text(avail, cut_short=facts.cut_short),
         "weak": weak,

@@ -15,8 +15,9 @@ from harness.report_text import RunFacts
 
 
 def settings_rows(
-    config: dict[str, Any], results: dict[str, Any] | None, facts: RunFacts | None = None
+    config: dict[str, Any], results: dict[str, Any] | None, facts: RunFacts | None = None, not_run: str = ""
 ) -> list[tuple[str, str]]:
+    """The settings that matter; `not_run` replaces the load line of a run that never reached it."""
     c = config
     nemesis = c.get("nemesis")
     faults = (", ".join(map(str, nemesis)) if isinstance(nemesis, list) else str(nemesis or "")) or "none"
@@ -44,7 +45,9 @@ def settings_rows(
             "load",
             f"{c.get('time_limit', '?')} s at {c.get('rate', '?')} ops/s, {c.get('concurrency', '?')} clients ({c.get('client', '?')})"
             if facts is None or not facts.cut_short
-            else facts.load_text(),
+            else facts.load_text()
+            if not not_run
+            else not_run,
         ),
         ("seed", str(c.get("seed", "?"))),
     ]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 OP_TYPES = ("invoke", "ok", "fail", "info")
-CLIENT_FS = frozenset({"send", "poll", "assign", "crash"})
+CLIENT_FS = frozenset({"send", "poll", "assign", "crash", "subscribe", "commit", "rebalance"})
 NEMESIS_PROCESS = "nemesis"
 
 

@@ -7,6 +7,11 @@ and on the crashes it was told about: the same seed replays the same operations,
 thread interleaving. Values are `slot + concurrency * k`, unique within the test without any
 shared counter.
 
+A slot consumes by `assign` (Jepsen's assign mode) or as a member of a consumer group
+(`subscribe`): its first operation is then a `subscribe` to every topic, and its mix has a
+`commit` of what it polled where an assign slot has an assign. `consume = "mixed"` makes every
+second slot a group member. The group members of a test are spread over a few groups.
+
 Pacing follows Jepsen's `stagger`: each slot aims at `rate / concurrency` operations per second,
 with gaps drawn uniformly from 0 to twice the mean interval.
 """
@@ -18,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 TopicPartition = tuple[str, int]
-OpKind = Literal["send", "poll", "assign"]
+OpKind = Literal["send", "poll", "assign", "subscribe", "commit"]
+Role = Literal["assign", "subscribe"]
 
 # The mix of a slot's operations once it has an assignment.
 SEND_WEIGHT = 0.55
@@ -26,6 +32,22 @@ POLL_WEIGHT = 0.40
 ASSIGN_WEIGHT = 0.05
 # Of the assigns, how many seek to the beginning (the rest resume at remembered positions).
 SEEK_BEGINNING = 0.2
+# At most this many consumer groups per test (members are dealt out to them in turn).
+MAX_GROUPS = 3
+
+
+def role_of(consume: str, slot: int) -> Role:
+    """How a slot consumes under the test's `consume` mode."""
+    if consume == "mixed":
+        return "subscribe" if slot % 2 else "assign"
+    return "subscribe" if consume == "subscribe" else "assign"
+
+
+def group_of(consume: str, concurrency: int, slot: int) -> str:
+    """The consumer group of a subscribing slot: `strandline-g0`, `-g1`, ... (about 2+ members each)."""
+    members = [s for s in range(concurrency) if role_of(consume, s) == "subscribe"]
+    groups = max(1, min(MAX_GROUPS, len(members) // 2))
+    return f"strandline-g{members.index(slot) % groups}"
 
 
 @dataclass(frozen=True)
@@ -38,6 +60,7 @@ class Op:
     value: int = 0
     partitions: tuple[TopicPartition, ...] = ()
     seek: str = ""
+    topics: tuple[str, ...] = ()
 
 
 def topic_partitions(topics: int, partitions: int) -> list[TopicPartition]:
@@ -57,6 +80,7 @@ class SlotGenerator:
     slot: int
     concurrency: int
     all_partitions: list[TopicPartition]
+    role: Role = "assign"
     rng: random.Random = field(init=False)
     _sent: int = field(default=0, init=False)
     _assigned: bool = field(default=False, init=False)
@@ -66,8 +90,19 @@ class SlotGenerator:
         self.rng = random.Random(f"strandline-queue:{self.seed}:{self.slot}")
 
     def crashed(self) -> None:
-        """The slot's client was replaced: its next poll must be preceded by an assign."""
+        """The slot's client was replaced: its next poll must be preceded by an assign (or subscribe)."""
         self._assigned = False
+
+    def resume(self, incarnation: int, sends: int) -> None:
+        """Go on after a crash killed the slot's worker: new random choices, values not used yet."""
+        self.rng = random.Random(f"strandline-queue:{self.seed}:{self.slot}:{incarnation}")
+        self._sent = sends
+        self._assigned = False
+
+    @property
+    def subscribed(self) -> bool:
+        """A group member whose next op is not its subscribe."""
+        return self.role == "subscribe" and self._assigned
 
     def next_value(self) -> int:
         value = self.slot + self.concurrency * self._sent
@@ -76,6 +111,9 @@ class SlotGenerator:
 
     def next_op(self) -> Op:
         if not self._assigned:
+            if self.role == "subscribe":
+                self._assigned = True
+                return Op("subscribe", topics=tuple(sorted({t for t, _ in self.all_partitions})))
             return self._assign(first=True)
         r = self.rng.random()
         if r < SEND_WEIGHT:
@@ -83,6 +121,8 @@ class SlotGenerator:
             return Op("send", topic=topic, partition=partition, value=self.next_value())
         if r < SEND_WEIGHT + POLL_WEIGHT:
             return Op("poll")
+        if self.role == "subscribe":
+            return Op("commit")
         return self._assign(first=False)
 
     def _assign(self, first: bool) -> Op:
@@ -98,6 +138,10 @@ class SlotGenerator:
         return self.rng.uniform(0, 2 * mean)
 
 
-def slot_generators(seed: int, concurrency: int, topics: int, partitions: int) -> list[SlotGenerator]:
+def slot_generators(
+    seed: int, concurrency: int, topics: int, partitions: int, consume: str = "assign"
+) -> list[SlotGenerator]:
     tps = topic_partitions(topics, partitions)
-    return [SlotGenerator(seed, slot, concurrency, tps) for slot in range(concurrency)]
+    return [
+        SlotGenerator(seed, slot, concurrency, tps, role_of(consume, slot)) for slot in range(concurrency)
+    ]

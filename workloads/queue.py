@@ -1,4 +1,4 @@
-"""The queue workload: client processes send unique integers and poll them back through assign.
+"""The queue workload: client processes send unique integers and poll them back (assign or subscribe).
 
 Each of `config.concurrency` client slots is a thread: in the controller, or (kafka-python, by
 default) in one of a few client worker processes (`workloads.workers`), so that decoding polled
@@ -7,6 +7,13 @@ every operation, through its `Journal`, as an invoke (written before the operati
 exactly one completion. When an operation ends `info` (outcome unknown: the client may be in any
 state), the slot closes its consumer, takes a new process number, and its next operation is a
 fresh assign — Jepsen's rule that a crashed process is never reused.
+
+A slot whose role is `subscribe` (`config.consume`, see `workloads.generator`) is a member of a
+consumer group instead: it subscribes, polls, and commits what it polled, explicitly (an op of its
+mix) and automatically (every `AUTO_COMMIT_INTERVAL_S`, the consumer's consumed positions, as the
+libraries' auto-commit would, but as an operation of its own so that it is journaled); each
+rebalance the library reports during an operation is journaled, right after that operation, as a
+`rebalance` operation (`revoked`, `assigned`).
 
 By default the slots of one process share one producer (the library's producer is thread-safe and
 batches concurrent sends into one request per partition); `shared_producer=False` gives each client
@@ -32,13 +39,15 @@ from workloads.clients.base import (
     ClientError,
     Consumer,
     Driver,
+    GroupConsumer,
     Producer,
+    RebalanceEvent,
     Record,
     SendOutcome,
     TopicPartition,
     describe,
 )
-from workloads.generator import Op, SlotGenerator, slot_generators
+from workloads.generator import Op, SlotGenerator, group_of, slot_generators
 from workloads.progress import LiveProgress
 from workloads.stats import WorkloadStats
 from workloads.workers import WorkerPool, default_workers
@@ -49,6 +58,8 @@ POLL_TIMEOUT_S = 0.1
 MAX_POLL_RECORDS = 100
 # When a slot falls this far behind its schedule, it forgets the debt instead of bursting.
 MAX_SCHEDULE_DEBT_S = 1.0
+# A group member commits its consumed positions this often (the libraries' auto-commit: 5 s).
+AUTO_COMMIT_INTERVAL_S = 1.0
 
 
 def records_json(records: list[Record]) -> list[dict[str, Any]]:
@@ -81,14 +92,20 @@ class Slot:
         journal: Journal,
         rate: float,
         shared_producer: Producer | None,
+        group: str | None = None,
     ):
         self.gen = gen
+        self.group = group  # the consumer group of a subscribing slot
         self.driver = driver
         self.journal = journal
         self.rate = rate
         self.shared_producer = shared_producer
         self.producer: Producer | None = shared_producer
         self.consumer: Consumer | None = None
+        self.group_consumer: GroupConsumer | None = None
+        # The partitions the group assigned to this member (from its rebalance callbacks).
+        self.assignment: set[TopicPartition] = set()
+        self.next_auto_commit = time.monotonic() + AUTO_COMMIT_INTERVAL_S
         self.process = self._new_process()
         # Where this slot's reads of each partition got to: `seek: position` resumes there.
         self.read_up_to: dict[TopicPartition, int] = {}
@@ -119,6 +136,10 @@ class Slot:
                 next_at = now
             if not self._ensure_clients(op, stop):
                 continue  # the same op again once a client can be made
+            if self._auto_commit_due():
+                self.next_auto_commit = time.monotonic() + AUTO_COMMIT_INTERVAL_S
+                self._commit("auto")
+                continue  # the planned op comes next, on its own schedule
             self.execute(op)
             op = None
 
@@ -126,7 +147,10 @@ class Slot:
         try:
             if op.kind == "send" and self.producer is None:
                 self.producer = self.driver.producer()
-            if op.kind in ("assign", "poll") and self.consumer is None:
+            if self.group is not None:
+                if op.kind in ("subscribe", "poll", "commit") and self.group_consumer is None:
+                    self.group_consumer = self.driver.group_consumer(self.group)
+            elif op.kind in ("assign", "poll") and self.consumer is None:
                 self.consumer = self.driver.consumer()
             return True
         except Exception as e:  # not journaled: no operation was invoked
@@ -138,7 +162,14 @@ class Slot:
         if op.kind == "send":
             self._send(op)
         elif op.kind == "poll":
-            self._poll()
+            if self.group is None:
+                self._poll()
+            else:
+                self._group_poll()
+        elif op.kind == "subscribe":
+            self._subscribe(op)
+        elif op.kind == "commit":
+            self._commit("explicit")
         else:
             self._assign(op)
 
@@ -217,11 +248,136 @@ class Slot:
             return
         self.journal.complete({**invoke, "type": "ok"}, time.monotonic() - started)
 
+    # --- group members -------------------------------------------------------------------------
+    def _auto_commit_due(self) -> bool:
+        return (
+            self.group_consumer is not None
+            and self.gen.subscribed
+            and time.monotonic() >= self.next_auto_commit
+        )
+
+    def _subscribe(self, op: Op) -> None:
+        assert self.group_consumer is not None
+        invoke: dict[str, Any] = {
+            "process": self.process,
+            "type": "invoke",
+            "f": "subscribe",
+            "group": self.group,
+            "topics": list(op.topics),
+        }
+        self.journal.invoke(invoke)
+        started = time.monotonic()
+        try:
+            self.group_consumer.subscribe(list(op.topics))
+        except Exception as e:
+            error = e.error if isinstance(e, ClientError) else describe(e)
+            self.journal.complete({**invoke, "type": "info", "error": error}, time.monotonic() - started)
+            self._crash()
+            return
+        self.journal.complete({**invoke, "type": "ok"}, time.monotonic() - started)
+        self.assignment = set()
+        self.read_up_to.clear()
+        self.next_auto_commit = time.monotonic() + AUTO_COMMIT_INTERVAL_S
+
+    def _group_poll(self) -> None:
+        assert self.group_consumer is not None
+        invoke = {"process": self.process, "type": "invoke", "f": "poll"}
+        self.journal.invoke(invoke)
+        started = time.monotonic()
+        try:
+            records = self.group_consumer.poll(POLL_TIMEOUT_S, MAX_POLL_RECORDS)
+        except Exception as e:
+            error = e.error if isinstance(e, ClientError) else describe(e)
+            self.journal.complete({**invoke, "type": "info", "error": error}, time.monotonic() - started)
+            self._crash()
+            return
+        self.journal.complete(
+            {**invoke, "type": "ok", "records": records_json(records)},
+            time.monotonic() - started,
+            records=len(records),
+        )
+        # The callbacks ran inside the poll, before it fetched what it returned.
+        self._rebalanced(self.group_consumer.rebalances())
+        for r in records:
+            key = (r.topic, r.partition)
+            if r.offset + 1 > self.read_up_to.get(key, 0):
+                self.read_up_to[key] = r.offset + 1
+
+    def _rebalanced(self, events: list[RebalanceEvent]) -> None:
+        """Journal what the rebalance callbacks said, a revocation and the assignment after it as one op."""
+        revoked: list[TopicPartition] = []
+        assigned: list[TopicPartition] = []
+        for event in events:
+            if event.kind == "revoked" and assigned:
+                self._journal_rebalance(revoked, assigned)
+                revoked, assigned = [], []
+            (revoked if event.kind == "revoked" else assigned).extend(event.partitions)
+            for tp in event.partitions:  # a new owner resumes from the group's committed offset
+                self.read_up_to.pop(tp, None)
+            if event.kind == "revoked":
+                self.assignment.difference_update(event.partitions)
+            else:
+                self.assignment.update(event.partitions)
+        if revoked or assigned:
+            self._journal_rebalance(revoked, assigned)
+
+    def _journal_rebalance(self, revoked: list[TopicPartition], assigned: list[TopicPartition]) -> None:
+        invoke = {
+            "process": self.process,
+            "type": "invoke",
+            "f": "rebalance",
+            "group": self.group,
+            "revoked": [[t, p] for t, p in sorted(revoked)],
+            "assigned": [[t, p] for t, p in sorted(assigned)],
+        }
+        self.journal.invoke(invoke)
+        self.journal.complete({**invoke, "type": "ok"}, 0.0)
+
+    def _commit(self, mode: str) -> None:
+        """Commit what this member consumed of its assigned partitions; nothing to commit: no op."""
+        assert self.group_consumer is not None
+        if mode == "explicit":
+            offsets = {tp: o for tp, o in self.read_up_to.items() if tp in self.assignment}
+        else:
+            consumed = self.group_consumer.consumed_positions()
+            offsets = {tp: o for tp, o in consumed.items() if tp in self.assignment}
+        if not offsets:
+            return
+        invoke = {
+            "process": self.process,
+            "type": "invoke",
+            "f": "commit",
+            "group": self.group,
+            "mode": mode,
+            "offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(offsets.items())],
+        }
+        self.journal.invoke(invoke)
+        started = time.monotonic()
+        try:
+            self.group_consumer.commit(offsets)
+        except Exception as e:
+            definite = isinstance(e, ClientError) and e.definite
+            outcome = "fail" if definite else "info"
+            error = e.error if isinstance(e, ClientError) else describe(e)
+            self.journal.complete({**invoke, "type": outcome, "error": error}, time.monotonic() - started)
+            if outcome == "info":
+                self._crash()
+            else:
+                self._rebalanced(self.group_consumer.rebalances())
+            return
+        self.journal.complete({**invoke, "type": "ok"}, time.monotonic() - started)
+        self._rebalanced(self.group_consumer.rebalances())
+
     def _crash(self) -> None:
         """The process's client is in an unknown state: replace it under a new process number."""
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
+        if self.group_consumer is not None:
+            self.group_consumer.close()
+            self.group_consumer = None
+            self.assignment = set()
+            self.read_up_to.clear()
         if self.producer is not None and self.producer is not self.shared_producer:
             self.producer.close()
             self.producer = None
@@ -232,9 +388,23 @@ class Slot:
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
+        if self.group_consumer is not None:
+            self.group_consumer.close()
+            self.group_consumer = None
         if self.producer is not None and self.producer is not self.shared_producer:
             self.producer.close()
             self.producer = None
+
+
+def generators(config: TestConfig) -> list[SlotGenerator]:
+    return slot_generators(config.seed, config.concurrency, config.topics, config.partitions, config.consume)
+
+
+def make_slot(
+    config: TestConfig, gen: SlotGenerator, driver: Driver, journal: Journal, shared: Producer | None
+) -> Slot:
+    group = group_of(config.consume, config.concurrency, gen.slot) if gen.role == "subscribe" else None
+    return Slot(gen, driver, journal, config.rate, shared, group)
 
 
 def run_workload(
@@ -256,6 +426,8 @@ def run_workload(
     stats = WorkloadStats()
     numbers = process_numbers(history)
     count = default_workers(config) if workers is None else workers
+    if config.crash_clients > 0:
+        count = config.concurrency  # one client process per worker: a crash kills exactly one
     started_progress = False
     if progress is not None:
         progress.attach(stats)
@@ -280,10 +452,7 @@ def _run_in_threads(
     driver: Driver, config: TestConfig, journal: Journal, stop_event: threading.Event, shared_producer: bool
 ) -> None:
     shared = make_producer(driver) if shared_producer else None
-    slots = [
-        Slot(gen, driver, journal, config.rate, shared)
-        for gen in slot_generators(config.seed, config.concurrency, config.topics, config.partitions)
-    ]
+    slots = [make_slot(config, gen, driver, journal, shared) for gen in generators(config)]
     finished: list[threading.Event] = []
     try:
         for slot in slots:

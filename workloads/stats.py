@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _LATENCY_SAMPLES = 20000
+# The client operations counted (a crash is journaled by the controller, not completed by a client).
+CLIENT_OPS = ("send", "poll", "assign", "subscribe", "commit", "rebalance", "crash")
 
 
 @dataclass
@@ -17,7 +19,7 @@ class WorkloadStats:
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
     counts: dict[str, dict[str, int]] = field(
-        default_factory=lambda: {f: {"ok": 0, "fail": 0, "info": 0} for f in ("send", "poll", "assign")}
+        default_factory=lambda: {f: {"ok": 0, "fail": 0, "info": 0} for f in CLIENT_OPS}
     )
     records_read: int = 0
     processes: int = 0
@@ -89,6 +91,9 @@ class WorkloadStats:
             "sends": counts["send"],
             "polls": counts["poll"],
             "assigns": counts["assign"],
+            "commits": counts["commit"],
+            "rebalances": counts["rebalance"]["ok"],
+            "crashes": counts["crash"]["info"],
             "records_read": self.records_read,
             "processes": self.processes,
             "ops_per_s": round(self.rate(self.ops), 1),

@@ -59,7 +59,7 @@ class ForwardLogs(logging.Handler):
 def serve(control: Connection, slot_conns: list[Connection]) -> int:
     """Run the slots the controller assigns until it says stop (or disappears)."""
     from history.journal import JournalClosed, RemoteJournal
-    from workloads.queue import Slot, make_producer
+    from workloads.queue import generators, make_producer, make_slot
 
     setup: dict[str, Any] = control.recv()
     lock = threading.Lock()
@@ -71,7 +71,6 @@ def serve(control: Connection, slot_conns: list[Connection]) -> int:
             logging.getLogger(name).setLevel(level)
 
     from workloads.clients import make_driver
-    from workloads.generator import slot_generators
 
     config = setup["config"]
     try:
@@ -81,12 +80,14 @@ def serve(control: Connection, slot_conns: list[Connection]) -> int:
         with lock:
             control.send(("error", type(e).__name__, str(e)))
         return 1
-    gens = slot_generators(config.seed, config.concurrency, config.topics, config.partitions)
+    gens = generators(config)
+    for number, (incarnation, sends) in setup.get("resume", {}).items():
+        gens[number].resume(incarnation, sends)  # a replacement for a crashed worker
     stop = threading.Event()
     threads = []
     try:
         slots = [
-            Slot(gens[number], driver, RemoteJournal(conn), config.rate, shared)
+            make_slot(config, gens[number], driver, RemoteJournal(conn), shared)
             for number, conn in zip(setup["slots"], slot_conns, strict=True)
         ]
     except JournalClosed:

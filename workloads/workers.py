@@ -15,7 +15,13 @@ sends its invoke and waits for the acknowledgement, which the controller sends o
 is written and flushed, so an operation never starts before its invoke is on record; it sends the
 completion without waiting (a completion stamped slightly late only widens the operation's window).
 Process numbers come from the controller's allocator, so they are never reused, also across the
-drain. Stopping: `stop_event` makes the controller tell every worker to stop; slots finish the
+drain. Crashing clients (`config.crash_clients` = S): every S seconds on average (exponential gaps, seeded
+by the test's seed) the controller kills one worker with SIGKILL, mid-operation: its consumer
+sends no LeaveGroup, its producer dies with whatever it had in flight. Each slot then runs in a
+worker of its own, so one kill is one client process. What the victim left open ends `info`
+("crashed: ..."), its process is journaled as a `crash` operation (invoke, then `info`), and a new
+worker takes the slot under a new process number, its values continuing where the old one's
+stopped. Stopping: `stop_event` makes the controller tell every worker to stop; slots finish the
 operation in flight, and the controller writes its completion before `run_workload` returns.
 """
 
@@ -25,6 +31,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import selectors
 import socket
 import subprocess
@@ -48,6 +55,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # Loggers whose level the workers copy from the controller (the root's "" included).
 FORWARDED_LOGGERS = ("", "kafka", "workloads", "confluent_kafka")
 START_TIMEOUT_S = 60.0
+# What a send invocation holds near its start (journal.encode of the slot's dict): cheap to spot.
+SEND_MARK = '"f":"send"'
 
 
 def default_workers(config: TestConfig) -> int:
@@ -75,6 +84,7 @@ class _Worker:
     slots: list[int]
     conns: list[Connection] = field(default_factory=list)
     ready: bool = False
+    crashed: bool = False  # killed on purpose (crash_clients)
 
 
 @dataclass
@@ -111,22 +121,20 @@ class WorkerPool:
         self.stopping = False
         self.closed = False
         self.killed: set[int] = set()
+        # Per slot: the body of its latest send invocation and its latest process number (what a
+        # replacement worker needs to go on with fresh values under a fresh number).
+        self.last_send: dict[int, str] = {}
+        self.last_process: dict[int, int] = {}
+        self.incarnations: dict[int, int] = {}
+        self.crash_rng = random.Random(f"strandline-crash-clients:{config.seed}")
+        self.next_crash: float | None = None
 
     # -- starting -----------------------------------------------------------------------------
     def start(self, stop_event: threading.Event) -> None:
         for w in range(self.count):
             self.workers.append(self._spawn(w, list(range(w, self.config.concurrency, self.count))))
-        levels = {name: logging.getLogger(name).getEffectiveLevel() for name in FORWARDED_LOGGERS}
         for worker in self.workers:
-            worker.control.send(
-                {
-                    "config": self.config,
-                    "bootstrap": self.bootstrap,
-                    "slots": worker.slots,
-                    "shared_producer": self.shared_producer,
-                    "log_levels": levels,
-                }
-            )
+            self._setup(worker, {})
         deadline = time.monotonic() + START_TIMEOUT_S
         while not all(w.ready for w in self.workers):
             if self.error is not None:
@@ -136,6 +144,20 @@ class WorkerPool:
             if time.monotonic() > deadline:
                 raise InfrastructureError(f"client workers did not start within {START_TIMEOUT_S:g} s")
             self._pump(0.1)
+
+    def _setup(self, worker: _Worker, resume: dict[int, tuple[int, int]]) -> None:
+        """Send a worker its slots; `resume`: slot -> (incarnation, sends already made)."""
+        levels = {name: logging.getLogger(name).getEffectiveLevel() for name in FORWARDED_LOGGERS}
+        worker.control.send(
+            {
+                "config": self.config,
+                "bootstrap": self.bootstrap,
+                "slots": worker.slots,
+                "shared_producer": self.shared_producer,
+                "log_levels": levels,
+                "resume": resume,
+            }
+        )
 
     def _spawn(self, number: int, slots: list[int]) -> _Worker:
         control_parent, control_child = socket.socketpair()
@@ -169,8 +191,13 @@ class WorkerPool:
     # -- serving ------------------------------------------------------------------------------
     def serve(self, stop_event: threading.Event) -> None:
         """Journal for the workers until `stop_event`, then until every slot has finished."""
+        if self.config.crash_clients > 0:
+            self.next_crash = time.monotonic() + self.crash_rng.expovariate(1 / self.config.crash_clients)
         while not stop_event.is_set() and self.links and self.error is None:
             self._pump(0.1)
+            if self.next_crash is not None and time.monotonic() >= self.next_crash:
+                self._crash_one()
+                self.next_crash = time.monotonic() + self.crash_rng.expovariate(1 / self.config.crash_clients)
         if not self.links and self.error is None and not stop_event.is_set():
             self.error = InfrastructureError("every client worker process exited before the test ended")
         self.stop()
@@ -191,6 +218,8 @@ class WorkerPool:
             if kind == INVOKE:
                 self.history.append_encoded(message[1])
                 link.open_invoke = message[1]
+                if SEND_MARK in message[1][:64]:  # before answering: the worker may be dead already
+                    self.last_send[link.slot] = message[1]
                 conn.send(None)
             elif kind == COMPLETE:
                 _, body, f, outcome, latency_s, records = message
@@ -200,6 +229,7 @@ class WorkerPool:
             elif kind == PROCESS:
                 number = self.numbers.next()
                 self.stats.process_started()
+                self.last_process[link.slot] = number
                 conn.send(number)
             else:
                 log.warning("client worker %d: unknown message %r", link.worker.number, kind)
@@ -208,6 +238,8 @@ class WorkerPool:
 
     def _slot_gone(self, conn: Connection, link: _SlotLink, why: str) -> None:
         """A slot's socket closed: an operation it left open ends `info`, its process is retired."""
+        if link.worker.crashed:
+            why = "crashed: the client process was killed (crash_clients)"
         if link.open_invoke is not None:
             invoke = json.loads(link.open_invoke)
             self.history.append({**invoke, "type": "info", "error": why})
@@ -217,6 +249,43 @@ class WorkerPool:
             self.selector.unregister(conn)
         del self.links[conn]
         conn.close()
+
+    # -- crashing clients ----------------------------------------------------------------------
+    def _crash_one(self) -> None:
+        """Kill one live worker abruptly, journal its process's crash, and start its replacement."""
+        live = [w for w in self.workers if w.ready and not w.crashed and w.proc.poll() is None]
+        if not live:
+            return
+        victim = self.crash_rng.choice(live)
+        victim.crashed = True
+        self.killed.add(victim.number)
+        victim.proc.kill()
+        victim.proc.wait()
+        log.info("crash_clients: killed client worker %d (pid %d)", victim.number, victim.proc.pid)
+        # What it sent before dying is journaled first; then its sockets end (open ops end info).
+        while any(link.worker is victim for link in self.links.values()):
+            self._pump(0.1)
+        resume = {}
+        for slot in victim.slots:
+            process = self.last_process.get(slot)
+            if process is not None:
+                crash = {"process": process, "f": "crash"}
+                self.history.append({**crash, "type": "invoke"})
+                self.history.append({**crash, "type": "info", "error": "killed abruptly (crash_clients)"})
+                self.stats.completed("crash", "info", 0.0)
+            self.incarnations[slot] = self.incarnations.get(slot, 0) + 1
+            resume[slot] = (self.incarnations[slot], self._sends_made(slot))
+        replacement = self._spawn(len(self.workers), list(victim.slots))
+        self.workers.append(replacement)
+        self._setup(replacement, resume)
+
+    def _sends_made(self, slot: int) -> int:
+        """How many values the slot has used: its values are slot + concurrency x k, k = 0, 1, ..."""
+        body = self.last_send.get(slot)
+        if body is None:
+            return 0
+        value = int(json.loads(body)["value"])
+        return (value - slot) // self.config.concurrency + 1
 
     def _control_message(self, conn: Connection) -> None:
         worker = next(w for w in self.workers if w.control is conn)

@@ -13,7 +13,7 @@ from typing import Any
 
 from clusters import lazyfs
 from clusters.node import Node
-from clusters.sut import HasLazyfs, Killable
+from clusters.sut import HasDataDirs, HasLazyfs, Killable
 from foundation.errors import BadInput, InfrastructureError
 from nemesis import targets
 from nemesis.packages.base import Active, Context, Package, PlanEnv, topic_partition_draw
@@ -47,6 +47,10 @@ class LoseUnsynced(Package):
     def check(self, ctx: Context, step: dict[str, Any]) -> None:
         if not isinstance(ctx.sut, Killable):
             raise BadInput("lose-unsynced needs a system that can kill and start its brokers (Killable)")
+        if not isinstance(ctx.sut, HasDataDirs):
+            raise BadInput(
+                f"lose-unsynced needs a system with data dirs; {type(ctx.sut).__name__} names none"
+            )
         if not isinstance(ctx.sut, HasLazyfs):
             raise BadInput(
                 "lose-unsynced needs data dirs mounted on clusters.lazyfs (sut.lazyfs_sockets(node)); "

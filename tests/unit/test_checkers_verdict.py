@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -63,10 +62,20 @@ def test_duplicate_is_allowed_only_without_idempotence(tmp_path: Path) -> None:
     assert strict["valid"] is False and strict["fatal"] == ["duplicate"]
 
 
-def test_poll_skip_is_allowed_when_consuming_by_subscribe() -> None:
-    facts = Facts(SimpleNamespace(idempotence=False, consumer_mode="subscribe"), True)  # type: ignore[arg-type]
-    assert CONDITIONS["consuming-by-subscribe"](facts)
-    assert not CONDITIONS["consuming-by-subscribe"](Facts(TestConfig(), True))
+@pytest.mark.parametrize(("consume", "allowed"), [("assign", False), ("subscribe", True), ("mixed", True)])
+def test_poll_skip_is_allowed_when_consuming_by_subscribe(
+    tmp_path: Path, consume: str, allowed: bool
+) -> None:
+    assert CONDITIONS["consuming-by-subscribe"](Facts(TestConfig(consume=consume), True)) is allowed
+    b = HistoryBuilder()
+    b.send(0, 1, offset=0)
+    b.send(0, 2, offset=1)
+    b.poll(1, [(1, 2)])
+    b.poll(1, [(0, 1)])  # goes back: nonmonotonic-poll
+    b.poll(2, [(0, 1), (1, 2)])
+    result = verdict_of(tmp_path, b, {"complete": True}, TestConfig(consume=consume))
+    assert result["anomalies"]["nonmonotonic-poll"]["effect"] == ("allowed" if allowed else "invalid")
+    assert result["valid"] is allowed
 
 
 @pytest.mark.parametrize(

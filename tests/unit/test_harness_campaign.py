@@ -215,3 +215,9 @@ def test_a_refused_row_is_neither_a_pass_nor_a_miss_and_is_counted_apart(
     assert skipped is not None and skipped.get("message") == f"refused: {reason}"
     index = (out_dir / "index.html").read_text()
     assert f"refused: {escape(reason)}" in index and "1 refused" in index and 'data-ok="true"' in index
+
+
+def test_a_fault_the_config_cannot_run_is_refused_before_the_campaign_starts(tmp_path: Path) -> None:
+    text = '[[test]]\nname = "p"\nexpect = "valid"\nnodes = 3\nmatrix = { nemesis = ["kill", "partition:ring"] }\n'
+    with pytest.raises(BadInput, match=r"test\[0\] \(p-partition_ring nemesis=partition:ring\): .*ring"):
+        load_campaign(write(tmp_path, text))

@@ -33,6 +33,8 @@ def strandline(*args: str) -> subprocess.CompletedProcess[str]:
         (["run", "--time-limit", "-5"], "'time_limit'"),
         (["run", "--replication-factor", "4"], "'replication_factor'"),
         (["run", "--acks", "most"], "--acks"),
+        (["run", "--consume", "sometimes"], "--consume"),
+        (["run", "--crash-clients", "-1"], "'crash_clients'"),
         (["demo", "--seed", "many"], "--seed"),
         (["serve", "--store", "/nonexistent/store"], "no results store"),
         (["campaign", "/nonexistent/c.toml"], "cannot read campaign"),
@@ -49,6 +51,14 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], needl
 def test_report_of_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
     out = strandline("report", str(tmp_path))
     assert out.returncode == 2 and "not a run directory" in out.stderr
+
+
+def test_bad_consume_in_a_config_file_names_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('consume = "sometimes"\n')
+    out = strandline("run", "--config", str(config), "--store", str(tmp_path / "store"))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "'consume'" in out.stderr and "assign, subscribe, mixed" in out.stderr
 
 
 def test_bad_config_file_names_the_key(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -235,3 +236,19 @@ def test_a_run_cut_by_sigkill_before_any_op_says_so(tmp_path: Path) -> None:
     assert context["verdict"] == "unchecked"
     page = render(run)
     assert "The history is empty" in page and "outcome.json" in page
+
+
+def test_a_report_that_cannot_be_drawn_still_leaves_a_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import harness.report
+
+    def broken(run: Path) -> str:
+        raise RuntimeError("a <bug>")
+
+    (tmp_path / "outcome.json").write_text(json.dumps({"status": "completed", "verdict": "invalid"}))
+    monkeypatch.setattr(harness.report, "render", broken)
+    with pytest.raises(RuntimeError):
+        harness.report.write_report(tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert verdict_on(page) == "invalid" and "RuntimeError: a &lt;bug&gt;" in page

@@ -70,3 +70,28 @@ def test_pacing_mean_matches_rate() -> None:
     mean = sum(delays) / len(delays)
     assert abs(mean - 10 / 200.0) < 0.005
     assert all(0 <= d <= 2 * 10 / 200.0 for d in delays)
+
+
+def test_subscribing_slots_subscribe_first_commit_instead_of_assign_and_share_a_few_groups() -> None:
+    from workloads.generator import MAX_GROUPS, group_of, role_of
+
+    gens = slot_generators(seed=9, concurrency=10, topics=2, partitions=2, consume="subscribe")
+    for gen in gens:
+        first = gen.next_op()
+        assert first.kind == "subscribe" and first.topics == ("t0", "t1")
+        kinds = {gen.next_op().kind for _ in range(400)}
+        assert kinds == {"send", "poll", "commit"}
+    groups = [group_of("subscribe", 10, slot) for slot in range(10)]
+    assert len(set(groups)) == MAX_GROUPS and min(groups.count(g) for g in set(groups)) >= 2
+    assert [role_of("mixed", s) for s in range(4)] == ["assign", "subscribe", "assign", "subscribe"]
+    assert group_of("mixed", 4, 1) == group_of("mixed", 4, 3)  # two members: one group
+    assert role_of("assign", 1) == "assign"
+
+
+def test_a_resumed_slot_never_reuses_a_value_and_starts_over() -> None:
+    gen = slot_generators(seed=4, concurrency=3, topics=1, partitions=1, consume="subscribe")[2]
+    sent = [op.value for op in (gen.next_op() for _ in range(50)) if op.kind == "send"]
+    gen.resume(incarnation=1, sends=len(sent))
+    assert gen.next_op().kind == "subscribe"
+    later = [op.value for op in (gen.next_op() for _ in range(50)) if op.kind == "send"]
+    assert later and not set(later) & set(sent) and all(v % 3 == 2 for v in later)

@@ -91,6 +91,42 @@ class Consumer(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class RebalanceEvent:
+    """What one rebalance callback told a group member: partitions `revoked` or `assigned`."""
+
+    kind: Literal["revoked", "assigned"]
+    partitions: tuple[TopicPartition, ...]
+
+
+class GroupConsumer(Protocol):
+    """A member of a consumer group: subscribes, polls, commits; the library assigns partitions.
+
+    The library's own automatic commits are off: every commit is one the workload makes (and
+    journals) itself. Rebalance callbacks run inside `poll`; the member keeps what they said until
+    `rebalances()` takes it.
+    """
+
+    def subscribe(self, topics: list[str]) -> None: ...
+
+    def poll(self, timeout_s: float, max_records: int) -> list[Record]: ...
+
+    def rebalances(self) -> list[RebalanceEvent]:
+        """The rebalance callbacks seen since the last call, in order."""
+        ...
+
+    def consumed_positions(self) -> dict[TopicPartition, int]:
+        """The next offset of each assigned partition after what polls returned (what the
+        library's auto-commit would commit), without I/O; partitions without one are left out."""
+        ...
+
+    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        """Commit synchronously; `ClientError(definite=True)` when the group refused it."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class Driver(Protocol):
     """A Kafka client library: makes producers and consumers configured from the test."""
 
@@ -99,3 +135,12 @@ class Driver(Protocol):
     def producer(self) -> Producer: ...
 
     def consumer(self) -> Consumer: ...
+
+    def group_consumer(self, group: str) -> GroupConsumer: ...
+
+
+# Group membership: a member that dies without leaving is noticed after the session timeout;
+# a member busy in a long send (up to the delivery timeout) must not be thrown out meanwhile.
+SESSION_TIMEOUT_MS = 6000
+HEARTBEAT_INTERVAL_MS = 1000
+MAX_POLL_INTERVAL_MS = 60000

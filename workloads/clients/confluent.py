@@ -17,6 +17,12 @@ report only carries the last attempt's error. librdkafka tracks the persistence 
 (`rd_kafka_message_status`) but the Python binding does not expose it, so with retries a
 definite last error cannot prove that no earlier attempt was appended.
 
+Group consumers (`--consume subscribe`): a commit the coordinator refused as a whole
+(ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, librdkafka's _ASSIGNMENT_LOST) or a
+per-partition error of that kind is `fail`; a timeout, a lost connection or anything else is
+`info`. Rebalance callbacks (`on_assign`, `on_revoke`, `on_lost`) are recorded for the workload to
+journal; librdkafka applies the assignment itself after `on_assign` returns.
+
 Consumers: errors inside `consume()` results that are not fatal (a broker went away, partition
 EOF) are logged and skipped, since librdkafka recovers from them itself; a fatal error or an
 exception maps to `ClientError(definite=False)`.
@@ -33,8 +39,12 @@ from confluent_kafka import KafkaError, KafkaException
 
 from foundation.config import TestConfig
 from workloads.clients.base import (
+    HEARTBEAT_INTERVAL_MS,
+    MAX_POLL_INTERVAL_MS,
+    SESSION_TIMEOUT_MS,
     ClientError,
     OutcomeType,
+    RebalanceEvent,
     Record,
     SendOutcome,
     TopicPartition,
@@ -174,6 +184,31 @@ class ConfluentProducer:
             log.debug("closing producer: %s", e)
 
 
+def _consume(consumer: Any, timeout_s: float, max_records: int) -> list[Record]:
+    try:
+        # consume() waits for all `num_messages` or the timeout: take what is buffered first,
+        # and wait (for one message at most) only when nothing is.
+        messages = consumer.consume(num_messages=max_records, timeout=0)
+        if not messages:
+            messages = consumer.consume(num_messages=1, timeout=timeout_s)
+            if messages and max_records > 1:
+                messages += consumer.consume(num_messages=max_records - 1, timeout=0)
+    except Exception as e:
+        raise ClientError(describe(e)) from e
+    records: list[Record] = []
+    for m in messages:
+        err = m.error()
+        if err is not None:
+            if err.fatal():
+                raise ClientError(_error_text(err))
+            log.debug("consumer: %s", _error_text(err))
+            continue
+        records.append(
+            Record(str(m.topic()), int(m.partition() or 0), int(m.offset() or 0), decode_value(m.value()))
+        )
+    return records
+
+
 class ConfluentConsumer:
     def __init__(self, config: TestConfig, bootstrap: list[str]):
         try:
@@ -216,28 +251,7 @@ class ConfluentConsumer:
         self._assigned = list(partitions)
 
     def poll(self, timeout_s: float, max_records: int) -> list[Record]:
-        try:
-            # consume() waits for all `num_messages` or the timeout: take what is buffered first,
-            # and wait (for one message at most) only when nothing is.
-            messages = self._consumer.consume(num_messages=max_records, timeout=0)
-            if not messages:
-                messages = self._consumer.consume(num_messages=1, timeout=timeout_s)
-                if messages and max_records > 1:
-                    messages += self._consumer.consume(num_messages=max_records - 1, timeout=0)
-        except Exception as e:
-            raise ClientError(describe(e)) from e
-        records: list[Record] = []
-        for m in messages:
-            err = m.error()
-            if err is not None:
-                if err.fatal():
-                    raise ClientError(_error_text(err))
-                log.debug("consumer: %s", _error_text(err))
-                continue
-            records.append(
-                Record(str(m.topic()), int(m.partition() or 0), int(m.offset() or 0), decode_value(m.value()))
-            )
-        return records
+        return _consume(self._consumer, timeout_s, max_records)
 
     def positions(self) -> dict[TopicPartition, int]:
         try:
@@ -266,6 +280,103 @@ class ConfluentConsumer:
             log.debug("closing consumer: %s", e)
 
 
+# Errors with which the coordinator refuses a commit: nothing was stored.
+REFUSED_COMMIT_ERRORS = frozenset(
+    {
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.REBALANCE_IN_PROGRESS,
+        KafkaError._ASSIGNMENT_LOST,
+    }
+)
+
+
+def _tps(partitions: Any) -> tuple[TopicPartition, ...]:
+    return tuple(sorted((str(tp.topic), int(tp.partition)) for tp in partitions))
+
+
+class ConfluentGroupConsumer:
+    def __init__(self, config: TestConfig, bootstrap: list[str], group: str):
+        try:
+            self._consumer = confluent_kafka.Consumer(
+                {
+                    "bootstrap.servers": ",".join(bootstrap),
+                    "group.id": group,
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                    "enable.partition.eof": False,
+                    "session.timeout.ms": SESSION_TIMEOUT_MS,
+                    "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
+                    "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
+                    "fetch.wait.max.ms": 100,
+                    "queued.min.messages": PREFETCH_MESSAGES,
+                    "max.partition.fetch.bytes": PREFETCH_BYTES,
+                    "socket.timeout.ms": max(config.request_timeout_ms, 1000),
+                    "reconnect.backoff.max.ms": 1000,
+                    "topic.metadata.refresh.interval.ms": 10000,
+                    "error_cb": _log_error,
+                }
+            )
+        except (KafkaException, ValueError) as e:
+            raise ClientError(describe(e), definite=True) from e
+        self._events: list[RebalanceEvent] = []
+        self._assigned: list[TopicPartition] = []
+
+    def _on_assign(self, _consumer: Any, partitions: Any) -> None:
+        self._events.append(RebalanceEvent("assigned", _tps(partitions)))
+        self._assigned = sorted(set(self._assigned) | set(_tps(partitions)))
+
+    def _on_revoke(self, _consumer: Any, partitions: Any) -> None:
+        self._events.append(RebalanceEvent("revoked", _tps(partitions)))
+        self._assigned = sorted(set(self._assigned) - set(_tps(partitions)))
+
+    def subscribe(self, topics: list[str]) -> None:
+        try:
+            self._consumer.subscribe(
+                topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke
+            )
+        except Exception as e:
+            raise ClientError(describe(e)) from e
+
+    def poll(self, timeout_s: float, max_records: int) -> list[Record]:
+        return _consume(self._consumer, timeout_s, max_records)
+
+    def rebalances(self) -> list[RebalanceEvent]:
+        events, self._events[:] = list(self._events), []
+        return events
+
+    def consumed_positions(self) -> dict[TopicPartition, int]:
+        if not self._assigned:
+            return {}
+        try:
+            tps = self._consumer.position([confluent_kafka.TopicPartition(t, p) for t, p in self._assigned])
+        except Exception as e:
+            log.debug("positions unknown: %s", e)
+            return {}
+        return {(str(tp.topic), int(tp.partition)): int(tp.offset) for tp in tps if tp.offset >= 0}
+
+    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+        try:
+            result = self._consumer.commit(offsets=tps, asynchronous=False)
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            refused = isinstance(err, KafkaError) and err.code() in REFUSED_COMMIT_ERRORS
+            raise ClientError(_error_text(err) if err is not None else describe(e), definite=refused) from e
+        except Exception as e:
+            raise ClientError(describe(e)) from e
+        errors = [tp.error for tp in result or [] if tp.error is not None]
+        if errors:
+            refused = all(err.code() in REFUSED_COMMIT_ERRORS for err in errors)
+            raise ClientError(_error_text(errors[0]), definite=refused)
+
+    def close(self) -> None:
+        try:
+            self._consumer.close()
+        except Exception as e:
+            log.debug("closing group consumer: %s", e)
+
+
 class ConfluentDriver:
     name = "confluent-kafka"
 
@@ -278,3 +389,6 @@ class ConfluentDriver:
 
     def consumer(self) -> ConfluentConsumer:
         return ConfluentConsumer(self.config, self.bootstrap)
+
+    def group_consumer(self, group: str) -> ConfluentGroupConsumer:
+        return ConfluentGroupConsumer(self.config, self.bootstrap, group)

@@ -17,6 +17,11 @@ producer's sender (`Sender._dispatch_error`, the single place where kafka-python
 failed attempt's fate). If that hook is missing (another kafka-python version), a final definite
 error counts as `fail` only when the producer does not retry (`retries = 0`).
 
+Group consumers (`--consume subscribe`): `commit` raising CommitFailedError (the group rebalanced:
+the coordinator refused the commit) or any error the coordinator returned for the request itself
+(ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS) is `fail`; a timeout, a lost
+connection or anything else is `info`. Rebalance callbacks are recorded for the workload to journal.
+
 Consumers: `assign` is local to the client (no I/O) and `poll` raising means the consumer's
 position is no longer known, so both map any exception to `ClientError(definite=False)`; the
 workload journals it as `info` and replaces the process.
@@ -29,14 +34,19 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
 from kafka import errors as kafka_errors
+from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KTopicPartition
 
 from foundation.config import TestConfig
 from workloads.clients.base import (
+    HEARTBEAT_INTERVAL_MS,
+    MAX_POLL_INTERVAL_MS,
+    SESSION_TIMEOUT_MS,
     ClientError,
     OutcomeType,
+    RebalanceEvent,
     Record,
     SendOutcome,
     TopicPartition,
@@ -276,6 +286,99 @@ class KafkaPythonConsumer:
             log.debug("closing consumer: %s", e)
 
 
+# Errors with which the coordinator refuses a commit as a whole: nothing was stored.
+REFUSED_COMMIT_ERRORS: tuple[type[BaseException], ...] = (
+    kafka_errors.CommitFailedError,
+    kafka_errors.IllegalGenerationError,
+    kafka_errors.UnknownMemberIdError,
+    kafka_errors.RebalanceInProgressError,
+)
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, events: list[RebalanceEvent]):
+        self.events = events
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self.events.append(RebalanceEvent("revoked", _tps(revoked)))
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.events.append(RebalanceEvent("assigned", _tps(assigned)))
+
+
+def _tps(partitions: Any) -> tuple[TopicPartition, ...]:
+    return tuple(sorted((tp.topic, tp.partition) for tp in partitions))
+
+
+class KafkaPythonGroupConsumer:
+    def __init__(self, config: TestConfig, bootstrap: list[str], group: str):
+        self._consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+            max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
+            request_timeout_ms=max(config.request_timeout_ms, 1000),
+            bootstrap_timeout_ms=max(config.request_timeout_ms, 1000),
+            fetch_max_wait_ms=100,
+            max_partition_fetch_bytes=PREFETCH_BYTES,
+            retry_backoff_ms=100,
+            reconnect_backoff_max_ms=1000,
+            metadata_max_age_ms=10000,
+            metrics_enabled=False,
+        )
+        self._events: list[RebalanceEvent] = []
+        self._commit_timeout_ms = 2 * max(config.request_timeout_ms, 1000)
+
+    def subscribe(self, topics: list[str]) -> None:
+        try:
+            self._consumer.subscribe(topics=topics, listener=_Listener(self._events))
+        except Exception as e:
+            raise ClientError(describe(e)) from e
+
+    def poll(self, timeout_s: float, max_records: int) -> list[Record]:
+        try:
+            batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        except Exception as e:
+            raise ClientError(describe(e)) from e
+        return [
+            Record(tp.topic, tp.partition, m.offset, decode_value(m.value))
+            for tp, messages in batches.items()
+            for m in messages
+        ]
+
+    def rebalances(self) -> list[RebalanceEvent]:
+        events, self._events[:] = list(self._events), []
+        return events
+
+    def consumed_positions(self) -> dict[TopicPartition, int]:
+        try:
+            consumed = self._consumer._subscription.all_consumed_offsets()
+        except Exception as e:  # kafka-python internals moved: no automatic commit then
+            log.debug("consumed positions unknown: %s", e)
+            return {}
+        return {(tp.topic, tp.partition): int(getattr(om, "offset", om)) for tp, om in consumed.items()}
+
+    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        try:
+            self._consumer.commit(
+                {KTopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()},
+                timeout_ms=self._commit_timeout_ms,
+            )
+        except REFUSED_COMMIT_ERRORS as e:
+            raise ClientError(describe(e), definite=True) from e
+        except Exception as e:
+            raise ClientError(describe(e)) from e
+
+    def close(self) -> None:
+        try:
+            self._consumer.close(autocommit=False)
+        except Exception as e:
+            log.debug("closing group consumer: %s", e)
+
+
 class KafkaPythonDriver:
     name = "kafka-python"
 
@@ -288,3 +391,6 @@ class KafkaPythonDriver:
 
     def consumer(self) -> KafkaPythonConsumer:
         return KafkaPythonConsumer(self.config, self.bootstrap)
+
+    def group_consumer(self, group: str) -> KafkaPythonGroupConsumer:
+        return KafkaPythonGroupConsumer(self.config, self.bootstrap, group)

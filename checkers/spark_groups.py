@@ -1,0 +1,214 @@
+"""The consumer-group rules (group-skip, nonmonotonic-commit) as Spark jobs, the reference's to the letter.
+
+The rules, terms and example fields are those of `checkers/reference.py` (module docstring). The
+Parquet form of the history (`checkers.parquet`) carries operations and reads but not the fields
+only group operations have (`group`, `offsets`), so the few `subscribe` and `commit` lines are read
+again from the history's text here, and joined with the paired operations (for each commit's
+outcome and completion index) and with the reads. Only histories with commits pay for this: one
+scan of the operations' `f` column says whether there are any.
+
+* nonmonotonic-commit: the ok commits of each (group, topic, partition), joined with those that
+  completed before each one was invoked; the greatest offset among those, and the first of them to
+  reach it, is the floor a commit must not go below.
+* group-skip: each (group, topic, partition)'s ok commits, in completion order, make a staircase of
+  new maxima; the step covering offset o (previous maximum <= o < its offset) is the first commit
+  past o. Every position's first read is matched to the steps of its partition (the steps are few:
+  broadcast), then the values some member of the group returned are taken out (an anti join).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from checkers.catalogue import BY_NAME, MAX_EXAMPLES, AnomalyResult
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+GROUP_ANOMALIES = ("group-skip", "nonmonotonic-commit")
+# A line of a subscribe or commit (the writer's compact JSON, or JSON with spaces).
+_GROUP_LINE = r'"f"\s*:\s*"(subscribe|commit)"'
+
+
+def _none() -> dict[str, AnomalyResult]:
+    return {name: {"count": 0, "examples": []} for name in GROUP_ANOMALIES}
+
+
+def _result(name: str, df: DataFrame) -> AnomalyResult:
+    from pyspark.sql import functions as F
+
+    fields = BY_NAME[name].example_fields
+    df = df.select(*fields).cache()
+    count = df.count()
+    rows = df.orderBy(*[F.col(f).asc() for f in BY_NAME[name].order]).limit(MAX_EXAMPLES).collect()
+    df.unpersist()
+    return {"count": count, "examples": [{f: row[f] for f in fields} for row in rows]}
+
+
+def check_groups(
+    spark: SparkSession, history_path: str, operations_path: str, reads_path: str
+) -> dict[str, AnomalyResult]:
+    """group-skip and nonmonotonic-commit of one history (counts and examples, as the reference)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    col = F.col
+    operations = spark.read.parquet(operations_path)
+    if operations.filter(col("f") == "commit").limit(1).count() == 0:
+        return _none()
+
+    schema = T.StructType(
+        [
+            T.StructField("index", T.LongType()),
+            T.StructField("process", T.LongType()),
+            T.StructField("type", T.StringType()),
+            T.StructField("f", T.StringType()),
+            T.StructField("group", T.StringType()),
+            T.StructField(
+                "offsets",
+                T.ArrayType(
+                    T.StructType(
+                        [
+                            T.StructField("topic", T.StringType()),
+                            T.StructField("partition", T.LongType()),
+                            T.StructField("offset", T.LongType()),
+                        ]
+                    )
+                ),
+            ),
+        ]
+    )
+    lines = (
+        spark.read.text(history_path)
+        .filter(col("value").rlike(_GROUP_LINE))
+        .select(F.from_json("value", schema).alias("op"))
+        .select("op.*")
+        .filter((col("type") == "invoke") & col("process").isNotNull() & col("group").isNotNull())
+        .cache()
+    )
+    members = lines.filter(col("f") == "subscribe").select("process", "group").distinct()
+    well_formed = col("offsets").isNotNull() & F.forall(
+        "offsets",
+        lambda e: e.isNotNull() & e.topic.isNotNull() & e.partition.isNotNull() & e.offset.isNotNull(),
+    )
+    invoked = lines.filter((col("f") == "commit") & well_formed).select(
+        col("index").alias("invoke_index"), "process", "group", "offsets"
+    )
+    completed = operations.filter((col("f") == "commit") & (col("outcome") == "ok")).select(
+        "invoke_index", col("index")
+    )
+    commits = (
+        invoked.join(completed, "invoke_index")
+        .select("invoke_index", "index", "process", "group", F.explode("offsets").alias("o"))
+        .select(
+            "invoke_index",
+            "index",
+            "process",
+            "group",
+            col("o.topic").alias("topic"),
+            col("o.partition").cast("int").alias("partition"),
+            col("o.offset").alias("offset"),
+        )
+        .cache()
+    )
+
+    # nonmonotonic-commit: below the greatest commit that completed before this one began.
+    later, earlier = commits.alias("later"), commits.alias("earlier")
+    floors = (
+        later.join(
+            earlier,
+            (col("later.group") == col("earlier.group"))
+            & (col("later.topic") == col("earlier.topic"))
+            & (col("later.partition") == col("earlier.partition"))
+            & (col("earlier.index") < col("later.invoke_index")),
+        )
+        .groupBy(
+            "later.index", "later.process", "later.group", "later.topic", "later.partition", "later.offset"
+        )
+        .agg(
+            F.max(
+                F.struct(col("earlier.offset").alias("offset"), (-col("earlier.index")).alias("neg_index"))
+            ).alias("floor")
+        )
+    )
+    nonmonotonic = floors.filter(col("offset") < col("floor.offset")).select(
+        "index",
+        "process",
+        "group",
+        "topic",
+        "partition",
+        "offset",
+        (-col("floor.neg_index")).alias("prev_index"),
+        col("floor.offset").alias("prev_offset"),
+    )
+
+    # group-skip: the staircase of each (group, tp)'s new maxima, in completion order.
+    by_key = Window.partitionBy("group", "topic", "partition").orderBy("index")
+    steps = (
+        commits.withColumn("below", F.max("offset").over(by_key.rowsBetween(Window.unboundedPreceding, -1)))
+        .filter(col("below").isNull() | (col("offset") > col("below")))
+        .select(
+            "group",
+            col("topic").alias("step_topic"),
+            col("partition").alias("step_partition"),
+            col("index"),
+            col("process"),
+            col("offset").alias("committed_offset"),
+            F.coalesce(col("below"), F.lit(-(2**62))).alias("below"),
+        )
+    )
+    reads = spark.read.parquet(reads_path).filter(
+        col("topic").isNotNull()
+        & col("partition").isNotNull()
+        & col("offset").isNotNull()
+        & col("value").isNotNull()
+    )
+    first_reads = (
+        reads.groupBy("topic", "partition", "offset")
+        .agg(F.min(F.struct("index", "pos", "process", "value")).alias("first"))
+        .select(
+            "topic",
+            "partition",
+            "offset",
+            col("first.index").alias("read_index"),
+            col("first.process").alias("read_process"),
+            col("first.value").alias("value"),
+        )
+    )
+    returned = reads.join(members, "process").select("group", "value").distinct()
+    skips = (
+        first_reads.join(
+            F.broadcast(steps),
+            (col("topic") == col("step_topic"))
+            & (col("partition") == col("step_partition"))
+            & (col("below") <= col("offset"))
+            & (col("offset") < col("committed_offset")),
+        )
+        .join(returned, ["group", "value"], "left_anti")
+        .select(
+            "index",
+            "process",
+            "group",
+            "topic",
+            "partition",
+            "offset",
+            "value",
+            "committed_offset",
+            "read_index",
+            "read_process",
+        )
+    )
+    found = {
+        "group-skip": _result("group-skip", skips),
+        "nonmonotonic-commit": _result("nonmonotonic-commit", nonmonotonic),
+    }
+    commits.unpersist()
+    lines.unpersist()
+    return found
+
+
+def merge_into(anomalies: dict[str, Any], groups: dict[str, AnomalyResult]) -> None:
+    """Put the group anomalies into an engine result's anomalies, keeping the catalogue's order."""
+    for name in GROUP_ANOMALIES:
+        anomalies[name] = groups[name]
