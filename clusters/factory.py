@@ -27,9 +27,9 @@ from clusters import docker_backend, ssh_backend, system_def  # backends: their 
 from clusters.defined import defined_system
 from clusters.netns import NetnsNetwork
 from clusters.node import Node
-from clusters.sut import MayLackReplicaLogs
 from clusters.own import OwnSystem
 from clusters.state import ClusterState, cleanup_leftovers, locked, state_dir_default
+from clusters.sut import MayLackReplicaLogs
 from clusters.system_def import SystemDefinition
 from foundation.config import TestConfig, validate
 from foundation.errors import BadInput, InfrastructureError

@@ -306,7 +306,9 @@ def _role(r: _Reader, name: str, value: Any, brokers: str) -> RoleDef:
             raise r.fail(f"{key}.start", "empty start command")
     count = r.integer(f"{key}.count", t["count"], 1) if "count" in t else None
     if count is not None and name == brokers:
-        raise r.fail(f"{key}.count", "the broker role runs on the test's nodes: set `nodes` (--nodes) instead")
+        raise r.fail(
+            f"{key}.count", "the broker role runs on the test's nodes: set `nodes` (--nodes) instead"
+        )
     if "port" not in t:
         raise r.fail(f"{key}.port", "missing: the port the role serves on")
     ports_raw = t.get("ports", {})

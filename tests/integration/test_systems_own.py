@@ -95,7 +95,7 @@ def test_a_system_that_never_becomes_ready_is_exit_4_with_its_log(tmp_path: Path
     definition.write_text(
         "[roles.broker]\nport = 9092\n"
         "start = \"sh -c 'echo the-broker-is-thinking; sleep 600'\"\n"
-        "ready = { kind = \"kafka\", timeout = 3 }\n"
+        'ready = { kind = "kafka", timeout = 3 }\n'
     )
     env = environment(tmp_path)
     out = cli(["run", "--system", str(definition), "--nodes", "1", "--replication-factor", "1",

@@ -62,18 +62,32 @@ def test_rendering_fills_values_and_keeps_escaped_braces() -> None:
         ("colour = 'red'\n" + MINIMAL, "colour", "unknown key"),
         (MINIMAL.replace("count = 2", "count = 2\nlisten = 1"), "roles.storage.listen", "unknown key"),
         ("[roles.broker]\nport = 9092\n", "roles.broker.start", "missing start command"),
-        (MINIMAL.replace("{peers}", "{peer_list}"), "roles.storage.start", "unknown template value {peer_list}"),
-        (MINIMAL.replace("{storage.servers}", "{db.servers}"), "roles.broker.start", "unknown template value"),
+        (
+            MINIMAL.replace("{peers}", "{peer_list}"),
+            "roles.storage.start",
+            "unknown template value {peer_list}",
+        ),
+        (
+            MINIMAL.replace("{storage.servers}", "{db.servers}"),
+            "roles.broker.start",
+            "unknown template value",
+        ),
         (MINIMAL.replace("count = 2", "count = 0"), "roles.storage.count", "must be at least 1"),
         (MINIMAL.replace("port = 9092", "port = 9092\ncount = 3"), "roles.broker.count", "--nodes"),
         (MINIMAL.replace("port = 7000", "port = 70000"), "roles.storage.port", "not a port"),
         ("brokers = 'front'\n" + MINIMAL, "brokers", "no role 'front'"),
         ("name = 'x'\n", "roles", "missing"),
         (MINIMAL + "\n[roles.stash]\nport = 1\nstart = 'x'\n", "roles.stash.node_prefix", "is taken"),
-        (MINIMAL.replace("count = 2", "count = 2\nready = {kind = 'command'}"), "roles.storage.ready.command",
-         "missing"),  # fmt: skip
-        (MINIMAL.replace("count = 2", "count = 2\nstop_signal = 'SIGNOPE'"), "roles.storage.stop_signal",
-         "unknown signal"),  # fmt: skip
+        (
+            MINIMAL.replace("count = 2", "count = 2\nready = {kind = 'command'}"),
+            "roles.storage.ready.command",
+            "missing",
+        ),  # fmt: skip
+        (
+            MINIMAL.replace("count = 2", "count = 2\nstop_signal = 'SIGNOPE'"),
+            "roles.storage.stop_signal",
+            "unknown signal",
+        ),  # fmt: skip
     ],
 )
 def test_bad_definitions_are_one_line_naming_the_key(tmp_path: Path, text: str, key: str, what: str) -> None:
@@ -116,7 +130,9 @@ def test_shipped_definitions_parse_and_every_template_renders(
         members = [(i + 1, f"10.0.0.{i + 1}") for i in range(d.count(role, config))]
         values = system_def.config_values(config)
         for r in d.roles:
-            values.update(system_def.role_values(r, [(i + 1, f"10.0.1.{i}") for i in range(d.count(r, config))]))
+            values.update(
+                system_def.role_values(r, [(i + 1, f"10.0.1.{i}") for i in range(d.count(r, config))])
+            )
         values.update(system_def.own_role_values(role, values))
         values.update({"id": "1", "index": "0", "name": "n1", "address": members[0][1], "home": "/h",
                        "cluster_id": "c", "python": "python3", "clock_file": "/h/clock", "bootstrap": "b"})  # fmt: skip
