@@ -37,6 +37,7 @@ from typing import Any
 import jinja2
 from rich.console import Console
 
+from foundation import run_files
 from foundation.config import TestConfig, validate
 from foundation.errors import BadInput
 from harness import rundir
@@ -316,7 +317,7 @@ def failure_message(r: TestResult) -> str:
     elif r.reason:
         text += f": {r.reason}"
     if r.run_dir is not None:
-        text += f"; report: {r.run_dir / rundir.REPORT}"
+        text += f"; report: {r.run_dir / run_files.REPORT}"
     return text
 
 
@@ -352,7 +353,7 @@ def junit_xml(campaign: Campaign, results: list[TestResult], seconds: float) -> 
             ).strip()
         if r.run_dir is not None:
             said = f"refused: {r.reason}" if r.verdict == "refused" else f"verdict: {r.verdict} {r.run_dir}"
-            ET.SubElement(case, "system-out").text = f"{said}\nreport: {r.run_dir / rundir.REPORT}"
+            ET.SubElement(case, "system-out").text = f"{said}\nreport: {r.run_dir / run_files.REPORT}"
     root = ET.Element("testsuites", name="strandline", tests=str(len(results)), failures=str(failures))
     root.append(suite)
     ET.indent(root)
@@ -363,7 +364,7 @@ def index_html(campaign: Campaign, results: list[TestResult], seconds: float, ou
     env = jinja2.Environment(loader=jinja2.PackageLoader("harness", "templates"), autoescape=True)
     rows = []
     for r in results:
-        link = os.path.relpath(r.run_dir / rundir.REPORT, out_dir) if r.run_dir is not None else None
+        link = os.path.relpath(r.run_dir / run_files.REPORT, out_dir) if r.run_dir is not None else None
         rows.append({"r": r, "link": link})
     return env.get_template("campaign.html.j2").render(
         campaign=campaign,
