@@ -37,7 +37,7 @@ def _role_qualifier(package: Package, qualifier: str) -> bool:
     """`kill:role=storage`, `pause:role=coordinator`: the faults that take targets take roles;
     partitions take two roles (`partition:broker|storage`). Checked against the system later."""
     if targets.role_of_target(qualifier):
-        return "one" in package.qualifiers
+        return package.name != "partition" and "one" in package.qualifiers
     return package.name == "partition" and "|" in qualifier
 
 
