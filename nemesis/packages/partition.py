@@ -2,14 +2,10 @@
 
 Shapes: one (isolate a random node), halves, majority (bare majority | the rest), ring (majorities
 ring), bridge, leader (isolate a partition's leader), zk-one / zk-leader / zk-all (cut brokers from
-<<<<<<< HEAD
 ZooKeeper only), and `ROLE|ROLE` (a defined system: cut two roles apart, e.g. `broker|storage`).
 Healed by flushing SL-PART everywhere. The history gets the effective grudge.
-=======
-ZooKeeper only). Healed by flushing SL-PART everywhere. The history gets the effective grudge.
 The patterns `cut-off-failover`, `leader-isolated` and `lonely-leader` (lose-unsynced) are step
 sequences around these cuts (nemesis/packages/network_patterns.py).
->>>>>>> main
 """
 
 from __future__ import annotations
@@ -98,14 +94,12 @@ class Partition(Package):
                     if name not in ctx.names and name != ZK:
                         raise BadInput(f"partition: unknown node {name!r} in grudge")
             return
-<<<<<<< HEAD
         if isinstance(shape, str) and "|" in shape:
             for role in role_sides(shape):
                 targets.check_role(role, ctx.sut, f"partition {shape}")
-=======
+            return
         if isinstance(shape, str) and shape in names_of(self.name):
             check_pattern(ctx, self.name, shape)
->>>>>>> main
             return
         if shape not in grudges.SHAPES:
             raise BadInput(f"partition: unknown shape {shape!r} (shapes: {', '.join(grudges.SHAPES)})")
