@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from clusters import daemon_control, kafka_config
+from clusters.broker_ids import broker_id_of, node_of_broker_id
 from clusters.kafka_metadata import KafkaMetadata, node_answers
 from clusters.node import Node
 from clusters.own import CLOCK_UNSKEWED, faketime_env, preload_library
@@ -86,13 +87,11 @@ class DefinedSystem:
         return self.definition.brokers
 
     def broker_id(self, node: Node) -> int:
-        for i, b in enumerate(self.brokers, start=1):
-            if b.name == node.name:
-                return i
-        raise InfrastructureError(f"node {node.name} runs no broker")
+        """Kafka's broker id (`broker.id` / `node.id`) of the broker on `node` (1..N, in node order)."""
+        return broker_id_of(self.brokers, node)
 
     def node_of_broker(self, broker_id: int) -> str | None:
-        return self.brokers[broker_id - 1].name if 1 <= broker_id <= len(self.brokers) else None
+        return node_of_broker_id(self.brokers, broker_id)
 
     def bootstrap_servers(self) -> list[str]:
         port = self.definition.broker_role.port

@@ -194,3 +194,21 @@ def test_kafka_kraft_definition_lifecycle_with_a_stand_in_distribution(
             zk_proc.wait()
     nothing_left(tmp_path)
     print(f"kafka-kraft.toml lifecycle with the stand-in distribution: {time.monotonic() - started:.0f} s")
+
+
+@pytest.mark.docker
+def test_the_definition_runs_on_docker_and_the_zookeeper_role_is_killed_and_healed(tmp_path: Path) -> None:
+    """The same file on the docker backend (containers, process groups instead of cgroups)."""
+    started = time.monotonic()
+    out = cli(["run", "--system", OWN, "--backend", "docker", "--name", "dockzk", "--nodes", "1",
+               "--replication-factor", "1", "--min-insync", "1", "--time-limit", "10", "--nemesis",
+               "kill:role=zookeeper", "--nemesis-interval", "3", "--store", str(tmp_path / "store"),
+               *LOAD], environment(tmp_path), timeout=280)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = run_dir(out)
+    assert out.stdout.strip().splitlines()[-1] == f"verdict: valid {run}"
+    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    kills = [op for op in ops if op["process"] == "nemesis" and op["f"] == "kill" and op["type"] == "ok"]
+    assert kills and all(op["value"]["nodes"] == ["zk"] for op in kills)
+    nothing_left(tmp_path)
+    print(f"docker run through systems/own.toml: {time.monotonic() - started:.0f} s")
