@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from broker.replication import Role
+from broker.replication import Action, PartitionReplica, Role
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,3 +45,29 @@ def role_change(broker_id: int, old: PartitionState | None, new: PartitionState,
     if new_epoch or role is Role.LEADER:
         return RoleChange.BECOME_FOLLOWER
     return RoleChange.FOLLOWER_UPDATE
+
+
+def lead(
+    replica: PartitionReplica, state: PartitionState, log_end_offset: int, now_ms: float
+) -> list[Action]:
+    """BECOME_LEADER: the replica leads `state`'s epoch from its log end, keeping its HW."""
+    return replica.become_leader(
+        leader_epoch=state.leader_epoch,
+        isr=state.isr,
+        replicas=state.replicas,
+        zk_version=state.zk_version,
+        log_end_offset=log_end_offset,
+        high_watermark=replica.high_watermark,
+        now_ms=now_ms,
+    )
+
+
+def follow(replica: PartitionReplica, state: PartitionState) -> None:
+    """BECOME_FOLLOWER: the replica follows `state`'s leader (none: -1) in its epoch."""
+    replica.become_follower(
+        leader_id=state.leader,
+        leader_epoch=state.leader_epoch,
+        isr=state.isr,
+        replicas=state.replicas,
+        zk_version=state.zk_version,
+    )

@@ -31,7 +31,7 @@ from broker.kafka_errors import (
     UNKNOWN_LEADER_EPOCH,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
-from broker.partition_state import PartitionState, RoleChange, role_change
+from broker.partition_state import PartitionState, RoleChange, follow, lead, role_change
 from broker.producer_state import Duplicate, ProducerState
 from broker.replication import Action, HighWatermarkAdvanced, PartitionReplica, Role, WriteIsr
 from broker.storage import (
@@ -237,15 +237,7 @@ class ReplicaManager:
             if replica.role is Role.FOLLOWER and self.follower_listener:
                 self.follower_listener(partition, state, False)
             partition.log.epochs.assign(state.leader_epoch, partition.log.log_end_offset)
-            actions = replica.become_leader(
-                leader_epoch=state.leader_epoch,
-                isr=state.isr,
-                replicas=state.replicas,
-                zk_version=state.zk_version,
-                log_end_offset=partition.log.log_end_offset,
-                high_watermark=replica.high_watermark,
-                now_ms=self.clock(),
-            )
+            actions = lead(replica, state, partition.log.log_end_offset, self.clock())
             log.info(
                 "%s-%d: leader for epoch %d, isr %s, LEO %d, HW %d",
                 topic,
@@ -265,13 +257,7 @@ class ReplicaManager:
             # Not the leader: any waiting acks=all producer learns it lost leadership.
             was_leader = replica.role is Role.LEADER
             self._fail_ack_waiters(partition, NOT_LEADER_OR_FOLLOWER)
-            replica.become_follower(
-                leader_id=state.leader,
-                leader_epoch=state.leader_epoch,
-                isr=state.isr,
-                replicas=state.replicas,
-                zk_version=state.zk_version,
-            )
+            follow(replica, state)
             log.info(
                 "%s-%d: follower of %d for epoch %d (was leader: %s), LEO %d, HW %d",
                 topic,

@@ -19,6 +19,15 @@ from checkers.stats import Facts, assemble, history_facts
 from checkers.verdict import decide
 from foundation.config import TestConfig, load_file, validate
 from foundation.errors import BadInput, InfrastructureError
+from foundation.run_files import (
+    CLUSTER_STATE,
+    DRAIN,
+    HISTORY,
+    NODES,
+    REPLICAS_UNAVAILABLE,
+    RESULTS,
+    TEST_JSON,
+)
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +35,6 @@ ENGINES = ("reference", "spark")
 # `auto` picks the reference checker (no JVM to start, fastest on ordinary histories) below this
 # size of history.jsonl and Spark above it, where a single Python process would run out of memory.
 AUTO_SPARK_BYTES = 512 * 1024 * 1024
-TEST_JSON = "test.json"
-HISTORY = "history.jsonl"
-RESULTS = "results.json"
-DRAIN = "drain.json"
-CLUSTER_STATE = "cluster-state.json"
-NODES = "nodes"
 
 
 def resolve_engine(engine: str, history: Path) -> str:
@@ -95,6 +98,13 @@ def write_results(path: Path, results: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _replicas_unavailable(nodes: Path) -> str | None:
+    try:
+        return (nodes / REPLICAS_UNAVAILABLE).read_text().strip() or None
+    except OSError:
+        return None
+
+
 def check_run(
     run_dir: str | Path,
     engine: str = "spark",
@@ -124,7 +134,8 @@ def check_run(
     drain, _ = read_optional_json(run / DRAIN)
     state, _ = read_optional_json(run / CLUSTER_STATE)
     replicas = None
-    if replica_logs:
+    unavailable = _replicas_unavailable(run / NODES)
+    if replica_logs and unavailable is None:
         replicas = check_replica_logs(
             run / NODES,
             history,
@@ -133,7 +144,7 @@ def check_run(
             replication_factor=config.replication_factor,
             brokers=[f"n{i}" for i in range(1, config.nodes + 1)],  # node nN runs broker N
         )
-    verdict = decide(result, replicas, config, drain)
+    verdict = decide(result, replicas, config, drain, replicas_unavailable=unavailable)
     counts = {name: a["count"] for name, a in verdict["anomalies"].items()}
     stats = assemble(facts, result["stats"], counts, replicas.lost_by_second if replicas else None)
     if replicas is not None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from broker.config import render_properties
 from clusters import daemon_control, zookeeper
+from clusters.broker_ids import broker_id_of, node_of_broker_id
 from clusters.node import CarriesFaketime, Node
 from clusters.ports import port_open
 from foundation.config import TestConfig
@@ -68,6 +69,8 @@ def wants_lazyfs(config: TestConfig) -> bool:
     """Does this test ask for the power-loss fault (data dirs must then sit on lazyfs)?"""
     # Fault specs may carry qualifiers and groups: "lose-unsynced:all", "kill+power-loss".
     names = {part.split(":", 1)[0].strip() for spec in config.nemesis for part in spec.split("+")}
+    if "all" in names and config.backend == "netns":  # `--nemesis all` takes power loss where it can
+        return True
     return bool(names & {LOSE_UNSYNCED, "disk", "power-loss"}) or any(
         s.get("do") == LOSE_UNSYNCED for s in config.schedule
     )
@@ -190,15 +193,11 @@ class OwnSystem:
         return broker_layout(self.home(node))
 
     def broker_id(self, node: Node) -> int:
-        for i, b in enumerate(self.brokers, start=1):
-            if b.name == node.name:
-                return i
-        raise InfrastructureError(f"node {node.name} runs no broker")
+        """Kafka's broker id (`broker.id` / `node.id`) of the broker on `node` (1..N, in node order)."""
+        return broker_id_of(self.brokers, node)
 
     def node_of_broker(self, broker_id: int) -> str | None:
-        if 1 <= broker_id <= len(self.brokers):
-            return self.brokers[broker_id - 1].name
-        return None
+        return node_of_broker_id(self.brokers, broker_id)
 
     @property
     def broker_daemon(self) -> str:

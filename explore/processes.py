@@ -36,22 +36,28 @@ class Processes(World):
             self.register(b)
         self.session_check(b)
 
-    def start(self, b: SimBroker) -> None:
+    def startup_delay(self) -> float:
+        """How long brokers started together take to serve: one draw per step (they start in
+        parallel, as the nemesis starts them), plus up to 200 ms each."""
+        low, high = self.settings.startup_ms
+        return self.rng.uniform(low, high)
+
+    def start(self, b: SimBroker, base_ms: float | None = None) -> None:
         if b.up:
             return
-        low, high = self.settings.startup_ms
+        delay = (self.startup_delay() if base_ms is None else base_ms) + self.rng.uniform(0.0, 200.0)
         inc = b.incarnation
 
         def come_up() -> None:
             if not b.up and b.incarnation == inc:
                 self._started(b)
 
-        self.after(self.rng.uniform(low, high), come_up)
+        self.after(delay, come_up)
 
     def kill(self, b: SimBroker, power_loss: bool = False) -> None:
         if not b.up:
             return
-        b.up = False
+        b.up, b.paused = False, False  # SIGKILL ends a frozen process too
         b.incarnation += 1
         for waiter in b.waiters:  # the process is gone: its connections close at once
             waiter.reply(CONNECT_REFUSED, -1)
@@ -62,7 +68,7 @@ class Processes(World):
             self.note(f"{b.name}: power loss dropped {lost} unsynced records")
         self.session_check(b)
 
-    def restart(self, b: SimBroker) -> None:
+    def restart(self, b: SimBroker, base_ms: float | None = None) -> None:
         """SIGTERM: the final HW checkpoint, logs flushed, the session closed; then start."""
         if not b.up:
             return
@@ -72,7 +78,7 @@ class Processes(World):
         b.log.flush()
         self.kill(b)
         self.deregister(b)
-        self.start(b)
+        self.start(b, base_ms)
 
     def pause(self, b: SimBroker) -> None:
         if b.up and not b.paused:
@@ -142,8 +148,9 @@ class Processes(World):
             for b in hit:
                 self.kill(b, power_loss=True)
         elif step.fault == "restart":
+            base = self.startup_delay()
             for b in hit:
-                self.restart(b)
+                self.restart(b, base)
         elif step.fault == "pause":
             for b in hit:
                 self.pause(b)
@@ -161,8 +168,9 @@ class Processes(World):
                 b.clock_offset_ms += step.offset_s * 1000.0
         elif step.fault == "start":
             hit = [b for b in self.brokers.values() if not b.up]
+            base = self.startup_delay()
             for b in hit:
-                self.start(b)
+                self.start(b, base)
         elif step.fault == "resume":
             hit = [b for b in self.brokers.values() if b.up and b.paused]
             for b in hit:
@@ -187,8 +195,9 @@ class Processes(World):
         for b in self.brokers.values():
             b.clock_offset_ms = 0.0
         self.heal_network()
+        base = self.startup_delay()
         for b in self.brokers.values():
             if b.paused:
                 self.resume(b)
             elif not b.up:
-                self.start(b)
+                self.start(b, base)

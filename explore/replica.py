@@ -22,7 +22,7 @@ from broker.kafka_errors import (
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_LEADER_EPOCH,
 )
-from broker.partition_state import PartitionState, RoleChange, role_change
+from broker.partition_state import PartitionState, RoleChange, follow, lead, role_change
 from broker.replication import Action, HighWatermarkAdvanced, Role, WriteIsr
 from explore.state import Parked, Pending, SimBroker, Waiter
 from explore.world import CONNECT_REFUSED, World
@@ -43,15 +43,7 @@ class Replica(World):
         if change is RoleChange.BECOME_LEADER:
             self.stop_following(b)
             b.log.epochs.assign(state.leader_epoch, b.log.log_end_offset)
-            actions = replica.become_leader(
-                leader_epoch=state.leader_epoch,
-                isr=state.isr,
-                replicas=state.replicas,
-                zk_version=state.zk_version,
-                log_end_offset=b.log.log_end_offset,
-                high_watermark=replica.high_watermark,
-                now_ms=self.clock(b),
-            )
+            actions = lead(replica, state, b.log.log_end_offset, self.clock(b))
             self.note(
                 f"{b.name}: leader for epoch {state.leader_epoch}, LEO {b.log.log_end_offset}, HW {replica.high_watermark}"
             )
@@ -64,13 +56,7 @@ class Replica(World):
             )
         elif change is RoleChange.BECOME_FOLLOWER:
             self._fail_waiters(b, NOT_LEADER_OR_FOLLOWER)
-            replica.become_follower(
-                leader_id=state.leader,
-                leader_epoch=state.leader_epoch,
-                isr=state.isr,
-                replicas=state.replicas,
-                zk_version=state.zk_version,
-            )
+            follow(replica, state)
             self.note(
                 f"{b.name}: follower of {state.leader} for epoch {state.leader_epoch}, LEO {b.log.log_end_offset}, HW {replica.high_watermark}"
             )

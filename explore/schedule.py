@@ -79,30 +79,31 @@ def _who(target: str, nodes: list[str]) -> str:
     return names
 
 
+PHRASES = {
+    "kill": "{who} {is_} killed (SIGKILL)",
+    "restart": "{who} restart{s} (SIGTERM, then start)",
+    "pause": "{who} {is_} paused (SIGSTOP)",
+    "partition": "{who} {is_} cut off from {cut}",
+    "power-loss": "{who} lose{s} power: what was never fsynced is gone",
+    "clock": "the clock of {who} jumps {offset} s",
+    "start": "the killed brokers start again ({listed})",
+    "resume": "the paused brokers resume ({listed})",
+}
+
+
 def describe(step: Step, nodes: list[str]) -> str:
     """What one step did, as a person reads it, with the nodes it hit in the simulation."""
-    who = _who(step.target, nodes)
-    if step.fault == "kill":
-        what = f"{who} {'is' if len(nodes) == 1 else 'are'} killed (SIGKILL)"
-    elif step.fault == "restart":
-        what = f"{who} restart{'s' if len(nodes) == 1 else ''} (SIGTERM, then start)"
-    elif step.fault == "pause":
-        what = f"{who} {'is' if len(nodes) == 1 else 'are'} paused (SIGSTOP)"
-    elif step.fault == "partition":
-        cut = "ZooKeeper" if step.target.startswith("zk-") else "the other brokers"
-        who = _who(step.target.removeprefix("zk-"), nodes)
-        what = f"{who} {'is' if len(nodes) == 1 else 'are'} cut off from {cut}"
-    elif step.fault == "power-loss":
-        what = f"{who} lose{'s' if len(nodes) == 1 else ''} power: what was never fsynced is gone"
-    elif step.fault == "clock":
-        what = f"the clock of {who} jumps {step.offset_s:+g} s"
-    elif step.fault == "start":
-        what = f"the killed brokers start again ({', '.join(nodes) or 'none'})"
-    elif step.fault == "resume":
-        what = f"the paused brokers resume ({', '.join(nodes) or 'none'})"
-    else:
-        what = "the network heals" if step.target == "partition" else "the clocks are set right"
-    return what
+    if step.fault == "heal":
+        return "the network heals" if step.target == "partition" else "the clocks are set right"
+    one = len(nodes) == 1
+    return PHRASES[step.fault].format(
+        who=_who(step.target.removeprefix("zk-"), nodes),
+        is_="is" if one else "are",
+        s="s" if one else "",
+        cut="ZooKeeper" if step.target.startswith("zk-") else "the other brokers",
+        offset=f"{step.offset_s:+g}",
+        listed=", ".join(nodes) or "none",
+    )
 
 
 def tell(steps: list[tuple[Step, str]]) -> list[str]:

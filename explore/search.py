@@ -5,7 +5,10 @@ i-th schedule depends only on (seed, i), so the same seed gives the same search,
 budget only decides how far along that sequence it gets; hypothesis has no wall-clock budget and
 its own per-example overhead. Shrinking is greedy delta debugging, as hypothesis shrinks: drop
 steps (chunks, then single ones), then make each remaining step simpler (no wait, shorter waits,
-a plain role as target), keeping every change after which the simulation still fails. Each
+a plain role as target), keeping every change after which the simulation still fails; last, a
+target a replay on real nodes draws at random (`follower`, `one`, `zk-one`) becomes a role
+(`followers`, `leader`, `zk-leader`) when that still fails, so the replay hits the node that
+mattered. Each
 candidate runs with the failing run's simulation seed, so every verdict is reproducible.
 """
 
@@ -17,13 +20,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from explore.schedule import Schedule, Step, draw_schedule
+from explore.schedule import TARGETS, Schedule, Step, draw_schedule
 from explore.settings import SimSettings
 from explore.simulation import Outcome, simulate
 
 log = logging.getLogger(__name__)
 
 SIMPLER_TARGETS = ("leader", "follower", "followers")
+# targets that name the same nodes in every replay, for targets a replay draws at random
+ROBUST_TARGETS = {"follower": ("followers",), "one": ("followers", "leader"), "zk-one": ("zk-leader",)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +115,8 @@ def _simpler_steps(step: Step) -> list[Step]:
             out.append(step.simpler(wait_s=rounded))
     if step.target not in SIMPLER_TARGETS and step.fault not in ("start", "resume", "heal"):
         for target in SIMPLER_TARGETS:
-            out.append(step.simpler(target=target))
+            if target in TARGETS[step.fault]:  # a target the nemesis accepts for this fault
+                out.append(step.simpler(target=target))
     if step.pick:
         out.append(step.simpler(pick=0))
     return out
@@ -132,5 +138,16 @@ def shrink(
             runs += 1
             if result.failed:
                 current, improved = candidate, True
+                break
+    # Last, a replay on real nodes picks `follower` or `one` at random, where the simulation picked
+    # the node that mattered: aim at a role instead, if the simulation still fails that way.
+    for i, step in enumerate(current):
+        for target in ROBUST_TARGETS.get(step.target, ()):
+            if runs >= max_runs or target not in TARGETS[step.fault]:
+                continue
+            candidate = (*current[:i], step.simpler(target=target), *current[i + 1 :])
+            runs += 1
+            if simulate(settings, candidate, sim_seed).failed:
+                current = candidate
                 break
     return current, simulate(settings, current, sim_seed, trace=True), runs

@@ -3,6 +3,7 @@ the safe settings; its drivers agree with the real broker's on the same core dec
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from pathlib import Path
 
@@ -13,7 +14,9 @@ from hypothesis import strategies as st
 from broker.config import BrokerConfig, Listener
 from broker.fetcher import LeaderFetcher, _Followed, _ReplicaView
 from broker.follower import FollowerReplica
+from broker.partition_state import PartitionState
 from broker.replica_manager import ReplicaManager
+from broker.replication import WriteIsr
 from broker.storage.build import build_batch
 from explore.schedule import Step, draw_schedule, scripted, tell
 from explore.search import search
@@ -228,3 +231,103 @@ class SimulatedFollower:
     def state(self) -> tuple[int, int, list[tuple[int, int]]]:
         log = self.b.log
         return log.log_end_offset, self.b.replica.high_watermark, log.epochs.entries()
+
+
+leader_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("produce"), st.integers(0, 0)),
+        st.tuples(st.just("fetch"), st.integers(2, 3), st.floats(0, 1)),
+        st.tuples(st.just("tick"), st.sampled_from([100, 900, 4000, 12000])),
+    ),
+    max_size=25,
+)
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(ops=leader_ops, min_insync=st.integers(1, 3))
+def test_real_and_simulated_leaders_take_the_same_actions(ops: list[tuple], min_insync: int) -> None:  # type: ignore[type-arg]
+    """A leader fed the same produces (acks=1), follower fetches and timer ticks, through the real
+    ReplicaManager on a PartitionLog and through the simulator's driver on a SimLog: the same
+    high watermarks, ISR writes (all lost here, as a lost compare-and-set), log ends and answers."""
+    with tempfile.TemporaryDirectory() as tmp:
+        real = asyncio.run(_real_leader(Path(tmp), ops, min_insync))
+    assert real == _simulated_leader(ops, min_insync)
+
+
+STATE = PartitionState(leader=1, leader_epoch=0, isr=(1, 2, 3), replicas=(1, 2, 3), zk_version=0)
+
+
+async def _real_leader(tmp: Path, ops: list[tuple], min_insync: int) -> list[tuple]:  # type: ignore[type-arg]
+    config = BrokerConfig(
+        broker_id=1, listener=Listener("127.0.0.1", 0), log_dirs=(tmp,), min_insync_replicas=min_insync
+    )
+    clock = [1000.0]
+    replicas = ReplicaManager(config, clock=lambda: clock[0])
+    writes: list[tuple[int, ...]] = []
+
+    async def isr_writer(topic: str, index: int, action: WriteIsr) -> int | None:
+        writes.append(action.isr)
+        return None
+
+    replicas.isr_writer = isr_writer
+    replicas.apply_state("t0", 0, STATE)
+    partition = replicas.partitions[("t0", 0)]
+    seen = []
+    for op in ops:
+        answer: tuple = ()  # type: ignore[type-arg]
+        if op[0] == "produce":
+            result = await replicas.produce("t0", 0, build_batch([b"1"]), 1, 1000)
+            answer = (result.error, result.base_offset)
+        elif op[0] == "fetch":
+            offset = int(op[2] * partition.log.log_end_offset)
+            error, _ = replicas.read(partition, op[1], offset, 1 << 20)
+            answer = (error,)
+        else:
+            clock[0] += op[1]
+            replicas.tick()
+        for _ in range(3):
+            await asyncio.sleep(0)  # the ISR writes run as tasks
+        r = partition.replica
+        seen.append((answer, r.high_watermark, tuple(r.isr), tuple(writes), partition.log.log_end_offset))
+    return seen
+
+
+def _simulated_leader(ops: list[tuple], min_insync: int) -> list[tuple]:  # type: ignore[type-arg]
+    sim = Simulation(SimSettings(acks=1, min_insync_replicas=min_insync), seed=0)
+    sim.now = 1000.0
+    b = sim.brokers[1]
+    writes: list[tuple[int, ...]] = []
+
+    def write_isr(broker: object, action: WriteIsr) -> None:
+        writes.append(action.isr)
+        b.replica.on_isr_write_failed()
+
+    sim.write_isr = write_isr  # type: ignore[method-assign]
+    sim.apply_state(b, STATE)
+    seen = []
+    for op in ops:
+        answers: list[tuple] = []  # type: ignore[type-arg]
+        if op[0] == "produce":
+            sim.produce(b, 1, lambda error, offset, out=answers: out.append((error, offset)))
+        elif op[0] == "fetch":
+            offset = int(op[2] * b.log.log_end_offset)
+            sim.serve_fetch(b, op[1], 0, offset, lambda error, *rest, out=answers: out.append((error,)))
+            answers = answers or [(0,)]  # parked at the log end: no error
+        else:
+            sim.now += op[1]
+            sim._tick(b, b.tick_gen)
+        r = b.replica
+        seen.append(
+            (
+                answers[0] if answers else (),
+                r.high_watermark,
+                tuple(r.isr),
+                tuple(writes),
+                b.log.log_end_offset,
+            )
+        )
+    return seen

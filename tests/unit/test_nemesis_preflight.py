@@ -51,3 +51,21 @@ def test_delay_is_refused_on_a_node_without_netem_and_loss_is_not() -> None:
         "unknown.); loss, bandwidth and partition can run here"
     )
     assert node_refusal(packages[:1], BareNode()) is None
+
+
+def test_power_loss_is_refused_for_a_system_without_data_dirs() -> None:
+    why = system_refusal(resolve(None, {"nemesis": "lose-unsynced"}), KillOnly())
+    assert why is not None and "needs a system with data dirs" in why
+
+
+class NoFuseNode(BareNode):
+    def exec(self, argv: list[str], **kw: Any) -> ExecResult:
+        self.ran.append(argv)
+        return ExecResult(1 if "/dev/fuse" in " ".join(argv) else 0, "", "")
+
+
+def test_power_loss_is_refused_on_a_node_without_fuse() -> None:
+    packages = node_probing_packages(resolve(None, {"nemesis": "lose-unsynced"}), KillOnly())
+    assert node_refusal(packages, NoFuseNode()) == (
+        "fault 'lose-unsynced' cannot run here: FUSE is not available on n1 (no writable /dev/fuse or no fusermount)"
+    )
