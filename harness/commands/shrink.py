@@ -43,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
     if not groups:
         raise BadInput(f"{run}: the nemesis journaled no faults")
     if args.budget <= 0:
-        raise BadInput("shrink: --budget must be positive")
+        raise BadInput("--budget must be positive")
     print(f"shrink: {len(groups)} faults from {run}, budget {args.budget:g} s", flush=True)
     from harness.run import run_test
 
