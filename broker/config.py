@@ -49,7 +49,7 @@ def _parse_listener(key: str, value: str) -> Listener:
 
 @dataclass(frozen=True)
 class BrokerConfig:
-    """Every setting the broker reads; defaults are Kafka's (or TEAM.md's where Kafka has none)."""
+    """Every setting the broker reads; defaults are Kafka's (docs/broker-variants.md where Kafka has none)."""
 
     broker_id: int
     listener: Listener = field(default_factory=lambda: Listener("127.0.0.1", 9092))

@@ -28,25 +28,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from broker.kafka_errors import (
+    COORDINATOR_NOT_AVAILABLE,
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_GROUP_ID,
+    INVALID_SESSION_TIMEOUT,
+    NONE,
+    NOT_COORDINATOR,
+    OFFSET_METADATA_TOO_LARGE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+)
 from broker.storage.group_offsets import CommittedOffset, GroupOffsetStore
 
 if TYPE_CHECKING:
     from broker.zk_offsets import ZkOffsets
 
 log = logging.getLogger(__name__)
-
-# Kafka error codes used here
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-OFFSET_METADATA_TOO_LARGE = 12
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
 
 MAX_METADATA_BYTES = 4096  # offset.metadata.max.bytes
 
@@ -541,10 +540,12 @@ def _millis(value: Any) -> int:
     return int(value)
 
 
+# Apache Kafka 4.1's ranges (docs/broker-protocol.md). OffsetCommit/OffsetFetch v10 (topics by id)
+# were still unstable in 4.1, not listed by its brokers; v9 answers classic groups as v8 does.
 GROUP_API_VERSIONS: dict[int, tuple[int, int]] = {
-    8: (2, 8),  # OffsetCommit
-    9: (1, 8),  # OffsetFetch
-    10: (0, 4),  # FindCoordinator
+    8: (2, 9),  # OffsetCommit
+    9: (1, 9),  # OffsetFetch
+    10: (0, 6),  # FindCoordinator
     11: (0, 9),  # JoinGroup
     12: (0, 4),  # Heartbeat
     13: (0, 5),  # LeaveGroup

@@ -1,22 +1,42 @@
-"""Kafka error codes the partition level answers with (Kafka's numbers, as on the wire).
+"""Kafka error codes, by name, as plain ints (Kafka's numbers, as on the wire): the one place.
 
-One place for them, so the replication core, the replica manager and the fetcher speak of the
-same codes by name.
+The numbers come from kio's `ErrorCode` (the protocol library the broker speaks with), read once at
+import: the request path compares and returns plain module-level ints, as fast as literals.
 """
 
 from __future__ import annotations
 
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-CORRUPT_MESSAGE = 2
-UNKNOWN_TOPIC_OR_PARTITION = 3
-LEADER_NOT_AVAILABLE = 5
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
-MESSAGE_TOO_LARGE = 10
-NOT_ENOUGH_REPLICAS = 19
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-INVALID_REQUIRED_ACKS = 21
-KAFKA_STORAGE_ERROR = 56
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
+from kio.schema.errors import ErrorCode
+
+NONE = int(ErrorCode.none)
+OFFSET_OUT_OF_RANGE = int(ErrorCode.offset_out_of_range)
+CORRUPT_MESSAGE = int(ErrorCode.corrupt_message)
+UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.unknown_topic_or_partition)
+LEADER_NOT_AVAILABLE = int(ErrorCode.leader_not_available)
+NOT_LEADER_OR_FOLLOWER = int(ErrorCode.not_leader_or_follower)
+REQUEST_TIMED_OUT = int(ErrorCode.request_timed_out)
+MESSAGE_TOO_LARGE = int(ErrorCode.message_too_large)
+OFFSET_METADATA_TOO_LARGE = int(ErrorCode.offset_metadata_too_large)
+COORDINATOR_NOT_AVAILABLE = int(ErrorCode.coordinator_not_available)
+NOT_COORDINATOR = int(ErrorCode.not_coordinator)
+INVALID_TOPIC_EXCEPTION = int(ErrorCode.invalid_topic_exception)
+NOT_ENOUGH_REPLICAS = int(ErrorCode.not_enough_replicas)
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = int(ErrorCode.not_enough_replicas_after_append)
+INVALID_REQUIRED_ACKS = int(ErrorCode.invalid_required_acks)
+ILLEGAL_GENERATION = int(ErrorCode.illegal_generation)
+INCONSISTENT_GROUP_PROTOCOL = int(ErrorCode.inconsistent_group_protocol)
+INVALID_GROUP_ID = int(ErrorCode.invalid_group_id)
+UNKNOWN_MEMBER_ID = int(ErrorCode.unknown_member_id)
+INVALID_SESSION_TIMEOUT = int(ErrorCode.invalid_session_timeout)
+REBALANCE_IN_PROGRESS = int(ErrorCode.rebalance_in_progress)
+TOPIC_ALREADY_EXISTS = int(ErrorCode.topic_already_exists)
+INVALID_PARTITIONS = int(ErrorCode.invalid_partitions)
+INVALID_REPLICATION_FACTOR = int(ErrorCode.invalid_replication_factor)
+INVALID_REPLICA_ASSIGNMENT = int(ErrorCode.invalid_replica_assignment)
+OUT_OF_ORDER_SEQUENCE_NUMBER = int(ErrorCode.out_of_order_sequence_number)
+INVALID_PRODUCER_EPOCH = int(ErrorCode.invalid_producer_epoch)
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = int(ErrorCode.transactional_id_authorization_failed)
+KAFKA_STORAGE_ERROR = int(ErrorCode.kafka_storage_error)
+FENCED_LEADER_EPOCH = int(ErrorCode.fenced_leader_epoch)
+UNKNOWN_LEADER_EPOCH = int(ErrorCode.unknown_leader_epoch)
+UNKNOWN_TOPIC_ID = int(ErrorCode.unknown_topic_id)

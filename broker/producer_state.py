@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from broker.kafka_errors import INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER
+
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 KEEP_BATCHES = 5  # Kafka keeps the last 5 batches per producer (max.in.flight for idempotence)
-ERR_OUT_OF_ORDER_SEQUENCE = 45
-ERR_INVALID_PRODUCER_EPOCH = 47
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,7 @@ class ProducerState:
         if entry is None:
             return None  # unknown producer (new, or state lost): accept, as Kafka >= 2.5 mostly does
         if producer_epoch < entry.epoch:
-            return ERR_INVALID_PRODUCER_EPOCH
+            return INVALID_PRODUCER_EPOCH
         if producer_epoch > entry.epoch:
             return None  # a bumped epoch starts afresh
         for first, _last, base_offset, last_offset in entry.batches:
@@ -55,7 +55,7 @@ class ProducerState:
         if entry.batches:
             expected = (entry.batches[-1][1] + 1) % (2**31)
             if base_sequence != expected:
-                return ERR_OUT_OF_ORDER_SEQUENCE
+                return OUT_OF_ORDER_SEQUENCE_NUMBER
         return None
 
     def record(

@@ -19,6 +19,7 @@ from checkers.stats import compute_stats
 from checkers.verdict import decide
 from foundation.config import TestConfig, load_file, validate
 from foundation.errors import BadInput, InfrastructureError
+from foundation.run_files import CLUSTER_STATE, DRAIN, HISTORY, NODES, RESULTS, TEST_JSON
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +27,6 @@ ENGINES = ("reference", "spark")
 # `auto` picks the reference checker (no JVM to start, fastest on ordinary histories) below this
 # size of history.jsonl and Spark above it, where a single Python process would run out of memory.
 AUTO_SPARK_BYTES = 512 * 1024 * 1024
-TEST_JSON = "test.json"
-HISTORY = "history.jsonl"
-RESULTS = "results.json"
-DRAIN = "drain.json"
-CLUSTER_STATE = "cluster-state.json"
-NODES = "nodes"
 
 
 def resolve_engine(engine: str, history: Path) -> str:

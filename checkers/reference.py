@@ -7,7 +7,7 @@ docs/checkers.md repeats them for users.
 Terms
 -----
 * An *operation* is a client invocation plus its completion: the next non-invoke line of the same
-  process. A completion with `f` = `crash` completes the open operation as `info`. An invocation
+  process (`history.pairing`, the one definition every reader shares). A completion with `f` = `crash` completes the open operation as `info`. An invocation
   that never completes is *open*; it counts as `info` (possibly happened). An invocation while the
   process's previous operation is open abandons that one (counted open; the history is `unpaired`),
   and a completion without an invocation is ignored (`unpaired`). Nemesis lines are ignored.
@@ -87,6 +87,7 @@ from checkers.catalogue import (
     select_examples,
 )
 from history.format import NEMESIS_PROCESS, ReadProblem
+from history.pairing import CRASH, OPEN, Pairing, ProcessLinks, outcome_of
 from history.reader import iter_ops
 
 log = logging.getLogger(__name__)
@@ -160,19 +161,15 @@ class _Checker:
         self.problems: list[ReadProblem] = []
         self.incomplete: list[str] = []
         self.found = {name: Examples(name) for name in HISTORY_ANOMALIES}
-        self.open_ops: dict[Any, dict[str, Any]] = {}  # process -> its open invocation
+        self.pairing = Pairing()  # each process's open invocation (history.pairing: the one rule)
         self.status: dict[int, list[Any]] = {}  # value -> [rank, first fail index, its process]
         self.acks: list[tuple[int, int, Any, str, int, int, int, int]] = []
         self.first_read: dict[int, tuple[int, int, Any, str, int, int]] = {}  # value -> (index, pos, ...)
         self.positions_of_value = FirstSightings()  # value -> {position: first sighting}
         self.values_at_position = FirstSightings()  # position -> {value: first sighting}
         self.max_read: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (offset, smallest index)
-        self.poll_position: dict[Any, dict[TopicPartition, tuple[int, int]]] = {}
-        self.last_ack: dict[
-            tuple[Any, str, int], tuple[int, int, int]
-        ] = {}  # (process, tp) -> (offset, index, value)
-        self.superseded: list[tuple[int, Any, int]] = []
-        self.orphans: list[int] = []
+        self.poll_position: ProcessLinks[tuple[int, int]] = ProcessLinks()  # -> (offset, index) read
+        self.last_ack: ProcessLinks[tuple[int, int, int]] = ProcessLinks()  # -> (offset, index, value)
         # Consumer groups: a member's group; values each group returned; ok commits per (group, tp)
         # in completion order; the greatest ok commit so far, and its snapshot at each invocation.
         self.group_of: dict[Any, str] = {}
@@ -204,13 +201,11 @@ class _Checker:
         return {"anomalies": anomalies, "stats": self.stats, "incomplete": self.incomplete}
 
     def _invoke(self, process: Any, op: dict[str, Any]) -> None:
-        previous = self.open_ops.get(process)
+        previous = self.pairing.invoke(op)
         if previous is not None:
-            self.superseded.append((op["index"], process, previous["index"]))
-            self._close(process, previous, "open")
-        self.open_ops[process] = op
+            self._close(process, previous, OPEN)
         if op["f"] == "assign":
-            self.poll_position.pop(process, None)
+            self.poll_position.forget(process)
         elif op["f"] == "subscribe":
             group = op.get("group")
             if isinstance(group, str):  # else ignored, as the Spark engine ignores it
@@ -225,13 +220,9 @@ class _Checker:
             self.status.setdefault(value, [PENDING, None, None])
 
     def _complete(self, process: Any, op: dict[str, Any]) -> None:
-        invocation = self.open_ops.pop(process, None)
-        if invocation is None:
-            if op["f"] != "crash":
-                self.orphans.append(op["index"])
-            return
-        outcome = "info" if op["f"] == "crash" else op["type"]
-        self._close(process, invocation, outcome, op)
+        invocation = self.pairing.complete(op)
+        if invocation is not None:
+            self._close(process, invocation, outcome_of(op), op)
 
     def _close(
         self, process: Any, invocation: dict[str, Any], outcome: str, completion: dict[str, Any] | None = None
@@ -254,8 +245,8 @@ class _Checker:
         elif f == "poll":
             if outcome == "ok" and completion is not None:
                 self._reads(process, completion)
-            elif outcome in ("info", "open"):
-                self.poll_position.pop(process, None)
+            elif outcome in ("info", OPEN):
+                self.poll_position.forget(process)
 
     def _close_send(
         self, process: Any, invocation: dict[str, Any], outcome: str, completion: dict[str, Any] | None
@@ -286,8 +277,7 @@ class _Checker:
         position = (topic, partition, offset)
         self.positions_of_value.add(value, position, index, process)
         self.values_at_position.add(position, value, index, process)
-        key = (process, topic, partition)
-        previous = self.last_ack.get(key)
+        previous = self.last_ack.link(process, (topic, partition), (offset, index, value))
         if previous is not None and offset < previous[0]:
             self.found["nonmonotonic-send"].add(
                 {
@@ -302,7 +292,6 @@ class _Checker:
                     "prev_value": previous[2],
                 }
             )
-        self.last_ack[key] = (offset, index, value)
 
     def _commit_offsets(self, op: dict[str, Any]) -> list[tuple[str, int, int]] | None:
         offsets = op.get("offsets")
@@ -366,7 +355,6 @@ class _Checker:
         if not isinstance(records, list):
             self._malformed(index, "ok poll whose records are not a list")
             return
-        positions = self.poll_position.setdefault(process, {})
         for list_pos, record in enumerate(records):
             if type(record) is not dict:
                 self._malformed(index, "poll record that is not an object")
@@ -394,7 +382,7 @@ class _Checker:
             best = self.max_read.get(tp)
             if best is None or offset > best[0] or (offset == best[0] and index < best[1]):
                 self.max_read[tp] = (offset, index)
-            previous = positions.get(tp)
+            previous = self.poll_position.link(process, tp, (offset, index))
             if previous is not None:
                 prev_offset, prev_index = previous
                 example = {
@@ -410,7 +398,6 @@ class _Checker:
                     self.found["poll-skip"].add({**example, "skipped": offset - prev_offset - 1})
                 elif offset <= prev_offset:
                     self.found["nonmonotonic-poll"].add(example)
-            positions[tp] = (offset, index)
 
     def _malformed(self, index: int, reason: str) -> None:
         self.malformed_count += 1
@@ -418,10 +405,10 @@ class _Checker:
             self.first_malformed = (index, reason)
 
     def _finish_open_ops(self) -> None:
-        self.still_open = sorted((op["index"], p, op["f"]) for p, op in self.open_ops.items())
-        for process, op in list(self.open_ops.items()):
-            self._close(process, op, "open")
-        self.open_ops.clear()
+        still = self.pairing.close_open()
+        self.still_open = sorted((op["index"], p, op["f"]) for p, op in still)
+        for process, op in still:
+            self._close(process, op, OPEN)
         for status in self.status.values():
             if status[0] == PENDING:
                 status[0] = INFO
@@ -543,15 +530,18 @@ class _Checker:
                 f"open-invocation: {len(self.still_open)} client operation(s) never completed "
                 f"(first: index {index}, process {process}, {f})"
             )
-        if self.superseded:
-            index, process, previous = self.superseded[0]
+        superseded = self.pairing.superseded
+        if superseded:
+            index, process, previous = superseded[0]
             self.incomplete.append(
-                f"unpaired: {len(self.superseded)} invocation(s) while the process's previous one was open "
+                f"unpaired: {len(superseded)} invocation(s) while the process's previous one was open "
                 f"(first: index {index}, process {process}, open since index {previous})"
             )
-        if self.orphans:
+        # A crash of a process with nothing open completes nothing: not a pairing problem.
+        orphans = [op["index"] for op in self.pairing.orphans if op["f"] != CRASH]
+        if orphans:
             self.incomplete.append(
-                f"unpaired: {len(self.orphans)} completion(s) without an invocation (first: index {self.orphans[0]})"
+                f"unpaired: {len(orphans)} completion(s) without an invocation (first: index {orphans[0]})"
             )
         if self.first_malformed is not None:
             index, reason = self.first_malformed

@@ -2,9 +2,9 @@
 
 The Cluster is what the harness, the nemesis and `strandline cluster` hold: `.nodes` (the broker
 nodes), `.zookeeper_node`, `.sut`, `.up()`, `.down()`, `.bootstrap_servers()`, `.collect(dest)`.
-Backends (netns today; docker and ssh later) create and destroy the nodes and record what they
-create in a state file; systems under test (own today; Apache Kafka later) run on the nodes through
-the Node protocol only.
+Backends (netns, docker, ssh) create and destroy the nodes and record what they create in a state
+file; systems under test (the own broker, Apache Kafka) run on the nodes through the Node protocol
+only, and offer what faults need through the capability protocols of clusters/sut.py.
 
 `up()` first removes what crashed controllers left behind (`cleanup_leftovers`), and on any
 failure or Ctrl-C removes what it created itself before re-raising. `down()` kills everything and

@@ -37,9 +37,11 @@ from typing import Any
 import jinja2
 from rich.console import Console
 
+from foundation import run_files
 from foundation.config import TestConfig, validate
 from foundation.errors import BadInput
 from harness import rundir
+from harness.campaign_table import detection_rows, time_to_loss
 from harness.run import RunOutcome, precheck, run_test
 from harness.scenarios import scenario as lookup_scenario
 
@@ -47,7 +49,7 @@ log = logging.getLogger(__name__)
 
 VERDICTS = ("valid", "invalid", "unknown")
 NOT_RUN = ("refused", "skipped")  # no verdict: refused by the run, or past the budget
-ENTRY_KEYS = {"name", "matrix", "expect", "scenario"}
+ENTRY_KEYS = {"name", "matrix", "expect", "scenario", "setting"}
 SETUP_ALLOWANCE_S = 90.0  # cluster up, drain, check, report: added to time_limit when budgeting
 
 
@@ -59,6 +61,7 @@ class PlannedTest:
     entry: str  # the [[test]] it came from, for the summary
     settings: dict[str, Any] = field(default_factory=dict)  # the values that vary or matter
     matrix: dict[str, Any] = field(default_factory=dict)  # this row's matrix values
+    setting: str = ""  # the row of the detection table (the entry's `setting`, else its name)
 
     @property
     def label(self) -> str:
@@ -75,6 +78,7 @@ class TestResult:
     run_dir: Path | None = None
     anomalies: dict[str, int] = field(default_factory=dict)
     reason: str = ""
+    time_to_loss_s: float | None = None  # from the first fault to the first lost write's ack
 
     @property
     def as_expected(self) -> bool:
@@ -215,7 +219,8 @@ def _expand(entry: dict[str, Any], all_defaults: dict[str, Any], where: str) -> 
             config = validate(raw)
         except BadInput as e:
             raise BadInput(f"{where}: {e}") from None
-        out.append(PlannedTest(name, config, expect, str(entry["name"]), _settings(config), combo))
+        setting = str(entry.get("setting") or entry["name"])
+        out.append(PlannedTest(name, config, expect, str(entry["name"]), _settings(config), combo, setting))
     return out
 
 
@@ -265,6 +270,7 @@ def run_campaign(campaign: Campaign, store: Path, console: Console) -> tuple[Pat
             outcome.run_dir,
             _anomaly_counts(outcome),
             outcome.reason,
+            time_to_loss(outcome.results),
         )
         results.append(result)
         if result.verdict == "refused":
@@ -302,10 +308,29 @@ def summary_json(campaign: Campaign, results: list[TestResult], seconds: float) 
                 "anomalies": r.anomalies,
                 "run_dir": str(r.run_dir) if r.run_dir else None,
                 "reason": r.reason,
+                "time_to_loss_s": r.time_to_loss_s,
             }
             for r in results
         ],
+        "detection": [row.as_json() for row in table(results)],
     }
+
+
+def table(results: list[TestResult]) -> list[Any]:
+    """The detection table's rows (harness/campaign_table.py): setting x mix, caught k of n."""
+    return detection_rows(
+        [
+            (
+                r.test.setting or r.test.entry,
+                str(r.test.settings.get("nemesis", "")),
+                r.test.expect,
+                r.test.config.seed,
+                r.verdict,
+                r.time_to_loss_s,
+            )
+            for r in results
+        ]
+    )
 
 
 def failure_message(r: TestResult) -> str:
@@ -316,7 +341,7 @@ def failure_message(r: TestResult) -> str:
     elif r.reason:
         text += f": {r.reason}"
     if r.run_dir is not None:
-        text += f"; report: {r.run_dir / rundir.REPORT}"
+        text += f"; report: {r.run_dir / run_files.REPORT}"
     return text
 
 
@@ -352,7 +377,7 @@ def junit_xml(campaign: Campaign, results: list[TestResult], seconds: float) -> 
             ).strip()
         if r.run_dir is not None:
             said = f"refused: {r.reason}" if r.verdict == "refused" else f"verdict: {r.verdict} {r.run_dir}"
-            ET.SubElement(case, "system-out").text = f"{said}\nreport: {r.run_dir / rundir.REPORT}"
+            ET.SubElement(case, "system-out").text = f"{said}\nreport: {r.run_dir / run_files.REPORT}"
     root = ET.Element("testsuites", name="strandline", tests=str(len(results)), failures=str(failures))
     root.append(suite)
     ET.indent(root)
@@ -363,7 +388,7 @@ def index_html(campaign: Campaign, results: list[TestResult], seconds: float, ou
     env = jinja2.Environment(loader=jinja2.PackageLoader("harness", "templates"), autoescape=True)
     rows = []
     for r in results:
-        link = os.path.relpath(r.run_dir / rundir.REPORT, out_dir) if r.run_dir is not None else None
+        link = os.path.relpath(r.run_dir / run_files.REPORT, out_dir) if r.run_dir is not None else None
         rows.append({"r": r, "link": link})
     return env.get_template("campaign.html.j2").render(
         campaign=campaign,

@@ -20,6 +20,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup, escape
 
+from foundation import run_files
 from harness import rundir
 from harness.report_context import build_context
 
@@ -56,7 +57,7 @@ def write_report(run_dir: str | Path) -> Path:
     is raised, so a run directory never ends without a report.html.
     """
     run = Path(run_dir)
-    out = run / rundir.REPORT
+    out = run / run_files.REPORT
     try:
         html = render(run)
     except Exception as e:
@@ -74,7 +75,7 @@ def _write(out: Path, html: str) -> None:
 
 
 def _fallback_page(run: Path, error: str) -> str:
-    outcome = rundir.read_json(run / rundir.OUTCOME)
+    outcome = rundir.read_json(run / run_files.OUTCOME)
     verdict = outcome.get("verdict") if isinstance(outcome, dict) else None
     verdict = verdict if verdict in ("valid", "invalid", "unknown") else "unknown"
     files = "".join(

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import rundir
+from foundation import run_files
 from harness.report_catalogue import description, sentence, severity_rank
 from harness.report_examples import ExampleView, example_partitions, example_view, refs
 from harness.report_faults import shaded_windows
@@ -53,9 +53,9 @@ def build_context(run: Path) -> dict[str, Any]:
             i, v = refs(ex)
             want_idx |= i
             want_val |= v
-    digest = digest_history(run / rundir.HISTORY, want_idx, want_val)
+    digest = digest_history(run / run_files.HISTORY, want_idx, want_val)
     windows = shaded_windows(digest.nemesis)
-    logs = read_partition_logs(run / rundir.NODES)
+    logs = read_partition_logs(run / run_files.NODES)
     fatal = set(results["fatal"]) if results is not None and "fatal" in results else set()
     verdict, sentences = headline(results, digest, windows, fatal)
     facts = run_facts(run, cfg, digest, outcome, inputs.drain)

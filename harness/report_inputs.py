@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import rundir
+from foundation import run_files
 
 log = logging.getLogger(__name__)
 
@@ -193,35 +193,37 @@ def _size(path: Path) -> int | None:
 def read_inputs(run: Path) -> RunInputs:
     """Read and clean every file the report uses; never raises on a missing or damaged file."""
     missing: list[str] = []
-    test, test_problem = _read(run / rundir.TEST_JSON)
+    test, test_problem = _read(run / run_files.TEST_JSON)
     config = test.get("config", test) if isinstance(test, dict) else None
     if not isinstance(config, dict):
         config = {}
         missing.append(
-            f"{rundir.TEST_JSON} is {test_problem or 'not a configuration'}: the settings are unknown"
+            f"{run_files.TEST_JSON} is {test_problem or 'not a configuration'}: the settings are unknown"
         )
-    raw_results, results_problem = _read(run / rundir.RESULTS)
+    raw_results, results_problem = _read(run / run_files.RESULTS)
     results = clean_results(raw_results)
     if results is None and results_problem != "missing":
-        missing.append(f"{rundir.RESULTS} is {results_problem or 'not a results object'}: no verdict to show")
-    raw_outcome, outcome_problem = _read(run / rundir.OUTCOME)
+        missing.append(
+            f"{run_files.RESULTS} is {results_problem or 'not a results object'}: no verdict to show"
+        )
+    raw_outcome, outcome_problem = _read(run / run_files.OUTCOME)
     outcome = clean_outcome(raw_outcome)
     if outcome is None:
         missing.append(
-            f"{rundir.OUTCOME} is {outcome_problem or 'not an outcome'}: the controller stopped "
+            f"{run_files.OUTCOME} is {outcome_problem or 'not an outcome'}: the controller stopped "
             "without recording how the run ended (killed, or still running)"
         )
-    history_bytes = _size(run / rundir.HISTORY)
+    history_bytes = _size(run / run_files.HISTORY)
     if history_bytes is None:
-        missing.append(f"{rundir.HISTORY} is missing: no operation was recorded")
+        missing.append(f"{run_files.HISTORY} is missing: no operation was recorded")
     elif history_bytes == 0:
-        missing.append(f"{rundir.HISTORY} is empty: no operation was recorded")
+        missing.append(f"{run_files.HISTORY} is empty: no operation was recorded")
     if results is None and results_problem == "missing":
-        missing.append(f"{rundir.RESULTS} is missing: the history was not checked")
-    if not (run / rundir.NODES).is_dir():
+        missing.append(f"{run_files.RESULTS} is missing: the history was not checked")
+    if not (run / run_files.NODES).is_dir():
         missing.append("no data dirs or node logs were collected (nodes/ is missing)")
-    state, _ = _read(run / rundir.CLUSTER_STATE)
-    drain, _ = _read(run / rundir.DRAIN)
+    state, _ = _read(run / run_files.CLUSTER_STATE)
+    drain, _ = _read(run / run_files.DRAIN)
     return RunInputs(
         run=run,
         config=config,

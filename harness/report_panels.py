@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness import rundir
+from foundation import run_files
 from harness.report_history import NS, HistoryDigest
 from harness.report_text import RunFacts
 
@@ -131,17 +131,17 @@ def stats_cards(
 def files(run: Path) -> list[tuple[str, str]]:
     out = []
     for name, what in (
-        (rundir.HISTORY, "every operation, one JSON per line"),
-        (rundir.RESULTS, "the checker's output"),
-        (rundir.TEST_JSON, "the configuration and seed (rerun with --config)"),
-        (rundir.HARNESS_LOG, "what the controller did"),
-        (rundir.DRAIN, "the final reads"),
-        (rundir.CLUSTER_STATE, "leaders, epochs and ISRs at the end"),
-        (rundir.OUTCOME, "how the run ended"),
+        (run_files.HISTORY, "every operation, one JSON per line"),
+        (run_files.RESULTS, "the checker's output"),
+        (run_files.TEST_JSON, "the configuration and seed (rerun with --config)"),
+        (run_files.HARNESS_LOG, "what the controller did"),
+        (run_files.DRAIN, "the final reads"),
+        (run_files.CLUSTER_STATE, "leaders, epochs and ISRs at the end"),
+        (run_files.OUTCOME, "how the run ended"),
     ):
         if (run / name).exists():
             out.append((name, what))
-    nodes = run / rundir.NODES
+    nodes = run / run_files.NODES
     if nodes.is_dir():
         for node in sorted(p for p in nodes.iterdir() if p.is_dir()):
             logs = node / "logs"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from harness import browser, rundir
+from foundation import run_files
+from harness import browser
 
 log = logging.getLogger(__name__)
 
@@ -16,7 +17,7 @@ def keep_screenshot(report: Path) -> Path | None:
         log.info("no chromium: %s kept without a screenshot", report)
         return None
     height = browser.page_height(report.read_text(encoding="utf-8", errors="replace"))
-    png = report.with_name(rundir.REPORT_PNG)
+    png = report.with_name(run_files.REPORT_PNG)
     shot = browser.screenshot(report, png, height=height, timeout=45)
     if not shot.ok:
         log.warning("could not screenshot %s: %s", report, "; ".join(shot.console) or "chromium failed")

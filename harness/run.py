@@ -25,6 +25,7 @@ from typing import Any
 
 from rich.console import Console
 
+from foundation import run_files
 from foundation.config import TestConfig
 from foundation.errors import (
     EXIT_BAD_INPUT,
@@ -116,7 +117,7 @@ class _ClientNoise(logging.Filter):
 @contextmanager
 def _harness_log(run: Path) -> Iterator[None]:
     """Everything logged goes to <run>/harness.log (INFO and up); the terminal stays as quiet as asked."""
-    handler = logging.FileHandler(run / rundir.HARNESS_LOG, encoding="utf-8")
+    handler = logging.FileHandler(run / run_files.HARNESS_LOG, encoding="utf-8")
     handler.setLevel(logging.INFO)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
     root = logging.getLogger()
@@ -338,7 +339,7 @@ def run_test(
     if on_run_dir is not None:
         on_run_dir(run)
     outcome = RunOutcome(run_dir=run)
-    rundir.write_json(run / rundir.TEST_JSON, {"config": config.to_json(), "seed": config.seed})
+    rundir.write_json(run / run_files.TEST_JSON, {"config": config.to_json(), "seed": config.seed})
     phases = _Phases(console, outcome.timings)
     console.print(f"[bold]strandline run[/] {config.name} → {run}", highlight=False)
     started = time.monotonic()
@@ -414,7 +415,7 @@ def _lifecycle(
             f"topics: {config.topics} × {config.partitions} partitions, RF {config.replication_factor}",
         ):
             pieces.setup_topics(config, bootstrap)
-        history = HistoryWriter(run / rundir.HISTORY)
+        history = HistoryWriter(run / run_files.HISTORY)
         if wants_nemesis(config):
             nemesis = pieces.build_nemesis(config, cluster, history, random.Random(config.seed))
             nemesis.validate()
@@ -428,13 +429,13 @@ def _lifecycle(
             recovery.update(_recover(cluster.sut, config, phases.console))
         with phases.phase("drain", "final reads of every partition"):
             drain = pieces.final_drain(
-                config, bootstrap, history, config.drain_timeout, path=run / rundir.DRAIN
+                config, bootstrap, history, config.drain_timeout, path=run / run_files.DRAIN
             )
             if not drain.complete:
                 phases.console.print(f"    [yellow]incomplete: {drain.reason}[/]", highlight=False)
         _guard(
             "cluster state",
-            lambda: rundir.write_json(run / rundir.CLUSTER_STATE, final_state_json(cluster.sut)),
+            lambda: rundir.write_json(run / run_files.CLUSTER_STATE, final_state_json(cluster.sut)),
         )
     finally:
         if history is not None:
@@ -443,7 +444,7 @@ def _lifecycle(
             _guard("heal", nemesis.heal_all)  # idempotent; a no-op after the heal above
         if up:
             with phases.phase("collect", "collecting node logs and data dirs"):
-                _guard("collect", lambda: cluster.collect(run / rundir.NODES))
+                _guard("collect", lambda: cluster.collect(run / run_files.NODES))
             with phases.phase("down", "tearing the cluster down"):
                 cluster.down()
 
@@ -571,10 +572,10 @@ def _finish(
     """Check and report whatever was written, then settle the verdict and the exit code."""
     from harness.report import write_report
 
-    config = rundir.read_json(run / rundir.TEST_JSON) or {}
+    config = rundir.read_json(run / run_files.TEST_JSON) or {}
     engine = ((config.get("config") or {}).get("checker")) or "reference"
     spark_master = (config.get("config") or {}).get("spark_master")
-    if (run / rundir.HISTORY).exists():
+    if (run / run_files.HISTORY).exists():
         try:
             with phases.phase("check", f"checking the history ({engine} checker)"):
                 outcome.results = check_run(run, engine, spark_master=spark_master)
@@ -587,7 +588,7 @@ def _finish(
     if outcome.status != "completed" and outcome.verdict == "valid":
         outcome.verdict = "unknown"  # nothing wrong was seen, but the test did not run to its end
     rundir.write_json(
-        run / rundir.OUTCOME,
+        run / run_files.OUTCOME,
         {
             "status": outcome.status,
             "reason": outcome.reason,

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from foundation import run_files
 from harness import rundir
 
 log = logging.getLogger(__name__)
@@ -49,12 +50,12 @@ def run_facts(run_dir: str | Path) -> dict[str, Any]:
     before the time limit. `recovery`: outcome.json's, when the run recorded one.
     """
     run = Path(run_dir)
-    outcome = rundir.read_json(run / rundir.OUTCOME)
-    test = rundir.read_json(run / rundir.TEST_JSON) or {}
+    outcome = rundir.read_json(run / run_files.OUTCOME)
+    test = rundir.read_json(run / run_files.TEST_JSON) or {}
     config = test.get("config") if isinstance(test, dict) else None
     limit = config.get("time_limit") if isinstance(config, dict) else None
     time_limit_s = float(limit) if isinstance(limit, int | float) else None
-    ran_s = last_history_time_s(run / rundir.HISTORY)
+    ran_s = last_history_time_s(run / run_files.HISTORY)
     if isinstance(outcome, dict):
         status = str(outcome.get("status") or "completed")
         reason = str(outcome.get("reason") or "")

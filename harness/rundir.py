@@ -1,7 +1,6 @@
-"""The run directory: its file names and careful readers (a run may have been cut short anywhere).
+"""The run directory: creating it and careful readers (a run may have been cut short anywhere).
 
-Layout (DESIGN.md): test.json, history.jsonl, results.json, report.html, harness.log, drain.json,
-cluster-state.json, nodes/<node>/{logs,data}/. `<store>/latest` points at the newest run.
+Its file names are `foundation.run_files`. `<store>/latest` points at the newest run.
 """
 
 from __future__ import annotations
@@ -14,19 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from foundation.errors import BadInput
+from foundation.run_files import HISTORY, TEST_JSON
 
 log = logging.getLogger(__name__)
-
-TEST_JSON = "test.json"
-HISTORY = "history.jsonl"
-RESULTS = "results.json"
-REPORT = "report.html"
-REPORT_PNG = "report.png"
-HARNESS_LOG = "harness.log"
-DRAIN = "drain.json"
-CLUSTER_STATE = "cluster-state.json"
-NODES = "nodes"
-OUTCOME = "outcome.json"  # how the run itself ended (completed, interrupted, failed) and why
 
 
 def read_json(path: Path) -> Any:

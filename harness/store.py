@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from foundation import run_files
 from harness import rundir
 
 SKIP = {"campaigns", "latest", ".work"}
@@ -66,10 +67,10 @@ def _verdict(results: Any, outcome: Any) -> str:
 
 
 def read_run(store: Path, run: Path) -> RunInfo:
-    test = rundir.read_json(run / rundir.TEST_JSON) or {}
+    test = rundir.read_json(run / run_files.TEST_JSON) or {}
     config = test.get("config", {}) if isinstance(test, dict) else {}
-    results = rundir.read_json(run / rundir.RESULTS)
-    outcome = rundir.read_json(run / rundir.OUTCOME)
+    results = rundir.read_json(run / run_files.RESULTS)
+    outcome = rundir.read_json(run / run_files.OUTCOME)
     anomalies = {}
     if isinstance(results, dict):
         fatal = results.get("fatal")
@@ -107,7 +108,7 @@ def read_run(store: Path, run: Path) -> RunInfo:
         status=str(outcome.get("status", ""))
         if isinstance(outcome, dict)
         else ("killed" if isinstance(results, dict) else ""),
-        has_report=(run / rundir.REPORT).exists(),
+        has_report=(run / run_files.REPORT).exists(),
     )
 
 
@@ -128,7 +129,7 @@ def list_runs(store: Path) -> list[RunInfo]:
             if (
                 run.is_dir()
                 and not run.is_symlink()
-                and ((run / rundir.TEST_JSON).exists() or (run / rundir.HISTORY).exists())
+                and ((run / run_files.TEST_JSON).exists() or (run / run_files.HISTORY).exists())
             ):
                 runs.append(read_run(store, run))
     expected = expectations(store)

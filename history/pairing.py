@@ -1,13 +1,87 @@
-"""Operation pairing: an invocation and the next completion of the same process are one operation."""
+"""Operation pairing and per-process links: how a history's lines become operations.
+
+Every reader of a history (the reference checker, the Spark conversion, the workload's own
+figures) pairs the same way:
+
+* An *operation* is a client invocation plus its completion: the next non-invoke line of the same
+  process. A completion with `f` = `crash` completes the open operation as `info`.
+* An invocation while the process's previous operation is still open abandons that one
+  (`superseded`; the abandoned operation stays `open`); a completion without an invocation is an
+  *orphan*. An invocation that never completes is *open* (it counts as `info`: possibly happened).
+* A process's *link* on a topic-partition is its previous read (or ack) there: what poll-skip,
+  nonmonotonic-poll and nonmonotonic-send compare with (`ProcessLinks`).
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from history.format import NEMESIS_PROCESS, ReadProblem
 from history.reader import iter_ops
+
+CRASH = "crash"
+OPEN = "open"  # the outcome of an operation that never completed
+
+T = TypeVar("T")
+
+
+def outcome_of(completion: dict[str, Any]) -> str:
+    """The outcome a completion gives its operation: its type, or `info` for a crash."""
+    return "info" if completion["f"] == CRASH else str(completion["type"])
+
+
+class Pairing:
+    """Streams ops (in history order) into operations, one open invocation per process."""
+
+    def __init__(self) -> None:
+        self.open: dict[Any, dict[str, Any]] = {}  # process -> its open invocation
+        self.superseded: list[tuple[int, Any, int]] = []  # (index, process, abandoned invoke index)
+        self.orphans: list[dict[str, Any]] = []  # completions without an invocation
+
+    def invoke(self, op: dict[str, Any]) -> dict[str, Any] | None:
+        """Open `op`'s operation; returns the invocation it abandons (the process's open one), if any."""
+        process = op["process"]
+        previous = self.open.get(process)
+        if previous is not None:
+            self.superseded.append((op["index"], process, previous["index"]))
+        self.open[process] = op
+        return previous
+
+    def complete(self, op: dict[str, Any]) -> dict[str, Any] | None:
+        """Close the process's open operation with `op`; returns its invocation (None: an orphan)."""
+        invocation = self.open.pop(op["process"], None)
+        if invocation is None:
+            self.orphans.append(op)
+        return invocation
+
+    def close_open(self) -> list[tuple[Any, dict[str, Any]]]:
+        """The operations still open at the end of the history, (process, invocation); forgotten."""
+        still = list(self.open.items())
+        self.open.clear()
+        return still
+
+
+class ProcessLinks(Generic[T]):
+    """Each process's last item (a read's or an ack's position) per topic-partition."""
+
+    def __init__(self) -> None:
+        self._last: dict[Any, dict[Hashable, T]] = {}
+
+    def link(self, process: Any, tp: Hashable, item: T) -> T | None:
+        """Record `item` as the process's last on `tp`; returns the one it follows (None: none)."""
+        mine = self._last.get(process)
+        if mine is None:
+            mine = self._last[process] = {}
+        previous = mine.get(tp)
+        mine[tp] = item
+        return previous
+
+    def forget(self, process: Any) -> None:
+        """The process lost its place on every partition (an `assign`, a poll that may have read unseen)."""
+        self._last.pop(process, None)
 
 
 @dataclass
@@ -26,19 +100,18 @@ class HistorySummary:
 def pair_problems(path: str | os.PathLike[str]) -> HistorySummary:
     """Check the invoke/completion discipline: one op at a time per process, no orphan completion."""
     summary = HistorySummary()
+    pairing = Pairing()
     for op in iter_ops(path, problems=summary.problems):
         summary.ops += 1
         process = op["process"]
         if op["type"] == "invoke":
-            if process in summary.open_invocations and process != NEMESIS_PROCESS:
+            if pairing.invoke(op) is not None and process != NEMESIS_PROCESS:
                 summary.problems.append(
                     ReadProblem(op["index"] + 1, f"process {process} invoked while its op is still open")
                 )
-            summary.open_invocations[process] = op["index"]
-        else:
-            if process not in summary.open_invocations and process != NEMESIS_PROCESS:
-                summary.problems.append(
-                    ReadProblem(op["index"] + 1, f"completion without invocation for process {process}")
-                )
-            summary.open_invocations.pop(process, None)
+        elif pairing.complete(op) is None and process != NEMESIS_PROCESS:
+            summary.problems.append(
+                ReadProblem(op["index"] + 1, f"completion without invocation for process {process}")
+            )
+    summary.open_invocations = {process: invocation["index"] for process, invocation in pairing.open.items()}
     return summary

@@ -1,8 +1,8 @@
-"""Client workloads, operation generators and the history journal.
+"""Client workloads, operation generators and the final drain (the history itself is `history/`).
 
-The public API (TEAM.md): `setup_topics`, `run_workload`, `final_drain`, `WorkloadStats`,
-`DrainResult`, `LiveProgress`. They are imported lazily so that readers of the history (the
-checkers) do not pay for importing the Kafka client libraries.
+The public API: `setup_topics`, `run_workload`, `final_drain`, `WorkloadStats`, `DrainResult`,
+`LiveProgress`. They are imported lazily, so a command that needs one of them (`strandline cluster
+up` needs only `setup_topics`) does not pay for importing every Kafka client library.
 """
 
 from __future__ import annotations

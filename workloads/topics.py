@@ -6,13 +6,15 @@ import logging
 import time
 from typing import Any
 
+from kafka.errors import TopicAlreadyExistsError
+
 from foundation.config import TestConfig
 from foundation.errors import InfrastructureError
 from workloads.generator import topic_partitions
 
 log = logging.getLogger(__name__)
 
-TOPIC_ALREADY_EXISTS = 36
+TOPIC_ALREADY_EXISTS = TopicAlreadyExistsError.errno  # Kafka error code 36, as the client names it
 
 
 def topic_names(config: TestConfig) -> list[str]:

@@ -11,14 +11,13 @@ import uuid
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from broker.kafka_errors import REQUEST_TIMED_OUT
-from broker.metadata import (
+from broker.kafka_errors import (
     INVALID_REPLICA_ASSIGNMENT,
     INVALID_REPLICATION_FACTOR,
+    REQUEST_TIMED_OUT,
     TOPIC_ALREADY_EXISTS,
-    TopicCreation,
-    assign_replicas,
 )
+from broker.metadata import TopicCreation, assign_replicas
 from broker.zookeeper.cache import MetadataCache
 from broker.zookeeper.layout import PRODUCER_ID_BLOCK, TOPICS, encode_topic, parse_json
 

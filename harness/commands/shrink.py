@@ -11,6 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
+from foundation import run_files
 from foundation.config import TestConfig, load_file, validate
 from foundation.errors import EXIT_INVALID, EXIT_UNKNOWN, BadInput
 from harness import rundir
@@ -39,15 +40,15 @@ def candidate_config(config: TestConfig, groups: list[FaultGroup], scale: float)
 
 def main(args: argparse.Namespace) -> int:
     run = rundir.existing_run_dir(args.run_dir)
-    results_path = run / rundir.RESULTS
+    results_path = run / run_files.RESULTS
     try:
         valid = json.loads(results_path.read_text()).get("valid")
     except (OSError, ValueError):
-        raise BadInput(f"{run}: no readable {rundir.RESULTS} (check the run first)") from None
+        raise BadInput(f"{run}: no readable {run_files.RESULTS} (check the run first)") from None
     if valid is not False:
         raise BadInput(f"{run}: the run is not invalid (valid: {valid}); nothing to shrink")
-    config = validate(load_file(run / rundir.TEST_JSON))
-    groups = fault_groups(run / rundir.HISTORY)
+    config = validate(load_file(run / run_files.TEST_JSON))
+    groups = fault_groups(run / run_files.HISTORY)
     if not groups:
         raise BadInput(f"{run}: the nemesis journaled no faults")
     if args.budget <= 0:

@@ -97,6 +97,8 @@ class PlanEnv:
     has_zookeeper: bool
     # How long the cluster takes to notice a crashed broker (its ZooKeeper session timeout).
     crash_noticed_s: float = 0.0
+    # The brokers' data dirs can lose unsynced writes (lazyfs): power-loss patterns can run.
+    power_loss: bool = False
 
 
 class Package:

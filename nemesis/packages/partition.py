@@ -3,6 +3,8 @@
 Shapes: one (isolate a random node), halves, majority (bare majority | the rest), ring (majorities
 ring), bridge, leader (isolate a partition's leader), zk-one / zk-leader / zk-all (cut brokers from
 ZooKeeper only). Healed by flushing SL-PART everywhere. The history gets the effective grudge.
+The patterns `cut-off-failover`, `leader-isolated` and `lonely-leader` (lose-unsynced) are step
+sequences around these cuts (nemesis/packages/network_patterns.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from foundation.errors import BadInput
 from nemesis import grudge as grudges
 from nemesis import net, targets
 from nemesis.packages.base import Active, Context, NoTarget, Package, PlanEnv, topic_partition_draw
+from nemesis.packages.patterns import check_pattern, names_of, usable_patterns
 
 ZK = "zookeeper"
 
@@ -42,8 +45,18 @@ def zookeeper_address(ctx: Context) -> str | None:
 class Partition(Package):
     name = "partition"
     f = "partition"
-    qualifiers = grudges.SHAPES
-    default_qualifiers = ("one", "halves", "majority", "ring", "bridge", "leader", "zk-one", "zk-leader")
+    qualifiers = (*grudges.SHAPES, *names_of("partition"))
+    default_qualifiers = (
+        "one",
+        "halves",
+        "majority",
+        "ring",
+        "bridge",
+        "leader",
+        "zk-one",
+        "zk-leader",
+        *names_of("partition"),
+    )
     shade = {"color": "#4c78a8", "label": "partition"}
     summary = "network partition (a grudge) applied with iptables DROP rules; healed by flushing"
 
@@ -51,6 +64,8 @@ class Partition(Package):
         n = len(env.names)
         out = []
         for shape in self.default_qualifiers:
+            if shape in names_of(self.name):
+                continue
             if shape in ("ring",) and n < 4:
                 continue
             if shape == "bridge" and n < 3:
@@ -62,7 +77,7 @@ class Partition(Package):
             if shape.startswith("zk-") and not env.has_zookeeper:
                 continue
             out.append(shape)
-        return out
+        return out + usable_patterns(self.name, env)
 
     def check(self, ctx: Context, step: dict[str, Any]) -> None:
         shape = step.get("grudge", step.get("target", "halves"))
@@ -71,6 +86,9 @@ class Partition(Package):
                 for name in [node, *drops]:
                     if name not in ctx.names and name != ZK:
                         raise BadInput(f"partition: unknown node {name!r} in grudge")
+            return
+        if isinstance(shape, str) and shape in names_of(self.name):
+            check_pattern(ctx, self.name, shape)
             return
         if shape not in grudges.SHAPES:
             raise BadInput(f"partition: unknown shape {shape!r} (shapes: {', '.join(grudges.SHAPES)})")
@@ -102,7 +120,7 @@ class Partition(Package):
     def plan(self, rng: random.Random, env: PlanEnv, qualifier: str | None) -> dict[str, Any]:
         shape = qualifier or rng.choice(self.usable_qualifiers(env, None) or ["halves"])
         step: dict[str, Any] = {"do": self.name, "grudge": shape}
-        if shape in ("leader", "zk-leader"):
+        if shape in ("leader", "zk-leader", *names_of(self.name)):
             step.update(topic_partition_draw(rng, env))
         return step
 

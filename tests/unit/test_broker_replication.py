@@ -6,7 +6,8 @@ from pathlib import Path
 
 from broker.controller import elect_leader, initial_state
 from broker.follower import leader_epoch_truncation
-from broker.producer_state import ERR_OUT_OF_ORDER_SEQUENCE, Duplicate, ProducerState
+from broker.kafka_errors import OUT_OF_ORDER_SEQUENCE_NUMBER
+from broker.producer_state import Duplicate, ProducerState
 from broker.replication import (
     HighWatermarkAdvanced,
     PartitionReplica,
@@ -120,7 +121,7 @@ def test_producer_sequences_deduplicate_and_reject_gaps() -> None:
     state.record(7, 0, 0, 4, base_offset=100)
     assert state.check(7, 0, 0) == Duplicate(100, 104)
     assert state.check(7, 0, 5) is None
-    assert state.check(7, 0, 9) == ERR_OUT_OF_ORDER_SEQUENCE
+    assert state.check(7, 0, 9) == OUT_OF_ORDER_SEQUENCE_NUMBER
     state.truncate(100)
     assert state.check(7, 0, 9) is None  # forgotten after truncation
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from foundation import run_files
 from foundation.config import load_file, resolve, validate
-from harness import rundir
 from harness.run import RunPieces, run_test
 
 
@@ -211,7 +211,7 @@ def test_sigterm_heals_and_tears_down(tmp_path: Path) -> None:
         killer.join()
     assert outcome.status == "interrupted" and outcome.exit_code == 130
     assert "heal_all" in calls and "down" in calls
-    assert (outcome.run_dir / rundir.HISTORY).stat().st_size > 0
+    assert (outcome.run_dir / run_files.HISTORY).stat().st_size > 0
 
 
 def test_a_cluster_that_cannot_come_up_is_an_infrastructure_failure(tmp_path: Path) -> None:

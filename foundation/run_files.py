@@ -1,0 +1,19 @@
+"""The names of the files in a run directory: one definition for whoever writes or reads them.
+
+Layout (DESIGN.md): test.json, history.jsonl, results.json, report.html, harness.log, drain.json,
+cluster-state.json, outcome.json, nodes/<node>/{logs,data}/. The harness writes the run directory,
+the checkers read it, so the names live below both.
+"""
+
+from __future__ import annotations
+
+TEST_JSON = "test.json"
+HISTORY = "history.jsonl"
+RESULTS = "results.json"
+REPORT = "report.html"
+REPORT_PNG = "report.png"
+HARNESS_LOG = "harness.log"
+DRAIN = "drain.json"
+CLUSTER_STATE = "cluster-state.json"
+NODES = "nodes"
+OUTCOME = "outcome.json"  # how the run itself ended (completed, interrupted, failed) and why
