@@ -90,6 +90,25 @@ def test_killing_the_zookeeper_role_shows_in_the_history_and_heals(tmp_path: Pat
     print(f"kill:role=zookeeper run: {time.monotonic() - started:.0f} s")
 
 
+def test_data_dirs_not_in_kafka_format_leave_the_verdict_to_the_history(tmp_path: Path) -> None:
+    """The own broker declared with data_format = "other": no replica-log checks, the verdict is the
+    history's (valid, not unknown), and results.json and the report say why."""
+    text = Path(OWN).read_text()
+    assert 'data_format = "kafka"' in text
+    definition = tmp_path / "opaque.toml"
+    definition.write_text(text.replace('data_format = "kafka"', 'data_format = "other"'))
+    out = cli(["run", "--system", str(definition), "--name", "opaque", "--nodes", "1", "--replication-factor",
+               "1", "--min-insync", "1", "--time-limit", "5", "--store", str(tmp_path / "store"), *LOAD],
+              environment(tmp_path))  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = run_dir(out)
+    results = json.loads((run / "results.json").read_text())
+    assert results["valid"] is True and results["incomplete"] == []
+    assert "not available for this system" in results["replicas_unavailable"]
+    assert "Not available: the replica-log checks were not available" in (run / "report.html").read_text()
+    nothing_left(tmp_path)
+
+
 def test_a_system_that_never_becomes_ready_is_exit_4_with_its_log(tmp_path: Path) -> None:
     definition = tmp_path / "stuck.toml"
     definition.write_text(
