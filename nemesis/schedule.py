@@ -19,7 +19,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from foundation.errors import BadInput
-from nemesis.packages import ALIASES, PACKAGES, PlanEnv, lookup
+from nemesis import targets
+from nemesis.packages import ALIASES, PACKAGES, Package, PlanEnv, lookup
 from nemesis.packages.patterns import pattern_of
 
 CONTROL_DO = ("start", "resume", "heal")
@@ -61,6 +62,14 @@ def available() -> list[str]:
     return sorted(PACKAGES)
 
 
+def _role_qualifier(package: Package, qualifier: str) -> bool:
+    """`kill:role=storage`, `pause:role=coordinator`: the faults that take targets take roles;
+    partitions take two roles (`partition:broker|storage`). Checked against the system later."""
+    if targets.role_of_target(qualifier):
+        return package.name != "partition" and "one" in package.qualifiers
+    return package.name == "partition" and "|" in qualifier
+
+
 def wants_all(names: Sequence[str]) -> bool:
     return any(str(n).strip() == ALL for n in names)
 
@@ -94,7 +103,7 @@ def parse_specs(names: Sequence[str]) -> list[Group]:
                 )
             if package.name == "clock-reset":
                 raise BadInput("clock-reset is a scripted step, not a fault for the random schedule")
-            if qualifier and qualifier not in package.qualifiers:
+            if qualifier and qualifier not in package.qualifiers and not _role_qualifier(package, qualifier):
                 raise BadInput(
                     f"fault {package.name!r}: unknown qualifier {qualifier!r} "
                     f"(accepted: {', '.join(package.qualifiers)})"

@@ -43,6 +43,16 @@ class _CapableSut:
     def lazyfs_sockets(self, node: Any) -> list[str]:
         return ["lazyfs.sock"]
 
+    # Roles (`kill:role=NAME`): any role passes here; the real system is asked before the run.
+    def roles(self) -> list[str]:
+        return []
+
+    def nodes_of_role(self, role: str) -> list[str]:
+        return [f"{role}-node"]
+
+    def node_named(self, name: str) -> Any:
+        return None
+
 
 class ShapeCluster:
     """A cluster of the config's shape that is not up: enough for the static checks (`ClusterView`).

@@ -2,7 +2,8 @@
 
 Shapes: one (isolate a random node), halves, majority (bare majority | the rest), ring (majorities
 ring), bridge, leader (isolate a partition's leader), zk-one / zk-leader / zk-all (cut brokers from
-ZooKeeper only). Healed by flushing SL-PART everywhere. The history gets the effective grudge.
+ZooKeeper only), and `ROLE|ROLE` (a defined system: cut two roles apart, e.g. `broker|storage`).
+Healed by flushing SL-PART everywhere. The history gets the effective grudge.
 The patterns `cut-off-failover`, `leader-isolated` and `lonely-leader` (lose-unsynced) are step
 sequences around these cuts (nemesis/packages/network_patterns.py).
 """
@@ -40,6 +41,12 @@ def zookeeper_address(ctx: Context) -> str | None:
     if ctx.zookeeper is not None:
         return ctx.zookeeper.address
     return None
+
+
+def role_sides(shape: str) -> tuple[str, str]:
+    """`broker|storage`: the two roles of a defined system a partition cuts apart."""
+    a, _, b = shape.partition("|")
+    return a.strip(), b.strip()
 
 
 class Partition(Package):
@@ -87,6 +94,10 @@ class Partition(Package):
                     if name not in ctx.names and name != ZK:
                         raise BadInput(f"partition: unknown node {name!r} in grudge")
             return
+        if isinstance(shape, str) and "|" in shape:
+            for role in role_sides(shape):
+                targets.check_role(role, ctx.sut, f"partition {shape}")
+            return
         if isinstance(shape, str) and shape in names_of(self.name):
             check_pattern(ctx, self.name, shape)
             return
@@ -129,6 +140,9 @@ class Partition(Package):
         names = ctx.names
         if isinstance(shape, dict):
             return "explicit", {str(k): {str(x) for x in v} for k, v in shape.items()}
+        if "|" in shape:  # between two roles of a defined system: each side drops the other
+            a, b = (ctx.sut.nodes_of_role(role) for role in role_sides(shape))
+            return shape, {**{n: set(b) for n in a}, **{n: set(a) for n in b}}
         topic, partition = ctx.topic_partition(step)
         if shape == "one":
             return shape, grudges.isolate(names, [pick.choice(names)])
@@ -155,16 +169,18 @@ class Partition(Package):
 
     def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
         shape, grudge = self.grudge(ctx, step, pick)
-        addresses = {node.name: node.address for node in ctx.nodes}
+        names = set(ctx.names)
+        members = [*ctx.nodes, *(ctx.node(n) for n in sorted(grudge) if n not in names and n != ZK)]
+        addresses = {node.name: node.address for node in members}
         zk_addr = zookeeper_address(ctx)
         zk_port = zookeeper_port(ctx)
         plan: dict[str, list[str]] = {}  # node name -> argv
-        for node in ctx.nodes:
+        for node in members:
             drops = grudge.get(node.name, set())
             drop_from = [addresses[d] for d in drops if d in addresses]
             zk_rules = ZK in drops or node.name in grudge.get(ZK, set())
             plan[node.name] = net.drop_script(drop_from, zk_addr if zk_rules else None, zk_port)
-        touched = [n for n in ctx.nodes if n.name in plan]
+        touched = [n for n in members if n.name in plan]
         heal_recipe = [self.step_for(n, net.flush_argv(net.PARTITION_CHAIN)) for n in touched]
         effective = grudges.to_json(grudge)
         self.record(ctx, fault_id, [n.name for n in touched], heal_recipe, grudge=effective)
