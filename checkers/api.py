@@ -166,6 +166,8 @@ def check_run(
         "explanation": verdict["explanation"],
         "notes": notes + verdict["notes"],
     }
+    if "replicas_unavailable" in verdict:
+        results["replicas_unavailable"] = verdict["replicas_unavailable"]
     if write:
         write_results(run / RESULTS, results)
     return results

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from broker.follower import TRUNCATIONS
 
@@ -43,9 +43,6 @@ class SimSettings:
         unknown = sorted(set(self.faults) - set(FAULTS))
         if unknown:
             raise ValueError(f"unknown faults {unknown}; the simulator models {', '.join(FAULTS)}")
-
-    def with_(self, **changes: object) -> SimSettings:
-        return replace(self, **changes)  # type: ignore[arg-type]
 
 
 def safe_settings(**changes: object) -> SimSettings:

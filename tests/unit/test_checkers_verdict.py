@@ -154,7 +154,7 @@ def test_replicas_a_system_cannot_offer_leave_the_verdict_to_the_history(tmp_pat
     why = "the replica-log checks were not available for this system"
     result = decide(check_history(path), None, TestConfig(), COMPLETE, replicas_unavailable=why)
     assert result["incomplete"] == [] and result["valid"] is True
-    assert result["notes"] == [f"replicas: {why}"]
+    assert result["notes"] == [f"replicas: {why}"] and result["replicas_unavailable"] == why
 
 
 def test_stats_throughput_latency_faults_and_unavailability(tmp_path: Path) -> None:
