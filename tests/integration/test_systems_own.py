@@ -51,10 +51,22 @@ def nothing_left(tmp_path: Path) -> None:
     assert list((tmp_path / "state").glob("*.json")) == []
 
 
+SIDECAR = """
+[roles.cache]
+count = 2
+port = 8080
+start = ["{python}", "-m", "http.server", "{port}", "--bind", "{address}"]
+ready = "port"
+"""
+
+
 def test_cluster_up_through_the_definition_prints_the_bootstrap_line(tmp_path: Path) -> None:
+    """systems/own.toml plus a third role (two web servers) as `strandline cluster up` runs it."""
     env, state = environment(tmp_path), tmp_path / "cluster.json"
+    definition = tmp_path / "own-and-cache.toml"
+    definition.write_text(Path(OWN).read_text() + SIDECAR)
     started = time.monotonic()
-    out = cli(["cluster", "up", "--system", OWN, "--nodes", "1", "--replication-factor", "1",
+    out = cli(["cluster", "up", "--system", str(definition), "--nodes", "1", "--replication-factor", "1",
                "--min-insync", "1", "--state", str(state)], env)  # fmt: skip
     try:
         assert out.returncode == 0, out.stderr[-2000:]
@@ -63,6 +75,11 @@ def test_cluster_up_through_the_definition_prints_the_bootstrap_line(tmp_path: P
         status = cli(["cluster", "status", "--state", str(state), "--json"], env, timeout=60)
         info = json.loads(status.stdout)
         assert status.returncode == 0 and info["controller"] == "n1"
+        roles = {
+            n["name"]: (n["role"], [p["name"] for p in n["processes"] if p["running"]]) for n in info["nodes"]
+        }
+        assert roles == {"n1": ("broker", ["broker"]), "zk": ("zookeeper", ["zookeeper"]),
+                         "ca1": ("cache", ["cache"]), "ca2": ("cache", ["cache"])}  # fmt: skip
     finally:
         down = cli(["cluster", "down", "--state", str(state)], env, timeout=60)
     assert down.returncode == 0, down.stderr
