@@ -7,19 +7,21 @@ from typing import Any
 
 import pytest
 
-from broker.groups import (
-    ILLEGAL_GENERATION,
-    INCONSISTENT_GROUP_PROTOCOL,
-    INVALID_SESSION_TIMEOUT,
-    NONE,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
+from broker.groups.coordinator import (
     GroupCoordinator,
     GroupState,
     JoinRequest,
     JoinResult,
     SyncRequest,
     SyncResult,
+)
+from broker.kafka_errors import (
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_SESSION_TIMEOUT,
+    NONE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
 )
 from broker.storage.group_offsets import FILE_NAME, CommittedOffset
 
