@@ -18,11 +18,9 @@ from __future__ import annotations
 import io
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,13 +95,6 @@ def stand_in_tarball(path: Path, zookeeper_connect: str) -> None:
             info = tarfile.TarInfo(f"kafka_stand-in/{name}")
             info.size, info.mode = len(data), 0o755
             tar.addfile(info, io.BytesIO(data))
-
-
-@pytest.fixture(scope="module")
-def scratch() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="sltest-kafka-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
