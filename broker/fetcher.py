@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,7 +34,10 @@ from broker.storage import StorageError, UnexpectedAppendOffsetError, parse_batc
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 12
+# Kafka 4.1's newest Fetch: topics by id (v13+), the follower's id in ReplicaState (v15+).
+FETCH_VERSION = 17
+# Until the follower knows a topic's id (a topic znode it has not read yet) it fetches by name.
+FETCH_BY_NAME_VERSION = 12
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 LIST_OFFSETS_VERSION = 4
 RETRY_SECONDS = 0.1
@@ -84,11 +88,13 @@ class LeaderFetcher:
         config: BrokerConfig,
         replicas: ReplicaManager,
         addresses: Callable[[], dict[int, BrokerAddress]],
+        topic_ids: Callable[[str], uuid.UUID] | None = None,
     ) -> None:
         self.leader_id = leader_id
         self.config = config
         self.replicas = replicas
         self.addresses = addresses
+        self.topic_ids = topic_ids
         self.followed: dict[tuple[str, int], _Followed] = {}
         self._task: asyncio.Task[None] | None = None
         self._conn: BrokerConnection | None = None
@@ -210,31 +216,37 @@ class LeaderFetcher:
                     "partition_max_bytes": PARTITION_MAX_BYTES,
                 }
             )
+        ids = {name: self.topic_ids(name) for name in topics} if self.topic_ids else {}
+        by_id = bool(ids) and all(i.int for i in ids.values())
+        version = FETCH_VERSION if by_id else FETCH_BY_NAME_VERSION
+        names = {topic_id: name for name, topic_id in ids.items()}
         body = {
             "replica_id": self.config.broker_id,
+            "replica_state": {"replica_id": self.config.broker_id, "replica_epoch": -1},
             "max_wait": self.config.replica_fetch_wait_max_ms,
             "min_bytes": 1,
             "max_bytes": FETCH_MAX_BYTES,
             "isolation_level": 0,
             "session_id": 0,
             "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": parts} for t, parts in topics.items()],
+            "topics": [
+                {"topic": t, "topic_id": ids.get(t), "partitions": parts} for t, parts in topics.items()
+            ],
             "forgotten_topics_data": [],
             "rack_id": "",
         }
         wait_s = self.config.replica_fetch_wait_max_ms / 1000.0
-        response = await conn.request(p.API_FETCH, FETCH_VERSION, body, timeout=wait_s + 10.0)
+        response = await conn.request(p.API_FETCH, version, body, timeout=wait_s + 10.0)
         backoff = False
         for topic in response.responses:
+            name = names.get(topic.topic_id, "") if by_id else topic.topic
             for result in topic.partitions:
-                found = self.followed.get((topic.topic, result.partition_index))
+                found = self.followed.get((name, result.partition_index))
                 if found is None or found not in ready:
                     continue  # stopped following (or re-added for a new epoch) meanwhile
                 actions = found.follower.on_fetch_answer(result.error_code.value, result.high_watermark)
                 if result.error_code.value not in (NONE, FENCED_LEADER_EPOCH):
-                    log.debug(
-                        "%s-%d: fetch error %s", topic.topic, result.partition_index, result.error_code.name
-                    )
+                    log.debug("%s-%d: fetch error %s", name, result.partition_index, result.error_code.name)
                 if any(isinstance(a, ListLeaderOffsets) for a in actions):
                     await self._out_of_range(conn, found)
                 backoff |= self._carry_out(found, actions, result.records or b"")
@@ -316,10 +328,12 @@ class FetcherManager:
         config: BrokerConfig,
         replicas: ReplicaManager,
         addresses: Callable[[], dict[int, BrokerAddress]],
+        topic_ids: Callable[[str], uuid.UUID] | None = None,
     ) -> None:
         self.config = config
         self.replicas = replicas
         self.addresses = addresses
+        self.topic_ids = topic_ids
         self.fetchers: dict[int, LeaderFetcher] = {}
 
     def on_partition_state(self, partition: Partition, state: PartitionState, follow: bool) -> None:
@@ -329,7 +343,7 @@ class FetcherManager:
             leader_fetcher = self.fetchers.get(state.leader)
             if leader_fetcher is None:
                 leader_fetcher = self.fetchers[state.leader] = LeaderFetcher(
-                    state.leader, self.config, self.replicas, self.addresses
+                    state.leader, self.config, self.replicas, self.addresses, self.topic_ids
                 )
             leader_fetcher.add(partition, state.leader_epoch)
 

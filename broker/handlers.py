@@ -24,6 +24,7 @@ from broker.kafka_errors import (
     NONE,
     NOT_LEADER_OR_FOLLOWER,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from broker.metadata import (
@@ -36,6 +37,9 @@ from broker.replica_manager import DEBUG_REPLICA_ID, Partition, ReplicaManager
 log = logging.getLogger(__name__)
 
 Handler = Callable[[p.Request], Awaitable[Any]]
+ZERO_UUID = uuid.UUID(int=0)
+EARLIEST_LOCAL_TIMESTAMP = -4  # ListOffsets v8+ (KIP-405): no tiered storage, so the log start
+LATEST_TIERED_TIMESTAMP = -5  # ListOffsets v9+ (KIP-1005): nothing is tiered, so offset -1
 
 
 def millis(value: Any) -> int:
@@ -102,7 +106,7 @@ class ApiHandlers:
             "error_code": NONE,
             "api_keys": [
                 {"api_key": key, "min_version": low, "max_version": high}
-                for key, (low, high) in sorted(self.versions.items())
+                for key, (low, high) in p.advertised_versions(self.versions).items()
             ],
         }
 
@@ -110,10 +114,22 @@ class ApiHandlers:
     async def metadata_request(self, request: p.Request) -> dict[str, Any]:
         body = request.body
         all_topics = self.metadata.topics()
+        unknown_ids: list[uuid.UUID] = []
         if body.topics is None or (request.api_version == 0 and not body.topics):
             names = sorted(all_topics)
         else:
-            names = [t.name for t in body.topics if t.name is not None]
+            names = []
+            for t in body.topics:
+                if t.name is not None:
+                    names.append(t.name)
+                    continue
+                # v10+ may name a topic by its id alone (KIP-516)
+                topic_id = getattr(t, "topic_id", None)
+                name = self.metadata.topic_name(topic_id) if topic_id else None
+                if name is None:
+                    unknown_ids.append(topic_id or ZERO_UUID)
+                else:
+                    names.append(name)
         auto_create = self.config.auto_create_topics and getattr(body, "allow_auto_topic_creation", True)
         topics = []
         for name in names:
@@ -124,6 +140,10 @@ class ApiHandlers:
                 )
                 all_topics = self.metadata.topics()
             topics.append(self._topic_metadata(name, all_topics.get(name)))
+        for topic_id in unknown_ids:
+            topics.append(
+                {"error_code": UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id, "partitions": []}
+            )
         brokers = self.metadata.brokers()
         return {
             "brokers": [
@@ -140,7 +160,7 @@ class ApiHandlers:
             return {
                 "error_code": UNKNOWN_TOPIC_OR_PARTITION,
                 "name": name,
-                "topic_id": uuid.UUID(int=0),
+                "topic_id": ZERO_UUID,
                 "partitions": [],
             }
         live = self.metadata.brokers()
@@ -252,37 +272,64 @@ class ApiHandlers:
         acks = body.acks
         timeout = millis(body.timeout)
         jobs = []
-        names = []
+        keys: list[tuple[str | None, uuid.UUID, int]] = []
+        by_id = request.api_version >= wire.PRODUCE_TOPIC_IDS
         for topic in body.topic_data:
+            name, topic_id = self._topic_key(topic, "name", by_id)
             for part in topic.partition_data:
-                names.append((topic.name, part.index))
-                jobs.append(self.replicas.produce(topic.name, part.index, part.records, acks, timeout))
-        results = await asyncio.gather(*jobs)
+                keys.append((name, topic_id, part.index))
+                if name is not None:
+                    jobs.append(self.replicas.produce(name, part.index, part.records, acks, timeout))
+        results = iter(await asyncio.gather(*jobs))
         if acks == 0:
             return None
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for (name, index), result in zip(names, results, strict=True):
-            if result.error == UNKNOWN_TOPIC_OR_PARTITION and index in self.metadata.topics().get(name, {}):
-                result.error = NOT_LEADER_OR_FOLLOWER
-            by_topic.setdefault(name, []).append(
-                {
-                    "index": index,
-                    "error_code": result.error,
-                    "base_offset": result.base_offset,
-                    "log_start_offset": result.log_start_offset,
-                    "record_errors": [],
-                }
-            )
-        return {"responses": [{"name": n, "partition_responses": parts} for n, parts in by_topic.items()]}
+        by_topic: dict[tuple[str | None, uuid.UUID], list[dict[str, Any]]] = {}
+        for name, topic_id, index in keys:
+            entry: dict[str, Any] = {"index": index, "record_errors": []}
+            if name is None:
+                entry.update(error_code=UNKNOWN_TOPIC_ID, base_offset=-1, log_start_offset=-1)
+            else:
+                result = next(results)
+                if result.error == UNKNOWN_TOPIC_OR_PARTITION and index in self.metadata.topics().get(
+                    name, {}
+                ):
+                    result.error = NOT_LEADER_OR_FOLLOWER
+                entry.update(
+                    error_code=result.error,
+                    base_offset=result.base_offset,
+                    log_start_offset=result.log_start_offset,
+                )
+            by_topic.setdefault((name, topic_id), []).append(entry)
+        return {
+            "responses": [
+                {"name": name or "", "topic_id": topic_id, "partition_responses": parts}
+                for (name, topic_id), parts in by_topic.items()
+            ]
+        }
+
+    def _topic_key(self, topic: Any, name_field: str, by_id: bool) -> tuple[str | None, uuid.UUID]:
+        """(name, id) of a request's topic entry; the name is None for an id this broker does not know."""
+        if by_id:
+            topic_id = topic.topic_id or ZERO_UUID
+            return self.metadata.topic_name(topic_id), topic_id
+        name = getattr(topic, name_field)
+        return name, self.metadata.topic_id(name)
 
     # --- Fetch ----------------------------------------------------------------------------------
     async def fetch(self, request: p.Request) -> dict[str, Any]:
         body = request.body
-        replica_id = body.replica_id
+        # v15+ (KIP-903): the follower's id moved into the tagged ReplicaState
+        replica_id = (
+            body.replica_state.replica_id
+            if request.api_version >= wire.FETCH_REPLICA_STATE
+            else body.replica_id
+        )
         max_wait = millis(body.max_wait) / 1000.0
-        max_bytes = body.max_bytes if request.api_version >= 3 else 2**31 - 1
+        max_bytes = body.max_bytes
+        by_id = request.api_version >= wire.FETCH_TOPIC_IDS
+        topics = [(self._topic_key(topic, "topic", by_id), topic.partitions) for topic in body.topics]
         watched: list[tuple[Partition, int, int]] = []
-        result, found = self._fetch_once(body, replica_id, max_bytes, watched)
+        result, found = self._fetch_once(topics, replica_id, max_bytes, watched)
         if found < body.min_bytes and max_wait > 0 and not self._has_error(result):
             # Park until the HW (consumer) or log end (follower) passes a fetch offset with
             # enough bytes below it, a partition's state changes, or max_wait passes: no log
@@ -292,7 +339,7 @@ class ApiHandlers:
                 await parked.future
             finally:
                 self.replicas.unpark(parked)
-            result, _ = self._fetch_once(body, replica_id, max_bytes, None)
+            result, _ = self._fetch_once(topics, replica_id, max_bytes, None)
         return {"error_code": NONE, "session_id": 0, "responses": result}
 
     @staticmethod
@@ -301,7 +348,7 @@ class ApiHandlers:
 
     def _fetch_once(
         self,
-        body: Any,
+        topics: list[tuple[tuple[str | None, uuid.UUID], Any]],
         replica_id: int,
         max_bytes: int,
         watched: list[tuple[Partition, int, int]] | None,
@@ -309,11 +356,14 @@ class ApiHandlers:
         """Read every partition once; `watched` collects (partition, fetch offset, bytes read)."""
         total = 0
         responses = []
-        for topic in body.topics:
+        for (name, topic_id), requested in topics:
             parts = []
-            for req in topic.partitions:
-                epoch = getattr(req, "current_leader_epoch", -1)
-                partition, error = self._check_leader(topic.topic, req.partition, epoch)
+            for req in requested:
+                if name is None:
+                    partition, error = None, UNKNOWN_TOPIC_ID
+                else:
+                    epoch = getattr(req, "current_leader_epoch", -1)
+                    partition, error = self._check_leader(name, req.partition, epoch)
                 entry: dict[str, Any] = {
                     "partition_index": req.partition,
                     "error_code": error,
@@ -345,7 +395,7 @@ class ApiHandlers:
                     if watched is not None:
                         watched.append((partition, req.fetch_offset, len(records)))
                 parts.append(entry)
-            responses.append({"topic": topic.topic, "partitions": parts})
+            responses.append({"topic": name or "", "topic_id": topic_id, "partitions": parts})
         return responses, total
 
     # --- ListOffsets ----------------------------------------------------------------------------
@@ -369,8 +419,10 @@ class ApiHandlers:
                 }
                 if partition is not None and error == NONE:
                     plog = partition.log
-                    if req.timestamp == -2:
+                    if req.timestamp in (-2, EARLIEST_LOCAL_TIMESTAMP):
                         offset = plog.log_start_offset
+                    elif req.timestamp == LATEST_TIERED_TIMESTAMP:
+                        offset = -1
                     elif req.timestamp == -1 or req.timestamp == -3:
                         offset = plog.log_end_offset if replica_id != -1 else partition.replica.high_watermark
                     else:

@@ -39,3 +39,4 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = int(ErrorCode.transactional_id_authoriza
 KAFKA_STORAGE_ERROR = int(ErrorCode.kafka_storage_error)
 FENCED_LEADER_EPOCH = int(ErrorCode.fenced_leader_epoch)
 UNKNOWN_LEADER_EPOCH = int(ErrorCode.unknown_leader_epoch)
+UNKNOWN_TOPIC_ID = int(ErrorCode.unknown_topic_id)

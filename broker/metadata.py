@@ -42,6 +42,7 @@ class ClusterMetadata(Protocol):
     def cluster_id(self) -> str: ...
     def topics(self) -> dict[str, dict[int, tuple[int, ...]]]: ...
     def topic_id(self, topic: str) -> uuid.UUID: ...
+    def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
     def partition_state(self, topic: str, index: int) -> PartitionState | None: ...
     async def create_topic(self, creation: TopicCreation, timeout_ms: int) -> tuple[int, str | None]: ...
     async def write_isr(self, topic: str, index: int, action: WriteIsr) -> int | None: ...
@@ -76,6 +77,12 @@ def assign_replicas(
     return assignment
 
 
+def standalone_topic_id(topic: str) -> uuid.UUID:
+    """A standalone broker keeps no metadata store and never deletes a topic: an id derived from the
+    name is the same after every restart, for the topic's whole life."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"strandline:{topic}")
+
+
 class StandaloneMetadata:
     """One broker, no ZooKeeper: every partition's leader is this broker, epoch 0, ISR [self]."""
 
@@ -93,7 +100,7 @@ class StandaloneMetadata:
         for topic, index in list(replicas.partitions):
             self._topics.setdefault(topic, {})[index] = (me,)
         for topic, parts in self._topics.items():
-            self._ids[topic] = uuid.UUID(int=self._rng.getrandbits(128), version=4)
+            self._ids[topic] = standalone_topic_id(topic)
             for index in parts:
                 self._set(topic, index, PartitionState(me, 0, (me,), (me,), 0))
 
@@ -116,6 +123,12 @@ class StandaloneMetadata:
     def topic_id(self, topic: str) -> uuid.UUID:
         return self._ids.get(topic, uuid.UUID(int=0))
 
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        for name, known in self._ids.items():
+            if known == topic_id:
+                return name
+        return None
+
     def partition_state(self, topic: str, index: int) -> PartitionState | None:
         return self._states.get((topic, index))
 
@@ -126,7 +139,7 @@ class StandaloneMetadata:
             return INVALID_REPLICATION_FACTOR, "standalone broker: replication factor must be 1"
         me = self._address.broker_id
         self._topics[creation.name] = {p: (me,) for p in range(creation.num_partitions)}
-        self._ids[creation.name] = uuid.UUID(int=self._rng.getrandbits(128), version=4)
+        self._ids[creation.name] = standalone_topic_id(creation.name)
         for p in range(creation.num_partitions):
             self._set(creation.name, p, PartitionState(me, 0, (me,), (me,), 0))
         return 0, None

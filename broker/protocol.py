@@ -38,17 +38,54 @@ API_CREATE_TOPICS = 19
 API_INIT_PRODUCER_ID = 22
 API_OFFSET_FOR_LEADER_EPOCH = 23
 
-# The versions this broker speaks. Fetch and Produce stop before topic ids (Fetch v13, Produce v13).
+# The versions this broker accepts: Apache Kafka 4.1's ranges (floors from KIP-896), for every API
+# it implements. docs/broker-protocol.md has the table, the sources, and the ranges before.
 CORE_VERSIONS: dict[int, tuple[int, int]] = {
-    API_PRODUCE: (3, 9),
-    API_FETCH: (4, 12),
-    API_LIST_OFFSETS: (1, 7),
-    API_METADATA: (0, 12),
-    API_API_VERSIONS: (0, 3),
+    API_PRODUCE: (3, 13),
+    API_FETCH: (4, 17),
+    API_LIST_OFFSETS: (1, 10),
+    API_METADATA: (0, 13),
+    API_API_VERSIONS: (0, 4),
     API_CREATE_TOPICS: (2, 7),
-    API_INIT_PRODUCER_ID: (0, 4),
+    API_INIT_PRODUCER_ID: (0, 5),
     API_OFFSET_FOR_LEADER_EPOCH: (2, 4),
 }
+
+# Versions listed in ApiVersions below the accepted floor, as Kafka 4 lists them: Produce v0-v2
+# (KAFKA-18659: librdkafka before 2.10 turns compression off unless Produce's range reaches v0).
+# Requests of those versions are refused like any unsupported version.
+ADVERTISED_FLOORS: dict[int, int] = {API_PRODUCE: 0}
+
+API_NAMES: dict[int, str] = {
+    API_PRODUCE: "Produce",
+    API_FETCH: "Fetch",
+    API_LIST_OFFSETS: "ListOffsets",
+    API_METADATA: "Metadata",
+    API_OFFSET_COMMIT: "OffsetCommit",
+    API_OFFSET_FETCH: "OffsetFetch",
+    API_FIND_COORDINATOR: "FindCoordinator",
+    API_JOIN_GROUP: "JoinGroup",
+    API_HEARTBEAT: "Heartbeat",
+    API_LEAVE_GROUP: "LeaveGroup",
+    API_SYNC_GROUP: "SyncGroup",
+    API_API_VERSIONS: "ApiVersions",
+    API_CREATE_TOPICS: "CreateTopics",
+    API_INIT_PRODUCER_ID: "InitProducerId",
+    API_OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch",
+}
+
+
+def api_name(api_key: int) -> str:
+    return API_NAMES.get(api_key, f"api {api_key}")
+
+
+def advertised_versions(versions: Mapping[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """What ApiVersions lists: the accepted ranges, with Kafka 4's advertised-only floors."""
+    return {
+        key: (min(low, ADVERTISED_FLOORS.get(key, low)), high)
+        for key, (low, high) in sorted(versions.items())
+    }
+
 
 SIZE = struct.Struct(">i")
 KEY_VERSION_CID = struct.Struct(">hhi")
@@ -61,11 +98,19 @@ class FrameError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class UnsupportedVersion(Exception):
-    """A request version outside CORE_VERSIONS; ApiVersions gets an answer, others a close."""
+    """A request version outside the accepted range; ApiVersions gets an answer, others a close."""
 
     api_key: int
     api_version: int
     correlation_id: int
+    supported: tuple[int, int]
+
+    def __str__(self) -> str:
+        low, high = self.supported
+        return (
+            f"{api_name(self.api_key)} (api {self.api_key}) v{self.api_version} is not supported: "
+            f"this broker accepts v{low}-v{high}"
+        )
 
 
 @dataclass(slots=True)
@@ -115,7 +160,7 @@ def parse_request(frame: bytes, versions: Mapping[int, tuple[int, int]]) -> Requ
     if supported is None:
         raise FrameError(f"unknown or unsupported api key {api_key}")
     if not supported[0] <= api_version <= supported[1]:
-        raise UnsupportedVersion(api_key, api_version, correlation_id)
+        raise UnsupportedVersion(api_key, api_version, correlation_id, supported)
     cls = request_class(api_key, api_version)
     try:
         header, offset = _reader(cls.__header_schema__)(frame, 0)
@@ -181,10 +226,11 @@ def parse_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, A
 
 def api_versions_fallback(correlation_id: int, versions: Mapping[int, tuple[int, int]]) -> bytes:
     """ApiVersions v0 answer with UNSUPPORTED_VERSION and our ranges (what Kafka sends)."""
+    listed = advertised_versions(versions)
     body = bytearray()
     body += struct.pack(">ih", correlation_id, ErrorCode.unsupported_version.value)
-    body += struct.pack(">i", len(versions))
-    for key, (low, high) in sorted(versions.items()):
+    body += struct.pack(">i", len(listed))
+    for key, (low, high) in listed.items():
         body += struct.pack(">hhh", key, low, high)
     return SIZE.pack(len(body)) + bytes(body)
 

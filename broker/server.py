@@ -17,6 +17,24 @@ from broker.handlers import ApiHandlers
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 64
+# Which client software uses which version of which API, logged once each (bounded), so a user sees
+# what every client negotiated with this broker.
+_SEEN_VERSIONS: set[tuple[str | None, int, int]] = set()
+_SEEN_LIMIT = 500
+
+
+def _note_version(request: p.Request, peer: object) -> None:
+    key = (request.client_id, request.api_key, request.api_version)
+    if key in _SEEN_VERSIONS or len(_SEEN_VERSIONS) >= _SEEN_LIMIT:
+        return
+    _SEEN_VERSIONS.add(key)
+    log.info(
+        "client %r (%s) uses %s v%d",
+        request.client_id,
+        peer,
+        p.api_name(request.api_key),
+        request.api_version,
+    )
 
 
 class Connection:
@@ -68,15 +86,20 @@ class Connection:
                 request = p.parse_request(frame, self.handlers.versions)
             except p.UnsupportedVersion as exc:
                 if exc.api_key == p.API_API_VERSIONS:
+                    # Kafka's answer: UNSUPPORTED_VERSION in an ApiVersions v0 body with our ranges,
+                    # so the client retries with a version it finds there.
+                    log.info(
+                        "%s from %s: answered UNSUPPORTED_VERSION with the supported ranges", exc, self.peer
+                    )
                     await self._send_now(p.api_versions_fallback(exc.correlation_id, self.handlers.versions))
                     continue
-                log.warning(
-                    "closing %s: api %d version %d unsupported", self.peer, exc.api_key, exc.api_version
-                )
+                # Any other API: Kafka 4 closes the connection (its request parser refuses the header).
+                log.warning("closing %s: %s", self.peer, exc)
                 return
             except p.FrameError as exc:
                 log.warning("closing %s: %s", self.peer, exc)
                 return
+            _note_version(request, self.peer)
             task = asyncio.ensure_future(self.handlers.respond(request))
             if self._responder.done():
                 task.cancel()

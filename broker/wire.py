@@ -22,6 +22,11 @@ _PARTITION_HEAD = struct.Struct(">ihq")  # index, error code, offset / high wate
 
 FLEXIBLE_PRODUCE = 9
 FLEXIBLE_FETCH = 12
+# From these versions on a topic travels as its 16-byte id, not its name (KIP-516).
+PRODUCE_TOPIC_IDS = 13
+FETCH_TOPIC_IDS = 13
+# From Fetch v15 the follower's id moves from the body into the tagged ReplicaState (KIP-903).
+FETCH_REPLICA_STATE = 15
 
 
 def _uvarint(n: int) -> bytes:
@@ -56,18 +61,30 @@ def _nullable_bytes(value: bytes | None, flexible: bool) -> bytes:
     return (_uvarint(len(value) + 1) if flexible else _I32(len(value))) + value
 
 
+def _topic(entry: Mapping[str, Any], name_key: str, by_id: bool, flexible: bool) -> bytes:
+    """A topic entry's key: its id (16 bytes) from the topic-id versions on, else its name."""
+    if by_id:
+        topic_id = entry["topic_id"]
+        return topic_id.bytes if topic_id is not None else _ZERO_UUID
+    return _string(entry[name_key], flexible)
+
+
+_ZERO_UUID = bytes(16)
+
+
 def _error(value: Any) -> int:
     return int(getattr(value, "value", value))
 
 
 def produce_response(version: int, data: Mapping[str, Any]) -> bytes:
-    """ProduceResponse v3..v9 body."""
+    """ProduceResponse v3..v13 body (v13 names each topic by its id)."""
     flex = version >= FLEXIBLE_PRODUCE
+    by_id = version >= PRODUCE_TOPIC_IDS
     tag = b"\0" if flex else b""
     out = [_array_length(len(data["responses"]), flex)]
     for topic in data["responses"]:
         parts = topic["partition_responses"]
-        out.append(_string(topic["name"], flex))
+        out.append(_topic(topic, "name", by_id, flex))
         out.append(_array_length(len(parts), flex))
         for part in parts:
             out.append(_PARTITION_HEAD.pack(part["index"], _error(part["error_code"]), part["base_offset"]))
@@ -90,8 +107,9 @@ def produce_response(version: int, data: Mapping[str, Any]) -> bytes:
 
 
 def fetch_response(version: int, data: Mapping[str, Any]) -> bytes:
-    """FetchResponse v4..v12 body."""
+    """FetchResponse v4..v17 body (v13+ name each topic by its id)."""
     flex = version >= FLEXIBLE_FETCH
+    by_id = version >= FETCH_TOPIC_IDS
     tag = b"\0" if flex else b""
     out = [_I32(data.get("throttle_time_ms", 0))]
     if version >= 7:
@@ -100,7 +118,7 @@ def fetch_response(version: int, data: Mapping[str, Any]) -> bytes:
     out.append(_array_length(len(data["responses"]), flex))
     for topic in data["responses"]:
         parts = topic["partitions"]
-        out.append(_string(topic["topic"], flex))
+        out.append(_topic(topic, "topic", by_id, flex))
         out.append(_array_length(len(parts), flex))
         for part in parts:
             out.append(
@@ -151,25 +169,23 @@ def encode_response(
 
 
 def fetch_request(version: int, data: Mapping[str, Any]) -> bytes:
-    """FetchRequest v12 body (what the replica fetcher sends)."""
-    if version != FLEXIBLE_FETCH:
+    """FetchRequest v12..v17 body (what the replica fetcher sends); v13+ name topics by id."""
+    if not FLEXIBLE_FETCH <= version <= _FETCH_REQUEST_MAX:
         raise ValueError(f"no hand-written FetchRequest v{version}")
-    out = [
-        struct.pack(
-            ">iiiibii",
-            data["replica_id"],
-            data["max_wait"],
-            data["min_bytes"],
-            data["max_bytes"],
-            data.get("isolation_level", 0),
-            data.get("session_id", 0),
-            data.get("session_epoch", -1),
-        ),
-        _uvarint(len(data["topics"]) + 1),
-    ]
+    by_id = version >= FETCH_TOPIC_IDS
+    replica_state = version >= FETCH_REPLICA_STATE
+    head = _FETCH_HEAD.pack(
+        data["max_wait"],
+        data["min_bytes"],
+        data["max_bytes"],
+        data.get("isolation_level", 0),
+        data.get("session_id", 0),
+        data.get("session_epoch", -1),
+    )
+    out = [head if replica_state else _I32(data["replica_id"]) + head, _uvarint(len(data["topics"]) + 1)]
     for topic in data["topics"]:
         parts = topic["partitions"]
-        out.append(_string(topic["topic"], True))
+        out.append(_topic(topic, "topic", by_id, True))
         out.append(_uvarint(len(parts) + 1))
         for part in parts:
             out.append(
@@ -187,15 +203,24 @@ def fetch_request(version: int, data: Mapping[str, Any]) -> bytes:
     forgotten = data.get("forgotten_topics_data") or ()
     out.append(_uvarint(len(forgotten) + 1))
     for topic in forgotten:
-        out.append(_string(topic["topic"], True))
+        out.append(_topic(topic, "topic", by_id, True))
         out.append(_uvarint(len(topic["partitions"]) + 1))
         out.extend(_I32(i) for i in topic["partitions"])
         out.append(b"\0")
     out.append(_string(data.get("rack_id", ""), True))
-    out.append(b"\0")
+    state = data.get("replica_state") or {}
+    if replica_state and (state.get("replica_id", -1) != -1 or state.get("replica_epoch", -1) != -1):
+        # one tagged field, tag 1: ReplicaState {replica_id int32, replica_epoch int64, no tags}
+        payload = _REPLICA_STATE.pack(state.get("replica_id", -1), state.get("replica_epoch", -1)) + b"\0"
+        out.append(b"\1\1" + _uvarint(len(payload)) + payload)
+    else:
+        out.append(b"\0")
     return b"".join(out)
 
 
+_FETCH_REQUEST_MAX = 17
+_FETCH_HEAD = struct.Struct(">iiibii")
+_REPLICA_STATE = struct.Struct(">iq")
 _FETCH_PARTITION = struct.Struct(">iiqiqi")
 _REQUEST_HEADER = struct.Struct(">ihhi")
 
@@ -204,7 +229,7 @@ def encode_request(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, data: Mapping[str, Any]
 ) -> bytes | None:
     """The whole request frame (header v2) for the replica fetcher's Fetch, or None: use kio."""
-    if api_key != p.API_FETCH or api_version != FLEXIBLE_FETCH:
+    if api_key != p.API_FETCH or not FLEXIBLE_FETCH <= api_version <= _FETCH_REQUEST_MAX:
         return None
     body = _nullable_string(client_id, False) + b"\0" + fetch_request(api_version, data)
     return _REQUEST_HEADER.pack(8 + len(body), api_key, api_version, correlation_id) + body

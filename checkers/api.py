@@ -19,7 +19,15 @@ from checkers.stats import compute_stats
 from checkers.verdict import decide
 from foundation.config import TestConfig, load_file, validate
 from foundation.errors import BadInput, InfrastructureError
-from foundation.run_files import CLUSTER_STATE, DRAIN, HISTORY, NODES, RESULTS, TEST_JSON
+from foundation.run_files import (
+    CLUSTER_STATE,
+    DRAIN,
+    HISTORY,
+    NODES,
+    REPLICAS_UNAVAILABLE,
+    RESULTS,
+    TEST_JSON,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +93,13 @@ def write_results(path: Path, results: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _replicas_unavailable(nodes: Path) -> str | None:
+    try:
+        return (nodes / REPLICAS_UNAVAILABLE).read_text().strip() or None
+    except OSError:
+        return None
+
+
 def check_run(
     run_dir: str | Path,
     engine: str = "reference",
@@ -111,7 +126,8 @@ def check_run(
     drain, _ = read_optional_json(run / DRAIN)
     state, _ = read_optional_json(run / CLUSTER_STATE)
     replicas = None
-    if replica_logs:
+    unavailable = _replicas_unavailable(run / NODES)
+    if replica_logs and unavailable is None:
         replicas = check_replica_logs(
             run / NODES,
             history,
@@ -120,7 +136,7 @@ def check_run(
             replication_factor=config.replication_factor,
             brokers=[f"n{i}" for i in range(1, config.nodes + 1)],  # node nN runs broker N
         )
-    verdict = decide(result, replicas, config, drain)
+    verdict = decide(result, replicas, config, drain, replicas_unavailable=unavailable)
     counts = {name: a["count"] for name, a in verdict["anomalies"].items()}
     stats = compute_stats(history, result["stats"], counts, replicas.lost_by_second if replicas else None)
     if replicas is not None:

@@ -132,6 +132,8 @@ def compute_stats(
         w["lost_write"] = sum(v for s, v in lost_by_second.items() if math.floor(start) <= s <= end)
         w["missing_on_leader"] = sum(v for s, v in missing.items() if math.floor(start) <= s <= end)
         w["acked_lost"] = max(w["lost_write"], w["missing_on_leader"])
+    patterns = _pattern_windows(fault_windows, lost_by_second, missing)
+    lost_seconds = [s for s, v in {**lost_by_second, **missing}.items() if v]
     for g in gaps:
         g["faults"] = [
             str(w["fault"]) for w in fault_windows if w["start_s"] < g["end_s"] and w["end_s"] > g["start_s"]
@@ -160,6 +162,10 @@ def compute_stats(
         "latency_ms": _percentiles(all_latencies),
         "latency_ms_by_f": {f: _percentiles(v) for f, v in sorted(latencies.items())},
         "fault_windows": fault_windows,
+        "patterns": patterns,
+        # When the first fault struck and when the first write later lost was acknowledged (s).
+        "first_fault_s": round(fault_windows[0]["start_s"], 3) if fault_windows else None,
+        "first_lost_ack_s": min(lost_seconds) if lost_seconds else None,
         "unavailable": gaps,
     }
 
@@ -174,10 +180,49 @@ def _windows(nemesis: list[dict[str, Any]], end_s: float) -> list[dict[str, Any]
             "start_s": w.applied_ns / NS,
             "end_s": w.healed_ns / NS if w.healed_ns is not None else end_s,
             "healed_by": w.healed_by,
+            **_pattern_of(w.value),
         }
         for w in history_fault_windows(nemesis)
     ]
     return sorted(windows, key=lambda w: (w["start_s"], str(w["fault"])))
+
+
+def _pattern_of(value: Any) -> dict[str, str]:
+    """`pattern` and `pattern_id` of a fault that is a part of a pattern (docs/faults.md)."""
+    pattern = value.get("pattern") if isinstance(value, dict) else None
+    if not isinstance(pattern, dict) or not pattern.get("name"):
+        return {}
+    return {"pattern": str(pattern["name"]), "pattern_id": str(pattern.get("id", ""))}
+
+
+def _pattern_windows(
+    windows: list[dict[str, Any]], lost_by_second: dict[int, int], missing: dict[int, int]
+) -> list[dict[str, Any]]:
+    """One window per pattern: from its first part's start to its last part's end, with the acks
+    completed inside it that were later lost (the same attribution as a fault window's)."""
+    spans: dict[str, dict[str, Any]] = {}
+    for w in windows:
+        if "pattern_id" not in w:
+            continue
+        span = spans.setdefault(
+            w["pattern_id"],
+            {
+                "pattern": w["pattern"],
+                "id": w["pattern_id"],
+                "start_s": w["start_s"],
+                "end_s": w["end_s"],
+                "parts": 0,
+            },
+        )
+        span["start_s"] = min(span["start_s"], w["start_s"])
+        span["end_s"] = max(span["end_s"], w["end_s"])
+        span["parts"] += 1
+    for span in spans.values():
+        start, end = span["start_s"], span["end_s"]
+        span["lost_write"] = sum(v for s, v in lost_by_second.items() if math.floor(start) <= s <= end)
+        span["missing_on_leader"] = sum(v for s, v in missing.items() if math.floor(start) <= s <= end)
+        span["acked_lost"] = max(span["lost_write"], span["missing_on_leader"])
+    return sorted(spans.values(), key=lambda p: p["start_s"])
 
 
 def _unavailable(ok_sends: array[float], first_send: float | None, end: float) -> list[dict[str, Any]]:

@@ -126,8 +126,13 @@ def decide(
     replicas: ReplicaFindings | None,
     config: TestConfig,
     drain: dict[str, Any] | None,
+    *,
+    replicas_unavailable: str | None = None,
 ) -> dict[str, Any]:
-    """The results.json dict (without stats and checker): valid, anomalies, fatal, incomplete, why."""
+    """The results.json dict (without stats and checker): valid, anomalies, fatal, incomplete, why.
+
+    `replicas_unavailable`: why the system's data dirs cannot be read as replica logs; then the
+    history checks decide alone and the reason is a note (not an incompleteness)."""
     incomplete = list(engine["incomplete"])
     stats = engine["stats"]
     if (
@@ -155,6 +160,8 @@ def decide(
         found.update(replicas.anomalies)
         incomplete += replicas.incomplete
         notes += replicas.notes
+    elif replicas_unavailable is not None:
+        notes.append(f"replicas: {replicas_unavailable}")
     else:
         incomplete.append("replicas: the replica logs were not checked")
 

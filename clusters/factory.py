@@ -16,19 +16,24 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from clusters import docker_backend, ssh_backend  # their state removers must be registered
+from clusters import docker_backend, ssh_backend, system_def  # backends: their state removers
+from clusters.defined import defined_system
 from clusters.netns import NetnsNetwork
 from clusters.node import Node
 from clusters.own import OwnSystem
 from clusters.state import ClusterState, cleanup_leftovers, locked, state_dir_default
+from clusters.sut import MayLackReplicaLogs
+from clusters.system_def import SystemDefinition
 from foundation.config import TestConfig, validate
 from foundation.errors import BadInput, InfrastructureError
+from foundation.run_files import REPLICAS_UNAVAILABLE
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +73,9 @@ class Cluster:
 
     @property
     def nodes(self) -> list[Node]:
-        return [n for name, n in self.network.nodes.items() if name != ZOOKEEPER_NODE]
+        """The broker nodes (a defined system's other roles are reached through its sut)."""
+        brokers = set(broker_node_names(self.config))
+        return [n for name, n in self.network.nodes.items() if name in brokers]
 
     @property
     def zookeeper_node(self) -> Node | None:
@@ -140,7 +147,12 @@ class Cluster:
             self.state.detach()
 
     def collect(self, dest: Path) -> None:
-        """Copy logs and data dirs to dest/<node>/logs/ and dest/<node>/data/."""
+        """Copy logs and data dirs to dest/<node>/logs/ and dest/<node>/data/; a system whose data
+        dirs are not Kafka segments says so in dest/replicas-unavailable.txt (checkers/api.py)."""
+        why = self.sut.replica_logs_unavailable() if isinstance(self.sut, MayLackReplicaLogs) else None
+        if why is not None:
+            Path(dest).mkdir(parents=True, exist_ok=True)
+            (Path(dest) / REPLICAS_UNAVAILABLE).write_text(why + "\n")
         for node in self.all_nodes:
             node_dest = Path(dest) / node.name
             for path in self.sut.log_files(node):
@@ -166,7 +178,18 @@ class Cluster:
         self.down()
 
 
+def _definition(config: TestConfig) -> SystemDefinition | None:
+    return system_def.load(config.system) if system_def.is_definition(config.system) else None
+
+
 def _sut(config: TestConfig, network: Network) -> Any:
+    definition = _definition(config)
+    if definition is not None:
+        nodes = {
+            r.name: [network.nodes[n] for n in definition.node_names(r, config)] for r in definition.roles
+        }
+        python = getattr(network, "python", None) or sys.executable
+        return defined_system(config, definition, nodes, python=python)
     if config.system == "kafka":
         from clusters.kafka import KafkaSystem
 
@@ -176,11 +199,17 @@ def _sut(config: TestConfig, network: Network) -> Any:
         python = getattr(network, "python", None)  # remote backends: the nodes' own Python
         extra = {"python": python} if python else {}
         return OwnSystem(config, brokers, network.nodes[ZOOKEEPER_NODE], **extra)
-    raise BadInput(f"system {config.system!r} is not available (use --system own or kafka)")
+    raise BadInput(f"system {config.system!r} is not available (use --system own, kafka or a PATH.toml)")
 
 
 def _node_names(config: TestConfig) -> list[str]:
-    """The own system puts ZooKeeper on a node of its own; Kafka (KRaft) needs none."""
+    """The own system puts ZooKeeper on a node of its own; Kafka (KRaft) needs none; a defined
+    system has the nodes of its roles (the broker role's n1..nN first)."""
+    definition = _definition(config)
+    if definition is not None:
+        names = definition.node_names(definition.broker_role, config)
+        others = [r for r in definition.roles if r.name != definition.brokers]
+        return [*names, *(n for r in others for n in definition.node_names(r, config))]
     brokers = broker_node_names(config)
     return [ZOOKEEPER_NODE, *brokers] if config.system == "own" else brokers
 

@@ -29,10 +29,10 @@ import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from clusters import daemon_control, kafka_config
 from clusters.kafka_config import BROKER_PORT, KafkaNodeLayout
+from clusters.kafka_metadata import KafkaMetadata
 from clusters.node import Node
 from clusters.node_software import cache_root
 from clusters.ports import port_open
@@ -86,14 +86,6 @@ def fetch_tarball(source: str, cache: Path | None = None) -> Path:
     return target
 
 
-def _field(record: dict[str, Any], *names: str, default: Any = None) -> Any:
-    """kafka-python names Metadata fields differently across versions."""
-    for name in names:
-        if name in record:
-            return record[name]
-    return default
-
-
 class KafkaSystem:
     """Lifecycle, Killable, Pausable, HasLeaders, HasLogs, HasDataDirs for a KRaft cluster."""
 
@@ -112,7 +104,7 @@ class KafkaSystem:
         self.ready_timeout = ready_timeout
         self.cluster_id = cluster_id or kafka_config.new_cluster_id()
         self.from_image = config.backend == "docker" and bool(config.kafka_image)
-        self._admin: Any = None
+        self.metadata = KafkaMetadata(self.bootstrap_servers, self.node_of_broker)
 
     # --- names and places ---------------------------------------------------------------------
 
@@ -219,33 +211,11 @@ class KafkaSystem:
 
     def registered_brokers(self) -> list[int]:
         """The brokers the metadata lists now (KRaft drops a broker once its session is fenced)."""
-        try:
-            brokers = self.admin().describe_cluster()["brokers"]
-        except Exception as e:
-            self.close()
-            raise InfrastructureError(f"reading Kafka metadata: {type(e).__name__} {e}") from None
-        # DescribeCluster names them node_id; the Metadata fallback of older brokers broker_id
-        return sorted(int(_field(b, "node_id", "broker_id")) for b in brokers)
+        return self.metadata.registered_brokers()
 
     def wait_brokers(self, timeout: float) -> None:
         """Until the metadata lists every broker (the controller quorum formed and registered them)."""
-        deadline = time.monotonic() + timeout
-        wanted = set(range(1, len(self.brokers) + 1))
-        seen: set[int] = set()
-        error = ""
-        while True:
-            try:
-                seen = set(self.registered_brokers())
-                if wanted <= seen:
-                    return
-            except Exception as e:  # not up yet: keep asking
-                error = f" (last error: {type(e).__name__} {e})"
-                self.close()
-            if time.monotonic() > deadline:
-                raise InfrastructureError(
-                    f"Kafka brokers {sorted(wanted - seen)} did not register within {timeout:g}s{error}"
-                )
-            time.sleep(0.5)
+        self.metadata.wait_brokers(set(range(1, len(self.brokers) + 1)), timeout)
 
     def _log_tail(self, node: Node, lines: int = 8) -> str:
         with tempfile.TemporaryDirectory() as tmp:
@@ -264,10 +234,7 @@ class KafkaSystem:
             node.signal_daemon(KAFKA, signal.SIGKILL)
 
     def close(self) -> None:
-        if self._admin is not None:
-            with contextlib.suppress(Exception):
-                self._admin.close()
-            self._admin = None
+        self.metadata.close()
 
     # --- Killable, Pausable ---------------------------------------------------------------------
 
@@ -296,60 +263,15 @@ class KafkaSystem:
 
     # --- HasLeaders -----------------------------------------------------------------------------
 
-    def admin(self) -> Any:
-        from kafka.admin import KafkaAdminClient
-
-        if self._admin is None:
-            try:
-                self._admin = KafkaAdminClient(
-                    bootstrap_servers=self.bootstrap_servers(),
-                    request_timeout_ms=10_000,
-                    client_id="strandline-controller",
-                )
-            except Exception as e:
-                raise InfrastructureError(
-                    f"cannot reach Kafka at {','.join(self.bootstrap_servers())}: {e}"
-                ) from None
-        return self._admin
-
     def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
-        try:
-            topics = self.admin().describe_topics()
-        except Exception as e:
-            self.close()
-            raise InfrastructureError(f"reading Kafka metadata: {type(e).__name__} {e}") from None
-        result: dict[tuple[str, int], dict[str, object]] = {}
-        for topic in topics:
-            name = _field(topic, "topic", "name")
-            if _field(topic, "is_internal", default=False) or str(name).startswith("__"):
-                continue
-            for p in _field(topic, "partitions", default=[]):
-                leader = int(_field(p, "leader", "leader_id", default=-1))
-                result[(str(name), int(_field(p, "partition", "partition_index")))] = {
-                    "leader": self.node_of_broker(leader) if leader >= 0 else None,
-                    "leader_epoch": int(_field(p, "leader_epoch", default=-1)),
-                    "isr": [
-                        self.node_of_broker(int(b)) or str(b)
-                        for b in _field(p, "isr", "isr_nodes", default=[])
-                    ],
-                }
-        return result
+        return self.metadata.partition_state()
 
     def leaders(self) -> dict[tuple[str, int], str | None]:
-        return {tp: s["leader"] for tp, s in self.partition_state().items()}  # type: ignore[misc]
+        return self.metadata.leaders()
 
     def controller(self) -> str | None:
         """The broker Metadata names as controller (in KRaft: any live broker, as Kafka reports it)."""
-        try:
-            controller_id = self.admin().describe_cluster().get("controller_id")
-        except Exception as e:
-            self.close()
-            raise InfrastructureError(f"reading Kafka metadata: {type(e).__name__} {e}") from None
-        return (
-            self.node_of_broker(int(controller_id))
-            if controller_id is not None and int(controller_id) >= 0
-            else None
-        )
+        return self.metadata.controller()
 
     # --- HasLogs, HasDataDirs -------------------------------------------------------------------
 

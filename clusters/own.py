@@ -68,6 +68,8 @@ def wants_lazyfs(config: TestConfig) -> bool:
     """Does this test ask for the power-loss fault (data dirs must then sit on lazyfs)?"""
     # Fault specs may carry qualifiers and groups: "lose-unsynced:all", "kill+power-loss".
     names = {part.split(":", 1)[0].strip() for spec in config.nemesis for part in spec.split("+")}
+    if "all" in names and config.backend == "netns":  # `--nemesis all` takes power loss where it can
+        return True
     return bool(names & {LOSE_UNSYNCED, "disk", "power-loss"}) or any(
         s.get("do") == LOSE_UNSYNCED for s in config.schedule
     )

@@ -144,6 +144,28 @@ class RunsOnPython(Protocol):
 
 
 @runtime_checkable
+class MayLackReplicaLogs(Protocol):
+    def replica_logs_unavailable(self) -> str | None:
+        """Why the brokers' data dirs cannot be read as Kafka segments (None: they can)."""
+        ...
+
+
+@runtime_checkable
+class HasRoles(Protocol):
+    """A system of several roles (a definition file's): faults aim at one (`kill:role=storage`)."""
+
+    def roles(self) -> list[str]: ...
+
+    def nodes_of_role(self, role: str) -> list[str]:
+        """The names of the nodes running `role` (empty for a role the system lacks)."""
+        ...
+
+    def node_named(self, name: str) -> Node | None:
+        """Any node of the system by name (brokers and the other roles' nodes)."""
+        ...
+
+
+@runtime_checkable
 class ClusterView(Protocol):
     """What the nemesis holds of a cluster (`clusters.factory.Cluster` is one)."""
 

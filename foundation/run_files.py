@@ -16,4 +16,7 @@ HARNESS_LOG = "harness.log"
 DRAIN = "drain.json"
 CLUSTER_STATE = "cluster-state.json"
 NODES = "nodes"
+# In nodes/: written by the cluster for a system whose data dirs are not Kafka segments (a defined
+# system's data_format): the replica-log checks are then not available, the history decides alone.
+REPLICAS_UNAVAILABLE = "replicas-unavailable.txt"
 OUTCOME = "outcome.json"  # how the run itself ended (completed, interrupted, failed) and why

@@ -41,6 +41,7 @@ from foundation import run_files
 from foundation.config import TestConfig, validate
 from foundation.errors import BadInput
 from harness import rundir
+from harness.campaign_table import detection_rows, time_to_loss
 from harness.run import RunOutcome, precheck, run_test
 from harness.scenarios import scenario as lookup_scenario
 
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 
 VERDICTS = ("valid", "invalid", "unknown")
 NOT_RUN = ("refused", "skipped")  # no verdict: refused by the run, or past the budget
-ENTRY_KEYS = {"name", "matrix", "expect", "scenario"}
+ENTRY_KEYS = {"name", "matrix", "expect", "scenario", "setting"}
 SETUP_ALLOWANCE_S = 90.0  # cluster up, drain, check, report: added to time_limit when budgeting
 
 
@@ -60,6 +61,7 @@ class PlannedTest:
     entry: str  # the [[test]] it came from, for the summary
     settings: dict[str, Any] = field(default_factory=dict)  # the values that vary or matter
     matrix: dict[str, Any] = field(default_factory=dict)  # this row's matrix values
+    setting: str = ""  # the row of the detection table (the entry's `setting`, else its name)
 
     @property
     def label(self) -> str:
@@ -76,6 +78,7 @@ class TestResult:
     run_dir: Path | None = None
     anomalies: dict[str, int] = field(default_factory=dict)
     reason: str = ""
+    time_to_loss_s: float | None = None  # from the first fault to the first lost write's ack
 
     @property
     def as_expected(self) -> bool:
@@ -216,7 +219,8 @@ def _expand(entry: dict[str, Any], all_defaults: dict[str, Any], where: str) -> 
             config = validate(raw)
         except BadInput as e:
             raise BadInput(f"{where}: {e}") from None
-        out.append(PlannedTest(name, config, expect, str(entry["name"]), _settings(config), combo))
+        setting = str(entry.get("setting") or entry["name"])
+        out.append(PlannedTest(name, config, expect, str(entry["name"]), _settings(config), combo, setting))
     return out
 
 
@@ -266,6 +270,7 @@ def run_campaign(campaign: Campaign, store: Path, console: Console) -> tuple[Pat
             outcome.run_dir,
             _anomaly_counts(outcome),
             outcome.reason,
+            time_to_loss(outcome.results),
         )
         results.append(result)
         if result.verdict == "refused":
@@ -303,10 +308,29 @@ def summary_json(campaign: Campaign, results: list[TestResult], seconds: float) 
                 "anomalies": r.anomalies,
                 "run_dir": str(r.run_dir) if r.run_dir else None,
                 "reason": r.reason,
+                "time_to_loss_s": r.time_to_loss_s,
             }
             for r in results
         ],
+        "detection": [row.as_json() for row in table(results)],
     }
+
+
+def table(results: list[TestResult]) -> list[Any]:
+    """The detection table's rows (harness/campaign_table.py): setting x mix, caught k of n."""
+    return detection_rows(
+        [
+            (
+                r.test.setting or r.test.entry,
+                str(r.test.settings.get("nemesis", "")),
+                r.test.expect,
+                r.test.config.seed,
+                r.verdict,
+                r.time_to_loss_s,
+            )
+            for r in results
+        ]
+    )
 
 
 def failure_message(r: TestResult) -> str:

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from foundation.config import ACKS, BACKENDS, CHECKERS, CLIENTS, CONSUME_MODES, SYSTEMS, VARIANTS, TestConfig
+from foundation.config import ACKS, BACKENDS, CHECKERS, CLIENTS, CONSUME_MODES, VARIANTS, TestConfig
 from foundation.errors import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, StrandlineError
 
 EPILOG = """\
@@ -79,7 +79,10 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cluster")
     g.add_argument("--config", metavar="FILE", help="a TOML config (or a run's test.json); flags override it")
     g.add_argument(
-        "--system", choices=SYSTEMS, help="system under test: own broker + ZooKeeper, or Apache Kafka"
+        "--system",
+        metavar="own|kafka|PATH.toml",
+        help="system under test: own broker + ZooKeeper, Apache Kafka, or a system definition file "
+        "(docs/systems.md)",
     )
     g.add_argument(
         "--backend", choices=BACKENDS, help="where nodes run: network namespaces (default), docker, ssh"

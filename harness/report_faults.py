@@ -28,6 +28,7 @@ class ShadedWindow:
     end_s: float | None  # None: never healed within the history
     info: bool = False  # the fault's outcome was uncertain
     colour: str = DEFAULT_COLOUR
+    pattern: str = ""  # the pattern it is a part of (docs/faults.md), if any
 
 
 def shaded_windows(nemesis_ops: list[dict[str, Any]]) -> list[ShadedWindow]:
@@ -40,9 +41,15 @@ def shaded_windows(nemesis_ops: list[dict[str, Any]]) -> list[ShadedWindow]:
             end_s=w.healed_ns / NS if w.healed_ns is not None else None,
             info=w.outcome == "info",
             colour=SHADES.get(w.f, {}).get("color", DEFAULT_COLOUR),
+            pattern=_pattern_name(w.value),
         )
         for w in fault_windows(nemesis_ops)
     ]
+
+
+def _pattern_name(value: Any) -> str:
+    pattern = value.get("pattern") if isinstance(value, dict) else None
+    return str(pattern.get("name") or "") if isinstance(pattern, dict) else ""
 
 
 def describe_fault(op: dict[str, Any]) -> str:

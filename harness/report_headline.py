@@ -47,6 +47,11 @@ def _who(who: str) -> tuple[str, bool]:
 
 
 def _fault_phrase(w: ShadedWindow) -> str:
+    phrase = _bare_fault_phrase(w)
+    return f"{phrase} (the {w.pattern} pattern)" if w.pattern else phrase
+
+
+def _bare_fault_phrase(w: ShadedWindow) -> str:
     label = w.label
     parts = label.split(" ", 1)
     who, plural = _who(parts[1] if len(parts) > 1 else "")

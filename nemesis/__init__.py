@@ -5,9 +5,10 @@
 .active_faults); `heal_leftovers(state_dir)` heals what a crashed controller left behind.
 """
 
-from nemesis.core import Nemesis, build_nemesis, check_config
+from nemesis.core import Nemesis, build_nemesis
 from nemesis.heal import heal_leftovers
 from nemesis.packages import PACKAGES, SHADES
+from nemesis.static import check_config
 
 __all__ = [
     "PACKAGES",

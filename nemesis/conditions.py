@@ -15,6 +15,11 @@ history so a reader sees the offsets the script acted on.
 - `broker-ready`: the broker on `node` serves again (the system's `wait_ready`: for the own broker,
   listening and registered in ZooKeeper by its new process). A rolling kill or restart waits for
   it between brokers.
+- `hw-advancing`: the partition's high watermark grew by `records` (default 20) since the wait
+  began: load flows into it.
+- `leader-is`: `node` leads the partition.
+- `out-of-isr`: the leader dropped `node` from the partition's ISR.
+- `isr-shrunk-to-leader`: the partition's ISR is its leader alone.
 - `brokers-ready`: every broker serves again (`broker-ready` on each node). The random schedule
   waits for it after healing a crash, so the calm before the next fault is load, not restarts.
 """
@@ -72,6 +77,7 @@ def _consumer(ctx: Context) -> Any:
 
 
 def close(ctx: Context) -> None:
+    ctx.cache.pop("hw-baseline", None)
     consumer = ctx.cache.pop("consumer", None)
     if consumer is not None:
         try:
@@ -111,6 +117,18 @@ def hw_at_least(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any
     return hw is not None and hw >= int(step.get("offset", 1)), {"high_watermark": hw}
 
 
+def hw_advancing(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether the load flows into the partition: its high watermark grew by `records` (default
+    20) since the wait began. A pattern waits for it, so that a loss has something to lose."""
+    if not ctx.bootstrap() and not isinstance(_state(ctx, step).get("high_watermark"), int):
+        return True, {"high_watermark": "unknown (no client can reach the cluster)"}
+    hw = high_watermark(ctx, step)
+    if hw is None:
+        return False, {"high_watermark": None}
+    baseline = ctx.cache.setdefault("hw-baseline", hw)
+    return hw - baseline >= int(step.get("records", 20)), {"high_watermark": hw, "since_wait": hw - baseline}
+
+
 def follower_fetched_past_hw(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     topic, partition = ctx.topic_partition(step)
     state = _state(ctx, step)
@@ -131,6 +149,31 @@ def follower_fetched_past_hw(ctx: Context, step: dict[str, Any]) -> tuple[bool, 
                 "checkpointed_hw": checkpoint,
             }
     return False, {"high_watermark": hw}
+
+
+def leader_is(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether `node` leads the partition (e.g. the controller elected itself)."""
+    state = _state(ctx, step)
+    return str(state.get("leader")) == str(step["node"]), {
+        "leader": state.get("leader"),
+        "leader_epoch": state.get("leader_epoch"),
+    }
+
+
+def out_of_isr(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether the leader dropped `node` from the partition's ISR (it lagged too long)."""
+    state = _state(ctx, step)
+    isr = [str(r) for r in state.get("isr") or []]  # type: ignore[attr-defined]
+    return bool(isr) and str(step["node"]) not in isr, {"leader": state.get("leader"), "isr": isr}
+
+
+def isr_shrunk_to_leader(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether the ISR is the leader alone (`node`, when given, must be that leader)."""
+    state = _state(ctx, step)
+    isr = [str(r) for r in state.get("isr") or []]  # type: ignore[attr-defined]
+    leader = state.get("leader")
+    met = leader is not None and isr == [str(leader)] and str(step.get("node", leader)) == str(leader)
+    return met, {"leader": leader, "isr": isr}
 
 
 READY_SLICE_S = 1.0
@@ -170,6 +213,10 @@ CONDITIONS: dict[str, Condition] = {
     "isr-full": isr_full,
     "hw-at-least": hw_at_least,
     "follower-fetched-past-hw": follower_fetched_past_hw,
+    "leader-is": leader_is,
+    "hw-advancing": hw_advancing,
+    "out-of-isr": out_of_isr,
+    "isr-shrunk-to-leader": isr_shrunk_to_leader,
 }
 
 
@@ -179,10 +226,11 @@ def check(ctx: Context, step: dict[str, Any]) -> None:
         raise BadInput(f"schedule: unknown condition {name!r} (conditions: {', '.join(CONDITIONS)})")
     if name == "brokers-ready":
         return
-    if name in ("broker-gone", "broker-ready"):
+    if name in ("broker-gone", "broker-ready", "leader-is", "out-of-isr"):
         if step.get("node") not in ctx.names:
             raise BadInput(f"schedule: condition {name!r} needs a node (one of {', '.join(ctx.names)})")
-        return
+        if name.startswith("broker-"):
+            return
     if not isinstance(ctx.sut, HasLeaders):
         raise BadInput(f"schedule: condition {name!r} needs a system that reports leaders (HasLeaders)")
     if name == "follower-fetched-past-hw" and not isinstance(ctx.sut, HasDataDirs):

@@ -12,7 +12,6 @@ and safe to call from a signal handler's thread or twice.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import sys
@@ -27,24 +26,17 @@ from clusters.sut import ClusterView, HasLeaders, RunsOnPython
 from foundation.config import TestConfig
 from foundation.errors import BadInput
 from history.writer import HistoryWriter
-from nemesis import conditions, net, schedule
+from nemesis import choreography, conditions, net, schedule
 from nemesis.packages import PACKAGES, Active, Context, NoTarget, Package, PlanEnv, lookup
-from nemesis.packages.process import (
-    FAILOVER,
-    FAILOVERS,
-    ROLLING,
-    failover_targets,
-    rolling_order,
-    start_node,
-)
+from nemesis.packages.patterns import pattern_of
+from nemesis.packages.process import start_node
+from nemesis.packages.sequence import Pattern, Timing
 from nemesis.state import FaultLedger, default_state_dir, run_recipe
 
 log = logging.getLogger(__name__)
 
 NEMESIS = "nemesis"
 # Heal order: the network first (so restarted brokers can reach each other), processes last.
-# How long a rolling kill or restart waits for a broker to serve again before going on anyway.
-ROLLING_READY_TIMEOUT = 60.0
 HEAL_ORDER = ("clock", "partition", "loss", "bandwidth", "delay", "pause", "kill", "lose-unsynced")
 
 
@@ -80,6 +72,7 @@ class Nemesis:
         self._closing = False
         self._touched_qdisc = False
         self._after: dict[str, Any] | None = None  # what the last wait_until saw
+        self._unprobed: set[str] = set()  # packages `all` leaves out: their probe failed
         self.executed: list[dict[str, Any]] = []  # the decisions, in order, as they were taken
 
     # --- what was asked -----------------------------------------------------------------------
@@ -96,14 +89,44 @@ class Nemesis:
             has_leaders=isinstance(self.ctx.sut, HasLeaders),
             has_zookeeper=_zookeeper_apart(self.ctx),
             crash_noticed_s=self._session_s(),
+            power_loss=choreography.power_loss_possible(self.ctx),
         )
 
     def steps(self) -> Iterator[dict[str, Any]]:
         """The schedule's decisions (pure function of the config, the cluster's shape and the rng)."""
         if self.scripted:
             return schedule.scripted_steps(list(self.config.schedule), self.rng)
-        specs = schedule.parse_specs(tuple(self.config.nemesis))
-        return schedule.random_steps(specs, self.plan_env(), self.rng, float(self.config.nemesis_interval))
+        mix = self.mix()
+        return schedule.random_steps(
+            [g for g, _ in mix],
+            self.plan_env(),
+            self.rng,
+            float(self.config.nemesis_interval),
+            [w for _, w in mix] if schedule.wants_all(self.config.nemesis) else None,
+        )
+
+    def mix(self) -> list[tuple[schedule.Group, int]]:
+        """The groups the random schedule draws from; for `all`, those this cluster supports."""
+        mix = schedule.parse_mix(tuple(getattr(self.config, "nemesis", ())))
+        if not schedule.wants_all(self.config.nemesis):
+            return mix
+        return [(g, w) for g, w in mix if self._supports(g)]
+
+    def _supports(self, group: schedule.Group) -> bool:
+        env = self.plan_env()
+        for name, qualifier in group:
+            package = PACKAGES[name]
+            if name in self._unprobed:
+                return False
+            if qualifier is None and not package.usable_qualifiers(env, self.ctx):
+                return False
+            if qualifier is not None and qualifier not in package.usable_qualifiers(env, self.ctx):
+                return False
+            try:
+                _checked(package, self.ctx, package.plan(random.Random(0), env, qualifier), name)
+            except BadInput:
+                return False
+        return True
 
     def packages_in_use(self) -> list[Package]:
         names: list[str] = []
@@ -113,7 +136,7 @@ class Nemesis:
                 if package is not None:
                     names.append(package.name)
         else:
-            names = [n for group in schedule.parse_specs(tuple(self.config.nemesis)) for n, _ in group]
+            names = [n for group, _ in self.mix() for n, _ in group]
         return [PACKAGES[n] for n in dict.fromkeys(names)]
 
     # --- validation ---------------------------------------------------------------------------
@@ -130,6 +153,9 @@ class Nemesis:
                     package = lookup(str(step["do"]))
                     assert package is not None
                     _checked(package, self.ctx, step, f"schedule[{i}]")
+        elif schedule.wants_all(self.config.nemesis):
+            self._validate_all(probe)
+            return
         else:
             for group in schedule.parse_specs(tuple(self.config.nemesis)):
                 for name, qualifier in group:
@@ -148,6 +174,19 @@ class Nemesis:
                 why = package.probe(self.ctx)
                 if why:
                     raise BadInput(f"fault {package.name!r} cannot run on this cluster: {why}")
+
+    def _validate_all(self, probe: bool) -> None:
+        """`all` takes what this cluster supports: a fault whose probe fails is left out."""
+        if probe:
+            for package in {PACKAGES[n] for g, _ in schedule.parse_mix(self.config.nemesis) for n, _ in g}:
+                why = package.probe(self.ctx)
+                if why:
+                    log.info("nemesis all: leaving %s out: %s", package.name, why)
+                    self._unprobed.add(package.name)
+        mix = self.mix()
+        if not mix:
+            raise BadInput("--nemesis all: no fault can run on this cluster")
+        log.info("nemesis all draws from: %s", ", ".join(_spec(g) for g, _ in mix))
 
     # --- running ------------------------------------------------------------------------------
 
@@ -187,199 +226,42 @@ class Nemesis:
             self.heal(step.get("fault"))
         elif step.get("do") in ("start", "resume"):
             self._start_or_resume(step)
-        elif "do" in step and step.get("target") == ROLLING:
-            self._rolling(step, stop)
-        elif step.get("do") == "kill" and step.get("target") in FAILOVERS:
-            self._failover(step, stop)
+        elif "do" in step and (pattern := _pattern(step)) is not None:
+            choreography.play(self, pattern, step, stop)
         elif "do" in step:
             self.apply(step)
 
     def _session_s(self) -> float:
         return self.config.zookeeper_session_timeout_ms / 1000
 
-    def _rolling(self, step: dict[str, Any], stop: threading.Event) -> None:
-        """Kill (and start) or restart every broker, one after another, each next one as soon as
-        the previous serves again (`broker-ready`), leaders included: an impatient rolling restart.
-        A killed broker stays down until the cluster has noticed (`broker-gone`).
+    # --- what a pattern's sequence asks of its stage (nemesis.choreography.Stage) ---------------
 
-        Each node's kill, start or restart is a fault of its own in the history (invoke value
-        `rolling: {id, order, step}`), the wait before it is its `after`.
-        """
-        package = lookup(str(step["do"]))
-        if package is None or ROLLING not in package.qualifiers:
-            raise BadInput(f"fault {step['do']!r} cannot be rolling")
-        order = rolling_order(self.ctx.names, random.Random(int(step.get("pick", 0))))
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    def timing(self) -> Timing:
+        lag_ms = int(getattr(self.config, "replica_lag_time_max_ms", 10000))
+        return Timing(session_s=self._session_s(), lag_s=lag_ms / 1000)
+
+    def next_id(self, prefix: str) -> str:
         with self._lock:
             self._counter += 1
-            rolling_id = f"rolling-{self._counter}"
-        extra = {k: v for k, v in step.items() if k not in ("do", "target", "pick")}
-        for i, name in enumerate(order):
-            if stop.is_set() or self._closing:
-                return
-            if i:
-                self._wait_until(
-                    {"wait_until": "broker-ready", "node": order[i - 1], "timeout": ROLLING_READY_TIMEOUT},
-                    stop,
-                )
-                if stop.is_set() or self._closing:
-                    return
-            rolling = {"id": rolling_id, "order": order, "step": i}
-            self.apply(
-                {**extra, "do": package.name, "target": name, "rolling": rolling, "pick": step.get("pick", 0)}
-            )
-            if package.name == "kill":
-                # Down until the cluster has noticed (its session expired), as a crashed broker of
-                # ZooKeeper-mode Kafka, which cannot register again before that; then started.
-                self._wait_until(
-                    {
-                        "wait_until": "broker-gone",
-                        "node": name,
-                        "since": time.monotonic(),
-                        "timeout": self._session_s() * 2 + 10,
-                    },
-                    stop,
-                )
-                self._start_or_resume({"do": "start", "target": name})
+            return f"{prefix}-{self._counter}"
 
-    def _failover(self, step: dict[str, Any], stop: threading.Event) -> None:
-        """A partition's leader dies and the cluster fails over to a replica that lacks records.
-
-        `failover`, a rapid double failover: kill the leader and, half a session timeout later
-        (before the cluster has noticed the leader gone), the in-sync replica it will fail over to
-        (its successor). When the leader's session expires the controller elects the successor,
-        still registered but dead; the surviving replicas become its followers (before KIP-101
-        they truncate to their high watermark, which lags the leader's by a fetch) and cannot
-        fetch; when the successor's session expires a survivor is elected with what it kept. Half
-        the session timeout apart, the two expiries cannot fall on the same ZooKeeper tick (a
-        client touches its session every third of the timeout), so the controller sees them one
-        at a time, as KIP-101's "rapid double failover". Both stay down until healed.
-
-        `stalled-failover`: freeze the successor, kill the leader a quarter of a session timeout
-        later, and thaw the successor at half of it (before its own session can expire, so it is
-        still registered and in the ISR). Meanwhile the leader acknowledged what only it and the
-        other follower have (acks=1, or min.insync.replicas=1); when its session expires the
-        successor is elected without those records. With acks=all and min.insync.replicas=2 the
-        leader acknowledges nothing while the successor is frozen. The leader stays down until
-        healed.
-        """
-        target = str(step.get("target"))
-        topic, partition = self.ctx.topic_partition(step)
-        try:
-            states = self.ctx.sut.partition_state()
-            controller = self.ctx.sut.controller()
-        except Exception as e:  # noqa: BLE001 - a cluster in flux: no target now
-            log.info("nemesis: %s cannot read the partition states: %s", target, e)
-            states, controller = {}, None
-        chosen = failover_targets(states, controller, (topic, partition))
+    def heal_active(self, active: Active) -> None:
+        """Heal one fault a sequence applied, unless something healed it already."""
         with self._lock:
-            self._counter += 1
-            failover_id = f"{target}-{self._counter}"
-        extra = {k: v for k, v in step.items() if k not in ("do", "target", "pick", "topic", "partition")}
-        if chosen is None:
-            request = {**extra, "target": target, "topic": topic, "partition": partition}
-            with self._lock:
-                self._counter += 1
-                fault_id = f"kill-{self._counter}"
-            self._journal("invoke", "kill", {**request, "fault_id": fault_id})
-            self._journal(
-                "fail",
-                "kill",
-                {**request, "fault_id": fault_id},
-                error="no partition has a leader and an in-sync follower now",
-            )
-            return
-        (chosen_topic, chosen_partition), leader, successor = chosen
-        session = self._session_s()
-        where = {"topic": chosen_topic, "partition": chosen_partition, "pick": step.get("pick", 0)}
-        info = {"id": failover_id, "leader": leader, "successor": successor}
-        if target == FAILOVER and successor == controller:
-            survivor = next(
-                (
-                    str(r)
-                    for r in (states.get((chosen_topic, chosen_partition)) or {}).get("isr") or []
-                    if str(r) not in (leader, successor)
-                ),
-                None,
-            )
-            if survivor is not None:
-                self._failover_past_controller(
-                    extra, where, info, survivor, (chosen_topic, chosen_partition), stop
-                )
-                return
-        if target == FAILOVER:
-            delay = round(session / 2, 3)
-            for i, name in enumerate((leader, successor)):
-                if i and (stop.wait(delay) or self._closing):
-                    return
-                self.apply(
-                    {
-                        **extra,
-                        "do": "kill",
-                        "target": name,
-                        **where,
-                        FAILOVER: {**info, "delay_s": delay, "step": i},
-                    }
-                )
-            return
-        frozen = self.apply(
-            {**extra, "do": "pause", "target": successor, **where, target: {**info, "step": 0}}
-        )
-        try:
-            if stop.wait(round(session / 4, 3)) or self._closing:
-                return
-            self.apply({**extra, "do": "kill", "target": leader, **where, target: {**info, "step": 1}})
-            stop.wait(round(session / 4, 3))
-        finally:
-            if frozen is not None:
-                with self._lock:
-                    if frozen.id in self._active:
-                        self._heal_one(frozen)
+            if active.id in self._active:
+                self._heal_one(active)
 
-    def _failover_past_controller(
-        self,
-        extra: dict[str, Any],
-        where: dict[str, Any],
-        info: dict[str, Any],
-        survivor: str,
-        key: tuple[str, int],
-        stop: threading.Event,
-    ) -> None:
-        """The rapid double failover when the successor is also the controller.
+    def wait_until(self, step: dict[str, Any], stop: threading.Event) -> dict[str, Any]:
+        """Wait for a condition; what it saw (with `timed_out` when it was not met)."""
+        self._wait_until(step, stop)
+        return dict(self._after or {})
 
-        Killed half a session timeout after the leader, a controlling successor would take the
-        first election with it: the next controller finds both dead and elects the survivor
-        straight away, which never followed anyone and so truncated nothing. Instead: kill the
-        leader, freeze the survivor shortly before the leader's session expires, wait until the
-        controller has elected itself (the survivor, frozen, has not fetched from it), kill it,
-        thaw the survivor. The survivor then follows a dead leader (before KIP-101 it truncates to
-        its high watermark; with leader epochs it must ask the leader first, so it keeps its log)
-        and is elected when that leader's session expires. The freeze stays well below a session
-        timeout, so the survivor stays registered and in the ISR.
-        """
-        leader, successor = str(info["leader"]), str(info["successor"])
-        session = self._session_s()
-        info = {**info, "survivor": survivor}
-        self.apply({**extra, "do": "kill", "target": leader, **where, FAILOVER: {**info, "step": 0}})
-        if stop.wait(round(session * 0.6, 3)) or self._closing:
-            return
-        frozen = self.apply(
-            {**extra, "do": "pause", "target": survivor, **where, FAILOVER: {**info, "step": 1}}
-        )
-        try:
-            deadline = time.monotonic() + session * 0.6
-            while time.monotonic() < deadline and not (stop.is_set() or self._closing):
-                with contextlib.suppress(Exception):  # a cluster in flux: look again
-                    if str((self.ctx.sut.partition_state().get(key) or {}).get("leader")) == successor:
-                        break
-                time.sleep(0.05)
-            if stop.is_set() or self._closing:
-                return
-            self.apply({**extra, "do": "kill", "target": successor, **where, FAILOVER: {**info, "step": 2}})
-        finally:
-            if frozen is not None:
-                with self._lock:
-                    if frozen.id in self._active:
-                        self._heal_one(frozen)
+    def journal(self, type_: str, f: str, value: dict[str, Any], error: str | None = None) -> None:
+        self._journal(type_, f, value, error)
 
     def apply(self, step: dict[str, Any]) -> Active | None:
         package = lookup(str(step["do"]))
@@ -411,7 +293,10 @@ class Nemesis:
             active.started = time.monotonic()
             if package.name in ("bandwidth", "delay"):
                 self._touched_qdisc = True
-            self._journal("ok", package.f, {**active.value, "fault_id": fault_id})
+            done = {**active.value, "fault_id": fault_id}
+            if "pattern" in step:  # a part of a pattern says so in its completion too
+                done["pattern"] = {k: v for k, v in step["pattern"].items() if k in ("id", "name", "part")}
+            self._journal("ok", package.f, done)
             if active.heal is not None:
                 self._active[fault_id] = active
             else:
@@ -556,6 +441,15 @@ class Nemesis:
         log.info("nemesis %s %s %s%s", type_, f, value, f" ({error})" if error else "")
 
 
+def _spec(group: schedule.Group) -> str:
+    return "+".join(f"{n}:{q}" if q else n for n, q in group)
+
+
+def _pattern(step: dict[str, Any]) -> Pattern | None:
+    package = lookup(str(step.get("do", "")))
+    return pattern_of(step, package.name) if package is not None else None
+
+
 def _same_partition(after: dict[str, Any], step: dict[str, Any]) -> bool:
     return (after.get("topic", "t0"), after.get("partition", 0)) == (
         step.get("topic", "t0"),
@@ -585,67 +479,6 @@ def _zookeeper_apart(ctx: Context) -> bool:
 
 def _text(e: BaseException) -> str:
     return str(e) or type(e).__name__
-
-
-class _ShapeNode:
-    """A node that only has a name and an address: enough for the static checks."""
-
-    def __init__(self, name: str, address: str) -> None:
-        self.name, self.address, self.hostname = name, address, name
-
-
-class _CapableSut:
-    """A system under test that can do everything (the static checks assume the own system)."""
-
-    def kill(self, node: Any) -> None: ...
-    def start(self, node: Any) -> None: ...
-    def restart(self, node: Any) -> None: ...
-    def pause(self, node: Any) -> None: ...
-    def resume(self, node: Any) -> None: ...
-    def leaders(self) -> dict[tuple[str, int], str | None]:
-        return {}
-
-    def controller(self) -> str | None:
-        return None
-
-    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
-        return {}
-
-    def data_dirs(self, node: Any) -> list[str]:
-        return []
-
-    def clock_file(self, node: Any) -> str:
-        return "clock"
-
-    def lazyfs_sockets(self, node: Any) -> list[str]:
-        return ["lazyfs.sock"]
-
-
-class ShapeCluster:
-    """A cluster of the config's shape that is not up: enough for the static checks (`ClusterView`).
-
-    `sut`: the real (not yet started) system under test, to check what it offers; by default one
-    that can do everything (the checks that need only the config)."""
-
-    state_dir = None
-
-    def __init__(self, nodes: int, sut: Any = None) -> None:
-        self.nodes: list[Any] = [_ShapeNode(f"n{i}", f"192.0.2.{i}") for i in range(1, nodes + 1)]
-        self.zookeeper_node: Any = _ShapeNode("zk", "192.0.2.254")
-        self.sut = sut if sut is not None else _CapableSut()
-
-    def bootstrap_servers(self) -> list[str]:
-        return []
-
-
-def check_config(config: TestConfig) -> None:
-    """The checks that need only the config (fault names, schedule steps, targets vs node count).
-
-    Raises BadInput before anything is created; `Nemesis.validate()` repeats them against the
-    real cluster and also asks the system and the nodes what they can do.
-    """
-    nem = Nemesis(config, ShapeCluster(config.nodes), None, random.Random(0), state_dir=".")
-    nem.validate(probe=False)
 
 
 def build_nemesis(

@@ -14,8 +14,10 @@ from typing import Any
 
 from clusters.node import Node
 from foundation.errors import BadInput
-from nemesis.core import Nemesis, ShapeCluster
+from nemesis import schedule
+from nemesis.core import Nemesis
 from nemesis.packages import Package
+from nemesis.static import ShapeCluster
 
 
 def _nemesis(config: Any, sut: Any) -> Nemesis:
@@ -32,7 +34,10 @@ def system_refusal(config: Any, sut: Any) -> str | None:
 
 
 def node_probing_packages(config: Any, sut: Any) -> list[Package]:
-    """The fault packages in use that need something of a node."""
+    """The fault packages in use that need something of a node. `--nemesis all` needs nothing of
+    a node: it leaves out, when the cluster is up, what the nodes cannot do (Nemesis.validate)."""
+    if schedule.wants_all(config.nemesis) and not config.schedule:
+        return []
     return [p for p in _nemesis(config, sut).packages_in_use() if p.probes_node]
 
 

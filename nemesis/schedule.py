@@ -7,7 +7,8 @@ the same sequence of decisions, whatever the cluster does.
 
 The random schedule: after a calm start, one fault (or a composed group `kill+partition`) every
 `nemesis_interval` seconds with jitter, held for part of the interval and healed before the next.
-The scripted schedule: `config.schedule`, run once, in order; faults stay until a step heals them
+`all` draws every fault kind the cluster supports, mostly in the patterns that lose data
+(ALL_MIX, weighted). The scripted schedule: `config.schedule`, run once, in order; faults stay until a step heals them
 (or the end of the test does).
 """
 
@@ -18,7 +19,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from foundation.errors import BadInput
-from nemesis.packages import ALIASES, PACKAGES, PlanEnv, lookup
+from nemesis import targets
+from nemesis.packages import ALIASES, PACKAGES, Package, PlanEnv, lookup
+from nemesis.packages.patterns import pattern_of
 
 CONTROL_DO = ("start", "resume", "heal")
 # Seconds past the session timeout a crash is held.
@@ -26,16 +29,69 @@ CRASH_MARGIN_S = 1.0
 # How long the random schedule waits for healed crashes to serve again before its calm.
 READY_TIMEOUT_S = 30.0
 PICK_RANGE = 2**32
+ALL = "all"
+# `--nemesis all`: every fault kind the system supports, drawn mostly in the patterns that lose
+# data (nemesis/packages/*_patterns.py), each followed by a calm. Weights, measured (docs/faults.md):
+# `lagging-follower` exposes the most settings at once (unclean elections, missing fsync,
+# min.insync.replicas=1, pre-KIP-101 truncation), `failover` pre-KIP-101 truncation and acks=1,
+# `lonely-leader` min.insync.replicas=1 and acks=1, `lose-unsynced:all` missing fsync.
+ALL_MIX: tuple[tuple[str, int], ...] = (
+    ("kill:lagging-follower", 12),
+    ("kill:failover", 5),
+    ("lose-unsynced:lonely-leader", 3),
+    ("lose-unsynced:all", 3),
+    ("kill:stalled-failover", 2),
+    ("partition:cut-off-failover", 2),
+    ("partition:leader-isolated", 2),
+    ("kill:restarted-follower", 2),
+    ("kill", 1),
+    ("restart", 1),
+    ("pause", 1),
+    ("partition", 1),
+    ("loss", 1),
+    ("bandwidth", 1),
+    ("delay", 1),
+    ("clock", 1),
+    ("lose-unsynced", 1),
+)
+
+Group = list[tuple[str, str | None]]
 
 
 def available() -> list[str]:
     return sorted(PACKAGES)
 
 
-def parse_specs(names: Sequence[str]) -> list[list[tuple[str, str | None]]]:
-    """`["kill:leader", "partition+clock"]` -> [[("kill", "leader")], [("partition", None), ("clock", None)]]."""
-    groups: list[list[tuple[str, str | None]]] = []
+def _role_qualifier(package: Package, qualifier: str) -> bool:
+    """`kill:role=storage`, `pause:role=coordinator`: the faults that take targets take roles;
+    partitions take two roles (`partition:broker|storage`). Checked against the system later."""
+    if targets.role_of_target(qualifier):
+        return package.name != "partition" and "one" in package.qualifiers
+    return package.name == "partition" and "|" in qualifier
+
+
+def wants_all(names: Sequence[str]) -> bool:
+    return any(str(n).strip() == ALL for n in names)
+
+
+def parse_mix(names: Sequence[str]) -> list[tuple[Group, int]]:
+    """The groups a random schedule draws from, with their weights (`all` expands to ALL_MIX)."""
+    mix: list[tuple[Group, int]] = []
     for spec in names:
+        if str(spec).strip() == ALL:
+            mix += [(group, weight) for spec_, weight in ALL_MIX for group in parse_specs([spec_])]
+        else:
+            mix += [(group, 1) for group in parse_specs([spec])]
+    return mix
+
+
+def parse_specs(names: Sequence[str]) -> list[Group]:
+    """`["kill:leader", "partition+clock"]` -> [[("kill", "leader")], [("partition", None), ("clock", None)]]."""
+    groups: list[Group] = []
+    for spec in names:
+        if str(spec).strip() == ALL:
+            groups += [g for spec_, _ in ALL_MIX for g in parse_specs([spec_])]
+            continue
         group: list[tuple[str, str | None]] = []
         for part in str(spec).split("+"):
             name, _, qualifier = part.strip().partition(":")
@@ -47,7 +103,7 @@ def parse_specs(names: Sequence[str]) -> list[list[tuple[str, str | None]]]:
                 )
             if package.name == "clock-reset":
                 raise BadInput("clock-reset is a scripted step, not a fault for the random schedule")
-            if qualifier and qualifier not in package.qualifiers:
+            if qualifier and qualifier not in package.qualifiers and not _role_qualifier(package, qualifier):
                 raise BadInput(
                     f"fault {package.name!r}: unknown qualifier {qualifier!r} "
                     f"(accepted: {', '.join(package.qualifiers)})"
@@ -58,21 +114,34 @@ def parse_specs(names: Sequence[str]) -> list[list[tuple[str, str | None]]]:
 
 
 def random_steps(
-    specs: list[list[tuple[str, str | None]]], env: PlanEnv, rng: random.Random, interval: float
+    specs: list[Group],
+    env: PlanEnv,
+    rng: random.Random,
+    interval: float,
+    weights: Sequence[int] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """The endless random schedule. Uses nothing but `rng`, `env` and `interval`."""
+    """The endless random schedule. Uses nothing but `rng`, `env`, `interval` and the weights."""
     if not specs:
         return
     yield {"wait": round(interval * rng.uniform(0.5, 1.0), 3)}
+    last = -1
     while True:
         cycle = interval * rng.uniform(0.8, 1.2)
         hold = cycle * rng.uniform(0.4, 0.7)
-        group = rng.choice(specs)
+        if weights:
+            # Weighted, never the same group twice in a row: a minute-long test meets two or three.
+            others = [i for i in range(len(specs)) if i != last] or list(range(len(specs)))
+            last = rng.choices(others, weights=[weights[i] for i in others])[0]
+            group = specs[last]
+        else:
+            group = rng.choice(specs)
+        crashed = False
         for name, qualifier in group:
             step = PACKAGES[name].plan(rng, env, qualifier)
             step["pick"] = rng.randrange(PICK_RANGE)
+            pattern = pattern_of(step, name)
+            crashed = crashed or PACKAGES[name].crashes or (pattern is not None and pattern.crashes)
             yield step
-        crashed = any(PACKAGES[name].crashes for name, _ in group)
         if crashed and env.crash_noticed_s > 0:
             # A crashed ZooKeeper-mode Kafka broker cannot register again before its session
             # expires: a shorter crash is one Kafka never sees, so hold it until it can be noticed.

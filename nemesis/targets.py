@@ -12,13 +12,28 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from clusters.sut import HasLeaders
+from clusters.sut import HasLeaders, HasRoles
 from foundation.errors import BadInput
 
 SIZES = ("one", "minority", "majority", "all")
 ROLES = ("leader", "controller", "followers", "follower")
 TARGETS = SIZES + ROLES
 NEEDS_PARTITION = ("leader", "followers", "follower")
+ROLE_PREFIX = "role="  # `kill:role=zookeeper`: every node of one role of a defined system
+
+
+def role_of_target(target: Any) -> str | None:
+    """The role a `role=NAME` target names, else None."""
+    if isinstance(target, str) and target.startswith(ROLE_PREFIX):
+        return target[len(ROLE_PREFIX) :]
+    return None
+
+
+def check_role(role: str, sut: Any, what: str) -> None:
+    if not isinstance(sut, HasRoles):
+        raise BadInput(f"{what}: target role={role} needs a system with roles (a --system PATH.toml)")
+    if not sut.nodes_of_role(role):
+        raise BadInput(f"{what}: the system has no role {role!r} (roles: {', '.join(sut.roles())})")
 
 
 def check(target: Any, node_names: Sequence[str], sut: Any, what: str) -> None:
@@ -32,6 +47,10 @@ def check(target: Any, node_names: Sequence[str], sut: Any, what: str) -> None:
     if not isinstance(target, str):
         raise BadInput(f"{what}: target must be a name or a list of nodes, got {target!r}")
     if target in node_names:
+        return
+    role = role_of_target(target)
+    if role is not None:
+        check_role(role, sut, what)
         return
     if target not in TARGETS:
         raise BadInput(
@@ -79,6 +98,9 @@ def resolve(
         return sorted(str(t) for t in target)
     if target in names:
         return [target]
+    role = role_of_target(target)
+    if role is not None:
+        return sorted(sut.nodes_of_role(role))
     if target == "one":
         return [rng.choice(names)]
     if target == "minority":

@@ -103,17 +103,27 @@ def count_history(path: Path) -> dict[str, Any]:
     return {"counts": counts, "seconds": seconds}
 
 
-def _workers() -> int | None:
-    raw = os.environ.get("STRANDLINE_BENCH_WORKERS", "").strip()
+def _env_count(name: str, what: str, least: int, rule: str) -> int | None:
+    """A whole number from the environment (None when unset), or a one-line BadInput."""
+    raw = os.environ.get(name, "").strip()
     if not raw:
         return None
     try:
-        workers = int(raw)
+        count = int(raw)
     except ValueError:
-        raise BadInput(f"STRANDLINE_BENCH_WORKERS: expected a number of processes, got {raw!r}") from None
-    if workers < 0:
-        raise BadInput("STRANDLINE_BENCH_WORKERS: must be 0 (threads) or more")
-    return workers
+        raise BadInput(f"{name}: expected a number of {what}, got {raw!r}") from None
+    if count < least:
+        raise BadInput(f"{name}: must be {rule}")
+    return count
+
+
+def _concurrency() -> int:
+    count = _env_count("STRANDLINE_BENCH_CONCURRENCY", "clients", 1, "at least 1")
+    return CONCURRENCY if count is None else count
+
+
+def _workers() -> int | None:
+    return _env_count("STRANDLINE_BENCH_WORKERS", "processes", 0, "0 (threads) or more")
 
 
 def bench_workload(
@@ -262,7 +272,7 @@ def main(args: argparse.Namespace) -> int:
         topics=1,
         partitions=2,
         rate=1e9,
-        concurrency=CONCURRENCY,
+        concurrency=_concurrency(),
     )
     configs = [base.replace(client=client) for client in clients]  # BadInput names a bad client
     keep = Path(args.keep) if getattr(args, "keep", None) else None

@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 from foundation.config import TestConfig
 from foundation.errors import BadInput, InfrastructureError
@@ -203,38 +204,61 @@ class WorkerPool:
         self.stop()
 
     def _pump(self, timeout: float) -> None:
+        """Serve what the sockets hold: every line that arrived together is written with one write
+        and one flush (group commit), and only then are the invokes among them acknowledged."""
+        batch: list[tuple[Connection, _SlotLink, tuple[Any, ...]]] = []
+        gone: list[tuple[Connection, _SlotLink]] = []
         for key, _ in self.selector.select(timeout):
             conn: Connection = key.fileobj  # type: ignore[assignment]
             link = self.links.get(conn)
             if link is None:
                 self._control_message(conn)
-            else:
-                self._slot_message(conn, link)
+            elif not self._slot_messages(conn, link, batch):
+                gone.append((conn, link))
+        if batch:
+            self.history.append_encoded_many([message[1] for _, _, message in batch])
+            for conn, link, message in batch:
+                if message[0] == INVOKE:
+                    try:
+                        conn.send(None)
+                    except OSError:
+                        if (conn, link) not in gone:
+                            gone.append((conn, link))
+                else:
+                    _, _, f, outcome, latency_s, records = message
+                    self.stats.completed(f, outcome, latency_s, records=records)
+        for conn, link in gone:
+            if conn in self.links:
+                self._slot_gone(conn, link, "the client worker process exited")
 
-    def _slot_message(self, conn: Connection, link: _SlotLink) -> None:
+    def _slot_messages(
+        self, conn: Connection, link: _SlotLink, batch: list[tuple[Connection, _SlotLink, tuple[Any, ...]]]
+    ) -> bool:
+        """Take every message a slot's socket holds (in order); False when the socket closed."""
         try:
-            message = conn.recv()
-            kind = message[0]
-            if kind == INVOKE:
-                self.history.append_encoded(message[1])
-                link.open_invoke = message[1]
-                if SEND_MARK in message[1][:64]:  # before answering: the worker may be dead already
-                    self.last_send[link.slot] = message[1]
-                conn.send(None)
-            elif kind == COMPLETE:
-                _, body, f, outcome, latency_s, records = message
-                self.history.append_encoded(body)
-                link.open_invoke = None
-                self.stats.completed(f, outcome, latency_s, records=records)
-            elif kind == PROCESS:
-                number = self.numbers.next()
-                self.stats.process_started()
-                self.last_process[link.slot] = number
-                conn.send(number)
-            else:
-                log.warning("client worker %d: unknown message %r", link.worker.number, kind)
+            while True:
+                message = conn.recv()
+                kind = message[0]
+                if kind == INVOKE:
+                    batch.append((conn, link, message))
+                    link.open_invoke = message[1]
+                    if SEND_MARK in message[1][:64]:  # noted now: the worker may be dead already
+                        self.last_send[link.slot] = message[1]
+                    return True  # the slot waits for its acknowledgement: nothing more comes
+                if kind == COMPLETE:
+                    batch.append((conn, link, message))
+                    link.open_invoke = None
+                elif kind == PROCESS:
+                    number = self.numbers.next()
+                    self.stats.process_started()
+                    self.last_process[link.slot] = number
+                    conn.send(number)
+                else:
+                    log.warning("client worker %d: unknown message %r", link.worker.number, kind)
+                if not conn.poll(0):
+                    return True
         except (EOFError, OSError):
-            self._slot_gone(conn, link, "the client worker process exited")
+            return False
 
     def _slot_gone(self, conn: Connection, link: _SlotLink, why: str) -> None:
         """A slot's socket closed: an operation it left open ends `info`, its process is retired."""

@@ -41,10 +41,12 @@ def _millis(value: Any) -> int:
     return int(value)
 
 
+# Apache Kafka 4.1's ranges (docs/broker-protocol.md). OffsetCommit/OffsetFetch v10 (topics by id)
+# were still unstable in 4.1, not listed by its brokers; v9 answers classic groups as v8 does.
 GROUP_API_VERSIONS: dict[int, tuple[int, int]] = {
-    8: (2, 8),  # OffsetCommit
-    9: (1, 8),  # OffsetFetch
-    10: (0, 4),  # FindCoordinator
+    8: (2, 9),  # OffsetCommit
+    9: (1, 9),  # OffsetFetch
+    10: (0, 6),  # FindCoordinator
     11: (0, 9),  # JoinGroup
     12: (0, 4),  # Heartbeat
     13: (0, 5),  # LeaveGroup

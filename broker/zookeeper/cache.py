@@ -35,6 +35,7 @@ class MetadataCache:
         self.brokers: dict[int, BrokerAddress] = {}
         self.topics: dict[str, dict[int, tuple[int, ...]]] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
+        self.topic_names: dict[uuid.UUID, str] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
         self._watched_topics: set[str] = set()
         self._state_waiters: set[asyncio.Event] = set()
@@ -91,6 +92,7 @@ class MetadataCache:
         topic_id, assignment = decode_topic(name, parse_json(data) or {})
         self.topics[name] = assignment
         self.topic_ids[name] = topic_id
+        self.topic_names[topic_id] = name
         for index in assignment:
             path = state_path(name, index)
             await asyncio.to_thread(DataWatch, self.zk, path, self._state_callback(name, index))

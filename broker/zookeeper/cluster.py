@@ -38,7 +38,7 @@ class ZkCluster:
         self.zk = self.session.zk
         self.cache = MetadataCache(self.session, replicas)
         self.controller = ControllerDriver(config, self.session, self.cache)
-        self.fetchers = FetcherManager(config, replicas, self.brokers)
+        self.fetchers = FetcherManager(config, replicas, self.brokers, self.topic_id)
         self.producer_ids = ProducerIds(self.cache, config.broker_id)
         replicas.follower_listener = self.fetchers.on_partition_state
         self.cache.on_brokers_changed = self._brokers_changed
@@ -80,6 +80,9 @@ class ZkCluster:
 
     def topic_id(self, topic: str) -> uuid.UUID:
         return self.cache.topic_ids.get(topic, uuid.UUID(int=0))
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self.cache.topic_names.get(topic_id)
 
     def partition_state(self, topic: str, index: int) -> PartitionState | None:
         return self.cache.states.get((topic, index))

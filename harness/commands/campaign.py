@@ -8,7 +8,8 @@ from pathlib import Path
 from rich.console import Console
 
 from foundation.errors import EXIT_INVALID, EXIT_VALID
-from harness.campaign import load_campaign, run_campaign
+from harness.campaign import load_campaign, run_campaign, table
+from harness.campaign_table import render
 
 
 def main(args: argparse.Namespace) -> int:
@@ -28,6 +29,9 @@ def main(args: argparse.Namespace) -> int:
             continue
         mark = "ok  " if r.as_expected else "MISS"
         print(f"{mark} {r.test.label:<40} {r.verdict:<8} expected {'|'.join(r.test.expect)}")
+    print()
+    print(render(table(results)))
+    print()
     print(f"campaign: {out_dir / 'index.html'}")
     ran = len(results) - len(refused)
     print(

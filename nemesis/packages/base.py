@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from clusters.node import Node
+from clusters.sut import HasRoles
 from foundation.config import TestConfig
 from foundation.errors import BadInput
 from nemesis.state import FaultLedger, recipe_step
@@ -49,6 +50,9 @@ class Context:
                 return n
         if self.zookeeper is not None and self.zookeeper.name == name:
             return self.zookeeper
+        other = self.sut.node_named(name) if isinstance(self.sut, HasRoles) else None
+        if other is not None:  # a node of another role of a defined system
+            return other
         raise BadInput(f"unknown node {name!r} (nodes: {', '.join(self.names)})")
 
     def topic_partition(self, step: dict[str, Any]) -> tuple[str, int]:
@@ -97,6 +101,8 @@ class PlanEnv:
     has_zookeeper: bool
     # How long the cluster takes to notice a crashed broker (its ZooKeeper session timeout).
     crash_noticed_s: float = 0.0
+    # The brokers' data dirs can lose unsynced writes (lazyfs): power-loss patterns can run.
+    power_loss: bool = False
 
 
 class Package:

@@ -17,11 +17,28 @@ from clusters.sut import HasDataDirs, HasLazyfs, Killable
 from foundation.errors import BadInput, InfrastructureError
 from nemesis import targets
 from nemesis.packages.base import Active, Context, Package, PlanEnv, topic_partition_draw
+from nemesis.packages.patterns import check_pattern, names_of, usable_patterns
 from nemesis.packages.process import _resolve, start_node
+
+PATTERN_NAMES = names_of("lose-unsynced")
 
 
 def sockets(ctx: Context, name: str) -> list[str]:
     return list(ctx.sut.lazyfs_sockets(ctx.node(name))) if isinstance(ctx.sut, HasLazyfs) else []
+
+
+def writeback(ctx: Context, names: list[str]) -> None:
+    """Flush the nodes' page caches (lazyfs `sync`), as the kernel's writeback does every few
+    seconds: a power loss after this drops only what was written since. Nodes without lazyfs have
+    nothing to flush."""
+
+    def one(node: Node) -> None:
+        for sock in sockets(ctx, node.name):
+            result = node.exec(lazyfs.ctl_argv(ctx.python, sock, "sync"), timeout=30, check=False)
+            if not result.ok:
+                raise InfrastructureError(f"{node.name}: lazyfs sync failed: {result.stderr.strip()}")
+
+    ctx.parallel(one, [ctx.node(n) for n in names])
 
 
 class LoseUnsynced(Package):
@@ -29,8 +46,8 @@ class LoseUnsynced(Package):
     name = "lose-unsynced"
     f = "lose-unsynced"
     heal_f = "start"
-    qualifiers = targets.TARGETS
-    default_qualifiers = ("one", "minority", "majority", "all", "leader")
+    qualifiers = (*targets.TARGETS, *PATTERN_NAMES)
+    default_qualifiers = ("one", "minority", "majority", "all", "leader", *PATTERN_NAMES)
     shade = {"color": "#ff9da6", "label": "power loss"}
     summary = "power loss: SIGKILL the broker and drop its un-fsynced writes (lazyfs); restarted when healed"
     probes_node = True
@@ -56,7 +73,11 @@ class LoseUnsynced(Package):
                 "lose-unsynced needs data dirs mounted on clusters.lazyfs (sut.lazyfs_sockets(node)); "
                 f"{type(ctx.sut).__name__} does not offer it"
             )
-        targets.check(step.get("target", "one"), ctx.names, ctx.sut, self.name)
+        target = step.get("target", "one")
+        if target in PATTERN_NAMES:
+            check_pattern(ctx, self.name, str(target))
+            return
+        targets.check(target, ctx.names, ctx.sut, self.name)
 
     def probe(self, ctx: Context) -> str | None:
         def one(node: Node) -> str | None:
@@ -71,12 +92,14 @@ class LoseUnsynced(Package):
         return ctx.first_problem(one)
 
     def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
-        return targets.possible(env.names, env.has_leaders, self.default_qualifiers)
+        plain = [q for q in self.default_qualifiers if q not in PATTERN_NAMES]
+        usable = targets.possible(env.names, env.has_leaders, plain)
+        return usable + usable_patterns(self.name, env)
 
     def plan(self, rng: random.Random, env: PlanEnv, qualifier: str | None) -> dict[str, Any]:
         target = qualifier or rng.choice(self.usable_qualifiers(env, None) or ["one"])
         step: dict[str, Any] = {"do": self.name, "target": target}
-        if target in targets.NEEDS_PARTITION:
+        if target in targets.NEEDS_PARTITION or target in PATTERN_NAMES:
             step.update(topic_partition_draw(rng, env))
         return step
 

@@ -2,7 +2,10 @@
 
 Shapes: one (isolate a random node), halves, majority (bare majority | the rest), ring (majorities
 ring), bridge, leader (isolate a partition's leader), zk-one / zk-leader / zk-all (cut brokers from
-ZooKeeper only). Healed by flushing SL-PART everywhere. The history gets the effective grudge.
+ZooKeeper only), and `ROLE|ROLE` (a defined system: cut two roles apart, e.g. `broker|storage`).
+Healed by flushing SL-PART everywhere. The history gets the effective grudge.
+The patterns `cut-off-failover`, `leader-isolated` and `lonely-leader` (lose-unsynced) are step
+sequences around these cuts (nemesis/packages/network_patterns.py).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from foundation.errors import BadInput
 from nemesis import grudge as grudges
 from nemesis import net, targets
 from nemesis.packages.base import Active, Context, NoTarget, Package, PlanEnv, topic_partition_draw
+from nemesis.packages.patterns import check_pattern, names_of, usable_patterns
 
 ZK = "zookeeper"
 
@@ -39,11 +43,27 @@ def zookeeper_address(ctx: Context) -> str | None:
     return None
 
 
+def role_sides(shape: str) -> tuple[str, str]:
+    """`broker|storage`: the two roles of a defined system a partition cuts apart."""
+    a, _, b = shape.partition("|")
+    return a.strip(), b.strip()
+
+
 class Partition(Package):
     name = "partition"
     f = "partition"
-    qualifiers = grudges.SHAPES
-    default_qualifiers = ("one", "halves", "majority", "ring", "bridge", "leader", "zk-one", "zk-leader")
+    qualifiers = (*grudges.SHAPES, *names_of("partition"))
+    default_qualifiers = (
+        "one",
+        "halves",
+        "majority",
+        "ring",
+        "bridge",
+        "leader",
+        "zk-one",
+        "zk-leader",
+        *names_of("partition"),
+    )
     shade = {"color": "#4c78a8", "label": "partition"}
     summary = "network partition (a grudge) applied with iptables DROP rules; healed by flushing"
 
@@ -51,6 +71,8 @@ class Partition(Package):
         n = len(env.names)
         out = []
         for shape in self.default_qualifiers:
+            if shape in names_of(self.name):
+                continue
             if shape in ("ring",) and n < 4:
                 continue
             if shape == "bridge" and n < 3:
@@ -62,7 +84,7 @@ class Partition(Package):
             if shape.startswith("zk-") and not env.has_zookeeper:
                 continue
             out.append(shape)
-        return out
+        return out + usable_patterns(self.name, env)
 
     def check(self, ctx: Context, step: dict[str, Any]) -> None:
         shape = step.get("grudge", step.get("target", "halves"))
@@ -71,6 +93,13 @@ class Partition(Package):
                 for name in [node, *drops]:
                     if name not in ctx.names and name != ZK:
                         raise BadInput(f"partition: unknown node {name!r} in grudge")
+            return
+        if isinstance(shape, str) and "|" in shape:
+            for role in role_sides(shape):
+                targets.check_role(role, ctx.sut, f"partition {shape}")
+            return
+        if isinstance(shape, str) and shape in names_of(self.name):
+            check_pattern(ctx, self.name, shape)
             return
         if shape not in grudges.SHAPES:
             raise BadInput(f"partition: unknown shape {shape!r} (shapes: {', '.join(grudges.SHAPES)})")
@@ -102,7 +131,7 @@ class Partition(Package):
     def plan(self, rng: random.Random, env: PlanEnv, qualifier: str | None) -> dict[str, Any]:
         shape = qualifier or rng.choice(self.usable_qualifiers(env, None) or ["halves"])
         step: dict[str, Any] = {"do": self.name, "grudge": shape}
-        if shape in ("leader", "zk-leader"):
+        if shape in ("leader", "zk-leader", *names_of(self.name)):
             step.update(topic_partition_draw(rng, env))
         return step
 
@@ -111,6 +140,9 @@ class Partition(Package):
         names = ctx.names
         if isinstance(shape, dict):
             return "explicit", {str(k): {str(x) for x in v} for k, v in shape.items()}
+        if "|" in shape:  # between two roles of a defined system: each side drops the other
+            a, b = (ctx.sut.nodes_of_role(role) for role in role_sides(shape))
+            return shape, {**{n: set(b) for n in a}, **{n: set(a) for n in b}}
         topic, partition = ctx.topic_partition(step)
         if shape == "one":
             return shape, grudges.isolate(names, [pick.choice(names)])
@@ -137,16 +169,18 @@ class Partition(Package):
 
     def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
         shape, grudge = self.grudge(ctx, step, pick)
-        addresses = {node.name: node.address for node in ctx.nodes}
+        names = set(ctx.names)
+        members = [*ctx.nodes, *(ctx.node(n) for n in sorted(grudge) if n not in names and n != ZK)]
+        addresses = {node.name: node.address for node in members}
         zk_addr = zookeeper_address(ctx)
         zk_port = zookeeper_port(ctx)
         plan: dict[str, list[str]] = {}  # node name -> argv
-        for node in ctx.nodes:
+        for node in members:
             drops = grudge.get(node.name, set())
             drop_from = [addresses[d] for d in drops if d in addresses]
             zk_rules = ZK in drops or node.name in grudge.get(ZK, set())
             plan[node.name] = net.drop_script(drop_from, zk_addr if zk_rules else None, zk_port)
-        touched = [n for n in ctx.nodes if n.name in plan]
+        touched = [n for n in members if n.name in plan]
         heal_recipe = [self.step_for(n, net.flush_argv(net.PARTITION_CHAIN)) for n in touched]
         effective = grudges.to_json(grudge)
         self.record(ctx, fault_id, [n.name for n in touched], heal_recipe, grudge=effective)

@@ -1,12 +1,10 @@
 """Process faults: kill (SIGKILL, restarted at heal), graceful restart, pause/resume.
 
 Targets: one, minority, majority, all, a partition's leader or followers, the controller, or
-named nodes; kill and restart also `rolling` (every broker, one after another, each next one as
-soon as the previous has re-registered: the Nemesis runs it, see `rolling_order`); kill also
-`failover` (a partition's leader, then, before the cluster has noticed, the replica it fails over
-to: a rapid double failover, see `failover_targets`) and `stalled-failover` (the leader dies while
-that replica is frozen, which is thawed before its session expires). Pause uses the SUT's own pause when it has
-one, else the node's cgroup freeze (`pause_daemon`), else SIGSTOP to the broker daemon.
+named nodes; kill and restart also `rolling`, and kill the patterns `failover`,
+`stalled-failover`, `lagging-follower` and `restarted-follower` (step sequences played by
+nemesis.choreography, see nemesis/packages/process_patterns.py). Pause uses the SUT's own pause
+when it has one, else the node's cgroup freeze (`pause_daemon`), else SIGSTOP to the broker daemon.
 """
 
 from __future__ import annotations
@@ -21,7 +19,9 @@ from clusters.node import HasDaemonCgroups, Node, PausesDaemons
 from clusters.sut import HasBrokerDaemon, Killable, Pausable
 from foundation.errors import BadInput
 from nemesis import targets
+from nemesis.packages import process_patterns
 from nemesis.packages.base import Active, Context, NoTarget, Package, PlanEnv, topic_partition_draw
+from nemesis.packages.patterns import PATTERNS, check_pattern, names_of, usable_patterns
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +41,11 @@ def _resolve(ctx: Context, step: dict[str, Any], pick: random.Random, default: A
     return nodes
 
 
-ROLLING = "rolling"
-FAILOVER = "failover"
-STALLED_FAILOVER = "stalled-failover"
-# Targets the Nemesis runs as sequences of its own (a partition's leader and its successor).
-FAILOVERS = (FAILOVER, STALLED_FAILOVER)
+ROLLING = process_patterns.ROLLING
+FAILOVER = process_patterns.FAILOVER
+STALLED_FAILOVER = process_patterns.STALLED_FAILOVER
+LAGGING_FOLLOWER = process_patterns.LAGGING_FOLLOWER
+RESTARTED_FOLLOWER = process_patterns.RESTARTED_FOLLOWER
 
 # How often a bare `kill` / `restart` draws each target. Data is lost when a partition fails over
 # twice in quick succession (the replicas that follow the first new leader truncate — before
@@ -62,6 +62,8 @@ BUG_FINDING_WEIGHTS: dict[str, int] = {
     "all": 4,
     "majority": 3,
     STALLED_FAILOVER: 3,
+    LAGGING_FOLLOWER: 3,
+    RESTARTED_FOLLOWER: 2,
     "leader": 2,
     ROLLING: 1,
 }
@@ -83,28 +85,16 @@ class _Targeted(Package):
 
     def check(self, ctx: Context, step: dict[str, Any]) -> None:
         target = step.get("target", "one")
-        if target == ROLLING and ROLLING in self.qualifiers:
-            if not ctx.names:
-                raise BadInput(f"{self.name}: a rolling {self.name} needs at least one node")
-            return
-        if target in FAILOVERS and target in self.qualifiers:
-            if len(ctx.names) < 3:
-                raise BadInput(
-                    f"{self.name}: a {target} {self.name} needs at least 3 nodes (a leader, the "
-                    f"replica it fails over to, and a survivor); the cluster has {len(ctx.names)}"
-                )
-            targets.check("leader", ctx.names, ctx.sut, f"{self.name}: {target}")
+        if isinstance(target, str) and target in names_of(self.name):
+            check_pattern(ctx, self.name, target)
             return
         targets.check(target, ctx.names, ctx.sut, f"{self.name}")
 
     def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
-        wanted = [q for q in self.default_qualifiers if q != ROLLING and q not in FAILOVERS]
+        patterns = names_of(self.name)
+        wanted = [q for q in self.default_qualifiers if q not in patterns]
         usable = targets.possible(env.names, env.has_leaders, wanted)
-        if env.has_leaders and len(env.names) >= 3:
-            usable += [q for q in FAILOVERS if q in self.default_qualifiers]
-        if ROLLING in self.default_qualifiers and env.names:
-            usable.append(ROLLING)
-        return usable
+        return usable + [q for q in usable_patterns(self.name, env) if q in self.default_qualifiers]
 
     def draw(self, rng: random.Random, env: PlanEnv) -> str:
         """A target for the random schedule, weighted towards those that find bugs (reproducible)."""
@@ -114,37 +104,10 @@ class _Targeted(Package):
     def plan(self, rng: random.Random, env: PlanEnv, qualifier: str | None) -> dict[str, Any]:
         target = qualifier or self.draw(rng, env)
         step: dict[str, Any] = {"do": self.name, "target": target}
-        if target in targets.NEEDS_PARTITION or target in FAILOVERS:
+        pattern = PATTERNS.get((self.name, target))
+        if target in targets.NEEDS_PARTITION or (pattern is not None and pattern.needs_partition):
             step.update(topic_partition_draw(rng, env))
         return step
-
-
-def rolling_order(names: list[str], pick: random.Random) -> list[str]:
-    """The order a rolling kill or restart visits the nodes: every one, drawn from the step's pick."""
-    return pick.sample(sorted(names), len(names))
-
-
-def failover_targets(
-    states: dict[tuple[str, int], dict[str, Any]], controller: str | None, first: tuple[str, int]
-) -> tuple[tuple[str, int], str, str] | None:
-    """(partition, leader, successor) for a rapid double failover, or None.
-
-    The successor is the first in-sync replica after the leader: the one a first-in-ISR election
-    (Kafka's) makes leader when the leader is gone. A partition whose successor is the controller
-    is passed over when another one will do: a dead controller elects nobody, so the second
-    failover would collapse into the first. The drawn partition (`first`) is tried first.
-    """
-    candidates: list[tuple[tuple[str, int], str, str]] = []
-    for key in [first, *sorted(k for k in states if k != first)]:
-        state = states.get(key) or {}
-        leader = state.get("leader")
-        successor = next((str(r) for r in state.get("isr") or [] if r != leader), None)
-        if leader and successor:
-            candidates.append((key, str(leader), successor))
-    for candidate in candidates:
-        if candidate[2] != controller:
-            return candidate
-    return candidates[0] if candidates else None
 
 
 def start_node(ctx: Context, node: Node) -> None:
@@ -165,8 +128,8 @@ def _need_killable(ctx: Context, what: str) -> None:
 class Kill(_Targeted):
     name = "kill"
     crashes = True
-    qualifiers = (*targets.TARGETS, ROLLING, *FAILOVERS)
-    default_qualifiers = (*_Targeted.default_qualifiers, ROLLING, *FAILOVERS)
+    qualifiers = (*targets.TARGETS, *names_of("kill"))
+    default_qualifiers = (*_Targeted.default_qualifiers, *names_of("kill"))
     weights = BUG_FINDING_WEIGHTS
     f = "kill"
     heal_f = "start"
@@ -191,8 +154,8 @@ class Kill(_Targeted):
 
 class Restart(_Targeted):
     name = "restart"
-    qualifiers = (*targets.TARGETS, ROLLING)
-    default_qualifiers = (*_Targeted.default_qualifiers, ROLLING)
+    qualifiers = (*targets.TARGETS, *names_of("restart"))
+    default_qualifiers = (*_Targeted.default_qualifiers, *names_of("restart"))
     weights = BUG_FINDING_WEIGHTS
     f = "restart"
     shade = {"color": "#f58518", "label": "restart"}

@@ -260,19 +260,34 @@ def _leader_becomes(env: dict[str, Any], key: tuple[str, int], name: str, within
     return False
 
 
-@pytest.mark.parametrize("target", ["failover", "stalled-failover"])
+@pytest.mark.parametrize("target", ["failover", "stalled-failover", "lagging-follower"])
 def test_failovers_move_leadership_the_way_they_say(env: dict[str, Any], target: str) -> None:
-    """failover: leader and successor die, the survivor leads; stalled-failover: the thawed successor leads."""
+    """failover: leader and successor die, the survivor leads; stalled-failover: the thawed successor
+    leads; lagging-follower: the frozen follower left the ISR before the others died."""
     _full_isr(env)
     nem, history = nemesis_for(env, target)
     nem.execute({"do": "kill", "target": target, "topic": "t0", "partition": 0, "pick": 1})
     history.close()
-    invokes = [o for o in iter_ops(history.path) if o["type"] == "invoke" and o["f"] in ("kill", "pause")]
-    info = invokes[0]["value"][target]
+    crashes = ("kill", "pause", "lose-unsynced")
+    invokes = [o for o in iter_ops(history.path) if o["type"] == "invoke" and o["f"] in crashes]
+    assert {o["value"]["pattern"]["name"] for o in invokes} == {target}
+    roles = invokes[0]["value"]["pattern"]["aim"]["roles"]
     key = (invokes[0]["value"]["topic"], invokes[0]["value"]["partition"])
-    leader, successor = info["leader"], info["successor"]
+    leader, successor = roles["leader"], roles.get("successor")
     assert node(env, leader).daemon_pid("broker") is None
-    if target == "failover":
+    if target == "lagging-follower":
+        lagging, in_sync = roles["lagging"], roles["in_sync"]
+        # the data dirs are on lazyfs here: the in-sync replicas lose power together
+        assert [(o["f"], o["value"]["target"]) for o in invokes] == [
+            ("pause", lagging),
+            ("lose-unsynced", sorted([leader, in_sync])),
+        ]
+        assert invokes[1]["value"]["after"]["condition"] == "out-of-isr"
+        assert lagging not in invokes[1]["value"]["after"]["isr"]
+        assert node(env, in_sync).daemon_pid("broker") is None and not node(env, lagging).daemon_paused(
+            "broker"
+        )
+    elif target == "failover":
         assert [o["value"]["target"] for o in invokes] == [leader, successor]
         assert node(env, successor).daemon_pid("broker") is None
         survivor = next(n.name for n in env["cluster"].nodes if n.name not in (leader, successor))

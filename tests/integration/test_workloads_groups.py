@@ -148,7 +148,16 @@ def cli_run(tmp_path: Path, name: str, *flags: str) -> tuple[subprocess.Complete
 @pytest.mark.timeout(480)
 def test_subscribe_run_with_kill_and_partition_faults_is_valid(tmp_path: Path) -> None:
     out, run = cli_run(
-        tmp_path, "groups", "--consume", "subscribe", "--nemesis", "kill,partition", "--nemesis-interval", "6"
+        tmp_path,
+        "groups",
+        "--consume",
+        "subscribe",
+        "--nemesis",
+        "kill,partition",
+        "--nemesis-interval",
+        "10",
+        "--time-limit",
+        "40",
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == f"verdict: valid {run}"

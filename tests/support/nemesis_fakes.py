@@ -124,7 +124,7 @@ class FakeCluster:
     state_dir: Path | None = None
 
     def bootstrap_servers(self) -> list[str]:
-        return [f"{n.address}:9092" for n in self.nodes]
+        return []  # no Kafka client reaches a fake cluster (a pattern's load wait is met at once)
 
 
 def cluster(n: int = 3, sut: Any = None, ledger: Path | None = None, zk: bool = True) -> FakeCluster:

@@ -85,7 +85,7 @@ def test_join_sync_heartbeat_leave_every_version(tmp_path: Path, version: int) -
         assert [(m.member_id, m.error_code) for m in left.members] == [(member, 0)]
 
 
-@pytest.mark.parametrize("version", range(0, 5))
+@pytest.mark.parametrize("version", range(GROUP_API_VERSIONS[10][0], GROUP_API_VERSIONS[10][1] + 1))
 def test_find_coordinator(tmp_path: Path, version: int) -> None:
     svc = service(tmp_path, me=2)
     found = call(svc, 10, version, {"key": "g", "key_type": 0, "coordinator_keys": ["g", "h"]})
@@ -95,7 +95,7 @@ def test_find_coordinator(tmp_path: Path, version: int) -> None:
         assert (found.node_id, found.host, found.port) == (1, "127.0.0.1", 9001)
 
 
-@pytest.mark.parametrize("commit_version", range(2, 9))
+@pytest.mark.parametrize("commit_version", range(GROUP_API_VERSIONS[8][0], GROUP_API_VERSIONS[8][1] + 1))
 def test_offsets_every_version(tmp_path: Path, commit_version: int) -> None:
     svc = service(tmp_path)
     committed = call(
@@ -117,7 +117,7 @@ def test_offsets_every_version(tmp_path: Path, commit_version: int) -> None:
     assert [
         (t.name, [(q.partition_index, q.error_code) for q in t.partitions]) for t in committed.topics
     ] == [("t0", [(1, 0)])]
-    for version in range(1, 9):
+    for version in range(GROUP_API_VERSIONS[9][0], GROUP_API_VERSIONS[9][1] + 1):
         topics = [{"name": "t0", "partition_indexes": [1, 2]}]
         data = {"group_id": "manual", "topics": topics, "groups": [{"group_id": "manual", "topics": topics}]}
         fetched = call(svc, 9, version, data)

@@ -167,3 +167,76 @@ def test_offset_for_leader_epoch(tmp_path: Path) -> None:
     response = asyncio.run(handlers.handle(request(p.API_OFFSET_FOR_LEADER_EPOCH, 4, body)))
     result = response.topics[0].partitions[0]
     assert (result.error_code.value, result.leader_epoch, result.end_offset) == (0, 0, 2)
+
+
+def test_topics_by_id_in_metadata_fetch_and_produce(tmp_path: Path) -> None:
+    import uuid
+
+    handlers, _ = setup(tmp_path)
+    create(handlers)
+    meta = asyncio.run(handlers.handle(request(p.API_METADATA, 13, {"topics": [{"name": "t"}]})))
+    topic_id = meta.topics[0].topic_id
+    assert topic_id.int != 0
+    stranger = uuid.uuid4()
+    by_id = asyncio.run(
+        handlers.handle(
+            request(
+                p.API_METADATA, 12, {"topics": [{"name": None, "topic_id": i} for i in (topic_id, stranger)]}
+            )
+        )
+    )
+    assert [(t.name, t.topic_id, t.error_code.value) for t in by_id.topics] == [
+        ("t", topic_id, 0),
+        (None, stranger, 100),
+    ]
+    produced = asyncio.run(
+        handlers.handle(
+            request(
+                p.API_PRODUCE,
+                13,
+                {
+                    "acks": 1,
+                    "timeout": 1000,
+                    "topic_data": [
+                        {"topic_id": i, "partition_data": [{"index": 0, "records": batch([b"7"])}]}
+                        for i in (topic_id, stranger)
+                    ],
+                },
+            )
+        )
+    )
+    assert [(t.topic_id, t.partition_responses[0].error_code.value) for t in produced.responses] == [
+        (topic_id, 0),
+        (stranger, 100),
+    ]
+    for version in (13, 15, 17):
+        body = {
+            "max_wait": 0,
+            "min_bytes": 0,
+            "topics": [
+                {
+                    "topic_id": i,
+                    "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+                }
+                for i in (topic_id, stranger)
+            ],
+            "forgotten_topics_data": [],
+        }
+        fetched = asyncio.run(handlers.handle(request(p.API_FETCH, version, body)))
+        known, unknown = fetched.responses
+        assert (known.topic_id, known.partitions[0].error_code.value) == (topic_id, 0)
+        assert known.partitions[0].records
+        assert (unknown.topic_id, unknown.partitions[0].error_code.value) == (stranger, 100)
+
+
+def test_standalone_topic_ids_survive_a_restart(tmp_path: Path) -> None:
+    handlers, replicas = setup(tmp_path)
+    create(handlers)
+    before = handlers.metadata.topic_id("t")
+    replicas.close()
+    config = BrokerConfig(broker_id=1, listener=Listener("127.0.0.1", 0), log_dirs=(tmp_path,))
+    restarted = ReplicaManager(config)
+    restarted.load_logs()  # as broker.app does before it builds the metadata
+    metadata = StandaloneMetadata(restarted, BrokerAddress(1, "127.0.0.1", 9092))
+    assert metadata.topic_id("t") == before
+    assert metadata.topic_name(before) == "t"

@@ -140,6 +140,17 @@ def test_unchecked_replicas_mean_unknown(tmp_path: Path) -> None:
     assert [r.split(":")[0] for r in result["incomplete"]] == ["empty", "replicas"]
 
 
+def test_replicas_a_system_cannot_offer_leave_the_verdict_to_the_history(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    b.send(0, 1, offset=0)
+    b.poll(1, [(0, 1)])
+    path = b.write(tmp_path / "history.jsonl")
+    why = "the replica-log checks were not available for this system"
+    result = decide(check_history(path), None, TestConfig(), COMPLETE, replicas_unavailable=why)
+    assert result["incomplete"] == [] and result["valid"] is True
+    assert result["notes"] == [f"replicas: {why}"]
+
+
 def test_stats_throughput_latency_faults_and_unavailability(tmp_path: Path) -> None:
     b = HistoryBuilder()
     b.send(0, 1, offset=0)

@@ -20,7 +20,8 @@ from history.reader import iter_ops
 from history.writer import HistoryWriter
 from nemesis import build_nemesis
 from nemesis.packages import PACKAGES, PlanEnv
-from nemesis.packages.process import BUG_FINDING_WEIGHTS, FAILOVER, STALLED_FAILOVER, failover_targets
+from nemesis.packages.process import BUG_FINDING_WEIGHTS, FAILOVER, STALLED_FAILOVER
+from nemesis.packages.process_patterns import failover_targets
 from tests.support.nemesis_fakes import FakeSut, cluster, config
 
 ENV = PlanEnv(names=("n1", "n2", "n3"), topics=1, partitions=2, has_leaders=True, has_zookeeper=True)
@@ -109,9 +110,13 @@ def test_failover_kills_the_leader_then_its_successor_half_a_session_later(tmp_p
     ops = list(iter_ops(path))
     kills = [o for o in ops if o["f"] == "kill" and o["type"] == "invoke"]
     assert [k["value"]["target"] for k in kills] == ["n2", "n1"]
-    infos = [k["value"]["failover"] for k in kills]
-    assert [i["step"] for i in infos] == [0, 1]
-    assert infos[0]["leader"] == "n2" and infos[0]["successor"] == "n1" and infos[0]["delay_s"] == 0.2
+    infos = [k["value"]["pattern"] for k in kills]
+    assert [i["part"] for i in infos] == [0, 1] and {i["name"] for i in infos} == {FAILOVER}
+    aim = infos[0]["aim"]
+    assert aim["roles"] == {"leader": "n2", "successor": "n1", "survivor": "n3"} and aim["leader_epoch"] == 3
+    assert aim["isr"] == ["n2", "n1", "n3"] and {"wait": 0.2} in infos[0]["plan"]
+    oks = [o for o in ops if o["f"] == "kill" and o["type"] == "ok"]
+    assert [o["value"]["pattern"]["part"] for o in oks] == [0, 1]
     assert all(k["value"]["topic"] == "t0" and k["value"]["partition"] == 0 for k in kills)
     gap = kills[1]["time"] - [o for o in ops if o["f"] == "kill" and o["type"] == "ok"][0]["time"]
     assert gap >= 0.19e9
@@ -147,9 +152,12 @@ def test_failover_past_a_controlling_successor_freezes_the_survivor_across_the_e
     nem.heal()
     history.close()
     assert pair_problems(path).complete
-    infos = [o["value"][FAILOVER] for o in iter_ops(path) if o["type"] == "invoke" and FAILOVER in o["value"]]
-    assert [i["step"] for i in infos] == [0, 1, 2]
-    assert {(i["leader"], i["successor"], i["survivor"]) for i in infos} == {("n2", "n3", "n1")}
+    infos = [
+        o["value"]["pattern"] for o in iter_ops(path) if o["type"] == "invoke" and "pattern" in o["value"]
+    ]
+    assert [i["part"] for i in infos] == [0, 1, 2]
+    assert infos[0]["aim"]["roles"] == {"leader": "n2", "successor": "n3", "survivor": "n1"}
+    assert infos[0]["aim"]["variant"] == "past-controller"
 
 
 def test_failover_without_a_target_is_journaled_as_fail(tmp_path: Path) -> None:
@@ -251,19 +259,16 @@ def test_stalled_failover_freezes_the_successor_kills_the_leader_and_thaws_it(tm
         ("invoke", "resume"),
         ("ok", "resume"),
     ]
-    steps = [
-        o["value"][STALLED_FAILOVER] for o in ops if o["type"] == "invoke" and o["f"] in ("pause", "kill")
-    ]
-    assert (
-        [s["step"] for s in steps] == [0, 1] and steps[0]["successor"] == "n1" and steps[0]["leader"] == "n2"
-    )
+    steps = [o["value"]["pattern"] for o in ops if o["type"] == "invoke" and o["f"] in ("pause", "kill")]
+    assert [s["part"] for s in steps] == [0, 1] and steps[0]["name"] == STALLED_FAILOVER
+    assert steps[0]["aim"]["roles"]["successor"] == "n1" and steps[0]["aim"]["roles"]["leader"] == "n2"
     pause_ok = next(o for o in ops if o["type"] == "ok" and o["f"] == "pause")
     kill_ok = next(o for o in ops if o["type"] == "ok" and o["f"] == "kill")
     resume = next(o for o in ops if o["type"] == "invoke" and o["f"] == "resume")
     assert kill_ok["time"] - pause_ok["time"] >= 0.09e9 and resume["time"] - kill_ok["time"] >= 0.09e9
 
 
-def test_stalled_failover_is_drawn_and_thaws_when_stopped(tmp_path: Path) -> None:
+def test_stalled_failover_is_drawn_and_does_nothing_once_stopped(tmp_path: Path) -> None:
     rng = random.Random(6)
     drawn = Counter(PACKAGES["kill"].plan(rng, ENV, None)["target"] for _ in range(2000))
     assert drawn[STALLED_FAILOVER] > 1.5 * drawn["one"]
@@ -272,4 +277,4 @@ def test_stalled_failover_is_drawn_and_thaws_when_stopped(tmp_path: Path) -> Non
     stop = threading.Event()
     stop.set()
     nem.execute({"do": "kill", "target": STALLED_FAILOVER, "topic": "t0", "partition": 0, "pick": 5}, stop)
-    assert sut.events == [("pause", "n1"), ("resume", "n1")]
+    assert sut.events == []  # stopped before it began: nothing frozen, nothing to thaw

@@ -20,7 +20,14 @@ from history.reader import iter_ops
 from history.writer import HistoryWriter
 from nemesis import build_nemesis
 from nemesis.packages import PACKAGES, PlanEnv
-from nemesis.packages.process import BUG_FINDING_WEIGHTS, FAILOVER, ROLLING, STALLED_FAILOVER
+from nemesis.packages.process import (
+    BUG_FINDING_WEIGHTS,
+    FAILOVER,
+    LAGGING_FOLLOWER,
+    RESTARTED_FOLLOWER,
+    ROLLING,
+    STALLED_FAILOVER,
+)
 from tests.support.nemesis_fakes import FakeSut, PlainSut, cluster, config
 
 ENV = PlanEnv(names=("n1", "n2", "n3"), topics=1, partitions=2, has_leaders=True, has_zookeeper=True)
@@ -63,6 +70,8 @@ def test_kill_draw_favours_the_targets_that_find_bugs() -> None:
         ROLLING,
         FAILOVER,
         STALLED_FAILOVER,
+        LAGGING_FOLLOWER,
+        RESTARTED_FOLLOWER,
     }
     for strong in (FAILOVER, "all", "majority", "leader"):
         assert BUG_FINDING_WEIGHTS[strong] > 1
@@ -119,8 +128,9 @@ def test_rolling_kill_restarts_every_broker_one_after_another(tmp_path: Path) ->
     assert sut.checks[order[-1]] == 0  # nothing waits for the last one
     kills = [o for o in ops if o["f"] == "kill" and o["type"] == "invoke"]
     assert [k["value"]["target"] for k in kills] == order
-    assert [k["value"]["rolling"]["step"] for k in kills] == [0, 1, 2]
-    assert all(k["value"]["rolling"]["order"] == order for k in kills)
+    assert [k["value"]["pattern"]["part"] for k in kills] == [0, 1, 2]
+    assert {k["value"]["pattern"]["id"] for k in kills} == {kills[0]["value"]["pattern"]["id"]}
+    assert kills[0]["value"]["pattern"]["aim"]["roles"]["order"] == order
     assert kills[1]["value"]["after"] == {"condition": "broker-ready", "node": order[0]}
     starts = [o for o in ops if o["f"] == "start" and o["type"] == "ok"]
     assert [s["value"]["nodes"] for s in starts] == [[n] for n in order]

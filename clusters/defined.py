@@ -1,0 +1,355 @@
+"""A system under test run from a definition file (clusters/system_def.py, docs/systems.md).
+
+Every role's process is a node daemon named after the role, started by strandline, so killing
+(SIGKILL of the daemon's cgroup or process group), pausing (cgroup freeze or SIGSTOP, per the
+role's `pause`) and restarting (the role's stop signal, then its start command) work for every
+role from what the definition says. Leaders, epochs and ISRs come from Kafka Metadata, as clients
+see them (clusters/kafka_metadata.py). Works on any backend through the Node protocol only.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from clusters import daemon_control, kafka_config
+from clusters.kafka_metadata import KafkaMetadata, node_answers
+from clusters.node import Node
+from clusters.own import CLOCK_UNSKEWED, faketime_env, preload_library
+from clusters.ports import port_open
+from clusters.system_def import (
+    RoleDef,
+    SystemDefinition,
+    config_values,
+    own_role_values,
+    render,
+    role_values,
+)
+from foundation.config import TestConfig
+from foundation.errors import InfrastructureError
+
+log = logging.getLogger(__name__)
+
+LOG_TAIL_LINES = 12
+ZOOKEEPER_ROLE = "zookeeper"
+
+
+class DefinedSystem:
+    """Lifecycle, Killable, Pausable, HasLeaders (Kafka Metadata), HasLogs, HasDataDirs, roles."""
+
+    def __init__(
+        self,
+        config: TestConfig,
+        definition: SystemDefinition,
+        nodes: dict[str, list[Node]],
+        *,
+        python: str,
+        cluster_id: str | None = None,
+    ) -> None:
+        self.config = config
+        self.definition = definition
+        self.role_nodes = nodes  # role name -> its nodes, in id order
+        self.python = python
+        self.cluster_id = cluster_id or kafka_config.new_cluster_id()
+        self.brokers = nodes[definition.brokers]
+        self._role_of = {n.name: definition.role(r) for r, ns in nodes.items() for n in ns}
+        self.metadata = KafkaMetadata(self.bootstrap_servers, self.node_of_broker)
+
+    # --- names and places ---------------------------------------------------------------------
+
+    def home(self, node: Node) -> str:
+        return str(getattr(node, "home", f"/var/lib/strandline/{node.name}"))
+
+    def role_of(self, node: Node) -> RoleDef:
+        return self._role_of[node.name]
+
+    def roles(self) -> list[str]:
+        return [r.name for r in self.definition.roles]
+
+    def nodes_of_role(self, role: str) -> list[str]:
+        """The names of the nodes running `role` (empty for a role the definition lacks)."""
+        return [n.name for n in self.role_nodes.get(role, [])]
+
+    def node_named(self, name: str) -> Node | None:
+        for nodes in self.role_nodes.values():
+            for n in nodes:
+                if n.name == name:
+                    return n
+        return None
+
+    @property
+    def broker_daemon(self) -> str:
+        return self.definition.brokers
+
+    def broker_id(self, node: Node) -> int:
+        for i, b in enumerate(self.brokers, start=1):
+            if b.name == node.name:
+                return i
+        raise InfrastructureError(f"node {node.name} runs no broker")
+
+    def node_of_broker(self, broker_id: int) -> str | None:
+        return self.brokers[broker_id - 1].name if 1 <= broker_id <= len(self.brokers) else None
+
+    def bootstrap_servers(self) -> list[str]:
+        port = self.definition.broker_role.port
+        return [f"{b.address}:{port}" for b in self.brokers]
+
+    def values(self, node: Node) -> dict[str, str]:
+        """Every template value for `node` (docs/systems.md lists them)."""
+        role = self.role_of(node)
+        out = config_values(self.config)
+        for r in self.definition.roles:
+            members = [(i, n.address) for i, n in enumerate(self.role_nodes[r.name], start=1)]
+            out.update(role_values(r, members))
+        out.update(own_role_values(role, out))
+        index = [n.name for n in self.role_nodes[role.name]].index(node.name) + 1
+        home = self.home(node)
+        out.update(
+            {
+                "id": str(index),
+                "index": str(index - 1),
+                "name": node.name,
+                "address": node.address,
+                "home": home,
+                "cluster_id": self.cluster_id,
+                "python": self.python,
+                "clock_file": self._clock_path(node),
+                "bootstrap": ",".join(self.bootstrap_servers()),
+            }
+        )
+        return out
+
+    def log_files(self, node: Node) -> list[str]:
+        values = self.values(node)
+        return [self._daemon_log(node), *(render(p, values) for p in self.role_of(node).logs)]
+
+    def data_dirs(self, node: Node) -> list[str]:
+        """Data dirs in Kafka's segment format (the replica-log checker reads them); others: none."""
+        role = self.role_of(node)
+        if role.data_format != "kafka":
+            return []
+        values = self.values(node)
+        return [render(p, values) for p in role.data_dirs]
+
+    def replica_logs_unavailable(self) -> str | None:
+        role = self.definition.broker_role
+        if role.data_format == "kafka" and role.data_dirs:
+            return None
+        return (
+            f"the replica-log checks were not available for this system: the data dirs of its "
+            f"{role.name} role are not in Kafka's segment format (data_format = "
+            f"{role.data_format!r} in {self.definition.path.name}); the history checks decide alone"
+        )
+
+    def _daemon_log(self, node: Node) -> str:
+        """The start command's stdout and stderr."""
+        return f"{self.home(node)}/logs/{self.role_of(node).name}.out"
+
+    def _clock_path(self, node: Node) -> str:
+        return f"{self.home(node)}/clock"
+
+    # --- Lifecycle ----------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Roles in the file's order: install and start a role's nodes together, wait until they
+        are ready, then the next role (a broker may need its storage or coordinator first)."""
+        for role in self.definition.roles:
+            nodes = self.role_nodes[role.name]
+            for node in nodes:
+                self.install(node)
+            for node in nodes:
+                self._start(node)
+            deadline = time.monotonic() + role.ready.timeout
+            for node in nodes:
+                self.wait_ready(node, timeout=max(1.0, deadline - time.monotonic()), everyone=True)
+
+    def install(self, node: Node) -> None:
+        role, values = self.role_of(node), self.values(node)
+        dirs = [f"{self.home(node)}/logs", *(render(d, values) for d in role.data_dirs)]
+        node.exec(["mkdir", "-p", *dirs])
+        for upload in role.upload:
+            dest = render(upload.dest, values)
+            node.exec(["mkdir", "-p", str(Path(dest).parent)])
+            node.upload(str(upload.source), dest)
+        for f in role.files:
+            path = render(f.path, values)
+            node.exec(["mkdir", "-p", str(Path(path).parent)])
+            self._put(node, render(f.content, values), path)
+        if role.faketime:
+            self._put(node, CLOCK_UNSKEWED, self._clock_path(node))
+        for command in role.install:
+            done = node.exec(["sh", "-c", render(command, values)], timeout=300, check=False)
+            if not done.ok:
+                raise InfrastructureError(
+                    f"{node.name}: install command of role {role.name} failed "
+                    f"(exit {done.exit_code}): {render(command, values)}: {done.stderr.strip()[-500:]}"
+                )
+
+    def _put(self, node: Node, text: str, remote_path: str) -> None:
+        with tempfile.NamedTemporaryFile("w", suffix=".tmp", delete=False) as f:
+            f.write(text)
+        try:
+            node.upload(f.name, remote_path)
+        finally:
+            Path(f.name).unlink(missing_ok=True)
+
+    def _start(self, node: Node) -> int:
+        role, values = self.role_of(node), self.values(node)
+        if isinstance(role.start, str):
+            argv = ["sh", "-c", f"exec {render(role.start, values)}"]
+        else:
+            argv = [render(a, values) for a in role.start]
+        env = {k: render(v, values) for k, v in role.env.items()}
+        if role.faketime:
+            env = {**faketime_env(self._clock_path(node), preload_library(node)), **env}
+        log.info("%s: starting %s: %s", node.name, role.name, shlex.join(argv))
+        return node.start_daemon(role.name, argv, env=env, log_path=self._daemon_log(node))
+
+    def teardown(self) -> None:
+        self.close()
+        for role in reversed(self.definition.roles):
+            for node in self.role_nodes[role.name]:
+                node.signal_daemon(role.name, signal.SIGKILL)
+
+    def close(self) -> None:
+        self.metadata.close()
+
+    # --- readiness ------------------------------------------------------------------------------
+
+    def wait_ready(self, node: Node, timeout: float | None = None, *, everyone: bool = False) -> None:
+        """Until the node's role serves (its `ready` check); `everyone`: a broker must also list
+        every broker in its Metadata (bring-up), else itself. Raises with its log's last lines."""
+        role = self.role_of(node)
+        timeout = role.ready.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            if node.daemon_pid(role.name) is None:
+                raise InfrastructureError(
+                    f"{role.name} on {node.name} exited; last lines of its log: {self._log_tail(node)}"
+                )
+            why = self._not_ready(node, role, everyone)
+            if why is None:
+                return
+            if time.monotonic() > deadline:
+                raise InfrastructureError(
+                    f"{role.name} on {node.name} not ready within {timeout:g}s ({why}); "
+                    f"last lines of its log: {self._log_tail(node)}"
+                )
+            time.sleep(0.2)
+
+    def _not_ready(self, node: Node, role: RoleDef, everyone: bool) -> str | None:
+        kind = role.ready.kind
+        if kind == "none":
+            return None
+        if kind == "port":
+            return None if port_open(node.address, role.port) else f"port {role.port} closed"
+        if kind == "command":
+            command = render(role.ready.command, self.values(node))
+            done = node.exec(["sh", "-c", command], timeout=30, check=False)
+            return None if done.ok else f"ready command exited {done.exit_code}"
+        wanted = range(1, len(self.brokers) + 1) if everyone else [self._broker_id_or_none(node)]
+        return node_answers(node.address, role.port, [w for w in wanted if w is not None])
+
+    def _broker_id_or_none(self, node: Node) -> int | None:
+        return self.broker_id(node) if node in self.brokers else None
+
+    def _log_tail(self, node: Node) -> str:
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / "log"
+            try:
+                node.download(self._daemon_log(node), str(local))
+                text = local.read_text(errors="replace")
+            except (InfrastructureError, OSError):
+                return "(no log)"
+        tail = [line for line in text.splitlines() if line.strip()][-LOG_TAIL_LINES:]
+        return " | ".join(tail) if tail else "(empty log)"
+
+    # --- Killable, Pausable ---------------------------------------------------------------------
+
+    def kill(self, node: Node) -> None:
+        node.signal_daemon(self.role_of(node).name, signal.SIGKILL)
+
+    def start(self, node: Node, *, wait_ready: bool = False) -> None:
+        if node.daemon_pid(self.role_of(node).name) is None:
+            self._start(node)
+        if wait_ready:
+            self.wait_ready(node)
+
+    def stop(self, node: Node) -> None:
+        """The role's stop signal, then SIGKILL when it has not exited within its stop timeout."""
+        role = self.role_of(node)
+        if node.daemon_pid(role.name) is None:
+            return
+        if role.stop_signal == signal.SIGTERM:
+            daemon_control.stop_gracefully(node, role.name, role.stop_timeout, poll=0.1)
+            return
+        daemon_control.thaw(node, role.name)
+        node.signal_daemon(role.name, role.stop_signal)
+        if not daemon_control.wait_gone(node, role.name, role.stop_timeout):
+            node.signal_daemon(role.name, signal.SIGKILL)
+
+    def restart(self, node: Node) -> None:
+        self.stop(node)
+        self.start(node)
+
+    def pause(self, node: Node) -> None:
+        role = self.role_of(node)
+        if role.pause == "sigstop":
+            node.signal_daemon(role.name, signal.SIGSTOP)
+        else:
+            daemon_control.freeze(node, role.name)
+
+    def resume(self, node: Node) -> None:
+        role = self.role_of(node)
+        if role.pause == "sigstop":
+            node.signal_daemon(role.name, signal.SIGCONT)
+        else:
+            daemon_control.thaw(node, role.name)
+
+    # --- HasLeaders, HasBrokerRegistry ---------------------------------------------------------
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        return self.metadata.partition_state()
+
+    def leaders(self) -> dict[tuple[str, int], str | None]:
+        return self.metadata.leaders()
+
+    def controller(self) -> str | None:
+        return self.metadata.controller()
+
+    def registered_brokers(self) -> list[int]:
+        return self.metadata.registered_brokers()
+
+
+class _SkewsClocks:
+    """The broker role runs under the faketime preload: the clock nemesis writes this file."""
+
+    def clock_file(self: DefinedSystem, node: Node) -> str:  # type: ignore[misc]
+        """The libfaketime offset file of a role started under the faketime preload ("" if none)."""
+        return f"{self.home(node)}/clock" if self.role_of(node).faketime else ""
+
+
+class _NamesZookeeper:
+    """A role named `zookeeper`: the zk-* partition shapes cut brokers from it."""
+
+    def zookeeper_connect(self: DefinedSystem) -> str:  # type: ignore[misc]
+        role = self.definition.role(ZOOKEEPER_ROLE)
+        return ",".join(f"{n.address}:{role.port}" for n in self.role_nodes[ZOOKEEPER_ROLE])
+
+
+def defined_system(
+    config: TestConfig, definition: SystemDefinition, nodes: dict[str, list[Node]], *, python: str
+) -> DefinedSystem:
+    """The system, with the capabilities its definition gives (clock skew, a ZooKeeper role)."""
+    bases: list[type] = []
+    if definition.broker_role.faketime:
+        bases.append(_SkewsClocks)
+    if ZOOKEEPER_ROLE in nodes:
+        bases.append(_NamesZookeeper)
+    cls = type("DefinedSystem", (*bases, DefinedSystem), {}) if bases else DefinedSystem
+    system: DefinedSystem = cls(config, definition, nodes, python=python)
+    return system

@@ -1,0 +1,414 @@
+"""A system definition file (`--system PATH.toml`): roles, how each is installed, started, found
+ready and stopped, with `{template}` values filled per node. docs/systems.md documents every key.
+
+Parsing is strict and happens before any node exists: an unknown key, a missing start command, a
+template value that does not exist or a role count below one is one line naming the file, the key
+and what is wrong (BadInput, exit 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from foundation.config import TestConfig
+from foundation.errors import BadInput
+
+READY_KINDS = ("kafka", "port", "command", "none")
+DATA_FORMATS = ("kafka", "other")
+PAUSE_KINDS = ("auto", "freeze", "sigstop")
+NODE_PREFIX = re.compile(r"^[a-z][a-z0-9]{0,2}$")  # node names must stay <= 4 characters
+PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+BROKERS_DEFAULT = "broker"
+
+TOP_KEYS = ("name", "description", "brokers", "roles")
+ROLE_KEYS = (
+    "count", "port", "ports", "node_prefix", "files", "upload", "install", "start", "env", "ready",
+    "logs", "data_dirs", "data_format", "stop_signal", "stop_timeout", "pause", "faketime",
+)  # fmt: skip
+FILE_KEYS = ("path", "content")
+UPLOAD_KEYS = ("source", "dest")
+READY_KEYS = ("kind", "command", "timeout")
+
+
+@dataclass(frozen=True)
+class FileDef:
+    path: str  # template: where on the node
+    content: str  # template: what it holds
+
+
+@dataclass(frozen=True)
+class UploadDef:
+    source: Path  # a file or a directory on the controller (relative to the definition file)
+    dest: str  # template: where on the node
+
+
+@dataclass(frozen=True)
+class ReadyDef:
+    kind: str  # kafka | port | command | none
+    command: str = ""  # template, run with sh -c on the node (kind = command)
+    timeout: float = 60.0
+
+
+@dataclass(frozen=True)
+class RoleDef:
+    name: str
+    count: int | None  # None: the broker role's count is the test's `nodes`
+    port: int
+    ports: dict[str, int]
+    node_prefix: str
+    start: tuple[str, ...] | str  # argv templates, or one shell command (sh -c, exec'd)
+    files: tuple[FileDef, ...] = ()
+    upload: tuple[UploadDef, ...] = ()
+    install: tuple[str, ...] = ()  # shell commands run once on each node before the first start
+    env: dict[str, str] = field(default_factory=dict)
+    ready: ReadyDef = ReadyDef("port")
+    logs: tuple[str, ...] = ()
+    data_dirs: tuple[str, ...] = ()
+    data_format: str = "other"
+    stop_signal: int = int(signal.SIGTERM)
+    stop_timeout: float = 30.0
+    pause: str = "auto"
+    faketime: bool = False
+
+
+@dataclass(frozen=True)
+class SystemDefinition:
+    path: Path
+    name: str
+    brokers: str  # the role clients connect to (its nodes are n1..nN, broker ids 1..N)
+    roles: tuple[RoleDef, ...]  # in the file's order: roles start in this order
+
+    def role(self, name: str) -> RoleDef:
+        for r in self.roles:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    @property
+    def broker_role(self) -> RoleDef:
+        return self.role(self.brokers)
+
+    def count(self, role: RoleDef, config: TestConfig) -> int:
+        return config.nodes if role.name == self.brokers else (role.count or 1)
+
+    def node_names(self, role: RoleDef, config: TestConfig) -> list[str]:
+        n = self.count(role, config)
+        if role.name == self.brokers:
+            return [f"n{i}" for i in range(1, n + 1)]
+        if n == 1 and role.node_prefix == "zk":
+            return ["zk"]  # the name the cluster and the zk-* partition shapes know ZooKeeper by
+        return [f"{role.node_prefix}{i}" for i in range(1, n + 1)]
+
+
+def is_definition(system: str) -> bool:
+    return system.endswith(".toml")
+
+
+# --- template values ---------------------------------------------------------------------------
+
+
+def config_values(config: TestConfig) -> dict[str, str]:
+    """`config.<key>` for every scalar test setting (booleans as Kafka writes them)."""
+    out: dict[str, str] = {}
+    for f in dataclasses.fields(TestConfig):
+        value = getattr(config, f.name)
+        if isinstance(value, bool):
+            out[f"config.{f.name}"] = "true" if value else "false"
+        elif isinstance(value, int | float | str):
+            out[f"config.{f.name}"] = str(value)
+    return out
+
+
+def value_names(definition_roles: Sequence[RoleDef], role: RoleDef) -> set[str]:
+    """Every template value a template of `role` may use (docs/systems.md lists them)."""
+    names = {"id", "index", "name", "address", "home", "port", "count", "peers", "addresses", "quorum"}
+    names |= {"cluster_id", "python", "clock_file", "bootstrap"}
+    names |= {f"config.{f.name}" for f in dataclasses.fields(TestConfig)}
+    for p in role.ports:
+        names |= {f"ports.{p}", f"peers.{p}", f"quorum.{p}"}
+    for other in definition_roles:
+        q = other.name
+        names |= {f"{q}.servers", f"{q}.addresses", f"{q}.quorum", f"{q}.count", f"{q}.port"}
+        for p in other.ports:
+            names |= {f"{q}.servers.{p}", f"{q}.quorum.{p}", f"{q}.ports.{p}"}
+    return names
+
+
+def role_values(role: RoleDef, nodes: Sequence[tuple[int, str]]) -> dict[str, str]:
+    """The values a role shows to every template: its servers, addresses, quorum, count, ports."""
+    q = role.name
+    out = {
+        f"{q}.servers": ",".join(f"{a}:{role.port}" for _, a in nodes),
+        f"{q}.addresses": ",".join(a for _, a in nodes),
+        f"{q}.quorum": ",".join(f"{i}@{a}:{role.port}" for i, a in nodes),
+        f"{q}.count": str(len(nodes)),
+        f"{q}.port": str(role.port),
+    }
+    for p, port in role.ports.items():
+        out[f"{q}.servers.{p}"] = ",".join(f"{a}:{port}" for _, a in nodes)
+        out[f"{q}.quorum.{p}"] = ",".join(f"{i}@{a}:{port}" for i, a in nodes)
+        out[f"{q}.ports.{p}"] = str(port)
+    return out
+
+
+def own_role_values(role: RoleDef, everything: Mapping[str, str]) -> dict[str, str]:
+    """The role's own values without its name: `{peers}`, `{quorum.controller}`, `{port}` ..."""
+    q = role.name
+    out = {
+        "peers": everything[f"{q}.servers"],
+        "addresses": everything[f"{q}.addresses"],
+        "quorum": everything[f"{q}.quorum"],
+        "count": everything[f"{q}.count"],
+        "port": everything[f"{q}.port"],
+    }
+    for p in role.ports:
+        out[f"peers.{p}"] = everything[f"{q}.servers.{p}"]
+        out[f"quorum.{p}"] = everything[f"{q}.quorum.{p}"]
+        out[f"ports.{p}"] = everything[f"{q}.ports.{p}"]
+    return out
+
+
+def render(template: str, values: Mapping[str, str]) -> str:
+    """Fill `{name}` placeholders; `{{` and `}}` stand for braces. Names were checked at parse."""
+    out = []
+    for i, part in enumerate(re.split(r"(\{\{|\}\})", template)):
+        if i % 2:
+            out.append(part[0])
+        else:
+            out.append(PLACEHOLDER.sub(lambda m: values[m.group(1).strip()], part))
+    return "".join(out)
+
+
+def placeholders(template: str) -> list[str]:
+    plain = template.replace("{{", "").replace("}}", "")
+    return [m.strip() for m in PLACEHOLDER.findall(plain)]
+
+
+# --- parsing ---------------------------------------------------------------------------------
+
+
+class _Reader:
+    """Reads one file's tables, each error one line naming the file and the key."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, key: str, what: str) -> BadInput:
+        return BadInput(f"system definition {self.path}: {key}: {what}")
+
+    def table(self, key: str, value: Any, known: Sequence[str]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(key, f"expected a table, got {value!r}")
+        for k in value:
+            if k not in known:
+                raise self.fail(f"{key}.{k}" if key else k, f"unknown key (known: {', '.join(known)})")
+        return value
+
+    def string(self, key: str, value: Any) -> str:
+        if not isinstance(value, str):
+            raise self.fail(key, f"expected a string, got {value!r}")
+        return value
+
+    def strings(self, key: str, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list):
+            raise self.fail(key, f"expected a list of strings, got {value!r}")
+        return tuple(self.string(f"{key}[{i}]", v) for i, v in enumerate(value))
+
+    def integer(self, key: str, value: Any, least: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(key, f"expected an integer, got {value!r}")
+        if value < least:
+            raise self.fail(key, f"must be at least {least}, got {value}")
+        return value
+
+    def number(self, key: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise self.fail(key, f"expected a positive number, got {value!r}")
+        return float(value)
+
+    def choice(self, key: str, value: Any, choices: Sequence[str]) -> str:
+        if value not in choices:
+            raise self.fail(key, f"{value!r} is not one of {', '.join(choices)}")
+        return str(value)
+
+    def port(self, key: str, value: Any) -> int:
+        port = self.integer(key, value, 1)
+        if port > 65535:
+            raise self.fail(key, f"not a port: {port}")
+        return port
+
+
+def load(path: str | Path) -> SystemDefinition:
+    """Read and check a definition file (templates are checked against the values that exist)."""
+    p = Path(path)
+    try:
+        raw = tomllib.loads(p.read_text())
+    except OSError as e:
+        raise BadInput(f"system definition {p}: cannot read it: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise BadInput(f"system definition {p}: malformed TOML: {e}") from None
+    return parse(raw, p)
+
+
+def parse(raw: Mapping[str, Any], path: Path) -> SystemDefinition:
+    r = _Reader(path)
+    top = r.table("", dict(raw), TOP_KEYS)
+    roles_raw = top.get("roles")
+    if not isinstance(roles_raw, dict) or not roles_raw:
+        raise r.fail("roles", "missing: at least one role ([roles.broker] ...)")
+    brokers = r.string("brokers", top.get("brokers", BROKERS_DEFAULT))
+    if brokers not in roles_raw:
+        raise r.fail("brokers", f"no role {brokers!r} (roles: {', '.join(roles_raw)})")
+    roles = tuple(_role(r, name, value, brokers) for name, value in roles_raw.items())
+    prefixes: dict[str, str] = {}
+    for role in roles:
+        if role.name != brokers:
+            if role.node_prefix in prefixes or role.node_prefix == "n":
+                other = prefixes.get(role.node_prefix, brokers)
+                raise r.fail(
+                    f"roles.{role.name}.node_prefix",
+                    f"{role.node_prefix!r} is taken by role {other!r}: set another",
+                )
+            prefixes[role.node_prefix] = role.name
+    for role in roles:
+        _check_templates(r, roles, role)
+    name = r.string("name", top.get("name", path.stem))
+    r.string("description", top.get("description", ""))
+    return SystemDefinition(path=path.resolve(), name=name, brokers=brokers, roles=roles)
+
+
+def _role(r: _Reader, name: str, value: Any, brokers: str) -> RoleDef:
+    key = f"roles.{name}"
+    if not NAME.match(name):
+        raise r.fail(key, "a role name is lowercase letters, digits, - and _")
+    t = r.table(key, value, ROLE_KEYS)
+    if "start" not in t:
+        raise r.fail(f"{key}.start", "missing start command")
+    start: tuple[str, ...] | str
+    if isinstance(t["start"], str):
+        start = t["start"]
+        if not start.strip():
+            raise r.fail(f"{key}.start", "empty start command")
+    else:
+        start = r.strings(f"{key}.start", t["start"])
+        if not start:
+            raise r.fail(f"{key}.start", "empty start command")
+    count = r.integer(f"{key}.count", t["count"], 1) if "count" in t else None
+    if count is not None and name == brokers:
+        raise r.fail(
+            f"{key}.count", "the broker role runs on the test's nodes: set `nodes` (--nodes) instead"
+        )
+    if "port" not in t:
+        raise r.fail(f"{key}.port", "missing: the port the role serves on")
+    ports_raw = t.get("ports", {})
+    if not isinstance(ports_raw, dict):
+        raise r.fail(f"{key}.ports", f"expected a table of named ports, got {ports_raw!r}")
+    ports = {str(k): r.port(f"{key}.ports.{k}", v) for k, v in ports_raw.items()}
+    prefix = r.string(f"{key}.node_prefix", t.get("node_prefix", "zk" if name == "zookeeper" else name[:2]))
+    if name != brokers and not NODE_PREFIX.match(prefix):
+        raise r.fail(f"{key}.node_prefix", f"{prefix!r}: 1 to 3 lowercase letters or digits, a letter first")
+    env_raw = t.get("env", {})
+    if not isinstance(env_raw, dict):
+        raise r.fail(f"{key}.env", f"expected a table of variables, got {env_raw!r}")
+    files = []
+    for i, f in enumerate(_tables(r, f"{key}.files", t.get("files", []))):
+        fk = f"{key}.files[{i}]"
+        f = r.table(fk, f, FILE_KEYS)
+        if "path" not in f or "content" not in f:
+            raise r.fail(fk, "needs path and content")
+        files.append(FileDef(r.string(f"{fk}.path", f["path"]), r.string(f"{fk}.content", f["content"])))
+    uploads = []
+    for i, u in enumerate(_tables(r, f"{key}.upload", t.get("upload", []))):
+        uk = f"{key}.upload[{i}]"
+        u = r.table(uk, u, UPLOAD_KEYS)
+        if "source" not in u or "dest" not in u:
+            raise r.fail(uk, "needs source and dest")
+        text = r.string(f"{uk}.source", u["source"])
+        expanded = os.path.expandvars(text)
+        unset = re.search(r"\$\{?(\w+)", expanded)
+        if unset:
+            raise r.fail(f"{uk}.source", f"environment variable {unset.group(1)} is not set ({text})")
+        source = Path(expanded).expanduser()
+        source = source if source.is_absolute() else r.path.parent / source
+        if not source.exists():
+            raise r.fail(f"{uk}.source", f"no file or directory {source}")
+        uploads.append(UploadDef(source, r.string(f"{uk}.dest", u["dest"])))
+    stop_name = r.string(f"{key}.stop_signal", t.get("stop_signal", "SIGTERM"))
+    try:
+        stop_signal = int(signal.Signals[stop_name if stop_name.startswith("SIG") else f"SIG{stop_name}"])
+    except KeyError:
+        raise r.fail(f"{key}.stop_signal", f"unknown signal {stop_name!r}") from None
+    return RoleDef(
+        name=name,
+        count=count,
+        port=r.port(f"{key}.port", t["port"]),
+        ports=ports,
+        node_prefix=prefix,
+        start=start,
+        files=tuple(files),
+        upload=tuple(uploads),
+        install=r.strings(f"{key}.install", t.get("install", [])),
+        env={str(k): r.string(f"{key}.env.{k}", v) for k, v in env_raw.items()},
+        ready=_ready(r, f"{key}.ready", t.get("ready", "kafka" if name == brokers else "port")),
+        logs=r.strings(f"{key}.logs", t.get("logs", [])),
+        data_dirs=r.strings(f"{key}.data_dirs", t.get("data_dirs", [])),
+        data_format=r.choice(f"{key}.data_format", t.get("data_format", "other"), DATA_FORMATS),
+        stop_signal=stop_signal,
+        stop_timeout=r.number(f"{key}.stop_timeout", t.get("stop_timeout", 30.0)),
+        pause=r.choice(f"{key}.pause", t.get("pause", "auto"), PAUSE_KINDS),
+        faketime=_boolean(r, f"{key}.faketime", t.get("faketime", False)),
+    )
+
+
+def _tables(r: _Reader, key: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise r.fail(key, f"expected a list of tables ([[{key}]]), got {value!r}")
+    return value
+
+
+def _boolean(r: _Reader, key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise r.fail(key, f"expected true or false, got {value!r}")
+    return value
+
+
+def _ready(r: _Reader, key: str, value: Any) -> ReadyDef:
+    if isinstance(value, str):
+        kind = r.choice(key, value, tuple(k for k in READY_KINDS if k != "command"))
+        return ReadyDef(kind)
+    t = r.table(key, value, READY_KEYS)
+    command = r.string(f"{key}.command", t.get("command", ""))
+    kind = r.choice(f"{key}.kind", t.get("kind", "command" if command else "kafka"), READY_KINDS)
+    if kind == "command" and not command.strip():
+        raise r.fail(f"{key}.command", "missing: the command that exits 0 once the role serves")
+    return ReadyDef(kind, command, r.number(f"{key}.timeout", t.get("timeout", 60.0)))
+
+
+def _check_templates(r: _Reader, roles: Sequence[RoleDef], role: RoleDef) -> None:
+    known = value_names(roles, role)
+    key = f"roles.{role.name}"
+    templates: list[tuple[str, str]] = []
+    start = [role.start] if isinstance(role.start, str) else list(role.start)
+    templates += [(f"{key}.start", s) for s in start]
+    templates += [(f"{key}.files[{i}].path", f.path) for i, f in enumerate(role.files)]
+    templates += [(f"{key}.files[{i}].content", f.content) for i, f in enumerate(role.files)]
+    templates += [(f"{key}.upload[{i}].dest", u.dest) for i, u in enumerate(role.upload)]
+    templates += [(f"{key}.install", c) for c in role.install]
+    templates += [(f"{key}.env.{k}", v) for k, v in role.env.items()]
+    templates += [(f"{key}.ready.command", role.ready.command)]
+    templates += [(f"{key}.logs", s) for s in role.logs] + [(f"{key}.data_dirs", s) for s in role.data_dirs]
+    for where, template in templates:
+        for name in placeholders(template):
+            if name not in known:
+                raise r.fail(where, f"unknown template value {{{name}}} (see docs/systems.md for the values)")

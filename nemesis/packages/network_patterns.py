@@ -1,0 +1,158 @@
+"""The network fault package's patterns: cuts around a partition's leader that lose data.
+
+- `cut-off-failover`: the replica the leader fails over to is cut off from it, then the leader dies;
+- `leader-isolated`: the leader is cut off from its followers (and from ZooKeeper, or not) while
+  producers still reach it, then it dies;
+- `lonely-leader`: the leader is cut off until the ISR has shrunk to it alone, then loses power.
+
+Each is a `Pattern` (nemesis/packages/sequence.py): a choice of aim and a step sequence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nemesis.packages.process_patterns import failover_targets
+from nemesis.packages.sequence import (
+    Aim,
+    Pattern,
+    Sight,
+    Timing,
+    aim_at,
+    crash,
+    leader_and_followers,
+    where,
+)
+
+CUT_OFF_FAILOVER = "cut-off-failover"
+LEADER_ISOLATED = "leader-isolated"
+LONELY_LEADER = "lonely-leader"
+ZOOKEEPER = "zookeeper"  # the grudge's name for the ZooKeeper node
+# Seconds the lonely leader goes on acknowledging (if its settings let it) before it loses power.
+ACKNOWLEDGE_ALONE_S = 2.0
+
+
+def _cut(nodes: list[str], others: list[str]) -> dict[str, list[str]]:
+    """A grudge cutting `nodes` from `others`, both ways."""
+    grudge: dict[str, list[str]] = {}
+    for a in nodes:
+        for b in others:
+            grudge.setdefault(a, []).append(b)
+            grudge.setdefault(b, []).append(a)
+    return {k: sorted(set(v)) for k, v in sorted(grudge.items())}
+
+
+def _choose_cut_off(sight: Sight) -> Aim | None:
+    chosen = failover_targets(sight.states, sight.controller, sight.first or ("t0", 0))
+    if chosen is None:
+        return None
+    key, leader, successor = chosen
+    return aim_at(sight, key, {"leader": leader, "successor": successor})
+
+
+def _cut_off_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
+    """Cut the successor off from the leader (both still reach ZooKeeper and the clients), kill
+    the leader a quarter of a session timeout later, heal the cut at half of it: the successor,
+    still in the ISR, is elected without what the leader acknowledged meanwhile (acks=1)."""
+    at = where(aim)
+    leader, successor = aim.roles["leader"], aim.roles["successor"]
+    quarter = round(timing.session_s / 4, 3)
+    return [
+        {"do": "partition", "grudge": _cut([successor], [leader]), "as": "cut", **at},
+        {"wait": quarter},
+        {"do": "kill", "target": leader, **at},
+        {"wait": quarter},
+        {"undo": "cut"},
+    ]
+
+
+def _choose_isolated(sight: Sight) -> Aim | None:
+    found = leader_and_followers(sight, 1)
+    if found is None:
+        return None
+    key, leader, followers = found
+    zookeeper_too = sight.pick.random() < 0.5
+    return aim_at(
+        sight, key, {"leader": leader, "followers": followers}, "zookeeper-too" if zookeeper_too else ""
+    )
+
+
+def _isolated_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
+    """Cut the leader off from its followers (and, in the `zookeeper-too` variant, from
+    ZooKeeper: its session expires and the controller elects a follower while it still serves)
+    while producers still reach it; after most of a session timeout kill it, then heal the cut.
+    What it acknowledged alone is gone from the follower elected in its place."""
+    at = where(aim)
+    leader, followers = aim.roles["leader"], list(aim.roles["followers"])
+    others = [*followers, ZOOKEEPER] if aim.variant == "zookeeper-too" else followers
+    return [
+        {"do": "partition", "grudge": _cut([leader], others), "as": "cut", **at},
+        {"wait": round(timing.session_s * 0.75, 3)},
+        {"do": "kill", "target": leader, **at},
+        {"wait": round(timing.session_s / 4, 3)},
+        {"undo": "cut"},
+    ]
+
+
+def _choose_lonely(sight: Sight) -> Aim | None:
+    found = leader_and_followers(sight, 1)
+    if found is None:
+        return None
+    key, leader, followers = found
+    return aim_at(sight, key, {"leader": leader, "followers": followers})
+
+
+def _lonely_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
+    """Cut the leader off from its followers (it still reaches ZooKeeper and the clients), flush
+    its page cache (the kernel's writeback: what it acknowledged so far is on disk), wait until it
+    has shrunk the ISR to itself, let it acknowledge alone if its settings let it (acks=1,
+    min.insync.replicas=1), then cut its power and heal the cut. It is the only in-sync replica,
+    so a clean election waits for it and makes it leader again without what it acknowledged
+    alone; the followers truncate to it."""
+    at = where(aim)
+    leader, followers = aim.roles["leader"], list(aim.roles["followers"])
+    return [
+        {"do": "partition", "grudge": _cut([leader], followers), "as": "cut", **at},
+        {"writeback": [leader]},
+        {
+            "wait_until": "isr-shrunk-to-leader",
+            "node": leader,
+            "timeout": round(timing.lag_s + timing.session_s, 3),
+            "required": True,
+            **at,
+        },
+        {"wait": ACKNOWLEDGE_ALONE_S},
+        crash(aim, [leader]),
+        {"undo": "cut"},
+    ]
+
+
+PATTERNS: tuple[Pattern, ...] = (
+    Pattern(
+        CUT_OFF_FAILOVER,
+        "partition",
+        "the replica the leader fails over to is cut off from it, then the leader dies",
+        ("acks=1",),
+        _choose_cut_off,
+        _cut_off_steps,
+    ),
+    Pattern(
+        LEADER_ISOLATED,
+        "partition",
+        "the leader is cut off from its followers (and ZooKeeper, or not) while producers reach it, then dies",
+        ("acks=1",),
+        _choose_isolated,
+        _isolated_steps,
+        min_nodes=2,
+    ),
+    Pattern(
+        LONELY_LEADER,
+        "lose-unsynced",
+        "the leader is cut off until the ISR is itself alone, then loses power",
+        ("min.insync.replicas=1", "acks=1"),
+        _choose_lonely,
+        _lonely_steps,
+        needs_power_loss=True,
+        min_nodes=2,
+    ),
+)

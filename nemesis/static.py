@@ -1,0 +1,81 @@
+"""The checks that need only the config: a nemesis over a cluster of the configured shape that can
+do everything, validated without probing (fault names, schedule steps, targets vs node count)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from foundation.config import TestConfig
+from nemesis.core import Nemesis
+
+
+class _ShapeNode:
+    """A node that only has a name and an address: enough for the static checks."""
+
+    def __init__(self, name: str, address: str) -> None:
+        self.name, self.address, self.hostname = name, address, name
+
+
+class _CapableSut:
+    """A system under test that can do everything (the static checks assume the own system)."""
+
+    def kill(self, node: Any) -> None: ...
+    def start(self, node: Any) -> None: ...
+    def restart(self, node: Any) -> None: ...
+    def pause(self, node: Any) -> None: ...
+    def resume(self, node: Any) -> None: ...
+    def leaders(self) -> dict[tuple[str, int], str | None]:
+        return {}
+
+    def controller(self) -> str | None:
+        return None
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        return {}
+
+    def data_dirs(self, node: Any) -> list[str]:
+        return []
+
+    def clock_file(self, node: Any) -> str:
+        return "clock"
+
+    def lazyfs_sockets(self, node: Any) -> list[str]:
+        return ["lazyfs.sock"]
+
+    # Roles (`kill:role=NAME`): any role passes here; the real system is asked before the run.
+    def roles(self) -> list[str]:
+        return []
+
+    def nodes_of_role(self, role: str) -> list[str]:
+        return [f"{role}-node"]
+
+    def node_named(self, name: str) -> Any:
+        return None
+
+
+class ShapeCluster:
+    """A cluster of the config's shape that is not up: enough for the static checks (`ClusterView`).
+
+    `sut`: the real (not yet started) system under test, to check what it offers; by default one
+    that can do everything (the checks that need only the config)."""
+
+    state_dir = None
+
+    def __init__(self, nodes: int, sut: Any = None) -> None:
+        self.nodes: list[Any] = [_ShapeNode(f"n{i}", f"192.0.2.{i}") for i in range(1, nodes + 1)]
+        self.zookeeper_node: Any = _ShapeNode("zk", "192.0.2.254")
+        self.sut = sut if sut is not None else _CapableSut()
+
+    def bootstrap_servers(self) -> list[str]:
+        return []
+
+
+def check_config(config: TestConfig) -> None:
+    """The checks that need only the config (fault names, schedule steps, targets vs node count).
+
+    Raises BadInput before anything is created; `Nemesis.validate()` repeats them against the
+    real cluster and also asks the system and the nodes what they can do.
+    """
+    nem = Nemesis(config, ShapeCluster(config.nodes), None, random.Random(0), state_dir=".")
+    nem.validate(probe=False)

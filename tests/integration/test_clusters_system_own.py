@@ -1,0 +1,196 @@
+"""The own broker and ZooKeeper started only through systems/own.toml (a system definition file),
+on netns: `cluster up` prints the bootstrap line; a run with `kill:role=zookeeper` is valid, shows
+the kill of node zk in the history and heals; a system that never becomes ready is exit 4 with its
+log's last lines in harness.log and nothing left running; a bad definition is exit 2 in one line.
+Slow: a kill run with the safe settings is valid, and kip-101-truncation with the high-watermark
+variant, run through the definition, is invalid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.scenarios import KIP_101_TRUNCATION
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+REPO = Path(__file__).resolve().parents[2]
+OWN = str(REPO / "systems" / "own.toml")
+LOAD = ["--checker", "reference", "--rate", "60", "--concurrency", "4"]
+
+
+def cli(args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        capture_output=True, text=True, env=env, timeout=timeout, check=False, cwd=REPO,
+    )  # fmt: skip
+
+
+def namespaces() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def environment(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "STRANDLINE_STATE_DIR": str(tmp_path / "state")}
+
+
+def run_dir(out: subprocess.CompletedProcess[str]) -> Path:
+    return Path(out.stdout.strip().splitlines()[-1].split(" ", 2)[2])
+
+
+def nothing_left(tmp_path: Path) -> None:
+    assert list((tmp_path / "state").glob("*.json")) == []
+
+
+def test_cluster_up_through_the_definition_prints_the_bootstrap_line(tmp_path: Path) -> None:
+    env, state = environment(tmp_path), tmp_path / "cluster.json"
+    started = time.monotonic()
+    out = cli(["cluster", "up", "--system", OWN, "--nodes", "1", "--replication-factor", "1",
+               "--min-insync", "1", "--state", str(state)], env)  # fmt: skip
+    try:
+        assert out.returncode == 0, out.stderr[-2000:]
+        last = out.stdout.strip().splitlines()[-1]
+        assert last.startswith("bootstrap: 10.77.") and last.endswith(":9092"), last
+        status = cli(["cluster", "status", "--state", str(state), "--json"], env, timeout=60)
+        info = json.loads(status.stdout)
+        assert status.returncode == 0 and info["controller"] == "n1"
+    finally:
+        down = cli(["cluster", "down", "--state", str(state)], env, timeout=60)
+    assert down.returncode == 0, down.stderr
+    nothing_left(tmp_path)
+    print(f"cluster up/status/down through systems/own.toml: {time.monotonic() - started:.0f} s")
+
+
+def test_killing_the_zookeeper_role_shows_in_the_history_and_heals(tmp_path: Path) -> None:
+    env = environment(tmp_path)
+    started = time.monotonic()
+    out = cli(["run", "--system", OWN, "--name", "zkrole", "--time-limit", "12", "--nemesis",
+               "kill:role=zookeeper", "--nemesis-interval", "3", "--store", str(tmp_path / "store"),
+               *LOAD], env)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = run_dir(out)
+    assert out.stdout.strip().splitlines()[-1] == f"verdict: valid {run}"
+    nemesis = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    nemesis = [op for op in nemesis if op["process"] == "nemesis"]
+    kills = [op for op in nemesis if op["f"] == "kill" and op["type"] == "ok"]
+    starts = [op for op in nemesis if op["f"] == "start" and op["type"] == "ok"]
+    assert kills and all(op["value"]["nodes"] == ["zk"] for op in kills)
+    assert len(starts) >= len(kills)  # every kill healed
+    assert any((run / "nodes" / "zk" / "logs").iterdir())
+    assert any((run / "nodes" / "n1" / "data").glob("t0-*/*.log"))
+    nothing_left(tmp_path)
+    print(f"kill:role=zookeeper run: {time.monotonic() - started:.0f} s")
+
+
+def test_a_system_that_never_becomes_ready_is_exit_4_with_its_log(tmp_path: Path) -> None:
+    definition = tmp_path / "stuck.toml"
+    definition.write_text(
+        "[roles.broker]\nport = 9092\n"
+        "start = \"sh -c 'echo the-broker-is-thinking; sleep 600'\"\n"
+        'ready = { kind = "kafka", timeout = 3 }\n'
+    )
+    env = environment(tmp_path)
+    out = cli(["run", "--system", str(definition), "--nodes", "1", "--replication-factor", "1",
+               "--min-insync", "1", "--time-limit", "5", "--store", str(tmp_path / "store"), *LOAD], env)  # fmt: skip
+    assert out.returncode == 4, out.stderr[-2000:]
+    logs = list((tmp_path / "store").glob("*/*/harness.log"))
+    assert logs and "the-broker-is-thinking" in logs[0].read_text()
+    assert "not ready within" in out.stderr
+    nothing_left(tmp_path)
+    assert not any(ns.startswith("sl-") and "stuck" in ns for ns in namespaces())
+
+
+def test_a_bad_definition_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    definition = tmp_path / "bad.toml"
+    definition.write_text("[roles.broker]\nport = 9092\nstart = 'b --id {node_number}'\n")
+    out = cli(["run", "--system", str(definition), "--time-limit", "5"], environment(tmp_path), timeout=60)
+    assert out.returncode == 2
+    assert f"{definition}: roles.broker.start: unknown template value {{node_number}}" in out.stderr
+    assert "Traceback" not in out.stderr
+    nothing_left(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_kill_run_with_the_safe_settings_is_valid(tmp_path: Path) -> None:
+    out = cli(["run", "--system", OWN, "--name", "defkill", "--time-limit", "25", "--nemesis", "kill",
+               "--nemesis-interval", "6", "--store", str(tmp_path / "store"), *LOAD], environment(tmp_path))  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1].startswith("verdict: valid ")
+    nothing_left(tmp_path)
+
+
+@pytest.mark.slow
+def test_kip_101_truncation_through_the_definition_is_invalid_with_high_watermark(tmp_path: Path) -> None:
+    config = KIP_101_TRUNCATION.config(safe=False, seed=1, store=str(tmp_path / "store"))
+    config_file = tmp_path / "kip101.json"
+    config_file.write_text(json.dumps(config.replace(system=OWN).to_json()))
+    out = cli(["run", "--config", str(config_file)], environment(tmp_path), timeout=280)
+    assert out.returncode == 1, out.stderr[-3000:]
+    run = run_dir(out)
+    assert out.stdout.strip().splitlines()[-1] == f"verdict: invalid {run}"
+    assert json.loads((run / "test.json").read_text())["config"]["system"] == OWN
+    nothing_left(tmp_path)
+
+
+def test_kafka_kraft_definition_lifecycle_with_a_stand_in_distribution(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """systems/kafka-kraft.toml end to end (upload, install commands, files, the controller port and
+    quorum, start, readiness, Metadata, kill, start, down) with the stand-in Kafka distribution of
+    test_clusters_kafka.py (its start script runs the own broker; ZooKeeper on the controller)."""
+    import secrets
+
+    from clusters import zookeeper
+    from clusters.factory import build_cluster
+    from clusters.netns import NetnsNetwork
+    from foundation.config import validate
+    from tests.support.kafka_stand_in import stand_in_tarball
+
+    tarball = tmp_path / "kafka_stand-in.tgz"
+    tarball.write_bytes(b"")  # the definition names it; written once ZooKeeper's address is known
+    monkeypatch.setenv("STRANDLINE_KAFKA_TARBALL", str(tarball))
+    config = validate({"system": str(REPO / "systems" / "kafka-kraft.toml"), "nodes": 3, "seed": 1})
+    c = build_cluster(
+        config, tmp_path / "work", name=f"kk{secrets.token_hex(2)}", state_dir=tmp_path / "state"
+    )
+    network = c.network
+    assert isinstance(network, NetnsNetwork) and c.zookeeper_node is None
+    started = time.monotonic()
+    network.create({"system": config.system, "config": config.to_json(), "name": c.name})
+    zk_proc = None
+    try:
+        cfg = zookeeper.write_server_files(
+            tmp_path / "zk", client_port=2181, client_address=network.bridge_address
+        )
+        with open(tmp_path / "zookeeper.log", "wb") as log:
+            zk_proc = subprocess.Popen(zookeeper.command(cfg), stdout=log, stderr=subprocess.STDOUT)
+        stand_in_tarball(tarball, f"{network.bridge_address}:2181")
+        c.sut.setup()
+        n1 = c.node("n1")
+        properties = n1.exec(["cat", f"{c.sut.home(n1)}/server.properties"]).stdout
+        voters = ",".join(f"{i}@{n.address}:9093" for i, n in enumerate(c.nodes, start=1))
+        assert f"controller.quorum.voters={voters}" in properties and "node.id=1" in properties
+        assert (
+            f"cluster.id={c.sut.cluster_id}"
+            in n1.exec(["cat", f"{c.sut.home(n1)}/data/meta.properties"]).stdout
+        )
+        assert c.sut.registered_brokers() == [1, 2, 3]
+        c.sut.kill(n1)
+        assert n1.daemon_pid("broker") is None
+        c.sut.start(n1, wait_ready=True)
+        assert n1.daemon_pid("broker") is not None
+    finally:
+        c.down()
+        if zk_proc is not None:
+            zk_proc.kill()
+            zk_proc.wait()
+    nothing_left(tmp_path)
+    print(f"kafka-kraft.toml lifecycle with the stand-in distribution: {time.monotonic() - started:.0f} s")

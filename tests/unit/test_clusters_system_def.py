@@ -1,0 +1,140 @@
+"""The system definition parser (clusters/system_def.py): what it accepts, what it renders, and the
+one-line errors (file, key, what is wrong) for bad definitions."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from clusters import system_def
+from foundation.config import validate
+from foundation.errors import BadInput
+
+REPO = Path(__file__).resolve().parents[2]
+
+MINIMAL = """
+[roles.broker]
+port = 9092
+start = "mybroker --id {id} --listen {address}:{port} --storage {storage.servers}"
+
+[roles.storage]
+count = 2
+port = 7000
+start = ["mystore", "--peers", "{peers}", "--me", "{id}"]
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sys.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def error_of(tmp_path: Path, text: str) -> str:
+    path = write(tmp_path, text)
+    with pytest.raises(BadInput) as e:
+        system_def.load(path)
+    message = str(e.value)
+    assert "\n" not in message and str(path) in message
+    return message
+
+
+def test_minimal_definition_roles_names_and_defaults(tmp_path: Path) -> None:
+    d = system_def.load(write(tmp_path, MINIMAL))
+    config = validate({"nodes": 3, "seed": 1})
+    assert [r.name for r in d.roles] == ["broker", "storage"]
+    assert d.broker_role.ready.kind == "kafka" and d.role("storage").ready.kind == "port"
+    assert d.node_names(d.broker_role, config) == ["n1", "n2", "n3"]
+    assert d.node_names(d.role("storage"), config) == ["st1", "st2"]
+
+
+def test_rendering_fills_values_and_keeps_escaped_braces() -> None:
+    values = {"id": "2", "storage.servers": "a:1,b:1"}
+    assert system_def.render("x={id} s={storage.servers} j={{}}", values) == "x=2 s=a:1,b:1 j={}"
+    assert system_def.placeholders("{{literal}} {id}") == ["id"]
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "what"),
+    [
+        ("colour = 'red'\n" + MINIMAL, "colour", "unknown key"),
+        (MINIMAL.replace("count = 2", "count = 2\nlisten = 1"), "roles.storage.listen", "unknown key"),
+        ("[roles.broker]\nport = 9092\n", "roles.broker.start", "missing start command"),
+        (
+            MINIMAL.replace("{peers}", "{peer_list}"),
+            "roles.storage.start",
+            "unknown template value {peer_list}",
+        ),
+        (
+            MINIMAL.replace("{storage.servers}", "{db.servers}"),
+            "roles.broker.start",
+            "unknown template value",
+        ),
+        (MINIMAL.replace("count = 2", "count = 0"), "roles.storage.count", "must be at least 1"),
+        (MINIMAL.replace("port = 9092", "port = 9092\ncount = 3"), "roles.broker.count", "--nodes"),
+        (MINIMAL.replace("port = 7000", "port = 70000"), "roles.storage.port", "not a port"),
+        ("brokers = 'front'\n" + MINIMAL, "brokers", "no role 'front'"),
+        ("name = 'x'\n", "roles", "missing"),
+        (MINIMAL + "\n[roles.stash]\nport = 1\nstart = 'x'\n", "roles.stash.node_prefix", "is taken"),
+        (
+            MINIMAL.replace("count = 2", "count = 2\nready = {kind = 'command'}"),
+            "roles.storage.ready.command",
+            "missing",
+        ),  # fmt: skip
+        (
+            MINIMAL.replace("count = 2", "count = 2\nstop_signal = 'SIGNOPE'"),
+            "roles.storage.stop_signal",
+            "unknown signal",
+        ),  # fmt: skip
+    ],
+)
+def test_bad_definitions_are_one_line_naming_the_key(tmp_path: Path, text: str, key: str, what: str) -> None:
+    message = error_of(tmp_path, text)
+    assert f": {key}: " in message and what in message, message
+
+
+def test_an_upload_from_an_unset_variable_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SL_NO_SUCH_TARBALL", raising=False)
+    text = MINIMAL + "upload = [{source = '${SL_NO_SUCH_TARBALL}', dest = '{home}/x.tgz'}]\n"
+    message = error_of(tmp_path, text)
+    assert "roles.storage.upload[0].source: environment variable SL_NO_SUCH_TARBALL is not set" in message
+
+
+def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="cannot read"):
+        system_def.load(tmp_path / "absent.toml")
+    assert "malformed TOML" in error_of(tmp_path, "[roles.broker\n")
+
+
+def test_config_accepts_a_definition_path_and_keeps_it_absolute(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL)
+    assert validate({"system": str(path), "seed": 1}).system == str(path.resolve())
+    with pytest.raises(BadInput, match="no system definition file"):
+        validate({"system": str(tmp_path / "none.toml")})
+    with pytest.raises(BadInput, match="config key 'system'"):
+        validate({"system": "redpanda"})
+
+
+@pytest.mark.parametrize("name", ["own.toml", "kafka-kraft.toml"])
+def test_shipped_definitions_parse_and_every_template_renders(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tarball = tmp_path / "kafka.tgz"
+    tarball.write_bytes(b"")
+    monkeypatch.setenv("STRANDLINE_KAFKA_TARBALL", str(tarball))
+    d = system_def.load(REPO / "systems" / name)
+    config = validate({"nodes": 3, "seed": 1})
+    for role in d.roles:
+        members = [(i + 1, f"10.0.0.{i + 1}") for i in range(d.count(role, config))]
+        values = system_def.config_values(config)
+        for r in d.roles:
+            values.update(
+                system_def.role_values(r, [(i + 1, f"10.0.1.{i}") for i in range(d.count(r, config))])
+            )
+        values.update(system_def.own_role_values(role, values))
+        values.update({"id": "1", "index": "0", "name": "n1", "address": members[0][1], "home": "/h",
+                       "cluster_id": "c", "python": "python3", "clock_file": "/h/clock", "bootstrap": "b"})  # fmt: skip
+        rendered = [system_def.render(f.content, values) for f in role.files]
+        assert all("{" not in text or "{{" in f.content for text, f in zip(rendered, role.files, strict=True))

@@ -1,0 +1,227 @@
+"""Patterns (named step sequences aimed from the cluster's state) and `--nemesis all`.
+
+Recording fakes only (the nemesis alone); the real sequences run in
+tests/integration/test_nemesis_faults.py and in campaigns/detection.toml.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from foundation.config import TestConfig
+from foundation.errors import BadInput
+from history.pairing import pair_problems
+from history.reader import iter_ops
+from history.writer import HistoryWriter
+from nemesis import build_nemesis, check_config
+from nemesis.packages import PlanEnv
+from nemesis.packages.patterns import PATTERNS
+from nemesis.packages.sequence import Sight, Timing
+from nemesis.schedule import ALL_MIX
+from tests.support.nemesis_fakes import FakeSut, cluster, config
+
+TIMING = Timing(session_s=6.0, lag_s=10.0)
+
+
+def _sight(power_loss: bool = False, controller: str = "n3") -> Sight:
+    states = {("t0", 0): {"leader": "n1", "leader_epoch": 4, "isr": ["n1", "n2", "n3"]}}
+    return Sight(states, controller, ("t0", 0), ("n1", "n2", "n3"), random.Random(1), power_loss)
+
+
+def _plan(fault: str, name: str, power_loss: bool = False) -> list[dict[str, Any]]:
+    pattern = PATTERNS[(fault, name)]
+    aim = pattern.choose(_sight(power_loss))
+    assert aim is not None and aim.topic == "t0" and aim.state["leader_epoch"] == 4
+    return pattern.steps(aim, TIMING)
+
+
+def _faults(plan: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    return [(s["do"], s.get("target", s.get("grudge"))) for s in plan if "do" in s]
+
+
+def test_each_pattern_is_a_sequence_aimed_at_the_partition_as_clients_see_it() -> None:
+    # a follower frozen until it leaves the ISR, then the in-sync replicas crash together
+    lagging = _plan("kill", "lagging-follower")
+    assert _faults(lagging) == [("pause", "n2"), ("kill", ["n1", "n3"])]
+    assert any(s.get("wait_until") == "out-of-isr" and s["required"] for s in lagging)
+    powered = _plan("kill", "lagging-follower", power_loss=True)
+    assert powered[0] == {"writeback": ["n1", "n2", "n3"]}
+    assert ("lose-unsynced", ["n1", "n3"]) in _faults(powered)
+    # the ISR shrunk to the leader alone, which then loses power
+    lonely = _plan("lose-unsynced", "lonely-leader", power_loss=True)
+    assert _faults(lonely) == [
+        ("partition", {"n1": ["n2", "n3"], "n2": ["n1"], "n3": ["n1"]}),
+        ("lose-unsynced", ["n1"]),
+    ]
+    assert [s.get("wait_until") for s in lonely if "wait_until" in s] == ["isr-shrunk-to-leader"]
+    # the successor cut off from the leader, then the leader dies
+    assert _faults(_plan("partition", "cut-off-failover")) == [
+        ("partition", {"n1": ["n2"], "n2": ["n1"]}),
+        ("kill", "n1"),
+    ]
+    # a restarted follower elected before it caught up
+    assert _faults(_plan("kill", "restarted-follower")) == [
+        ("partition", {"n1": ["n2"], "n2": ["n1"]}),
+        ("kill", "n2"),
+        ("kill", ["n1", "n3"]),
+    ]
+    # the leader isolated from its followers (and from ZooKeeper, or not), then it dies
+    isolated = _faults(_plan("partition", "leader-isolated"))
+    assert isolated[0][0] == "partition" and set(isolated[0][1]["n1"]) >= {"n2", "n3"}
+    assert isolated[1] == ("kill", "n1")
+
+
+def test_a_pattern_finds_no_aim_without_the_shape_it_needs() -> None:
+    lonely_isr = Sight(
+        {("t0", 0): {"leader": "n1", "isr": ["n1"]}},
+        None,
+        ("t0", 0),
+        ("n1", "n2", "n3"),
+        random.Random(1),
+        True,
+    )
+    for key in (("kill", "lagging-follower"), ("kill", "failover"), ("lose-unsynced", "lonely-leader")):
+        assert PATTERNS[key].choose(lonely_isr) is None
+
+
+class ShrinkingSut(FakeSut):
+    """A FakeSut whose leader drops a frozen follower from the ISR (as after replica.lag.time.max.ms)."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(names)
+        self.frozen: set[str] = set()
+
+    def pause(self, node: Any) -> None:
+        super().pause(node)
+        self.frozen.add(node.name)
+
+    def resume(self, node: Any) -> None:
+        super().resume(node)
+        self.frozen.discard(node.name)
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        isr = [n for n in self.names if n not in self.frozen]
+        return {tp: {"leader": self.leader, "leader_epoch": 1, "isr": isr} for tp in self.leaders()}
+
+
+def test_lagging_follower_plays_its_parts_as_one_fault(tmp_path: Path) -> None:
+    sut = ShrinkingSut(["n1", "n2", "n3"])
+    path = tmp_path / "h.jsonl"
+    history = HistoryWriter(path)
+    nem = build_nemesis(
+        config(zookeeper_session_timeout_ms=400), cluster(3, sut=sut), history, random.Random(1), tmp_path
+    )
+    nem.execute(
+        {"do": "kill", "target": "lagging-follower", "topic": "t0", "partition": 0, "pick": 3},
+        threading.Event(),
+    )
+    assert sut.events == [("pause", "n2"), ("kill", "n1"), ("kill", "n3"), ("resume", "n2")]
+    assert sorted(a["nodes"] for a in nem.active_faults()) == [["n1", "n3"]]  # down until healed
+    nem.heal_all()
+    history.close()
+    assert pair_problems(path).complete
+    parts = [
+        o["value"]["pattern"] for o in iter_ops(path) if o["type"] == "invoke" and "pattern" in o["value"]
+    ]
+    assert [(p["name"], p["part"]) for p in parts] == [("lagging-follower", 0), ("lagging-follower", 1)]
+    assert len({p["id"] for p in parts}) == 1
+    assert parts[0]["aim"]["roles"] == {"leader": "n1", "lagging": "n2", "in_sync": "n3"}
+    assert parts[0]["aim"]["isr"] == ["n1", "n2", "n3"] and parts[0]["plan"]
+
+
+def test_a_required_condition_not_met_ends_the_pattern_and_heals_its_parts(tmp_path: Path) -> None:
+    sut = FakeSut(["n1", "n2", "n3"])  # never shrinks the ISR
+    nem = build_nemesis(
+        config(replica_lag_time_max_ms=100, zookeeper_session_timeout_ms=200),
+        cluster(3, sut=sut),
+        None,
+        random.Random(1),
+        tmp_path,
+    )
+    nem.execute(
+        {"do": "kill", "target": "lagging-follower", "topic": "t0", "partition": 0, "pick": 3},
+        threading.Event(),
+    )
+    assert sut.events == [("pause", "n2"), ("resume", "n2")] and nem.active_faults() == []
+    nem.heal_all()
+
+
+def test_patterns_are_scripted_steps_too_and_checked_like_faults() -> None:
+    steps = (
+        {"do": "kill", "target": "lagging-follower", "topic": "t0", "partition": 0},
+        {"do": "partition", "grudge": "leader-isolated"},
+        {"do": "lose-unsynced", "target": "lonely-leader"},
+        {"heal": "all"},
+    )
+    check_config(TestConfig(schedule=steps, seed=1))
+    with pytest.raises(BadInput, match="at least 3 nodes"):
+        check_config(
+            TestConfig(
+                nodes=2, replication_factor=2, min_insync=1, nemesis=("kill:lagging-follower",), seed=1
+            )
+        )
+    with pytest.raises(BadInput, match="qualifier"):
+        check_config(TestConfig(nemesis=("pause:lagging-follower",), seed=1))
+
+
+def test_all_draws_every_supported_fault_mostly_as_patterns(tmp_path: Path) -> None:
+    nem = build_nemesis(config(nemesis=("all",)), cluster(3), None, random.Random(5), tmp_path)
+    nem.validate(probe=False)
+    mix = dict(("+".join(f"{n}:{q}" if q else n for n, q in g), w) for g, w in nem.mix())
+    # FakeSut has no lazyfs: the power-loss faults are left out, the rest is drawn
+    assert "lose-unsynced:lonely-leader" not in mix and "lose-unsynced" not in mix
+    assert {"kill:lagging-follower", "kill:failover", "partition:cut-off-failover", "pause", "clock"} <= set(
+        mix
+    )
+    steps = nem.steps()
+    drawn = Counter()
+    for step in (next(steps) for _ in range(3000)):
+        if "do" in step:
+            drawn[f"{step['do']}:{step.get('target', step.get('grudge'))}"] += 1
+    patterns = sum(v for k, v in drawn.items() if k.split(":", 1)[1] in {p for _, p in PATTERNS})
+    assert patterns > 0.6 * sum(drawn.values())
+    assert drawn.most_common(1)[0][0] == "kill:lagging-follower"
+    assert dict(ALL_MIX)["kill:lagging-follower"] == max(w for _, w in ALL_MIX)
+
+
+def test_bare_faults_draw_their_patterns_only_where_they_can_run() -> None:
+    small = PlanEnv(names=("n1", "n2"), topics=1, partitions=1, has_leaders=True, has_zookeeper=True)
+    from nemesis.packages import PACKAGES
+
+    assert "lagging-follower" not in PACKAGES["kill"].usable_qualifiers(small, None)
+    three = PlanEnv(names=("n1", "n2", "n3"), topics=1, partitions=1, has_leaders=True, has_zookeeper=True)
+    assert "lonely-leader" not in PACKAGES["lose-unsynced"].usable_qualifiers(three, None)
+    powered = PlanEnv(("n1", "n2", "n3"), 1, 1, True, True, power_loss=True)
+    assert "lonely-leader" in PACKAGES["lose-unsynced"].usable_qualifiers(powered, None)
+    assert "cut-off-failover" in PACKAGES["partition"].usable_qualifiers(three, None)
+
+
+class LoadedSut(FakeSut):
+    """A FakeSut whose partitions report a high watermark that grows by 15 each time it is read."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(names)
+        self.hw = 0
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        self.hw += 15
+        return {tp: {**s, "high_watermark": self.hw} for tp, s in super().partition_state().items()}
+
+
+def test_a_pattern_strikes_once_the_load_flows(tmp_path: Path) -> None:
+    from nemesis import conditions
+
+    c = cluster(3, sut=LoadedSut(["n1", "n2", "n3"]))
+    c.bootstrap_servers = lambda: ["10.77.9.11:9092"]  # type: ignore[method-assign]
+    nem = build_nemesis(config(), c, None, random.Random(1), tmp_path)
+    step = {"topic": "t0", "partition": 0, "records": 20}
+    met = [conditions.hw_advancing(nem.ctx, step)[0] for _ in range(3)]
+    assert met == [False, False, True]  # baseline, +15, +30: twenty records acknowledged since
+    conditions.close(nem.ctx)
+    assert conditions.hw_advancing(nem.ctx, step) == (False, {"high_watermark": 60, "since_wait": 0})

@@ -1,0 +1,47 @@
+"""Faults aimed at a role of a defined system (`kill:role=zookeeper`, `partition:broker|storage`):
+parsing, static checks and resolution (a stand-in system with roles, inside this unit test only)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from foundation.errors import BadInput
+from nemesis import schedule, targets
+
+
+class RoleSystem:
+    def roles(self) -> list[str]:
+        return ["broker", "storage"]
+
+    def nodes_of_role(self, role: str) -> list[str]:
+        return {"broker": ["n1", "n2", "n3"], "storage": ["st2", "st1"]}.get(role, [])
+
+    def node_named(self, name: str) -> Any:
+        return None
+
+
+def test_role_qualifiers_parse_for_targeted_faults_and_partitions() -> None:
+    groups = schedule.parse_specs(["kill:role=storage", "pause:role=storage", "partition:broker|storage"])
+    assert groups == [
+        [("kill", "role=storage")],
+        [("pause", "role=storage")],
+        [("partition", "broker|storage")],
+    ]
+    with pytest.raises(BadInput, match="unknown qualifier"):
+        schedule.parse_specs(["partition:role=storage"])
+
+
+def test_a_role_target_resolves_to_the_roles_nodes() -> None:
+    names = ["n1", "n2", "n3"]
+    targets.check("role=storage", names, RoleSystem(), "kill")
+    assert targets.resolve("role=storage", names, RoleSystem(), random.Random(0)) == ["st1", "st2"]
+
+
+def test_unknown_roles_and_systems_without_roles_are_refused() -> None:
+    with pytest.raises(BadInput, match="no role 'cache'"):
+        targets.check("role=cache", ["n1"], RoleSystem(), "kill")
+    with pytest.raises(BadInput, match="needs a system with roles"):
+        targets.check("role=storage", ["n1"], object(), "kill")
