@@ -107,7 +107,7 @@ class Nemesis:
 
     def mix(self) -> list[tuple[schedule.Group, int]]:
         """The groups the random schedule draws from; for `all`, those this cluster supports."""
-        mix = schedule.parse_mix(tuple(getattr(self.config, "nemesis", ())))
+        mix = schedule.parse_mix(tuple(self.config.nemesis))
         if not schedule.wants_all(self.config.nemesis):
             return mix
         return [(g, w) for g, w in mix if self._supports(g)]
@@ -241,7 +241,7 @@ class Nemesis:
         return self._closing
 
     def timing(self) -> Timing:
-        lag_ms = int(getattr(self.config, "replica_lag_time_max_ms", 10000))
+        lag_ms = self.config.replica_lag_time_max_ms
         return Timing(session_s=self._session_s(), lag_s=lag_ms / 1000)
 
     def next_id(self, prefix: str) -> str:
