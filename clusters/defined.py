@@ -14,6 +14,7 @@ import shlex
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from clusters import daemon_control, kafka_config
@@ -48,19 +49,24 @@ class DefinedSystem:
         definition: SystemDefinition,
         nodes: dict[str, list[Node]],
         *,
-        python: str,
+        python: Callable[[], str],
         cluster_id: str | None = None,
     ) -> None:
         self.config = config
         self.definition = definition
         self.role_nodes = nodes  # role name -> its nodes, in id order
-        self.python = python
+        self._python = python  # asked when needed: a remote backend knows it once it installed
         self.cluster_id = cluster_id or kafka_config.new_cluster_id()
         self.brokers = nodes[definition.brokers]
         self._role_of = {n.name: definition.role(r) for r, ns in nodes.items() for n in ns}
         self.metadata = KafkaMetadata(self.bootstrap_servers, self.node_of_broker)
 
     # --- names and places ---------------------------------------------------------------------
+
+    @property
+    def python(self) -> str:
+        """The Python on the nodes (`{python}`): one that can `import broker`."""
+        return self._python()
 
     def home(self, node: Node) -> str:
         return str(getattr(node, "home", f"/var/lib/strandline/{node.name}"))
@@ -341,7 +347,11 @@ class _NamesZookeeper:
 
 
 def defined_system(
-    config: TestConfig, definition: SystemDefinition, nodes: dict[str, list[Node]], *, python: str
+    config: TestConfig,
+    definition: SystemDefinition,
+    nodes: dict[str, list[Node]],
+    *,
+    python: Callable[[], str],
 ) -> DefinedSystem:
     """The system, with the capabilities its definition gives (clock skew, a ZooKeeper role)."""
     bases: list[type] = []

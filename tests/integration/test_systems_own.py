@@ -8,6 +8,7 @@ variant, run through the definition, is invalid.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -50,10 +51,22 @@ def nothing_left(tmp_path: Path) -> None:
     assert list((tmp_path / "state").glob("*.json")) == []
 
 
+SIDECAR = """
+[roles.cache]
+count = 2
+port = 8080
+start = ["{python}", "-m", "http.server", "{port}", "--bind", "{address}"]
+ready = "port"
+"""
+
+
 def test_cluster_up_through_the_definition_prints_the_bootstrap_line(tmp_path: Path) -> None:
+    """systems/own.toml plus a third role (two web servers) as `strandline cluster up` runs it."""
     env, state = environment(tmp_path), tmp_path / "cluster.json"
+    definition = tmp_path / "own-and-cache.toml"
+    definition.write_text(Path(OWN).read_text() + SIDECAR)
     started = time.monotonic()
-    out = cli(["cluster", "up", "--system", OWN, "--nodes", "1", "--replication-factor", "1",
+    out = cli(["cluster", "up", "--system", str(definition), "--nodes", "1", "--replication-factor", "1",
                "--min-insync", "1", "--state", str(state)], env)  # fmt: skip
     try:
         assert out.returncode == 0, out.stderr[-2000:]
@@ -62,6 +75,11 @@ def test_cluster_up_through_the_definition_prints_the_bootstrap_line(tmp_path: P
         status = cli(["cluster", "status", "--state", str(state), "--json"], env, timeout=60)
         info = json.loads(status.stdout)
         assert status.returncode == 0 and info["controller"] == "n1"
+        roles = {
+            n["name"]: (n["role"], [p["name"] for p in n["processes"] if p["running"]]) for n in info["nodes"]
+        }
+        assert roles == {"n1": ("broker", ["broker"]), "zk": ("zookeeper", ["zookeeper"]),
+                         "ca1": ("cache", ["cache"]), "ca2": ("cache", ["cache"])}  # fmt: skip
     finally:
         down = cli(["cluster", "down", "--state", str(state)], env, timeout=60)
     assert down.returncode == 0, down.stderr
@@ -231,3 +249,39 @@ def test_the_definition_runs_on_docker_and_the_zookeeper_role_is_killed_and_heal
     assert kills and all(op["value"]["nodes"] == ["zk"] for op in kills)
     nothing_left(tmp_path)
     print(f"docker run through systems/own.toml: {time.monotonic() - started:.0f} s")
+
+
+@pytest.mark.ssh
+def test_the_definition_runs_over_ssh(tmp_path: Path) -> None:
+    """systems/own.toml on the ssh backend (sshd in namespaces, as test_clusters_ssh.py): the hosts
+    get strandline's software because the definition runs `{python}` under faketime; up, Metadata,
+    kill and start of the ZooKeeper role, down with nothing left."""
+    import secrets
+
+    from clusters.factory import build_cluster
+    from foundation.config import validate
+    from tests.integration.test_clusters_ssh import SshdHosts
+
+    work = tmp_path / "sshd"
+    work.mkdir()
+    hosts = SshdHosts(2, work)
+    started = time.monotonic()
+    try:
+        hosts.start()
+        config = validate({"system": OWN, "backend": "ssh", "nodes": 1, "replication_factor": 1, "min_insync": 1,
+                           "seed": 1, "ssh_hosts": [dataclasses.asdict(hosts.host(i)) for i in range(2)]})  # fmt: skip
+        c = build_cluster(
+            config, tmp_path / "work", name=f"ss{secrets.token_hex(2)}", state_dir=tmp_path / "state"
+        )
+        with c:
+            assert c.bootstrap_servers() == [f"{hosts.addresses[0]}:9092"]
+            assert c.sut.registered_brokers() == [1]
+            zk = c.node("zk")
+            c.sut.kill(zk)
+            assert zk.daemon_pid("zookeeper") is None
+            c.sut.start(zk, wait_ready=True)
+    finally:
+        hosts.stop()
+    assert hosts.leftovers() == []
+    nothing_left(tmp_path)
+    print(f"ssh cluster through systems/own.toml: {time.monotonic() - started:.0f} s")

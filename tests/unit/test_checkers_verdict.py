@@ -222,7 +222,7 @@ def make_run(
 def test_check_run_writes_results(tmp_path: Path) -> None:
     sim = simulate(random.Random(3), steps=60)
     run = make_run(tmp_path, sim.ops)
-    results = check_run(run)
+    results = check_run(run, engine="reference")
     assert results["valid"] is True, results["incomplete"]
     on_disk = json.loads((run / "results.json").read_text())
     assert on_disk["valid"] is True and on_disk["checker"]["engine"] == "reference"
