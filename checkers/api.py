@@ -15,7 +15,7 @@ from typing import Any
 
 from checkers.catalogue import EngineResult
 from checkers.replica_logs import check_replica_logs, expected_partitions
-from checkers.stats import compute_stats
+from checkers.stats import Facts, assemble, history_facts
 from checkers.verdict import decide
 from foundation.config import TestConfig, load_file, validate
 from foundation.errors import BadInput, InfrastructureError
@@ -44,17 +44,21 @@ def resolve_engine(engine: str, history: Path) -> str:
     return "spark" if history.stat().st_size >= AUTO_SPARK_BYTES else "reference"
 
 
-def run_engine(engine: str, history: Path, spark_master: str | None) -> EngineResult:
-    """Run one engine on a history file. The Spark engine is imported only when asked for."""
+def run_engine(
+    engine: str, history: Path, spark_master: str | None, spark_remote: str | None = None
+) -> tuple[EngineResult, Facts]:
+    """Run one engine on a history file: its anomalies and the facts of the statistics.
+
+    The reference counts the facts in one Python pass; Spark computes them from the history's
+    Parquet form. The Spark engine is imported only when asked for.
+    """
     if engine == "reference":
         from checkers.reference import check_history
 
-        return check_history(history)
+        return check_history(history), history_facts(history)
     if engine == "spark":
         try:
-            from checkers.spark import (  # type: ignore[import-not-found,unused-ignore]
-                check_history as spark_check_history,
-            )
+            from checkers.spark import check as spark_check  # type: ignore[import-not-found,unused-ignore]
         except ModuleNotFoundError as e:
             if e.name not in ("checkers.spark", "pyspark"):
                 raise
@@ -62,8 +66,9 @@ def run_engine(engine: str, history: Path, spark_master: str | None) -> EngineRe
                 f"the Spark checker is not available ({e}); use --checker reference"
             ) from None
 
-        result: EngineResult = spark_check_history(history, spark_master=spark_master)
-        return result
+        result, facts = spark_check(history, spark_master=spark_master, facts=True, spark_remote=spark_remote)
+        assert facts is not None
+        return result, facts
     raise BadInput(f"unknown checker {engine!r} (one of {', '.join(ENGINES)})")
 
 
@@ -102,9 +107,10 @@ def _replicas_unavailable(nodes: Path) -> str | None:
 
 def check_run(
     run_dir: str | Path,
-    engine: str = "reference",
+    engine: str = "spark",
     spark_master: str | None = None,
     *,
+    spark_remote: str | None = None,
     replica_logs: bool = True,
     write: bool = True,
 ) -> dict[str, Any]:
@@ -120,7 +126,9 @@ def check_run(
     engine = resolve_engine(engine, history)
     config, notes = load_config(run)
     started = time.monotonic()
-    result = run_engine(engine, history, spark_master or config.spark_master)
+    spark_master = spark_master or config.spark_master
+    spark_remote = spark_remote or os.environ.get("STRANDLINE_SPARK_REMOTE") or None
+    result, facts = run_engine(engine, history, spark_master, spark_remote)
     engine_seconds = time.monotonic() - started
 
     drain, _ = read_optional_json(run / DRAIN)
@@ -138,7 +146,7 @@ def check_run(
         )
     verdict = decide(result, replicas, config, drain, replicas_unavailable=unavailable)
     counts = {name: a["count"] for name, a in verdict["anomalies"].items()}
-    stats = compute_stats(history, result["stats"], counts, replicas.lost_by_second if replicas else None)
+    stats = assemble(facts, result["stats"], counts, replicas.lost_by_second if replicas else None)
     if replicas is not None:
         stats["replicas"] = replicas.partitions
     if isinstance(drain, dict):
@@ -151,15 +159,27 @@ def check_run(
             "engine": engine,
             "seconds": round(time.monotonic() - started, 3),
             "engine_seconds": round(engine_seconds, 3),
+            **({"spark_master": spark_remote or spark_master} if engine == "spark" else {}),
         },
         "fatal": verdict["fatal"],
         "incomplete": verdict["incomplete"],
         "explanation": verdict["explanation"],
         "notes": notes + verdict["notes"],
     }
+    if "replicas_unavailable" in verdict:
+        results["replicas_unavailable"] = verdict["replicas_unavailable"]
     if write:
         write_results(run / RESULTS, results)
     return results
+
+
+def checked_with(results: dict[str, Any]) -> str:
+    """'checked with Spark (local[*]) in 12.3 s': which engine judged the run, for people to read."""
+    checker = results.get("checker") or {}
+    engine = checker.get("engine")
+    name = "Spark" if engine == "spark" else "the reference checker" if engine == "reference" else str(engine)
+    where = f" ({checker['spark_master']})" if engine == "spark" and checker.get("spark_master") else ""
+    return f"checked with {name}{where} in {checker.get('seconds')} s"
 
 
 def verdict_word(valid: Any) -> str:

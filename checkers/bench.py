@@ -1,12 +1,17 @@
-"""`strandline bench checker --ops N [--checker spark|reference] [--keep FILE] [--no-duckdb] [--in-process]`.
+"""`strandline bench checker --ops N [--checker spark|reference] [--keep DIR] [--no-duckdb]
+[--no-reference] [--in-process]`: the check users run, timed end to end.
 
-Generates a synthetic history with planted anomalies (`checkers.synthetic`), checks it with the
-chosen engine in a fresh Python process (so its peak memory is the checker's own, Spark start-up
-included), asserts that exactly the planted anomalies were found (exit 1 otherwise), and prints
-ops/s end to end and peak memory of the Python driver and of the Spark JVM. DuckDB (a development
-dependency, for comparison only) checks the same history beside it.
+Generates a run directory (`checkers.synthetic`: a history with planted anomalies, test.json,
+drain.json) and checks it exactly as `strandline check` does (`checkers.api.check_run`:
+conversion, Spark start, anomalies, statistics, replica logs, results.json), each engine in a
+fresh Python process, with the chosen engine (Spark by default) first, then DuckDB (the same JSON
+lines, the same anomaly rules, 2 threads; a development dependency, for comparison only) and the
+reference checker. Prints each one's wall time, ops/s and peak memory: the Python driver's and the
+whole process tree's (Python and its JVM, sampled). Exit 1 unless the chosen engine found exactly
+what was planted and its results.json equals the reference's (but for `checker`).
 
-Runnable as `python -m checkers.bench ENGINE HISTORY` to check once and print JSON (the child).
+The synthetic run has no replica data (`nodes/`): the replica-log part only notes that.
+Runnable as `python -m checkers.bench ENGINE RUN_DIR` to check once and print JSON (the child).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,31 +31,26 @@ from typing import Any
 from foundation.errors import EXIT_INVALID, BadInput, InfrastructureError
 
 DUCKDB_THREADS = 2
+SAMPLE_S = 0.2
 
 
-def _child(engine: str, history: str) -> dict[str, Any]:
-    """Check once in this process; figures as a dict (run in a fresh process by `_measure`)."""
+def _child(engine: str, run: str) -> dict[str, Any]:
+    """Check once in this process; figures (and the results) as a dict (run fresh by `_measure`)."""
     started = time.monotonic()
-    jvm_peak = None
     timings: dict[str, float] = {}
-    if engine == "spark":
-        from checkers import spark as spark_checker
-        from checkers.spark_session import get_session, jvm_pid, peak_rss_bytes
+    results: dict[str, Any] = {}
+    if engine in ("spark", "reference"):
+        from checkers.api import check_run
 
-        result: Any = spark_checker.check_history(history)
-        timings = dict(spark_checker.last_timings)
-        pid = jvm_pid(get_session())
-        jvm_peak = peak_rss_bytes(pid) if pid else None
-        counts = {name: a["count"] for name, a in result["anomalies"].items()}
-        examples = {name: a["examples"] for name, a in result["anomalies"].items()}
-    elif engine == "reference":
-        from checkers.reference import check_history
+        results = check_run(run, engine, write=False)
+        counts = {name: a["count"] for name, a in results["anomalies"].items()}
+        examples = {name: a["examples"] for name, a in results["anomalies"].items()}
+        if engine == "spark":
+            from checkers import spark as spark_checker
 
-        result = check_history(history)
-        counts = {name: a["count"] for name, a in result["anomalies"].items()}
-        examples = {name: a["examples"] for name, a in result["anomalies"].items()}
+            timings = dict(spark_checker.last_timings)
     elif engine == "duckdb":
-        counts = check_with_duckdb(history, DUCKDB_THREADS)
+        counts = check_with_duckdb(Path(run) / "history.jsonl", DUCKDB_THREADS)
         examples = {}
     else:
         raise BadInput(f"unknown engine {engine!r}")
@@ -58,38 +59,80 @@ def _child(engine: str, history: str) -> dict[str, Any]:
         "engine": engine,
         "seconds": seconds,
         "driver_peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "jvm_peak": jvm_peak,
         "timings": timings,
         "counts": counts,
         "examples": examples,
+        "results": results,
     }
 
 
-def _measure(engine: str, history: Path, in_process: bool = False) -> dict[str, Any]:
-    """Run `_child` in a fresh interpreter; its last stdout line is the JSON figures.
+def _tree_rss(root: int) -> int:
+    """Resident memory of a process and all its descendants (from /proc), in bytes."""
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        rss[int(entry)] = int(fields[21]) * page
+    tree, frontier = {root}, [root]
+    while frontier:
+        pid = frontier.pop()
+        for child, parent in parents.items():
+            if parent == pid and child not in tree:
+                tree.add(child)
+                frontier.append(child)
+    return sum(rss.get(pid, 0) for pid in tree)
 
-    `in_process` checks in this process instead (reusing a running Spark session, as the tests
-    do): same findings, but the peak memory figures are then this process's.
-    """
+
+def _measure(engine: str, run: Path, in_process: bool = False) -> dict[str, Any]:
+    """Run `_child` in a fresh interpreter (its last stdout line is the JSON figures), sampling
+    the memory of its process tree; `in_process` checks in this process (the tests' shared Spark
+    session): same findings, but the memory figures are then this process's."""
     started = time.monotonic()
     if in_process:
-        # Through JSON, as from a child: the same shapes (string keys) either way.
-        here: dict[str, Any] = json.loads(json.dumps(_child(engine, str(history))))
+        here: dict[str, Any] = json.loads(json.dumps(_child(engine, str(run)), default=str))
         here["wall"] = time.monotonic() - started
+        here["tree_peak"] = None
         return here
-    proc = subprocess.run(
-        [sys.executable, "-m", "checkers.bench", engine, str(history)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-    )
-    wall = time.monotonic() - started
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "checkers.bench", engine, str(run)],
+            stdout=out,
+            stderr=err,
+            text=True,
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        )
+        peak = 0
+        stop = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak
+            while not stop.is_set():
+                peak = max(peak, _tree_rss(proc.pid))
+                stop.wait(SAMPLE_S)
+
+        sampler = threading.Thread(target=sample, name="tree-rss", daemon=True)
+        sampler.start()
+        code = proc.wait()
+        stop.set()
+        sampler.join()
+        wall = time.monotonic() - started
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if code != 0:
+        tail = (stderr or stdout).strip().splitlines()[-5:]
         raise InfrastructureError(f"{engine} check failed: " + " | ".join(tail))
-    figures: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    figures: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
     figures["wall"] = wall
+    figures["tree_peak"] = peak or None
     return figures
 
 
@@ -120,83 +163,119 @@ def _matches(instance: dict[str, Any], example: dict[str, Any]) -> bool:
     return True
 
 
+def _differences(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
+    """Top-level keys (and stats keys) of results.json where two engines differ (`checker` aside)."""
+    out = []
+    for key in sorted(set(got) | set(want)):
+        if key == "checker" or got.get(key) == want.get(key):
+            continue
+        if key == "stats" and isinstance(got.get(key), dict) and isinstance(want.get(key), dict):
+            out += [
+                f"stats.{k}"
+                for k in sorted(set(got[key]) | set(want[key]))
+                if got[key].get(k) != want[key].get(k)
+            ]
+        else:
+            out.append(key)
+    return out
+
+
 def _gib(n: int | None) -> str:
     return "n/a" if n is None else f"{n / 2**30:.2f} GiB"
+
+
+def write_run(run: Path, ops: int) -> Any:
+    """A run directory with a synthetic history (anomalies planted), test.json and drain.json."""
+    from checkers.synthetic import generate
+
+    run.mkdir(parents=True, exist_ok=True)
+    planted = generate(run / "history.jsonl", ops, seed=ops, topics=2, partitions=3)
+    config = {"topics": 2, "partitions": 3, "nodes": 3, "replication_factor": 3, "seed": ops}
+    (run / "test.json").write_text(json.dumps({"config": config, "seed": ops}))
+    (run / "drain.json").write_text(json.dumps({"complete": True, "reason": "", "records": 0}))
+    return planted
 
 
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from checkers.synthetic import generate
-
     console = Console(stderr=False)
     ops = int(args.ops)
     if ops < 1000:
         raise BadInput("--ops must be at least 1000")
     engine = args.checker or "spark"
+    if engine not in ("spark", "reference"):
+        raise BadInput(f"bench checker: --checker spark or reference, not {engine!r}")
     keep = Path(args.keep) if getattr(args, "keep", None) else None
     in_process = bool(getattr(args, "in_process", False))
+    engines = [engine]
+    if not getattr(args, "no_duckdb", False):
+        try:
+            import duckdb  # noqa: F401
+
+            engines.append("duckdb")
+        except ImportError:
+            console.print("duckdb is not installed (a dev dependency): no comparison")
+    if engine != "reference" and not getattr(args, "no_reference", False):
+        engines.append("reference")
     with tempfile.TemporaryDirectory(prefix="strandline-bench-") as tmp:
-        history = keep or Path(tmp) / "history.jsonl"
+        run = keep or Path(tmp) / "run"
         started = time.monotonic()
-        planted = generate(history, ops, seed=ops)
+        planted = write_run(run, ops)
         generated = time.monotonic() - started
-        size = history.stat().st_size
+        size = (run / "history.jsonl").stat().st_size
         console.print(
             f"generated {planted.ops:,} ops ({size / 2**20:,.0f} MiB) in {generated:.1f} s, "
-            f"planted {sum(planted.counts().values())} anomalies"
+            f"planted {sum(planted.counts().values())} anomalies; checking {run} with {', '.join(engines)}"
         )
-        runs = [_measure(engine, history, in_process)]
-        if engine == "spark" and ops >= 1_000_000:
-            # Again, from the Parquet form the first check left beside the history.
-            again = _measure(engine, history, in_process)
-            again["engine"] = "spark, cached parquet"
-            runs.append(again)
-        if not getattr(args, "no_duckdb", False):
-            try:
-                import duckdb  # noqa: F401
-
-                runs.append(_measure("duckdb", history))
-            except ImportError:
-                console.print("duckdb is not installed (a dev dependency): no comparison")
-    table = Table(title=f"checker benchmark: {planted.ops:,} ops, {os.cpu_count()} cores")
-    for column in ("engine", "seconds", "ops/s", "driver peak", "JVM peak", "phases"):
+        runs = []
+        for name in engines:
+            load = os.getloadavg()[0]
+            figures = _measure(name, run, in_process)
+            figures["load"] = (load, os.getloadavg()[0])
+            runs.append(figures)
+    table = Table(title=f"checker benchmark, end to end: {planted.ops:,} ops, {os.cpu_count()} cores")
+    for column in ("engine", "wall s", "ops/s", "driver peak", "tree peak", "load 1m", "phases"):
         table.add_column(column)
-    for run in runs:
-        phases = ", ".join(f"{k} {v:.1f}s" for k, v in run["timings"].items() if k != "reused_parquet")
+    for r in runs:
+        phases = ", ".join(f"{k} {v:.1f}s" for k, v in r["timings"].items() if k != "reused_parquet")
         table.add_row(
-            run["engine"],
-            f"{run['seconds']:.1f}",
-            f"{planted.ops / run['seconds']:,.0f}",
-            _gib(run["driver_peak"]),
-            _gib(run["jvm_peak"]),
+            r["engine"],
+            f"{r['wall']:.1f}",
+            f"{planted.ops / r['wall']:,.0f}",
+            _gib(r["driver_peak"]),
+            _gib(r["tree_peak"]),
+            f"{r['load'][0]:.1f}-{r['load'][1]:.1f}",
             phases,
         )
     console.print(table)
     counts = Table(title="anomalies: planted / found")
     counts.add_column("anomaly")
     counts.add_column("planted")
-    for run in runs:
-        counts.add_column(run["engine"])
+    for r in runs:
+        counts.add_column(r["engine"])
     for name, instances in planted.anomalies.items():
         counts.add_row(name, str(len(instances)), *[str(r["counts"].get(name, "-")) for r in runs])
     console.print(counts)
-    problems = _mismatches(planted.anomalies, runs[0])
+    problems = [f"{engine}: {p}" for p in _mismatches(planted.anomalies, runs[0])]
+    for r in runs[1:]:
+        if r["engine"] == "duckdb":
+            for p in _mismatches(planted.anomalies, r):
+                console.print(f"duckdb: {p} (comparison only)")
+        elif r["engine"] == "reference":
+            diff = _differences(runs[0]["results"], r["results"])
+            if diff:
+                problems.append(f"{engine} and reference results.json differ in {', '.join(diff)}")
+            else:
+                console.print(f"{engine} results.json == reference results.json (but for `checker`)")
     for p in problems:
-        console.print(f"[red]{engine}: {p}[/red]")
-    for run in runs[1:]:
-        for p in _mismatches(planted.anomalies, run):
-            console.print(
-                f"{run['engine']}: {p}" + (" (comparison only)" if run["engine"] == "duckdb" else "")
-            )
-            if run["engine"] != "duckdb":
-                problems.append(p)
-    duck = [r for r in runs if r["engine"] == "duckdb"]
+        console.print(f"[red]{p}[/red]")
+    first = runs[0]
     console.print(
-        f"{engine}: {planted.ops / runs[0]['seconds']:,.0f} ops/s end to end, "
-        f"driver peak {_gib(runs[0]['driver_peak'])}, JVM peak {_gib(runs[0]['jvm_peak'])}"
-        + (f"; duckdb {planted.ops / duck[0]['seconds']:,.0f} ops/s" if duck else "")
+        f"{engine}: {planted.ops / first['wall']:,.0f} ops/s end to end, driver peak "
+        f"{_gib(first['driver_peak'])}, process tree peak {_gib(first['tree_peak'])}"
+        + "".join(f"; {r['engine']} {planted.ops / r['wall']:,.0f} ops/s" for r in runs[1:])
     )
     return EXIT_INVALID if problems else 0
 
@@ -297,4 +376,4 @@ def check_with_duckdb(path: str | Path, threads: int = 2) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(_child(sys.argv[1], sys.argv[2])))
+    print(json.dumps(_child(sys.argv[1], sys.argv[2]), default=str))

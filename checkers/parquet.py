@@ -54,7 +54,7 @@ from history.format import CLIENT_FS, NEMESIS_PROCESS, OP_TYPES, ReadProblem, va
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 CHUNK_BYTES = 32 << 20
 _NEMESIS_SENTINEL = -(2**62)
 _NEMESIS_KEYS = (b'"process":"nemesis"', b'"process": "nemesis"')
@@ -114,6 +114,10 @@ class Converted:
     figures: dict[str, Any] = field(default_factory=dict)
     # Topic names by topic id (`tp` >> 32).
     topics: list[str] = field(default_factory=list)
+    # The largest `time` of any line (the history's span, for the statistics) and the nemesis ops
+    # ([index, time, type, f, value]: a few dozen lines, which the fault windows are paired from).
+    max_time: int | None = None
+    nemesis: list[list[Any]] = field(default_factory=list)
 
     @property
     def operations_path(self) -> Path:
@@ -162,6 +166,8 @@ def convert(history: str | os.PathLike[str], dest: Path | None = None, *, force:
             "problems": [[p.line_no, p.reason, p.torn_tail] for p in problems],
             "figures": counts.figures.as_dict(),
             "topics": counts.topics,
+            "max_time": counts.max_time,
+            "nemesis": counts.nemesis,
         }
         (tmp / "meta.json").write_text(json.dumps(meta))
         if parent is not None:
@@ -188,6 +194,8 @@ def _from_meta(dest: Path, meta: dict[str, Any], reused: bool) -> Converted:
         reused,
         meta.get("figures", {}),
         list(meta.get("topics", [])),
+        meta.get("max_time"),
+        list(meta.get("nemesis", [])),
     )
 
 
@@ -228,14 +236,17 @@ def _chunks(path: Path, size: int) -> Iterator[tuple[bytes, int, bool]]:
             line_no += chunk.count(b"\n")
 
 
-def _rename_nemesis(chunk: bytes) -> bytes:
-    """Give nemesis lines an integer process and move their free-form `value` out of the way."""
+def _rename_nemesis(chunk: bytes, lines: list[bytes]) -> bytes:
+    """Give nemesis lines an integer process and move their free-form `value` out of the way.
+
+    The original nemesis lines are appended to `lines` (the statistics need their values).
+    """
     for key in _NEMESIS_KEYS:
-        chunk = _rename(chunk, key)
+        chunk = _rename(chunk, key, lines)
     return chunk
 
 
-def _rename(chunk: bytes, key: bytes) -> bytes:
+def _rename(chunk: bytes, key: bytes, originals: list[bytes]) -> bytes:
     pos = chunk.find(key)
     if pos < 0:
         return chunk
@@ -246,6 +257,7 @@ def _rename(chunk: bytes, key: bytes) -> bytes:
         end = chunk.find(b"\n", pos)
         end = len(chunk) if end < 0 else end
         line = chunk[start:end]
+        originals.append(line)
         line = line.replace(key, b'"process":%d' % _NEMESIS_SENTINEL, 1)
         line = line.replace(b'"value":', b'"nemesis_value":')
         pieces.append(chunk[done:start])
@@ -256,14 +268,18 @@ def _rename(chunk: bytes, key: bytes) -> bytes:
     return b"".join(pieces)
 
 
-def _fast(chunk: bytes) -> pa.Table | None:
-    """Arrow's parse of a chunk, or None when any line needs the line-by-line reader."""
+def _fast(chunk: bytes) -> tuple[pa.Table, list[bytes]] | None:
+    """Arrow's parse of a chunk and its nemesis lines, or None when any line needs the line-by-line
+    reader."""
+    nemesis_lines: list[bytes] = []
     try:
-        table = pj.read_json(io.BytesIO(_rename_nemesis(chunk)), parse_options=_PARSE, read_options=_READ)
+        table = pj.read_json(
+            io.BytesIO(_rename_nemesis(chunk, nemesis_lines)), parse_options=_PARSE, read_options=_READ
+        )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
     if table.num_rows == 0:
-        return table
+        return table, nemesis_lines
     process = table.column("process")
     nemesis = pc.equal(process, _NEMESIS_SENTINEL)
     ok = pc.and_(
@@ -274,7 +290,22 @@ def _fast(chunk: bytes) -> pa.Table | None:
     ok = pc.and_(ok, pc.or_(nemesis, pc.invert(pc.equal(process, _NEMESIS_SENTINEL))))
     if not pc.all(pc.fill_null(ok, False)).as_py():
         return None
-    return table
+    return table, nemesis_lines
+
+
+def nemesis_row(op: dict[str, Any]) -> list[Any]:
+    """A nemesis op as the conversion keeps it: [index, time, type, f, value] (value as in JSON)."""
+    return [op["index"], op["time"], op["type"], op["f"], op.get("value")]
+
+
+def _nemesis_rows(lines: list[bytes]) -> list[list[Any]]:
+    """The nemesis lines of a chunk Arrow parsed (valid JSON: Arrow read them), as nemesis rows."""
+    rows = []
+    for line in lines:
+        op = json.loads(line)
+        if isinstance(op, dict) and op.get("process") == NEMESIS_PROCESS:
+            rows.append(nemesis_row(op))
+    return rows
 
 
 def _as_int(x: Any) -> int | None:
@@ -297,8 +328,12 @@ def _record(r: Any) -> dict[str, Any]:
     }
 
 
-def _slow(chunk: bytes, first_line: int, at_end: bool, problems: list[ReadProblem]) -> tuple[pa.Table, bool]:
-    """Read a chunk line by line exactly as iter_ops does; (table, stop: a torn tail ended it)."""
+def _slow(
+    chunk: bytes, first_line: int, at_end: bool, problems: list[ReadProblem], nemesis_ops: list[list[Any]]
+) -> tuple[pa.Table, bool]:
+    """Read a chunk line by line exactly as iter_ops does; (table, stop: a torn tail ended it).
+
+    Nemesis ops are appended to `nemesis_ops` (see `nemesis_row`)."""
     rows: list[dict[str, Any]] = []
     lines = chunk.split(b"\n")
     if lines and lines[-1] == b"":
@@ -325,6 +360,8 @@ def _slow(chunk: bytes, first_line: int, at_end: bool, problems: list[ReadProble
             problems.append(ReadProblem(line_no, reason))
             continue
         nemesis = record["process"] == NEMESIS_PROCESS
+        if nemesis:
+            nemesis_ops.append(nemesis_row(record))
         partition = _as_int(record.get("partition"))
         records = record.get("records")
         rows.append(
@@ -529,6 +566,7 @@ OPERATIONS_SCHEMA = pa.schema(
         ("prev_value", pa.int64()),
         ("f_code", pa.int8()),
         ("outcome_code", pa.int8()),
+        ("invoke_time", pa.int64()),
     ]
 )
 # `f` and `outcome` again as small integers (their index in these), cheaper for Spark to compare.
@@ -738,6 +776,7 @@ class _Pairing:
                 "prev_value": pa.nulls(rows.num_rows, pa.int64()),
                 "f_code": rows.column("f"),
                 "outcome_code": outcome_index.cast(pa.int8()),
+                "invoke_time": rows.column("time"),
             },
             schema=OPERATIONS_SCHEMA,
         )
@@ -767,6 +806,7 @@ class _Pairing:
                 "prev_value": none64,
                 "f_code": open_.column("f"),
                 "outcome_code": pa.repeat(pa.scalar(3, pa.int8()), n),
+                "invoke_time": open_.column("time"),
             },
             schema=OPERATIONS_SCHEMA,
         )
@@ -869,6 +909,8 @@ class _Counts:
     reads: int = 0
     figures: Figures = field(default_factory=Figures)
     topics: list[str] = field(default_factory=list)
+    max_time: int | None = None  # the largest `time` of any line
+    nemesis: list[list[Any]] = field(default_factory=list)  # nemesis ops (see `nemesis_row`)
 
 
 def _write(history: Path, dest: Path) -> tuple[_Counts, _Pairing, list[ReadProblem]]:
@@ -903,7 +945,7 @@ def _write(history: Path, dest: Path) -> tuple[_Counts, _Pairing, list[ReadProbl
 
     thread = threading.Thread(target=writer, name="parquet-writer", daemon=True)
     thread.start()
-    parsed: Queue[tuple[bytes, int, bool, pa.Table | None] | None] = Queue(maxsize=1)
+    parsed: Queue[tuple[bytes, int, bool, tuple[pa.Table, list[bytes]] | None] | None] = Queue(maxsize=1)
     done = threading.Event()
 
     def parser() -> None:
@@ -921,11 +963,18 @@ def _write(history: Path, dest: Path) -> tuple[_Counts, _Pairing, list[ReadProbl
     reader.start()
     try:
         while (item := parsed.get()) is not None:
-            chunk, first_line, at_end, table = item
+            chunk, first_line, at_end, fast = item
             stop = False
-            if table is None:
-                table, stop = _slow(chunk, first_line, at_end, problems)
+            if fast is None:
+                table, stop = _slow(chunk, first_line, at_end, problems, counts.nemesis)
+            else:
+                table, nemesis_lines = fast
+                counts.nemesis += _nemesis_rows(nemesis_lines)
             counts.ops += table.num_rows
+            if table.num_rows:
+                top = pc.max(table.column("time")).as_py()
+                if top is not None and (counts.max_time is None or top > counts.max_time):
+                    counts.max_time = top
             queue.put(_split(table, state))
             if stop or failure:
                 break

@@ -21,6 +21,8 @@ from checkers.parquet import convert
 from checkers.spark_engine import ParquetForm, check_parquet
 from checkers.spark_groups import check_groups, merge_into
 from checkers.spark_session import get_session
+from checkers.spark_stats import spark_facts
+from checkers.stats import Facts
 from foundation.errors import BadInput, InfrastructureError
 
 if TYPE_CHECKING:
@@ -40,14 +42,16 @@ def _local_path(history: str | os.PathLike[str]) -> Path | None:
     return None
 
 
-def _start(master: str | None, memory: str | None) -> tuple[threading.Thread, dict[str, Any]]:
+def _start(
+    master: str | None, memory: str | None, remote: str | None = None
+) -> tuple[threading.Thread, dict[str, Any]]:
     """Start (or find) the Spark session in a thread, so the JVM boots while Arrow converts."""
     box: dict[str, Any] = {}
 
     def run() -> None:
         started = time.monotonic()
         try:
-            box["session"] = get_session(master, memory)
+            box["session"] = get_session(master, memory, remote)
         except BaseException as e:  # re-raised in the caller's thread
             box["error"] = e
         box["seconds"] = time.monotonic() - started
@@ -61,7 +65,10 @@ def _session(thread: threading.Thread, box: dict[str, Any]) -> SparkSession:
     thread.join()
     if "error" in box:
         e = box["error"]
-        raise InfrastructureError(f"Spark did not start: {e}") from e
+        if isinstance(e, BadInput | InfrastructureError):
+            raise e
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        raise InfrastructureError(f"Spark did not start: {first} (is Java installed? JAVA_HOME?)") from e
     session: SparkSession = box["session"]
     return session
 
@@ -77,9 +84,22 @@ def check_history(
     """Check one history with Spark; options the reference has no use for are ignored likewise."""
     if options:
         log.debug("spark checker ignores options %s", sorted(options))
+    return check(history_path, spark_master=spark_master, driver_memory=driver_memory, reconvert=reconvert)[0]
+
+
+def check(
+    history_path: str | os.PathLike[str],
+    *,
+    spark_master: str | None = None,
+    driver_memory: str | None = None,
+    reconvert: bool = False,
+    facts: bool = False,
+    spark_remote: str | None = None,
+) -> tuple[EngineResult, Facts | None]:
+    """The anomalies of one history and, with `facts`, its statistics' facts, all from Spark."""
     last_timings.clear()
     started = time.monotonic()
-    thread, box = _start(spark_master, driver_memory)
+    thread, box = _start(spark_master, driver_memory, spark_remote)
     local = _local_path(history_path)
     if local is not None:
         if not local.is_file():
@@ -97,6 +117,8 @@ def check_history(
             converted.first_orphan,
             converted.figures or None,
             converted.topics,
+            converted.max_time,
+            converted.nemesis,
         )
     else:
         spark = _session(thread, box)
@@ -123,5 +145,12 @@ def check_history(
         check_groups(spark, os.fspath(history_path), form.operations_path, form.reads_path),
     )
     last_timings["check"] = time.monotonic() - checking
+    stats_facts = None
+    if facts:
+        counting = time.monotonic()
+        stats_facts = spark_facts(
+            spark, form.operations_path, max_time=form.max_time, nemesis=form.nemesis or []
+        )
+        last_timings["stats"] = time.monotonic() - counting
     last_timings["total"] = time.monotonic() - started
-    return result
+    return result, stats_facts

@@ -75,9 +75,19 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
     df = df.withColumn("good", good).cache()
     try:
         counts = df.agg(
-            F.count(F.when(~col("good"), 1)).alias("bad"), F.count(F.when(col("good"), 1)).alias("ops")
+            F.count(F.when(~col("good"), 1)).alias("bad"),
+            F.count(F.when(col("good"), 1)).alias("ops"),
+            F.max(F.when(col("good"), col("time"))).alias("max_time"),
         ).first()
         assert counts is not None
+        # The nemesis ops (a few dozen lines), for the fault windows of the statistics.
+        nemesis_ops = [
+            [r["index"], r["time"], r["type"], r["f"], _json_value(r["value"])]
+            for r in df.filter(col("good") & nemesis)
+            .select("index", "time", "type", "f", "value")
+            .orderBy("index")
+            .collect()
+        ]
         w = Window.partitionBy("process").orderBy("index")
         lines = df.filter(col("good") & ~nemesis).select(
             "index",
@@ -142,6 +152,7 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
                 "value",
                 F.when(completed, col("next_index")).alias("index"),
                 F.when(completed, col("next_time")).alias("time"),
+                col("time").alias("invoke_time"),
                 F.when(completed, col("next_offset")).alias("offset"),
                 F.lit(False).alias("bad_records"),
                 F.when(~completed, "open")
@@ -222,6 +233,8 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
         "orphans": int(orphans[0]),
         "first_orphan": orphans[1],
         "reason": "unreadable or malformed line (line number unknown: read by Spark)",
+        "max_time": counts["max_time"],
+        "nemesis": nemesis_ops,
     }
     out = fs.create(meta_path, True)
     try:
@@ -241,4 +254,16 @@ def _form(dest: str, meta: dict[str, Any]) -> ParquetForm:
         meta["first_orphan"],
         meta.get("figures"),
         meta.get("topics"),
+        meta.get("max_time"),
+        list(meta.get("nemesis") or []),
     )
+
+
+def _json_value(text: str | None) -> Any:
+    """A nemesis `value` as Spark's JSON reader hands it over (JSON text for objects) -> Python."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # a JSON string's content

@@ -63,6 +63,8 @@ class ParquetForm:
     first_orphan: int | None = None
     figures: dict[str, Any] | None = None
     topics: list[str] | None = None
+    max_time: int | None = None  # the largest `time` of any line
+    nemesis: list[list[Any]] | None = None  # the nemesis ops: [index, time, type, f, value]
 
 
 # Candidate sets up to this many rows are broadcast to the joins that gather their examples.

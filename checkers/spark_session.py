@@ -6,11 +6,17 @@ tests share one session and `strandline check` pays Spark's start-up once.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import re
+import shutil
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from foundation.errors import BadInput, InfrastructureError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -19,6 +25,44 @@ log = logging.getLogger(__name__)
 
 LOG4J_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
 DEFAULT_MASTER = "local[*]"
+
+
+# The master URLs Spark takes (spark.apache.org/docs/latest/submitting-applications.html).
+_MASTER = re.compile(
+    r"^(local(\[(\*|[1-9][0-9]*)(,[0-9]+)?\])?|local-cluster\[[0-9]+, *[0-9]+, *[0-9]+\]"
+    r"|spark://[^/\s:]+:[0-9]+(,[^/\s:]+:[0-9]+)*|yarn|(k8s|mesos)://\S+)$"
+)
+PROBE_TIMEOUT_S = 5.0
+
+
+def check_master(master: str) -> None:
+    """A master URL Spark understands (BadInput otherwise) and, for a standalone cluster, one whose
+    master answers on its port (InfrastructureError otherwise: Spark itself would retry for a minute
+    and then fail every job)."""
+    if not _MASTER.match(master):
+        raise BadInput(
+            f"bad Spark master URL {master!r} (local, local[N], local[*], spark://host:port, yarn, k8s://...)"
+        )
+    if master.startswith("spark://"):
+        problems = []
+        for address in master[len("spark://") :].split(","):
+            host, _, port = address.rpartition(":")
+            try:
+                with socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S):
+                    return
+            except OSError as e:
+                problems.append(f"{address}: {e.strerror or e}")
+        raise InfrastructureError(f"the Spark master {master} does not answer ({'; '.join(problems)})")
+
+
+def check_java() -> None:
+    """The JVM Spark's launcher will start ($JAVA_HOME/bin/java, else java on PATH), or a one-line
+    InfrastructureError (the launcher itself would only print shell errors)."""
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not java or not os.access(java, os.X_OK):
+        where = f"JAVA_HOME={home} has no bin/java" if home else "no java on PATH"
+        raise InfrastructureError(f"Spark needs Java 17 or later: {where} (or use --checker reference)")
 
 
 def local_cores(master: str) -> int:
@@ -37,9 +81,62 @@ def shuffle_partitions(master: str) -> int:
     return max(2, 4 * local_cores(master))
 
 
-def get_session(master: str | None = None, driver_memory: str | None = None) -> SparkSession:
-    """The active SparkSession, or a new one configured for the checker."""
+_REMOTE = re.compile(r"^sc://(?P<host>[^/:;\s]+|\[[0-9a-fA-F:]+\])(:(?P<port>[0-9]+))?/?(;\S*)?$")
+CONNECT_PORT = 15002
+# What pyspark's Connect client imports beyond pyspark itself (its `connect` extra).
+CONNECT_CLIENT = ("pandas", "pyarrow", "grpc", "grpc_status", "google.rpc", "zstandard")
+
+
+def check_remote(remote: str) -> None:
+    """A Spark Connect URL (BadInput otherwise) whose server answers (InfrastructureError otherwise)."""
+    m = _REMOTE.match(remote)
+    if not m:
+        raise BadInput(f"bad Spark Connect URL {remote!r} (sc://host:port)")
+    host, port = m["host"].strip("[]"), int(m["port"] or CONNECT_PORT)
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
+            return
+    except OSError as e:
+        raise InfrastructureError(
+            f"the Spark Connect server {remote} does not answer ({e.strerror or e})"
+        ) from None
+
+
+def remote_session(remote: str) -> SparkSession:
+    """A Spark Connect session: the checker's jobs run on the server; no JVM in this process."""
     from pyspark.sql import SparkSession
+
+    check_remote(remote)
+    missing = []
+    for module in CONNECT_CLIENT:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise InfrastructureError(
+            f"the Spark Connect client needs {', '.join(missing)} (pip install 'pyspark[connect]')"
+        )
+    log.info("connecting to Spark (%s)", remote)
+    session: SparkSession = SparkSession.builder.remote(remote).getOrCreate()
+    for key, value in (
+        ("spark.sql.session.timeZone", "UTC"),
+        ("spark.sql.parquet.compression.codec", "zstd"),
+    ):
+        session.conf.set(key, value)
+    return session
+
+
+def get_session(
+    master: str | None = None, driver_memory: str | None = None, remote: str | None = None
+) -> SparkSession:
+    """The active SparkSession, or a new one configured for the checker (on `remote`, a Spark
+    Connect server, when given)."""
+    from pyspark.sql import SparkSession
+
+    remote = remote or os.environ.get("STRANDLINE_SPARK_REMOTE") or None
+    if remote:
+        return remote_session(remote)
 
     # The active session is per thread; the instantiated one is the process's (checks may run in a
     # thread of their own).
@@ -47,6 +144,8 @@ def get_session(master: str | None = None, driver_memory: str | None = None) -> 
     if active is not None:
         return active
     master = master or os.environ.get("STRANDLINE_SPARK_MASTER") or DEFAULT_MASTER
+    check_master(master)
+    check_java()
     # Workers (if any Python ever runs there) use this interpreter, not whatever `python3` is.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -73,6 +172,11 @@ def get_session(master: str | None = None, driver_memory: str | None = None) -> 
         .config("spark.sql.files.maxPartitionBytes", str(64 << 20))
         .config("spark.driver.memory", driver_memory or os.environ.get("STRANDLINE_SPARK_MEMORY", "2g"))
     )
+    if not local:
+        # Executors on a cluster: their memory (each worker must offer at least this much).
+        builder = builder.config(
+            "spark.executor.memory", os.environ.get("STRANDLINE_SPARK_EXECUTOR_MEMORY", "1g")
+        )
     if local:
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1"

@@ -23,6 +23,7 @@ import os
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from checkers.catalogue import EngineStats
@@ -50,13 +51,41 @@ def _percentiles(values: array[float]) -> dict[str, float | None]:
     return {"p50": percentile(ordered, 50), "p95": percentile(ordered, 95), "p99": percentile(ordered, 99)}
 
 
+@dataclass
+class Facts:
+    """What the statistics are made of, counted by an engine (this module's pass, or Spark).
+
+    Both engines fill the same facts; `assemble` turns them into results.json's `stats`, so the
+    two agree by construction wherever the facts agree.
+    """
+
+    outcomes: dict[str, dict[str, int]]  # client f -> outcome -> operations (`open`: never completed)
+    latency_ms: dict[str, float | None]  # p50/p95/p99 of completed client operations
+    latency_ms_by_f: dict[str, dict[str, float | None]]
+    per_second: dict[int, list[int]]  # int(completion time in s) -> completions [ok, fail, info]
+    completed: int  # client operations completed
+    duration: float  # the history's last time, in s
+    nemesis_ops: int
+    first_send: float | None  # the first send invocation's time, in s
+    # int(t) -> (first, last) ok send completion in that second: enough for gaps of >= 1 s.
+    ok_send_seconds: dict[int, tuple[float, float]]
+    # Fault windows (`fault_windows`), each with `ops` (completions inside, by outcome) and
+    # `longest_gap_s` filled in.
+    windows: list[dict[str, Any]]
+
+
 def compute_stats(
     history_path: str | os.PathLike[str],
     engine_stats: EngineStats,
     anomaly_counts: dict[str, int],
     missing_by_second: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The results.json `stats` of one history."""
+    """The results.json `stats` of one history, by one Python pass over it (the reference)."""
+    return assemble(history_facts(history_path), engine_stats, anomaly_counts, missing_by_second)
+
+
+def history_facts(history_path: str | os.PathLike[str]) -> Facts:
+    """The facts of one history, by one streaming pass in this process."""
     open_ops: dict[Any, dict[str, Any]] = {}
     outcomes: dict[str, dict[str, int]] = defaultdict(lambda: {"ok": 0, "fail": 0, "info": 0, "open": 0})
     latencies: dict[str, array[float]] = defaultdict(lambda: array("d"))
@@ -98,14 +127,6 @@ def compute_stats(
     for op in open_ops.values():
         outcomes[str(op["f"])]["open"] += 1
 
-    duration = last_time
-    bucket = max(1, math.ceil(duration / MAX_BUCKETS))
-    series: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for second, counts in per_second.items():
-        row = series[second // bucket]
-        for code in range(3):
-            row[code] += counts[code]
-    throughput = [{"t_s": k * bucket, **dict(zip(OUTCOMES, series[k], strict=True))} for k in sorted(series)]
     if any(completion_times[i] > completion_times[i + 1] for i in range(len(completion_times) - 1)):
         order = sorted(range(len(completion_times)), key=completion_times.__getitem__)
         completion_times = array("d", (completion_times[i] for i in order))
@@ -117,11 +138,8 @@ def compute_stats(
     for values in latencies.values():
         all_latencies.extend(values)
 
-    fault_windows = _windows(nemesis, duration)
-    gaps = _unavailable(ok_sends, first_send, duration)
-    lost_by_second = {int(k): v for k, v in engine_stats["lost_by_second"].items()}
-    missing = {int(k): v for k, v in (missing_by_second or {}).items()}
-    for w in fault_windows:
+    windows = fault_windows(nemesis, last_time)
+    for w in windows:
         start, end = w["start_s"], w["end_s"]
         lo, hi = bisect_left(completion_times, start), bisect_right(completion_times, end)
         inside = [0, 0, 0]
@@ -129,6 +147,46 @@ def compute_stats(
             inside[code] += 1
         w["ops"] = dict(zip(OUTCOMES, inside, strict=True))
         w["longest_gap_s"] = _longest_gap(ok_sends, start, end)
+    seconds: dict[int, tuple[float, float]] = {}
+    for t in ok_sends:
+        first, _ = seconds.get(int(t), (t, t))
+        seconds[int(t)] = (first, t)
+    return Facts(
+        outcomes={f: dict(v) for f, v in outcomes.items()},
+        latency_ms=_percentiles(all_latencies),
+        latency_ms_by_f={f: _percentiles(v) for f, v in latencies.items()},
+        per_second=dict(per_second),
+        completed=len(completion_times),
+        duration=last_time,
+        nemesis_ops=nemesis_ops,
+        first_send=first_send,
+        ok_send_seconds=seconds,
+        windows=windows,
+    )
+
+
+def assemble(
+    facts: Facts,
+    engine_stats: EngineStats,
+    anomaly_counts: dict[str, int],
+    missing_by_second: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """results.json's `stats` from an engine's facts, its counts and the anomalies found."""
+    duration = facts.duration
+    bucket = max(1, math.ceil(duration / MAX_BUCKETS))
+    series: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for second, counts in facts.per_second.items():
+        row = series[second // bucket]
+        for code in range(3):
+            row[code] += counts[code]
+    throughput = [{"t_s": k * bucket, **dict(zip(OUTCOMES, series[k], strict=True))} for k in sorted(series)]
+
+    fault_windows = [dict(w) for w in facts.windows]
+    gaps = _unavailable(facts.ok_send_seconds, facts.first_send, duration)
+    lost_by_second = {int(k): v for k, v in engine_stats["lost_by_second"].items()}
+    missing = {int(k): v for k, v in (missing_by_second or {}).items()}
+    for w in fault_windows:
+        start, end = w["start_s"], w["end_s"]
         w["lost_write"] = sum(v for s, v in lost_by_second.items() if math.floor(start) <= s <= end)
         w["missing_on_leader"] = sum(v for s, v in missing.items() if math.floor(start) <= s <= end)
         w["acked_lost"] = max(w["lost_write"], w["missing_on_leader"])
@@ -139,14 +197,14 @@ def compute_stats(
             str(w["fault"]) for w in fault_windows if w["start_s"] < g["end_s"] and w["end_s"] > g["start_s"]
         ]
 
-    completed = len(completion_times)
+    completed = facts.completed
     sends = {k: engine_stats["sends"][k] for k in ("ok", "fail", "info", "open")}  # type: ignore[literal-required]
     return {
         "sends": sends,
         "polls": dict(engine_stats["polls"]),
         "assigns": dict(engine_stats["assigns"]),
-        "ops": {f: dict(v) for f, v in sorted(outcomes.items())},
-        "nemesis_ops": nemesis_ops,
+        "ops": {f: dict(v) for f, v in sorted(facts.outcomes.items())},
+        "nemesis_ops": facts.nemesis_ops,
         "records_read": engine_stats["records_read"],
         "acked": engine_stats["acked"],
         # Acks lost by either evidence: the larger of the two counts (a lost-write after a complete
@@ -159,8 +217,8 @@ def compute_stats(
         "duration_s": round(duration, 3),
         "ops_per_s": round(completed / duration, 1) if duration > 0 else 0.0,
         "throughput": {"bucket_s": bucket, "series": throughput},
-        "latency_ms": _percentiles(all_latencies),
-        "latency_ms_by_f": {f: _percentiles(v) for f, v in sorted(latencies.items())},
+        "latency_ms": dict(facts.latency_ms),
+        "latency_ms_by_f": {f: dict(v) for f, v in sorted(facts.latency_ms_by_f.items())},
         "fault_windows": fault_windows,
         "patterns": patterns,
         # When the first fault struck and when the first write later lost was acknowledged (s).
@@ -170,8 +228,9 @@ def compute_stats(
     }
 
 
-def _windows(nemesis: list[dict[str, Any]], end_s: float) -> list[dict[str, Any]]:
-    """The history's fault windows from each fault's completion; still open: to the end."""
+def fault_windows(nemesis: list[dict[str, Any]], end_s: float) -> list[dict[str, Any]]:
+    """The history's fault windows (from its nemesis ops) from each fault's completion; still
+    open: to the end."""
     windows = [
         {
             "fault": w.f,
@@ -225,19 +284,32 @@ def _pattern_windows(
     return sorted(spans.values(), key=lambda p: p["start_s"])
 
 
-def _unavailable(ok_sends: array[float], first_send: float | None, end: float) -> list[dict[str, Any]]:
-    """Stretches of at least UNAVAILABLE_S with no ok send completion."""
+def _unavailable(
+    ok_send_seconds: dict[int, tuple[float, float]], first_send: float | None, end: float
+) -> list[dict[str, Any]]:
+    """Stretches of at least UNAVAILABLE_S with no ok send completion.
+
+    From the first send invocation to the last ok send (or the history's end when none was ok).
+    A stretch of a second or more has its ends in different seconds, so each second's first and
+    last ok send are enough.
+    """
     if first_send is None:
         return []
     gaps = []
     previous = first_send
-    last_end = ok_sends[-1] if ok_sends else end
-    for t in [*ok_sends, last_end]:
+
+    def gap_to(t: float) -> None:
         if t - previous >= UNAVAILABLE_S:
             gaps.append(
                 {"start_s": round(previous, 3), "end_s": round(t, 3), "seconds": round(t - previous, 3)}
             )
-        previous = max(previous, t)
+
+    for second in sorted(ok_send_seconds):
+        first, last = ok_send_seconds[second]
+        gap_to(first)
+        previous = max(previous, last)
+    if not ok_send_seconds:
+        gap_to(end)
     return gaps
 
 

@@ -187,7 +187,7 @@ def decide(
         valid = "unknown"
     else:
         valid = True
-    return {
+    out: dict[str, Any] = {
         "valid": valid,
         "anomalies": anomalies,
         "fatal": fatal,
@@ -195,3 +195,6 @@ def decide(
         "explanation": explanation,
         "notes": notes,
     }
+    if replicas_unavailable is not None:
+        out["replicas_unavailable"] = replicas_unavailable
+    return out

@@ -14,9 +14,11 @@ import shlex
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from clusters import daemon_control, kafka_config
+from clusters.broker_ids import broker_id_of, node_of_broker_id
 from clusters.kafka_metadata import KafkaMetadata, node_answers
 from clusters.node import Node
 from clusters.own import CLOCK_UNSKEWED, faketime_env, preload_library
@@ -47,19 +49,24 @@ class DefinedSystem:
         definition: SystemDefinition,
         nodes: dict[str, list[Node]],
         *,
-        python: str,
+        python: Callable[[], str],
         cluster_id: str | None = None,
     ) -> None:
         self.config = config
         self.definition = definition
         self.role_nodes = nodes  # role name -> its nodes, in id order
-        self.python = python
+        self._python = python  # asked when needed: a remote backend knows it once it installed
         self.cluster_id = cluster_id or kafka_config.new_cluster_id()
         self.brokers = nodes[definition.brokers]
         self._role_of = {n.name: definition.role(r) for r, ns in nodes.items() for n in ns}
         self.metadata = KafkaMetadata(self.bootstrap_servers, self.node_of_broker)
 
     # --- names and places ---------------------------------------------------------------------
+
+    @property
+    def python(self) -> str:
+        """The Python on the nodes (`{python}`): one that can `import broker`."""
+        return self._python()
 
     def home(self, node: Node) -> str:
         return str(getattr(node, "home", f"/var/lib/strandline/{node.name}"))
@@ -86,13 +93,11 @@ class DefinedSystem:
         return self.definition.brokers
 
     def broker_id(self, node: Node) -> int:
-        for i, b in enumerate(self.brokers, start=1):
-            if b.name == node.name:
-                return i
-        raise InfrastructureError(f"node {node.name} runs no broker")
+        """Kafka's broker id (`broker.id` / `node.id`) of the broker on `node` (1..N, in node order)."""
+        return broker_id_of(self.brokers, node)
 
     def node_of_broker(self, broker_id: int) -> str | None:
-        return self.brokers[broker_id - 1].name if 1 <= broker_id <= len(self.brokers) else None
+        return node_of_broker_id(self.brokers, broker_id)
 
     def bootstrap_servers(self) -> list[str]:
         port = self.definition.broker_role.port
@@ -342,7 +347,11 @@ class _NamesZookeeper:
 
 
 def defined_system(
-    config: TestConfig, definition: SystemDefinition, nodes: dict[str, list[Node]], *, python: str
+    config: TestConfig,
+    definition: SystemDefinition,
+    nodes: dict[str, list[Node]],
+    *,
+    python: Callable[[], str],
 ) -> DefinedSystem:
     """The system, with the capabilities its definition gives (clock skew, a ZooKeeper role)."""
     bases: list[type] = []

@@ -188,8 +188,11 @@ def _sut(config: TestConfig, network: Network) -> Any:
         nodes = {
             r.name: [network.nodes[n] for n in definition.node_names(r, config)] for r in definition.roles
         }
-        python = getattr(network, "python", None) or sys.executable
-        return defined_system(config, definition, nodes, python=python)
+
+        def nodes_python() -> str:  # remote backends know their nodes' Python once they installed it
+            return getattr(network, "python", None) or sys.executable
+
+        return defined_system(config, definition, nodes, python=nodes_python)
     if config.system == "kafka":
         from clusters.kafka import KafkaSystem
 

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from clusters import daemon_control, kafka_config
+from clusters.broker_ids import broker_id_of, node_of_broker_id
 from clusters.kafka_config import BROKER_PORT, KafkaNodeLayout
 from clusters.kafka_metadata import KafkaMetadata
 from clusters.node import Node
@@ -122,14 +123,11 @@ class KafkaSystem:
         return KAFKA
 
     def broker_id(self, node: Node) -> int:
-        """Kafka's `node.id` of the broker on `node` (1..N, in node order)."""
-        for i, b in enumerate(self.brokers, start=1):
-            if b.name == node.name:
-                return i
-        raise InfrastructureError(f"node {node.name} runs no Kafka")
+        """Kafka's broker id (`broker.id` / `node.id`) of the broker on `node` (1..N, in node order)."""
+        return broker_id_of(self.brokers, node)
 
     def node_of_broker(self, broker_id: int) -> str | None:
-        return self.brokers[broker_id - 1].name if 1 <= broker_id <= len(self.brokers) else None
+        return node_of_broker_id(self.brokers, broker_id)
 
     def addresses(self) -> list[str]:
         return [b.address for b in self.brokers]

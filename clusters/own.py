@@ -23,6 +23,7 @@ from typing import Any
 
 from broker.config import render_properties
 from clusters import daemon_control, zookeeper
+from clusters.broker_ids import broker_id_of, node_of_broker_id
 from clusters.node import CarriesFaketime, Node
 from clusters.ports import port_open
 from foundation.config import TestConfig
@@ -192,15 +193,11 @@ class OwnSystem:
         return broker_layout(self.home(node))
 
     def broker_id(self, node: Node) -> int:
-        for i, b in enumerate(self.brokers, start=1):
-            if b.name == node.name:
-                return i
-        raise InfrastructureError(f"node {node.name} runs no broker")
+        """Kafka's broker id (`broker.id` / `node.id`) of the broker on `node` (1..N, in node order)."""
+        return broker_id_of(self.brokers, node)
 
     def node_of_broker(self, broker_id: int) -> str | None:
-        if 1 <= broker_id <= len(self.brokers):
-            return self.brokers[broker_id - 1].name
-        return None
+        return node_of_broker_id(self.brokers, broker_id)
 
     @property
     def broker_daemon(self) -> str:

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from clusters import node_software
+from clusters import node_software, system_def
 from clusters.netns import check_names
 from clusters.node import ExecResult
 from clusters.own import refuse_lazyfs_off_netns
@@ -473,7 +473,7 @@ class SshNetwork:
                 pid_dir=node.pid_dir,
             )
             node.exec(["mkdir", "-p", node.home, node.pid_dir])
-        if self.config.system == "own":
+        if self._needs_software():
             installed: dict[str, Software] = {}
             for node in self.nodes.values():
                 key = host_label(node.host)
@@ -484,6 +484,12 @@ class SshNetwork:
             state.set_info(
                 python=self.python, faketime={n: node.faketime_library for n, node in self.nodes.items()}
             )
+
+    def _needs_software(self) -> bool:
+        """The own system, or a definition that runs strandline's Python or the faketime preload."""
+        if system_def.is_definition(self.config.system):
+            return system_def.load(self.config.system).needs_node_software()
+        return self.config.system == "own"
 
     def destroy(self) -> list[str]:
         if self.state is None:

@@ -100,6 +100,11 @@ class SystemDefinition:
     def count(self, role: RoleDef, config: TestConfig) -> int:
         return config.nodes if role.name == self.brokers else (role.count or 1)
 
+    def needs_node_software(self) -> bool:
+        """Does a role run strandline's Python (`{python}`) or start under the faketime preload?
+        (Remote backends then install the project's venv and libfaketime on the hosts.)"""
+        return any(role.faketime or "python" in role_placeholders(role) for role in self.roles)
+
     def node_names(self, role: RoleDef, config: TestConfig) -> list[str]:
         n = self.count(role, config)
         if role.name == self.brokers:
@@ -395,8 +400,20 @@ def _ready(r: _Reader, key: str, value: Any) -> ReadyDef:
     return ReadyDef(kind, command, r.number(f"{key}.timeout", t.get("timeout", 60.0)))
 
 
+def role_placeholders(role: RoleDef) -> set[str]:
+    return {name for _where, template in _templates(role) for name in placeholders(template)}
+
+
 def _check_templates(r: _Reader, roles: Sequence[RoleDef], role: RoleDef) -> None:
     known = value_names(roles, role)
+    for where, template in _templates(role):
+        for name in placeholders(template):
+            if name not in known:
+                raise r.fail(where, f"unknown template value {{{name}}} (see docs/systems.md for the values)")
+
+
+def _templates(role: RoleDef) -> list[tuple[str, str]]:
+    """(key, template) of every template of a role."""
     key = f"roles.{role.name}"
     templates: list[tuple[str, str]] = []
     start = [role.start] if isinstance(role.start, str) else list(role.start)
@@ -408,7 +425,4 @@ def _check_templates(r: _Reader, roles: Sequence[RoleDef], role: RoleDef) -> Non
     templates += [(f"{key}.env.{k}", v) for k, v in role.env.items()]
     templates += [(f"{key}.ready.command", role.ready.command)]
     templates += [(f"{key}.logs", s) for s in role.logs] + [(f"{key}.data_dirs", s) for s in role.data_dirs]
-    for where, template in templates:
-        for name in placeholders(template):
-            if name not in known:
-                raise r.fail(where, f"unknown template value {{{name}}} (see docs/systems.md for the values)")
+    return templates

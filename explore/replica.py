@@ -200,7 +200,7 @@ class Replica(World):
     def start_following(self, b: SimBroker, leader: int, epoch: int) -> None:
         b.fetch_gen += 1
         follower = b.follower = FollowerReplica(self.settings.truncation, leader, epoch)
-        self.carry_out(b, follower.start(b.view), [], [])  # type: ignore[arg-type]
+        self.carry_out(b, follower.start(b.view), [], [])
         self.broker_after(b, 0.0, self._fetch_step, b, b.fetch_gen)
 
     def _fetch_step(self, b: SimBroker, gen: int) -> None:
@@ -217,7 +217,7 @@ class Replica(World):
         answer_kind: Callable[..., bool]
         if follower.asks_epoch:
             answer_kind = self._epoch_answered
-            requested = follower.epoch_request(b.view)  # type: ignore[arg-type]
+            requested = follower.epoch_request(b.view)
             self.request(
                 b.name,
                 leader,
@@ -275,7 +275,7 @@ class Replica(World):
     def _epoch_answered(self, b: SimBroker, gen: int, error: int, epoch: int, end: int) -> bool:
         follower = b.follower
         assert follower is not None
-        self.carry_out(b, follower.on_epoch_answer(error, epoch, end, b.view), [], [])  # type: ignore[arg-type]
+        self.carry_out(b, follower.on_epoch_answer(error, epoch, end, b.view), [], [])
         return follower.asks_epoch  # the fetcher pauses while no partition is ready to fetch
 
     def _fetch_answered(
@@ -291,13 +291,13 @@ class Replica(World):
             def listed(err: int, start: int = 0, end: int = 0) -> None:
                 if gen != b.fetch_gen or b.follower is None or err != NONE:
                     return
-                self.carry_out(b, b.follower.on_leader_offsets(start, end, b.view), [], [])  # type: ignore[arg-type]
+                self.carry_out(b, b.follower.on_leader_offsets(start, end, b.view), [], [])
 
             self.request(
                 b.name, leader, lambda respond: self.serve_list_offsets(leader, epoch, respond), listed, b
             )
         if any(isinstance(a, Append) for a in actions) and offset != b.log.log_end_offset:
-            actions = follower.on_append_out_of_order(offset, hw, b.view) if values else []  # type: ignore[arg-type]
+            actions = follower.on_append_out_of_order(offset, hw, b.view) if values else []
         return self.carry_out(b, actions, values, epochs)
 
     def carry_out(

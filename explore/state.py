@@ -92,6 +92,8 @@ class Pending:
 
 @dataclass(eq=False)
 class SimBroker:
+    """One broker of the simulation: its process state, log, replication state and requests."""
+
     id: int
     name: str
     log: SimLog
@@ -108,7 +110,11 @@ class SimBroker:
     parked: list[Parked] = field(default_factory=list)
     held: list[tuple[Callable[..., None], tuple[Any, ...]]] = field(default_factory=list)
     tick_gen: int = 0
-    view: BrokerView | None = None
+    view: BrokerView = field(init=False)
     pending: Pending | None = None
     pending_deadline: float = 0.0
     watchdog_armed: bool = False
+    watching_from: float = 0.0  # a started broker's watches deliver states from then on
+
+    def __post_init__(self) -> None:
+        self.view = BrokerView(self)

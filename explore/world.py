@@ -16,7 +16,7 @@ from broker.partition_state import PartitionState
 from broker.replication import Action, PartitionReplica, WriteIsr
 from explore.log import SimLog
 from explore.settings import SimSettings
-from explore.state import Acked, BrokerView, FiredStep, Pending, SimBroker
+from explore.state import Acked, FiredStep, Pending, SimBroker
 
 CONNECT_REFUSED = -100  # a request to a dead process: refused at once
 ZK = "zk"
@@ -39,7 +39,6 @@ class World:
             b = SimBroker(
                 i, f"n{i}", SimLog(s.flush_interval_messages), PartitionReplica(i, s.lag_time_max_ms)
             )
-            b.view = BrokerView(b)
             self.brokers[i] = b
         self.by_name = {b.name: b for b in self.brokers.values()}
         self.replicas = tuple(self.brokers)

@@ -76,8 +76,9 @@ class TestConfig:
     crash_clients: float = 0.0
     seed: int = 0
     store: str = "results"
-    # auto: the reference checker for ordinary histories, Spark for big ones (checkers/api.py).
-    checker: Literal["auto", "spark", "reference"] = "auto"
+    # Spark by default; `reference` is the pure-Python oracle; `auto` (kept for old test.json files)
+    # picks the reference checker below 512 MiB of history (checkers/api.py).
+    checker: Literal["auto", "spark", "reference"] = "spark"
     spark_master: str = "local[*]"
     # Producer behaviour.
     idempotence: bool = False

@@ -22,6 +22,7 @@ counted apart, and a skipped test case in JUnit.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -131,8 +132,11 @@ def _settings(config: TestConfig) -> dict[str, Any]:
     return out
 
 
-def load_campaign(path: str | Path, store: str | None = None) -> Campaign:
-    """Parse and validate the whole campaign before anything runs (errors name the entry and key)."""
+def load_campaign(path: str | Path, store: str | None = None, checker: str | None = None) -> Campaign:
+    """Parse and validate the whole campaign before anything runs (errors name the entry and key).
+
+    `checker` (the command line's) overrides the file's for every test.
+    """
     p = Path(path)
     try:
         data = tomllib.loads(p.read_text())
@@ -169,6 +173,8 @@ def load_campaign(path: str | Path, store: str | None = None) -> Campaign:
             except BadInput as e:
                 raise BadInput(f"{where} ({test.label}): {e}") from None
             tests.append(test)
+    if checker:
+        tests = [dataclasses.replace(t, config=t.config.replace(checker=checker)) for t in tests]
     return Campaign(name=name, budget=float(budget), tests=tests, source=p)
 
 
@@ -199,7 +205,9 @@ def _expand(entry: dict[str, Any], all_defaults: dict[str, Any], where: str) -> 
             # Both runs of a scenario share one seed: the same faults, two settings.
             seed = int(combo.get("seed", overrides.get("seed", 0)) or 0) or s.config(False).seed
             for safe in (False, True):
-                config = s.config(safe, seed=seed, store=defaults.get("store"))
+                config = s.config(
+                    safe, seed=seed, store=defaults.get("store"), checker=defaults.get("checker")
+                )
                 extra = {k: v for k, v in {**overrides, **combo}.items() if k != "seed"}
                 name = f"{base_name}-{'safe' if safe else 'unsafe'}"
                 config = config.replace(name=name, **extra) if extra else config.replace(name=name)

@@ -102,6 +102,10 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_checker_flag(p: argparse.ArgumentParser, text: str) -> None:
+    p.add_argument("--checker", choices=CHECKERS, default=None, help=text)
+
+
 def add_run_flags(p: argparse.ArgumentParser) -> None:
     add_cluster_flags(p)
     g = p.add_argument_group("workload and faults")
@@ -133,7 +137,8 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--checker",
         choices=CHECKERS,
-        help="checker engine: spark, reference, or auto (default: reference below 512 MiB of history, spark above)",
+        help="checker engine: spark (default), reference (pure Python, the oracle), or auto"
+        " (reference below 512 MiB of history, spark above)",
     )
     g.add_argument("--name", metavar="NAME", help="test name: runs go to <store>/<name>/<time>/")
 
@@ -166,9 +171,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--checker",
         choices=CHECKERS,
         default=None,
-        help="checker engine (default: the run's test.json, else auto)",
+        help="checker engine (default: the run's test.json, else spark)",
     )
     p.add_argument("--spark-master", metavar="URL", help="Spark master (default local[*])")
+    p.add_argument(
+        "--spark-remote",
+        metavar="sc://HOST:PORT",
+        help="check on a Spark Connect server (no JVM here; default: $STRANDLINE_SPARK_REMOTE)",
+    )
 
     p = sub.add_parser("report", help="(re)write report.html of a stored run")
     p.add_argument("run_dir", metavar="RUN_DIR")
@@ -176,12 +186,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("campaign", help="run a matrix of tests from a TOML file, with a summary")
     p.add_argument("file", metavar="FILE.toml")
     p.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
+    add_checker_flag(p, "every test's checker (default: the file's, else spark)")
 
     p = sub.add_parser("repro", help="reproduce a named, reported data-loss scenario")
     p.add_argument("scenario", metavar="NAME", nargs="?")
     p.add_argument("--list", action="store_true", help="list the scenarios")
     p.add_argument("--store", metavar="DIR")
     p.add_argument("--seed", type=int, metavar="N")
+    add_checker_flag(p, "checker engine (default spark)")
 
     p = sub.add_parser("serve", help="browse stored runs and campaigns in a web browser")
     p.add_argument("--store", metavar="DIR", default="results")
@@ -230,10 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", choices=("checker", "broker", "workload", "explore"))
     p.add_argument("--ops", type=int, default=1_000_000, metavar="N", help="operations (checker bench)")
     p.add_argument("--checker", choices=CHECKERS, default=None)
-    p.add_argument("--keep", metavar="FILE", help="keep the generated history here")
+    p.add_argument("--keep", metavar="DIR", help="checker bench: keep the generated run directory here")
     p.add_argument("--schedules", type=int, default=10_000, metavar="N", help="explore bench: safe schedules")
     p.add_argument("--budget", type=float, default=600.0, metavar="S", help="explore bench: seconds per part")
     p.add_argument("--no-duckdb", action="store_true", help="checker bench: skip the DuckDB comparison")
+    p.add_argument(
+        "--no-reference", action="store_true", help="checker bench: skip the reference checker beside Spark"
+    )
     p.add_argument(
         "--in-process",
         action="store_true",
@@ -243,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="the main job: the seed scenario with both truncation protocols")
     p.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
     p.add_argument("--seed", type=int, metavar="N", help="seed of both runs (default 101)")
+    add_checker_flag(p, "checker engine (default spark)")
     return parser
 
 

@@ -153,6 +153,8 @@ def build_context(run: Path) -> dict[str, Any]:
         "missing": inputs.missing,
         "problems": [f"line {p.line_no}: {p.reason}" for p in digest.problems[:10]],
         "incomplete": list((results or {}).get("incomplete") or []),
+        # a defined system whose data dirs are not Kafka segments (docs/systems.md)
+        "replicas_unavailable": str((results or {}).get("replicas_unavailable") or ""),
         "drain": inputs.drain,
         "open_ops": digest.open_at_end,
     }

@@ -165,6 +165,8 @@ def clean_results(raw: Any) -> dict[str, Any] | None:
     }
     if isinstance(raw.get("fatal"), list):
         out["fatal"] = _strings(raw["fatal"])
+    if isinstance(raw.get("replicas_unavailable"), str):  # a defined system's opaque data dirs
+        out["replicas_unavailable"] = raw["replicas_unavailable"]
     if "valid" not in raw:
         out["incomplete"].insert(0, "results.json holds no verdict (a damaged file or another version)")
     return out

@@ -69,8 +69,15 @@ class Reproduction:
         }
 
 
-def attempt(scenario: Scenario, safe: bool, seed: int, store: str | None, console: Console) -> Attempt:
-    config = scenario.config(safe, seed=seed, store=store)
+def attempt(
+    scenario: Scenario,
+    safe: bool,
+    seed: int,
+    store: str | None,
+    console: Console,
+    checker: str | None = None,
+) -> Attempt:
+    config = scenario.config(safe, seed=seed, store=store, checker=checker)
     started = time.monotonic()
     outcome = run_test(config, console=console)
     return Attempt(safe, config.seed, outcome, time.monotonic() - started)
@@ -103,6 +110,7 @@ def reproduce(
     console: Console,
     budget: float | None = None,
     with_safe: bool = True,
+    checker: str | None = None,
 ) -> Reproduction:
     """Unsafe attempts (seed, seed+1, …) until one is invalid or the budget is spent; then the safe run."""
     budget = scenario.budget if budget is None else budget
@@ -110,7 +118,7 @@ def reproduce(
     started = time.monotonic()
     next_seed = seed or scenario.config(False).seed
     while True:
-        a = attempt(scenario, False, next_seed, store, console)
+        a = attempt(scenario, False, next_seed, store, console, checker)
         result.unsafe.append(a)
         console.print(
             f"[bold]{scenario.name}[/] unsafe attempt {len(result.unsafe)} (seed {a.seed}): "
@@ -124,5 +132,5 @@ def reproduce(
             break
         next_seed += 1
     if with_safe:
-        result.safe = attempt(scenario, True, result.unsafe[-1].seed, store, console)
+        result.safe = attempt(scenario, True, result.unsafe[-1].seed, store, console, checker)
     return result

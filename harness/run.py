@@ -570,15 +570,17 @@ def _finish(
     check_run: Callable[..., dict[str, Any]],
 ) -> None:
     """Check and report whatever was written, then settle the verdict and the exit code."""
+    from checkers.api import checked_with
     from harness.report import write_report
 
     config = rundir.read_json(run / run_files.TEST_JSON) or {}
-    engine = ((config.get("config") or {}).get("checker")) or "reference"
+    engine = ((config.get("config") or {}).get("checker")) or "spark"
     spark_master = (config.get("config") or {}).get("spark_master")
     if (run / run_files.HISTORY).exists():
         try:
             with phases.phase("check", f"checking the history ({engine} checker)"):
                 outcome.results = check_run(run, engine, spark_master=spark_master)
+            phases.console.print(f"  {checked_with(outcome.results)}", highlight=False, markup=False)
         except (Exception, KeyboardInterrupt) as e:
             log.info("check failed", exc_info=True)
             phases.console.print(f"[red]check failed:[/] {e}", highlight=False, soft_wrap=True)

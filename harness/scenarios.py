@@ -21,7 +21,7 @@ from foundation.errors import BadInput
 
 P0 = {"topic": "t0", "partition": 0}
 
-# Shared by all scenarios: small, fast, one partition, and the reference checker (no JVM start-up).
+# Shared by all scenarios: small, fast, one partition (checked with Spark, as every run by default).
 BASE: dict[str, Any] = {
     "system": "own",
     "backend": "netns",
@@ -33,7 +33,6 @@ BASE: dict[str, Any] = {
     "acks": "all",
     "rate": 150.0,
     "concurrency": 6,
-    "checker": "reference",
     "drain_timeout": 40.0,
     "recover_timeout": 40.0,
 }
@@ -51,7 +50,9 @@ class Scenario:
     budget: float = 120.0  # seconds of attempts for the unsafe run, in repro
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def config(self, safe: bool, seed: int = 0, store: str | None = None) -> TestConfig:
+    def config(
+        self, safe: bool, seed: int = 0, store: str | None = None, checker: str | None = None
+    ) -> TestConfig:
         """The TestConfig of the unsafe (safe=False) or safe run; seed 0 draws one."""
         raw = {
             **BASE,
@@ -64,6 +65,8 @@ class Scenario:
         }
         if store is not None:
             raw["store"] = store
+        if checker is not None:
+            raw["checker"] = checker
         return validate(raw)
 
     def expected(self, safe: bool) -> str:

@@ -174,7 +174,7 @@ def minimize(
                 break
             n = min(2 * n, len(current))
     for scale in (0.5, 0.25):  # then its timing: the same faults, closer together
-        if result.out_of_budget or not test(result.minimal, scale * result.scale):
+        if result.out_of_budget or not test(result.minimal, scale):
             break
     return result
 
@@ -204,3 +204,29 @@ def side_by_side_html(result: Shrinking, source: Path) -> str:
         "</div><h2>Runs</h2><table><tr><th>faults</th><th>verdict</th><th>run</th></tr>"
         f"{runs}</table>"
     )
+
+
+def tell(schedule: Sequence[dict[str, Any]]) -> list[str]:
+    """Numbered lines `N. what happens` for a scripted schedule (each wait joins the next step)."""
+    lines: list[str] = []
+    wait = 0.0
+    for step in schedule:
+        if "wait" in step:
+            wait += float(step["wait"])
+            continue
+        if "heal" in step:
+            what = f"heal {step['heal']}"
+        else:
+            target = step.get("target", step.get("grudge", ""))
+            nodes = (
+                ", ".join(target)
+                if isinstance(target, list)
+                else json.dumps(target)
+                if isinstance(target, dict)
+                else str(target)
+            )
+            extra = "".join(f" {k}={step[k]}" for k in PARAMETERS if k in step)
+            what = f"{step['do']} {nodes}{extra}".strip()
+        lines.append(f"{len(lines) + 1}. {f'after {wait:g} s, ' if wait else ''}{what}")
+        wait = 0.0
+    return lines

@@ -1,4 +1,6 @@
-"""The Nemesis: validates the requested faults, runs a schedule, journals every fault, heals.
+"""The Nemesis: runs a schedule, journals every fault, heals (what it was asked, and whether the
+cluster can do it, is nemesis/requested.py; a pattern's step sequence is played by
+nemesis/choreography.py).
 
 Every fault is journaled as process "nemesis": `invoke` (what was asked), then `ok` (what it did:
 nodes, grudge, probability, offsets), `fail` (it certainly did not happen: e.g. no leader to
@@ -17,20 +19,21 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from clusters.node import Node
-from clusters.sut import ClusterView, HasLeaders, RunsOnPython
+from clusters.sut import ClusterView, RunsOnPython
 from foundation.config import TestConfig
 from foundation.errors import BadInput
 from history.writer import HistoryWriter
-from nemesis import choreography, conditions, net, schedule
-from nemesis.packages import PACKAGES, Active, Context, NoTarget, Package, PlanEnv, lookup
+from nemesis import choreography, conditions, net
+from nemesis.packages import Active, Context, NoTarget, lookup
 from nemesis.packages.patterns import pattern_of
 from nemesis.packages.process import start_node
 from nemesis.packages.sequence import Pattern, Timing
+from nemesis.requested import Requested
 from nemesis.state import FaultLedger, default_state_dir, run_recipe
 
 log = logging.getLogger(__name__)
@@ -40,7 +43,7 @@ NEMESIS = "nemesis"
 HEAL_ORDER = ("clock", "partition", "loss", "bandwidth", "delay", "pause", "kill", "lose-unsynced")
 
 
-class Nemesis:
+class Nemesis(Requested):
     def __init__(
         self,
         config: TestConfig,
@@ -74,119 +77,6 @@ class Nemesis:
         self._after: dict[str, Any] | None = None  # what the last wait_until saw
         self._unprobed: set[str] = set()  # packages `all` leaves out: their probe failed
         self.executed: list[dict[str, Any]] = []  # the decisions, in order, as they were taken
-
-    # --- what was asked -----------------------------------------------------------------------
-
-    @property
-    def scripted(self) -> bool:
-        return bool(self.config.schedule)
-
-    def plan_env(self) -> PlanEnv:
-        return PlanEnv(
-            names=tuple(self.ctx.names),
-            topics=self.config.topics,
-            partitions=self.config.partitions,
-            has_leaders=isinstance(self.ctx.sut, HasLeaders),
-            has_zookeeper=_zookeeper_apart(self.ctx),
-            crash_noticed_s=self._session_s(),
-            power_loss=choreography.power_loss_possible(self.ctx),
-        )
-
-    def steps(self) -> Iterator[dict[str, Any]]:
-        """The schedule's decisions (pure function of the config, the cluster's shape and the rng)."""
-        if self.scripted:
-            return schedule.scripted_steps(list(self.config.schedule), self.rng)
-        mix = self.mix()
-        return schedule.random_steps(
-            [g for g, _ in mix],
-            self.plan_env(),
-            self.rng,
-            float(self.config.nemesis_interval),
-            [w for _, w in mix] if schedule.wants_all(self.config.nemesis) else None,
-        )
-
-    def mix(self) -> list[tuple[schedule.Group, int]]:
-        """The groups the random schedule draws from; for `all`, those this cluster supports."""
-        mix = schedule.parse_mix(tuple(self.config.nemesis))
-        if not schedule.wants_all(self.config.nemesis):
-            return mix
-        return [(g, w) for g, w in mix if self._supports(g)]
-
-    def _supports(self, group: schedule.Group) -> bool:
-        env = self.plan_env()
-        for name, qualifier in group:
-            package = PACKAGES[name]
-            if name in self._unprobed:
-                return False
-            if qualifier is None and not package.usable_qualifiers(env, self.ctx):
-                return False
-            if qualifier is not None and qualifier not in package.usable_qualifiers(env, self.ctx):
-                return False
-            try:
-                _checked(package, self.ctx, package.plan(random.Random(0), env, qualifier), name)
-            except BadInput:
-                return False
-        return True
-
-    def packages_in_use(self) -> list[Package]:
-        names: list[str] = []
-        if self.scripted:
-            for step in self.config.schedule:
-                package = lookup(str(step.get("do", "")))
-                if package is not None:
-                    names.append(package.name)
-        else:
-            names = [n for group, _ in self.mix() for n, _ in group]
-        return [PACKAGES[n] for n in dict.fromkeys(names)]
-
-    # --- validation ---------------------------------------------------------------------------
-
-    def validate(self, probe: bool = True) -> None:
-        """BadInput, before the test starts, for anything that cannot run on this cluster."""
-        env = self.plan_env()
-        if self.scripted:
-            for i, step in enumerate(self.config.schedule):
-                kind = schedule.step_kind(step, i)
-                if kind == "wait_until":
-                    conditions.check(self.ctx, step)
-                elif kind == "do" and step["do"] not in schedule.CONTROL_DO:
-                    package = lookup(str(step["do"]))
-                    assert package is not None
-                    _checked(package, self.ctx, step, f"schedule[{i}]")
-        elif schedule.wants_all(self.config.nemesis):
-            self._validate_all(probe)
-            return
-        else:
-            for group in schedule.parse_specs(tuple(self.config.nemesis)):
-                for name, qualifier in group:
-                    package = PACKAGES[name]
-                    if qualifier is None:
-                        if not package.usable_qualifiers(env, self.ctx):
-                            raise BadInput(
-                                f"fault {name!r} has no target that works on {len(env.names)} node(s)"
-                            )
-                        step = package.plan(random.Random(0), env, None)
-                    else:
-                        step = package.plan(random.Random(0), env, qualifier)
-                    _checked(package, self.ctx, step, f"fault {name!r}")
-        if probe:
-            for package in self.packages_in_use():
-                why = package.probe(self.ctx)
-                if why:
-                    raise BadInput(f"fault {package.name!r} cannot run on this cluster: {why}")
-
-    def _validate_all(self, probe: bool) -> None:
-        """`all` takes what this cluster supports: a fault whose probe fails is left out."""
-        if probe:
-            for package in {PACKAGES[n] for g, _ in schedule.parse_mix(self.config.nemesis) for n, _ in g}:
-                why = package.probe(self.ctx)
-                if why:
-                    log.info("nemesis all: leaving %s out: %s", package.name, why)
-                    self._unprobed.add(package.name)
-        mix = self.mix()
-        if not mix:
-            raise BadInput("--nemesis all: no fault can run on this cluster")
-        log.info("nemesis all draws from: %s", ", ".join(_spec(g) for g, _ in mix))
 
     # --- running ------------------------------------------------------------------------------
 
@@ -230,9 +120,6 @@ class Nemesis:
             choreography.play(self, pattern, step, stop)
         elif "do" in step:
             self.apply(step)
-
-    def _session_s(self) -> float:
-        return self.config.zookeeper_session_timeout_ms / 1000
 
     # --- what a pattern's sequence asks of its stage (nemesis.choreography.Stage) ---------------
 
@@ -441,10 +328,6 @@ class Nemesis:
         log.info("nemesis %s %s %s%s", type_, f, value, f" ({error})" if error else "")
 
 
-def _spec(group: schedule.Group) -> str:
-    return "+".join(f"{n}:{q}" if q else n for n, q in group)
-
-
 def _pattern(step: dict[str, Any]) -> Pattern | None:
     package = lookup(str(step.get("do", "")))
     return pattern_of(step, package.name) if package is not None else None
@@ -460,21 +343,6 @@ def _same_partition(after: dict[str, Any], step: dict[str, Any]) -> bool:
 def _heal_rank(active: Active) -> int:
     base = active.kind.split("-")[0] if active.kind.startswith("clock") else active.kind
     return HEAL_ORDER.index(base) if base in HEAL_ORDER else len(HEAL_ORDER)
-
-
-def _checked(package: Package, ctx: Context, step: dict[str, Any], where: str) -> None:
-    try:
-        package.check(ctx, step)
-    except BadInput as e:
-        message = str(e)
-        if message.startswith(f"{package.name}: "):
-            message = message[len(package.name) + 2 :]
-        raise BadInput(message if message.startswith(where) else f"{where}: {message}") from None
-
-
-def _zookeeper_apart(ctx: Context) -> bool:
-    zk = ctx.zookeeper
-    return zk is not None and zk.address not in {n.address for n in ctx.nodes}
 
 
 def _text(e: BaseException) -> str:

@@ -33,11 +33,11 @@ ALL = "all"
 # `--nemesis all`: every fault kind the system supports, drawn mostly in the patterns that lose
 # data (nemesis/packages/*_patterns.py), each followed by a calm. Weights, measured (docs/faults.md):
 # `lagging-follower` exposes the most settings at once (unclean elections, missing fsync,
-# min.insync.replicas=1, pre-KIP-101 truncation), `failover` pre-KIP-101 truncation and acks=1,
+# min.insync.replicas=1), `failover` pre-KIP-101 truncation (and acks=1),
 # `lonely-leader` min.insync.replicas=1 and acks=1, `lose-unsynced:all` missing fsync.
 ALL_MIX: tuple[tuple[str, int], ...] = (
-    ("kill:lagging-follower", 12),
-    ("kill:failover", 5),
+    ("kill:lagging-follower", 10),
+    ("kill:failover", 10),
     ("lose-unsynced:lonely-leader", 3),
     ("lose-unsynced:all", 3),
     ("kill:stalled-failover", 2),

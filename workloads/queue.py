@@ -58,6 +58,8 @@ POLL_TIMEOUT_S = 0.1
 MAX_POLL_RECORDS = 100
 # When a slot falls this far behind its schedule, it forgets the debt instead of bursting.
 MAX_SCHEDULE_DEBT_S = 1.0
+# With crash_clients, at most this many client worker processes.
+MAX_CRASHABLE_WORKERS = 32
 # A group member commits its consumed positions this often (the libraries' auto-commit: 5 s).
 AUTO_COMMIT_INTERVAL_S = 1.0
 
@@ -427,7 +429,9 @@ def run_workload(
     numbers = process_numbers(history)
     count = default_workers(config) if workers is None else workers
     if config.crash_clients > 0:
-        count = config.concurrency  # one client process per worker: a crash kills exactly one
+        # One client process per worker, so a crash kills exactly one (up to a bound on how many
+        # Python processes a machine should carry; beyond it a worker holds a few).
+        count = min(config.concurrency, MAX_CRASHABLE_WORKERS)
     started_progress = False
     if progress is not None:
         progress.attach(stats)

@@ -13,7 +13,7 @@ from harness.campaign_table import render
 
 
 def main(args: argparse.Namespace) -> int:
-    campaign = load_campaign(args.file, store=args.store)
+    campaign = load_campaign(args.file, store=args.store, checker=getattr(args, "checker", None))
     store = Path(campaign.tests[0].config.store)
     console = Console(stderr=True)
     console.print(

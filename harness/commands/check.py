@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
-from checkers.api import check_run, load_config, verdict_word
+from checkers.api import check_run, checked_with, load_config, verdict_word
 from foundation.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadInput
 
 log = logging.getLogger(__name__)
@@ -39,8 +39,7 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
         lines.append(f"  incomplete: {reason}")
     for note in results.get("notes", [])[:5]:
         lines.append(f"  note: {note}")
-    checker = results.get("checker", {})
-    lines.append(f"checker: {checker.get('engine')} in {checker.get('seconds')} s")
+    lines.append(checked_with(results))
     return lines
 
 
@@ -64,7 +63,12 @@ def main(args: argparse.Namespace) -> int:
     if engine is None:
         config, _ = load_config(run)
         engine = config.checker
-    results = check_run(run, engine=engine, spark_master=getattr(args, "spark_master", None))
+    results = check_run(
+        run,
+        engine=engine,
+        spark_master=getattr(args, "spark_master", None),
+        spark_remote=getattr(args, "spark_remote", None),
+    )
     console = Console(highlight=False, soft_wrap=True)
     for line in summary_lines(results):
         console.print(line, markup=False)

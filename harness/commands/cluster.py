@@ -21,9 +21,9 @@ from types import FrameType
 from typing import Any
 
 from clusters.factory import Cluster, attach_cluster, build_cluster
-from clusters.node import InspectsDaemons, Reattachable
+from clusters.node import InspectsDaemons, Node, Reattachable
 from clusters.state import cleanup_leftovers, state_dir_default
-from clusters.sut import HasLeaders
+from clusters.sut import HasLeaders, HasRoles
 from foundation.config import TestConfig, resolve
 from foundation.errors import BadInput, InfrastructureError
 
@@ -161,7 +161,7 @@ def describe(cluster: Cluster) -> dict[str, Any]:
                         "paused": node.daemon_paused(daemon),
                     }
                 )
-        role = "zookeeper" if cluster.zookeeper_node is not None and node.name == cluster.zookeeper_node.name else "broker"  # fmt: skip
+        role = _role(cluster, node)
         nodes.append(
             {
                 "name": node.name,
@@ -259,3 +259,14 @@ def down(handle: Path, *, everything: bool) -> int:
     handle.unlink(missing_ok=True)
     sys.stderr.write(f"cluster {cluster.name} removed in {cluster.timings['down_s']:.1f}s\n")
     return 0
+
+
+def _role(cluster: Cluster, node: Node) -> str:
+    """What the node runs: a defined system's role, else zookeeper or broker."""
+    if isinstance(cluster.sut, HasRoles):
+        for role in cluster.sut.roles():
+            if node.name in cluster.sut.nodes_of_role(role):
+                return role
+    if cluster.zookeeper_node is not None and node.name == cluster.zookeeper_node.name:
+        return "zookeeper"
+    return "broker"

@@ -12,6 +12,7 @@ import time
 
 from rich.console import Console
 
+from checkers.api import checked_with
 from foundation.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID, EXIT_VALID
 from harness.repro import attempt, lost_text
 from harness.scenarios import SEED_SCENARIO, scenario
@@ -30,14 +31,15 @@ def main(args: argparse.Namespace) -> int:
     for safe in (False, True):
         variant = (s.safe if safe else s.unsafe)["variant"]
         console.rule(f"{variant} (expected: {s.expected(safe)})")
-        a = attempt(s, safe, seed, store, console)
+        a = attempt(s, safe, seed, store, console, getattr(args, "checker", None))
         runs.append((variant, s.expected(safe), a))
         if a.outcome.status == "failed" and a.outcome.exit_code == EXIT_INFRASTRUCTURE and not safe:
             break  # the harness itself failed: a second run would fail the same way
     took = time.monotonic() - started
     print()
     for variant, _expected, a in runs:
-        print(f"{variant:>15}: {a.verdict:<8} {a.outcome.run_dir / 'report.html'}")
+        checked = f" ({checked_with(a.outcome.results)})" if a.outcome.results else ""
+        print(f"{variant:>15}: {a.verdict:<8} {a.outcome.run_dir / 'report.html'}{checked}")
     parts = [
         f"{variant} {a.verdict} ({lost_text(a.outcome)}, expected {expected})"
         for variant, expected, a in runs

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from explore.schedule import fault_steps, scripted, tell, to_toml
-from explore.search import Found, search
+from explore.search import TIMINGS, Found, search
 from explore.settings import FAULTS, SimSettings
 from explore.simulation import Outcome
 from foundation.config import TestConfig, resolve
@@ -33,7 +33,7 @@ def sim_faults(nemesis: tuple[str, ...]) -> tuple[str, ...]:
     for name in nemesis:
         base = ALIASES.get(name.split(":")[0], name.split(":")[0])
         if base not in FAULTS:
-            raise BadInput(f"explore: the simulator does not model {name!r} (it models {', '.join(FAULTS)})")
+            raise BadInput(f"the simulator does not model {name!r} (it models {', '.join(FAULTS)})")
         if base not in faults:
             faults.append(base)
     return tuple(faults)
@@ -58,7 +58,7 @@ def sim_settings(config: TestConfig) -> SimSettings:
             faults=sim_faults(config.nemesis),
         )
     except ValueError as e:
-        raise BadInput(f"explore: {e}") from None
+        raise BadInput(str(e)) from None
 
 
 def replay_config(config: TestConfig, found: Found) -> TestConfig:
@@ -112,7 +112,7 @@ def main(args: argparse.Namespace) -> int:
     settings = sim_settings(config)
     seed = config.seed if args.seed is not None else 0
     if args.budget <= 0:
-        raise BadInput("explore: --budget must be positive")
+        raise BadInput("--budget must be positive")
     print(
         f"explore: {config.variant}, acks={config.acks}, min.insync.replicas={config.min_insync}, "
         f"unclean election {'on' if config.unclean_election else 'off'}, faults {','.join(settings.faults)}, "
@@ -134,7 +134,8 @@ def main(args: argparse.Namespace) -> int:
     print(
         f"loss found by schedule {found.index} ({len(found.original)} steps), shrunk to "
         f"{fault_steps(found.minimal)} steps in {found.shrink_runs} simulations: "
-        f"{len(outcome.lost)} acknowledged writes lost, {len(outcome.divergent)} diverging replica pairs"
+        f"{len(outcome.lost)} acknowledged writes lost, {len(outcome.divergent)} diverging replica pairs; "
+        f"it loses data in {found.robustness} of {TIMINGS} other simulated timings"
     )
     print("minimal schedule (the simulation's run of it):")
     lines = tell([(fired.step, fired.text) for fired in outcome.fired])

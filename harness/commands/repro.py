@@ -24,7 +24,9 @@ def main(args: argparse.Namespace) -> int:
     s = scenario(args.scenario)
     console = Console(stderr=True)
     console.print(f"[bold]repro {s.name}[/]: {s.summary}", highlight=False)
-    result = reproduce(s, seed=args.seed or 0, store=args.store, console=console)
+    result = reproduce(
+        s, seed=args.seed or 0, store=args.store, console=console, checker=getattr(args, "checker", None)
+    )
     summary = result.summary()
     last = result.unsafe[-1]
     if summary["reproduced"]:

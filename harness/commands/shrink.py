@@ -15,7 +15,15 @@ from foundation import run_files
 from foundation.config import TestConfig, load_file, validate
 from foundation.errors import EXIT_INVALID, EXIT_UNKNOWN, BadInput
 from harness import rundir
-from harness.shrink import FaultGroup, duration_s, fault_groups, minimize, schedule_of, side_by_side_html
+from harness.shrink import (
+    FaultGroup,
+    duration_s,
+    fault_groups,
+    minimize,
+    schedule_of,
+    side_by_side_html,
+    tell,
+)
 
 TAIL_S = 20.0  # load after the last step, so the faults' consequences play out before the heal
 
@@ -44,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
     if not groups:
         raise BadInput(f"{run}: the nemesis journaled no faults")
     if args.budget <= 0:
-        raise BadInput("shrink: --budget must be positive")
+        raise BadInput("--budget must be positive")
     print(f"shrink: {len(groups)} faults from {run}, budget {args.budget:g} s", flush=True)
     from harness.run import run_test
 
@@ -71,8 +79,8 @@ def main(args: argparse.Namespace) -> int:
         },
     )
     print(f"{len(groups)} faults shrunk to {len(result.minimal)} in {len(result.runs)} real runs:")
-    for number, step in enumerate(schedule_of(result.minimal, result.scale), 1):
-        print(f"{number}. {json.dumps(step)}")
+    for line in tell(schedule_of(result.minimal, result.scale)):
+        print(line)
     print(f"original and minimal side by side: {page}")
     print(f"verdict: invalid {result.minimal_run}", flush=True)
     return EXIT_INVALID

@@ -162,6 +162,9 @@ def _lagging_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
         {"wait": ACKNOWLEDGE_ALONE_S},
         crash(aim, [leader, in_sync]),
         {"undo": "lagging"},
+        # Until the cluster has elected the lagging follower (unclean) or, with clean elections,
+        # given up (the partition stays offline): the crashed replicas come back only after this.
+        {"wait_until": "leader-is", "node": lagging, "timeout": round(timing.session_s * 1.5, 3), **at},
     ]
 
 
@@ -253,7 +256,6 @@ PATTERNS: tuple[Pattern, ...] = (
         "a follower frozen until it leaves the ISR, then the in-sync replicas crash together",
         (
             "unclean leader election",
-            "high-watermark truncation",
             "no fsync (power loss)",
             "min.insync.replicas=1",
         ),

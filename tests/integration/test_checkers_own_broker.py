@@ -76,7 +76,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_clean_run_is_valid(run_dir: Path) -> None:
-    results = check_run(run_dir)
+    results = check_run(run_dir, "reference")
     assert results["valid"] is True, (results["incomplete"], results["explanation"])
     assert results["stats"]["sends"]["ok"] > 50
     assert results["stats"]["records_read"] >= results["stats"]["sends"]["ok"]
@@ -94,13 +94,13 @@ def test_a_lost_leader_log_is_invalid_and_a_missing_data_dir_unknown(run_dir: Pa
     leader = state["partitions"][0]["leader"]
     for segment in (broken / "nodes" / leader / "data" / "t0-0").glob("*.log"):
         segment.write_bytes(b"")
-    results = check_run(broken)
+    results = check_run(broken, "reference")
     assert results["valid"] is False and results["fatal"] == ["lost-committed-on-replicas"]
     assert results["anomalies"]["lost-committed-on-replicas"]["examples"][0]["leader"] == leader
 
     missing = tmp_path / "missing"
     shutil.copytree(run_dir, missing)
     shutil.rmtree(missing / "nodes" / "n2" / "data")
-    results = check_run(missing)
+    results = check_run(missing, "reference")
     assert results["valid"] == "unknown"
     assert any("n2 has no data dir" in r for r in results["incomplete"])

@@ -1,5 +1,6 @@
 """The Spark engine agrees with the reference checker, result for result (`==`), on every anomaly,
-on damaged histories, and on generated histories with planted anomalies.
+on damaged histories, and on generated histories with planted anomalies; so do the facts of the
+statistics (`checkers.spark_stats` against `checkers.stats.history_facts`).
 
 One Spark session (local[2], two shuffle partitions) serves every Spark test of the run (get_session
 reuses the process's session); each check is one Spark job, so the property tests use few generated
@@ -23,9 +24,10 @@ from checkers import spark as spark_checker
 from checkers.catalogue import HISTORY_ANOMALIES, EngineResult, incomplete_kind
 from checkers.histories import PLANTABLE, HistoryBuilder, plant, simulate, write_history
 from checkers.reference import check_history as reference_check
+from checkers.stats import history_facts
 from checkers.synthetic import ANOMALY_KINDS, generate
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 
 FEW = settings(
     max_examples=5,
@@ -36,8 +38,12 @@ FEW = settings(
 
 
 def both(spark: Any, path: Path) -> tuple[EngineResult, EngineResult]:
-    """(Spark's result, the reference's result) for one history; the Parquet cache is rebuilt."""
-    return spark_checker.check_history(path, reconvert=True), reference_check(path)
+    """(Spark's result, the reference's result) for one history; the Parquet cache is rebuilt.
+
+    The statistics' facts must agree too (asserted here, for every history of these tests)."""
+    got, facts = spark_checker.check(path, reconvert=True, facts=True)
+    assert facts == history_facts(path)
+    return got, reference_check(path)
 
 
 def counts_of(result: EngineResult) -> dict[str, int]:
@@ -220,3 +226,7 @@ def test_spark_json_conversion_for_histories_elsewhere(spark: Any, tmp_path: Pat
     )
     assert got == reference_check(path)
     assert convert_with_spark(spark, str(path)).operations_path == form.operations_path  # cached
+    from checkers.spark_stats import spark_facts
+
+    facts = spark_facts(spark, form.operations_path, max_time=form.max_time, nemesis=form.nemesis or [])
+    assert facts == history_facts(path)

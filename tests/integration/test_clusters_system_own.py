@@ -8,6 +8,7 @@ variant, run through the definition, is invalid.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -50,10 +51,22 @@ def nothing_left(tmp_path: Path) -> None:
     assert list((tmp_path / "state").glob("*.json")) == []
 
 
+SIDECAR = """
+[roles.cache]
+count = 2
+port = 8080
+start = ["{python}", "-m", "http.server", "{port}", "--bind", "{address}"]
+ready = "port"
+"""
+
+
 def test_cluster_up_through_the_definition_prints_the_bootstrap_line(tmp_path: Path) -> None:
+    """systems/own.toml plus a third role (two web servers) as `strandline cluster up` runs it."""
     env, state = environment(tmp_path), tmp_path / "cluster.json"
+    definition = tmp_path / "own-and-cache.toml"
+    definition.write_text(Path(OWN).read_text() + SIDECAR)
     started = time.monotonic()
-    out = cli(["cluster", "up", "--system", OWN, "--nodes", "1", "--replication-factor", "1",
+    out = cli(["cluster", "up", "--system", str(definition), "--nodes", "1", "--replication-factor", "1",
                "--min-insync", "1", "--state", str(state)], env)  # fmt: skip
     try:
         assert out.returncode == 0, out.stderr[-2000:]
@@ -62,6 +75,11 @@ def test_cluster_up_through_the_definition_prints_the_bootstrap_line(tmp_path: P
         status = cli(["cluster", "status", "--state", str(state), "--json"], env, timeout=60)
         info = json.loads(status.stdout)
         assert status.returncode == 0 and info["controller"] == "n1"
+        roles = {
+            n["name"]: (n["role"], [p["name"] for p in n["processes"] if p["running"]]) for n in info["nodes"]
+        }
+        assert roles == {"n1": ("broker", ["broker"]), "zk": ("zookeeper", ["zookeeper"]),
+                         "ca1": ("cache", ["cache"]), "ca2": ("cache", ["cache"])}  # fmt: skip
     finally:
         down = cli(["cluster", "down", "--state", str(state)], env, timeout=60)
     assert down.returncode == 0, down.stderr
@@ -88,6 +106,25 @@ def test_killing_the_zookeeper_role_shows_in_the_history_and_heals(tmp_path: Pat
     assert any((run / "nodes" / "n1" / "data").glob("t0-*/*.log"))
     nothing_left(tmp_path)
     print(f"kill:role=zookeeper run: {time.monotonic() - started:.0f} s")
+
+
+def test_data_dirs_not_in_kafka_format_leave_the_verdict_to_the_history(tmp_path: Path) -> None:
+    """The own broker declared with data_format = "other": no replica-log checks, the verdict is the
+    history's (valid, not unknown), and results.json and the report say why."""
+    text = Path(OWN).read_text()
+    assert 'data_format = "kafka"' in text
+    definition = tmp_path / "opaque.toml"
+    definition.write_text(text.replace('data_format = "kafka"', 'data_format = "other"'))
+    out = cli(["run", "--system", str(definition), "--name", "opaque", "--nodes", "1", "--replication-factor",
+               "1", "--min-insync", "1", "--time-limit", "5", "--store", str(tmp_path / "store"), *LOAD],
+              environment(tmp_path))  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = run_dir(out)
+    results = json.loads((run / "results.json").read_text())
+    assert results["valid"] is True and results["incomplete"] == []
+    assert "not available for this system" in results["replicas_unavailable"]
+    assert "Not available: the replica-log checks were not available" in (run / "report.html").read_text()
+    nothing_left(tmp_path)
 
 
 def test_a_system_that_never_becomes_ready_is_exit_4_with_its_log(tmp_path: Path) -> None:
@@ -194,3 +231,57 @@ def test_kafka_kraft_definition_lifecycle_with_a_stand_in_distribution(
             zk_proc.wait()
     nothing_left(tmp_path)
     print(f"kafka-kraft.toml lifecycle with the stand-in distribution: {time.monotonic() - started:.0f} s")
+
+
+@pytest.mark.docker
+def test_the_definition_runs_on_docker_and_the_zookeeper_role_is_killed_and_healed(tmp_path: Path) -> None:
+    """The same file on the docker backend (containers, process groups instead of cgroups)."""
+    started = time.monotonic()
+    out = cli(["run", "--system", OWN, "--backend", "docker", "--name", "dockzk", "--nodes", "1",
+               "--replication-factor", "1", "--min-insync", "1", "--time-limit", "10", "--nemesis",
+               "kill:role=zookeeper", "--nemesis-interval", "3", "--store", str(tmp_path / "store"),
+               *LOAD], environment(tmp_path), timeout=280)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = run_dir(out)
+    assert out.stdout.strip().splitlines()[-1] == f"verdict: valid {run}"
+    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    kills = [op for op in ops if op["process"] == "nemesis" and op["f"] == "kill" and op["type"] == "ok"]
+    assert kills and all(op["value"]["nodes"] == ["zk"] for op in kills)
+    nothing_left(tmp_path)
+    print(f"docker run through systems/own.toml: {time.monotonic() - started:.0f} s")
+
+
+@pytest.mark.ssh
+def test_the_definition_runs_over_ssh(tmp_path: Path) -> None:
+    """systems/own.toml on the ssh backend (sshd in namespaces, as test_clusters_ssh.py): the hosts
+    get strandline's software because the definition runs `{python}` under faketime; up, Metadata,
+    kill and start of the ZooKeeper role, down with nothing left."""
+    import secrets
+
+    from clusters.factory import build_cluster
+    from foundation.config import validate
+    from tests.support.sshd import SshdHosts
+
+    work = tmp_path / "sshd"
+    work.mkdir()
+    hosts = SshdHosts(2, work)
+    started = time.monotonic()
+    try:
+        hosts.start()
+        config = validate({"system": OWN, "backend": "ssh", "nodes": 1, "replication_factor": 1, "min_insync": 1,
+                           "seed": 1, "ssh_hosts": [dataclasses.asdict(hosts.host(i)) for i in range(2)]})  # fmt: skip
+        c = build_cluster(
+            config, tmp_path / "work", name=f"ss{secrets.token_hex(2)}", state_dir=tmp_path / "state"
+        )
+        with c:
+            assert c.bootstrap_servers() == [f"{hosts.addresses[0]}:9092"]
+            assert c.sut.registered_brokers() == [1]
+            zk = c.node("zk")
+            c.sut.kill(zk)
+            assert zk.daemon_pid("zookeeper") is None
+            c.sut.start(zk, wait_ready=True)
+    finally:
+        hosts.stop()
+    assert hosts.leftovers() == []
+    nothing_left(tmp_path)
+    print(f"ssh cluster through systems/own.toml: {time.monotonic() - started:.0f} s")

@@ -2,7 +2,8 @@
 
 One controller is killed with SIGKILL during its load: its run dir must still be checkable with
 `strandline check`, and the next `strandline run` must remove what it left (namespaces, brokers,
-state file) before a short fault-free run that ends valid with every run-dir file present.
+state file) before a short fault-free run that ends valid with every run-dir file present, checked
+with Spark (the default checker).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def namespaces() -> set[str]:
 def test_killed_run_is_checkable_then_healed_and_a_short_run_is_valid(tmp_path: Path) -> None:
     store, state = tmp_path / "store", tmp_path / "state"
     env = {**os.environ, "STRANDLINE_STATE_DIR": str(state)}
-    common = ["--checker", "reference", "--store", str(store), "--rate", "60", "--concurrency", "4"]
+    common = ["--store", str(store), "--rate", "60", "--concurrency", "4"]
 
     # 1. A controller killed with SIGKILL in the middle of its load.
     proc = subprocess.Popen(
@@ -94,4 +95,5 @@ def test_killed_run_is_checkable_then_healed_and_a_short_run_is_valid(tmp_path: 
     assert (store / "latest").resolve() == run
     results = json.loads((run / "results.json").read_text())
     assert results["valid"] is True and results["stats"]["sends"]["ok"] > 100
+    assert results["checker"]["engine"] == "spark" and "checked with Spark (local[*])" in out.stderr
     print(f"short run: {took:.0f} s wall")

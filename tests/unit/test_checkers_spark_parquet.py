@@ -55,6 +55,7 @@ def test_operations_and_reads(tmp_path: Path) -> None:
         "prev_value": None,
         "f_code": 0,  # send
         "outcome_code": 0,  # ok
+        "invoke_time": b.ops[0]["time"],
     }
     assert by_invoke[10]["outcome"] == "open" and by_invoke[10]["next_index"] == 11  # superseded
     assert by_invoke[11]["outcome"] == "open" and by_invoke[11]["next_index"] is None  # open at the end
@@ -171,3 +172,24 @@ def test_big_chunks_fast_path_matches_iter_ops(tmp_path: Path) -> None:
     acks = sorted(table.filter(pc.equal(table.column("f"), "send")).to_pylist(), key=lambda r: r["offset"])
     assert [a["prev_offset"] for a in acks] == [None] * 5 + list(range(295))
     assert [a["prev_value"] for a in acks] == [None] * 5 + list(range(295))
+
+
+def test_nemesis_ops_and_the_last_time_are_kept_for_the_statistics(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    b.send(0, 7, offset=3)
+    b.nemesis("partition", {"grudge": {"n1": ["n2"]}, "fault_id": 4})
+    b.nemesis("heal", {"fault_id": 4}, outcome="info")
+    b.send(1, 8, offset=4)
+    path = b.write(tmp_path / "history.jsonl")
+    want = [
+        [op["index"], op["time"], op["type"], op["f"], op.get("value")]
+        for op in iter_ops(path, problems=[])
+        if op["process"] == "nemesis"
+    ]
+    assert len(want) == 4
+    for text in (path.read_text(), path.read_text() + '{"index": 99, "time": "x"}\n'):  # fast, slow path
+        path.write_text(text)
+        converted = convert(path, force=True)
+        assert converted.nemesis == want
+        assert converted.max_time == max(op["time"] for op in b.ops)
+        assert convert(path).nemesis == want  # from the cache's meta.json

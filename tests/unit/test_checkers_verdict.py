@@ -148,7 +148,7 @@ def test_replicas_a_system_cannot_offer_leave_the_verdict_to_the_history(tmp_pat
     why = "the replica-log checks were not available for this system"
     result = decide(check_history(path), None, TestConfig(), COMPLETE, replicas_unavailable=why)
     assert result["incomplete"] == [] and result["valid"] is True
-    assert result["notes"] == [f"replicas: {why}"]
+    assert result["notes"] == [f"replicas: {why}"] and result["replicas_unavailable"] == why
 
 
 def test_stats_throughput_latency_faults_and_unavailability(tmp_path: Path) -> None:
@@ -190,7 +190,7 @@ def test_percentile_is_nearest_rank() -> None:
 def test_check_run_writes_results(tmp_path: Path) -> None:
     sim = simulate(random.Random(3), steps=60)
     run = make_run(tmp_path, sim.ops)
-    results = check_run(run)
+    results = check_run(run, engine="reference")
     assert results["valid"] is True, results["incomplete"]
     on_disk = json.loads((run / "results.json").read_text())
     assert on_disk["valid"] is True and on_disk["checker"]["engine"] == "reference"

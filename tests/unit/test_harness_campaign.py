@@ -161,6 +161,18 @@ def test_junit_failure_message_names_the_anomalies_and_the_report(tmp_path: Path
     )
 
 
+def test_every_test_checks_with_spark_unless_told_otherwise(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2] / "campaigns"
+    smoke = load_campaign(root / "smoke.toml")
+    assert {t.config.checker for t in smoke.tests} == {"spark"}  # scenario entries too
+    told = load_campaign(root / "smoke.toml", checker="reference")
+    assert {t.config.checker for t in told.tests} == {"reference"}
+    path = tmp_path / "mini.toml"
+    path.write_text(CAMPAIGN)
+    # The file's defaults reach scenario entries as well as plain ones.
+    assert {t.config.checker for t in load_campaign(path).tests} == {"reference"}
+
+
 def test_any_test_key_may_be_a_default_and_rows_carry_their_matrix_values(tmp_path: Path) -> None:
     text = """
 [defaults]

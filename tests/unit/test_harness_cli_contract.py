@@ -74,12 +74,13 @@ def test_malformed_toml_is_bad_input(tmp_path) -> None:  # type: ignore[no-untyp
         load_file(path)
 
 
-def test_auto_checker_picks_reference_for_ordinary_histories(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_spark_is_the_default_checker_and_auto_is_still_accepted(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import checkers.api as api
 
     history = tmp_path / "history.jsonl"
     history.write_text('{"index":0}\n')
-    assert validate({}).checker == "auto"
+    assert validate({}).checker == "spark"
+    assert validate({"checker": "auto"}).checker == "auto"
     assert api.resolve_engine("auto", history) == "reference"
     assert api.resolve_engine("spark", history) == "spark"
     monkeypatch.setattr(api, "AUTO_SPARK_BYTES", 1)

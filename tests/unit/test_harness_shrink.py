@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from foundation.errors import BadInput
-from harness.shrink import FaultGroup, fault_groups, minimize, schedule_of, side_by_side_html
+from harness.shrink import FaultGroup, fault_groups, minimize, schedule_of, side_by_side_html, tell
 
 S = 1_000_000_000
 
@@ -79,6 +79,13 @@ def test_the_faults_of_a_run_become_a_scripted_schedule_with_their_heals(tmp_pat
         {"wait": 0.9},
         {"do": "start", "target": ["n1"]},
     ]
+    assert tell(schedule_of(groups)) == [
+        "1. after 10 s, kill n1",
+        '2. after 1.5 s, partition {"n2": ["n3"], "n3": ["n2"]}',
+        "3. after 1.9 s, clock-bump n3 offset=+30s",
+        "4. after 5.8 s, heal partition",
+        "5. after 0.9 s, start n1",
+    ]
     # without the kill, its start goes too; waits keep the others where they were
     assert schedule_of(groups[1:], 0.5)[:2] == [
         {"wait": 6.0},
@@ -99,6 +106,7 @@ def test_delta_debugging_keeps_only_the_faults_the_failure_needs() -> None:
     result = minimize(groups, fails, budget_s=1e9)
     assert {g.fault_id for g in result.minimal} == needed
     assert result.scale == 0.5 and result.minimal_run == Path(f"run-{len(seen) - 1}")
+    assert seen[-1] == (2, 0.25)  # waits halved, then quartered (not an eighth)
     assert seen[0] == (8, 1.0) and len(seen) < 30
     page = side_by_side_html(result, Path("run<1>"))
     assert "run&lt;1&gt;" in page and "Original" in page and "Minimal" in page

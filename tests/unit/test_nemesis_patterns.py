@@ -186,8 +186,9 @@ def test_all_draws_every_supported_fault_mostly_as_patterns(tmp_path: Path) -> N
             drawn[f"{step['do']}:{step.get('target', step.get('grudge'))}"] += 1
     patterns = sum(v for k, v in drawn.items() if k.split(":", 1)[1] in {p for _, p in PATTERNS})
     assert patterns > 0.6 * sum(drawn.values())
-    assert drawn.most_common(1)[0][0] == "kill:lagging-follower"
-    assert dict(ALL_MIX)["kill:lagging-follower"] == max(w for _, w in ALL_MIX)
+    top = max(w for _, w in ALL_MIX)
+    assert {k for k, w in ALL_MIX if w == top} == {"kill:lagging-follower", "kill:failover"}
+    assert {k for k, _ in drawn.most_common(2)} == {"kill:lagging-follower", "kill:failover"}
 
 
 def test_bare_faults_draw_their_patterns_only_where_they_can_run() -> None:
