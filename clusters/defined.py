@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import shlex
 import signal
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ from clusters import daemon_control, kafka_config
 from clusters.broker_ids import broker_id_of, node_of_broker_id
 from clusters.kafka_metadata import KafkaMetadata, node_answers
 from clusters.node import Node
+from clusters.node_files import log_tail, put_text
 from clusters.own import CLOCK_UNSKEWED, faketime_env, preload_library
 from clusters.ports import port_open
 from clusters.system_def import (
@@ -183,9 +183,9 @@ class DefinedSystem:
         for f in role.files:
             path = render(f.path, values)
             node.exec(["mkdir", "-p", str(Path(path).parent)])
-            self._put(node, render(f.content, values), path)
+            put_text(node, render(f.content, values), path)
         if role.faketime:
-            self._put(node, CLOCK_UNSKEWED, self._clock_path(node))
+            put_text(node, CLOCK_UNSKEWED, self._clock_path(node))
         for command in role.install:
             done = node.exec(["sh", "-c", render(command, values)], timeout=300, check=False)
             if not done.ok:
@@ -193,14 +193,6 @@ class DefinedSystem:
                     f"{node.name}: install command of role {role.name} failed "
                     f"(exit {done.exit_code}): {render(command, values)}: {done.stderr.strip()[-500:]}"
                 )
-
-    def _put(self, node: Node, text: str, remote_path: str) -> None:
-        with tempfile.NamedTemporaryFile("w", suffix=".tmp", delete=False) as f:
-            f.write(text)
-        try:
-            node.upload(f.name, remote_path)
-        finally:
-            Path(f.name).unlink(missing_ok=True)
 
     def _start(self, node: Node) -> int:
         role, values = self.role_of(node), self.values(node)
@@ -263,15 +255,7 @@ class DefinedSystem:
         return self.broker_id(node) if node in self.brokers else None
 
     def _log_tail(self, node: Node) -> str:
-        with tempfile.TemporaryDirectory() as tmp:
-            local = Path(tmp) / "log"
-            try:
-                node.download(self._daemon_log(node), str(local))
-                text = local.read_text(errors="replace")
-            except (InfrastructureError, OSError):
-                return "(no log)"
-        tail = [line for line in text.splitlines() if line.strip()][-LOG_TAIL_LINES:]
-        return " | ".join(tail) if tail else "(empty log)"
+        return log_tail(node, self._daemon_log(node), LOG_TAIL_LINES)
 
     # --- Killable, Pausable ---------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from clusters.broker_ids import broker_id_of, node_of_broker_id
 from clusters.kafka_config import BROKER_PORT, KafkaNodeLayout
 from clusters.kafka_metadata import KafkaMetadata
 from clusters.node import Node
+from clusters.node_files import log_tail, put_text
 from clusters.node_software import cache_root
 from clusters.ports import port_open
 from foundation.config import TestConfig
@@ -173,19 +174,11 @@ class KafkaSystem:
         properties = kafka_config.render_server_properties(
             self.config, self.broker_id(node), self.addresses(), lay
         )
-        self._put(node, properties, lay.config_path)
+        put_text(node, properties, lay.config_path)
         node.exec(kafka_config.format_storage_argv(lay, self.cluster_id), timeout=180, env=self._env(node))
 
     def _env(self, node: Node) -> dict[str, str]:
         return kafka_config.server_env(self.layout(node))
-
-    def _put(self, node: Node, text: str, remote_path: str) -> None:
-        with tempfile.NamedTemporaryFile("w", suffix=".tmp", delete=False) as f:
-            f.write(text)
-        try:
-            node.upload(f.name, remote_path)
-        finally:
-            Path(f.name).unlink(missing_ok=True)
 
     def _start(self, node: Node) -> int:
         lay = self.layout(node)
@@ -216,15 +209,7 @@ class KafkaSystem:
         self.metadata.wait_brokers(set(range(1, len(self.brokers) + 1)), timeout)
 
     def _log_tail(self, node: Node, lines: int = 8) -> str:
-        with tempfile.TemporaryDirectory() as tmp:
-            local = Path(tmp) / "log"
-            try:
-                node.download(self.log_path(node), str(local))
-                text = local.read_text(errors="replace")
-            except (InfrastructureError, OSError):
-                return "(no log)"
-        tail = [line for line in text.splitlines() if line.strip()][-lines:]
-        return " | ".join(tail) if tail else "(empty log)"
+        return log_tail(node, self.log_path(node), lines)
 
     def teardown(self) -> None:
         self.close()

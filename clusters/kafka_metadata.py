@@ -17,6 +17,9 @@ from typing import Any
 
 from foundation.errors import InfrastructureError
 
+ATTEMPTS = 3  # fresh admin clients per metadata request
+RETRY_PAUSE_S = 0.3
+
 
 def field_of(record: dict[str, Any], *names: str, default: Any = None) -> Any:
     """kafka-python names Metadata fields differently across versions."""
@@ -57,13 +60,21 @@ class KafkaMetadata:
             self._admin = None
 
     def _ask(self, what: Callable[[Any], Any]) -> Any:
-        try:
-            return what(self.admin())
-        except InfrastructureError:
-            raise
-        except Exception as e:
-            self.close()
-            raise InfrastructureError(f"reading Kafka metadata: {type(e).__name__} {e}") from None
+        """One admin request; on failure a fresh client (bootstrapped from any broker that answers:
+        the one the old client used may be the broker a fault just killed) tries again."""
+        error: Exception | None = None
+        for attempt in range(ATTEMPTS):
+            try:
+                return what(self.admin())
+            except Exception as e:
+                error = e
+                self.close()
+                if attempt + 1 < ATTEMPTS:
+                    time.sleep(RETRY_PAUSE_S)
+        assert error is not None
+        if isinstance(error, InfrastructureError):
+            raise error
+        raise InfrastructureError(f"reading Kafka metadata: {type(error).__name__} {error}") from None
 
     def registered_brokers(self) -> list[int]:
         """The brokers the metadata lists now (KRaft drops a broker once its session is fenced)."""

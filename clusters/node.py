@@ -24,16 +24,8 @@ class ExecResult:
 
 
 @runtime_checkable
-class Node(Protocol):
-    """A host the controller drives. `name` is stable (n1, n2 ...); `address` is its IP."""
-
-    name: str
-
-    @property
-    def address(self) -> str: ...
-
-    @property
-    def hostname(self) -> str: ...
+class RunsCommands(Protocol):
+    """Something commands run on: a node, or a node re-attached from its handle (clusters.handles)."""
 
     def exec(
         self,
@@ -46,6 +38,19 @@ class Node(Protocol):
     ) -> ExecResult:
         """Run a command on the node and wait. check=True raises InfrastructureError on non-zero exit."""
         ...
+
+
+@runtime_checkable
+class Node(RunsCommands, Protocol):
+    """A host the controller drives. `name` is stable (n1, n2 ...); `address` is its IP."""
+
+    name: str
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def hostname(self) -> str: ...
 
     def start_daemon(
         self, name: str, argv: list[str], *, env: dict[str, str] | None = None, log_path: str

@@ -16,10 +16,10 @@ class Processes(World):
     def boot(self) -> None:
         """The cluster before the test: every broker up and registered, the partition created."""
         for b in self.brokers.values():
-            self._started(b)
+            self._started(b, booted=True)
         self.start_producers()
 
-    def _started(self, b: SimBroker) -> None:
+    def _started(self, b: SimBroker, booted: bool = False) -> None:
         b.up, b.paused = True, False
         b.incarnation += 1
         b.held.clear()
@@ -30,6 +30,11 @@ class Processes(World):
         b.state, b.follower, b.waiters, b.parked = None, None, [], []
         b.pending, b.watchdog_armed = None, False
         b.fetch_gen += 1
+        if booted:
+            b.watching_from = self.now
+        else:
+            low, high = self.settings.watch_setup_ms
+            b.watching_from = self.now + self.rng.uniform(low, high)
         self.note(f"{b.name}: started, LEO {b.log.log_end_offset}, checkpointed HW {b.hw_checkpoint}")
         self.broker_after(b, self.settings.hw_checkpoint_interval_ms * self.rng.random(), self.checkpoint, b)
         if not self.cut(b.name, ZK):

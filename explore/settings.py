@@ -23,7 +23,10 @@ class SimSettings:
     lag_time_max_ms: int = 10000
     fetch_wait_max_ms: int = 500
     hw_checkpoint_interval_ms: int = 5000
-    startup_ms: tuple[int, int] = (1500, 3000)  # a started broker serves after this long
+    # a started broker serves after this long (a loaded 2-core machine: up to 5-6 s)
+    startup_ms: tuple[int, int] = (1500, 6000)
+    # after registering, a started broker sets up its watches before it sees any partition state
+    watch_setup_ms: tuple[int, int] = (200, 3000)
     producers: int = 2
     produce_interval_ms: int = 250  # each producer, between its sends
     request_timeout_ms: int = 30000

@@ -114,6 +114,7 @@ class SimBroker:
     pending: Pending | None = None
     pending_deadline: float = 0.0
     watchdog_armed: bool = False
+    watching_from: float = 0.0  # a started broker's watches deliver states from then on
 
     def __post_init__(self) -> None:
         self.view = BrokerView(self)

@@ -34,7 +34,10 @@ class ZooKeeper(World):
         if self.controller < 0:
             self._become_controller(b)
         self.reconcile_soon()
-        self.notify(b)
+        if self.now < b.watching_from:
+            self.broker_after(b, b.watching_from - self.now, self.notify, b)
+        else:
+            self.notify(b)
 
     def deregister(self, b: SimBroker) -> None:
         self.registered.discard(b.id)
@@ -110,7 +113,7 @@ class ZooKeeper(World):
             f"zk: state leader {state.leader} epoch {state.leader_epoch} isr {list(state.isr)} v{state.zk_version}"
         )
         for b in self.brokers.values():
-            if self.zk_connected(b):
+            if self.zk_connected(b) and self.now >= b.watching_from:
                 self.broker_after(b, self._delay(), self.apply_state, b, state)
 
     def notify(self, b: SimBroker) -> None:

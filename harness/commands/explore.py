@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from explore.schedule import fault_steps, scripted, tell, to_toml
-from explore.search import Found, search
+from explore.search import TIMINGS, Found, search
 from explore.settings import FAULTS, SimSettings
 from explore.simulation import Outcome
 from foundation.config import TestConfig, resolve
@@ -134,7 +134,8 @@ def main(args: argparse.Namespace) -> int:
     print(
         f"loss found by schedule {found.index} ({len(found.original)} steps), shrunk to "
         f"{fault_steps(found.minimal)} steps in {found.shrink_runs} simulations: "
-        f"{len(outcome.lost)} acknowledged writes lost, {len(outcome.divergent)} diverging replica pairs"
+        f"{len(outcome.lost)} acknowledged writes lost, {len(outcome.divergent)} diverging replica pairs; "
+        f"it loses data in {found.robustness} of {TIMINGS} other simulated timings"
     )
     print("minimal schedule (the simulation's run of it):")
     lines = tell([(fired.step, fired.text) for fired in outcome.fired])
