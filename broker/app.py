@@ -8,6 +8,8 @@ import signal
 from typing import Any
 
 from broker.config import BrokerConfig
+from broker.groups.service import GroupService
+from broker.groups.service import install as install_group_apis
 from broker.handlers import ApiHandlers
 from broker.metadata import BrokerAddress, ClusterMetadata, StandaloneMetadata
 from broker.replica_manager import ReplicaManager
@@ -26,6 +28,7 @@ class Broker:
         self.metadata: ClusterMetadata | None = None
         self.server: BrokerServer | None = None
         self.cluster: Any = None  # broker.zookeeper.ZkCluster in ZooKeeper mode
+        self.groups: GroupService | None = None
         self._stop = asyncio.Event()
         self._timers: list[asyncio.Task[None]] = []
         self.watchdog = LoopWatchdog()
@@ -47,7 +50,9 @@ class Broker:
         self.metadata = metadata
         self.replicas.isr_writer = metadata.write_isr
         handlers = ApiHandlers(config, self.replicas, metadata)
-        self._register_group_apis(handlers)
+        zk = self.cluster.zk if self.cluster is not None else None
+        self.groups, group_ticks = install_group_apis(handlers, config, metadata, zk)
+        self._timers.append(group_ticks)  # cancelled with the broker's other timers on stop
         self.server = BrokerServer(
             handlers, config.listener.host, config.listener.port, config.socket_request_max_bytes
         )
@@ -65,18 +70,6 @@ class Broker:
             )
         )
         log.info("broker %d started on %s:%d", config.broker_id, config.listener.host, self.server.port)
-
-    def _register_group_apis(self, handlers: ApiHandlers) -> None:
-        """The group coordinator (broker.groups, another engineer's module) plugs in if present."""
-        try:
-            from broker import groups  # type: ignore[attr-defined]
-        except ImportError:
-            return
-        install = getattr(groups, "install", None)
-        if install is None:
-            log.info("broker.groups has no install(handlers, broker) hook; group APIs disabled")
-            return
-        install(handlers, self)
 
     async def _every(self, seconds: float, action: Any) -> None:
         while True:

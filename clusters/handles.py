@@ -19,26 +19,12 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from clusters.node import ExecResult, Node, Reattachable
+from clusters.node import ExecResult, Node, Reattachable, RunsCommands
 from foundation.errors import InfrastructureError
 
 LOCAL: dict[str, Any] = {"backend": "local", "prefix": []}
-
-
-class Runner(Protocol):
-    """What a heal step needs of a node: run one command."""
-
-    def exec(
-        self,
-        argv: list[str],
-        *,
-        timeout: float = 60.0,
-        check: bool = True,
-        input: str | None = None,
-        env: dict[str, str] | None = None,
-    ) -> ExecResult: ...
 
 
 class PrefixRunner:
@@ -76,7 +62,7 @@ def handle_of(node: Node) -> dict[str, Any] | None:
     return node.handle() if isinstance(node, Reattachable) else None
 
 
-def reattach(name: str, handle: Any) -> Runner | None:
+def reattach(name: str, handle: Any) -> RunsCommands | None:
     """Something that runs commands on the node a handle names; None for an unusable handle."""
     if isinstance(handle, list):
         return PrefixRunner(handle)

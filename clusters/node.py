@@ -6,7 +6,6 @@ Commands are argument lists (quoted with shlex.quote where a backend needs a she
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -24,16 +23,8 @@ class ExecResult:
 
 
 @runtime_checkable
-class Node(Protocol):
-    """A host the controller drives. `name` is stable (n1, n2 ...); `address` is its IP."""
-
-    name: str
-
-    @property
-    def address(self) -> str: ...
-
-    @property
-    def hostname(self) -> str: ...
+class RunsCommands(Protocol):
+    """Something commands run on: a node, or a node re-attached from its handle (clusters.handles)."""
 
     def exec(
         self,
@@ -46,6 +37,19 @@ class Node(Protocol):
     ) -> ExecResult:
         """Run a command on the node and wait. check=True raises InfrastructureError on non-zero exit."""
         ...
+
+
+@runtime_checkable
+class Node(RunsCommands, Protocol):
+    """A host the controller drives. `name` is stable (n1, n2 ...); `address` is its IP."""
+
+    name: str
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def hostname(self) -> str: ...
 
     def start_daemon(
         self, name: str, argv: list[str], *, env: dict[str, str] | None = None, log_path: str
@@ -103,13 +107,6 @@ class CarriesFaketime(Protocol):
     """A node whose backend installs its own libfaketime (docker image, ssh host software)."""
 
     faketime_library: str | None
-
-
-@runtime_checkable
-class Wraps(Protocol):
-    def wrap(self, argv: Sequence[str]) -> list[str]:
-        """The argv that runs `argv` on this node from the controller's machine."""
-        ...
 
 
 @runtime_checkable

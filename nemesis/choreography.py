@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any, Protocol
 
+from clusters.sut import HasLazyfs
 from nemesis.packages import Active, Context, lookup
 from nemesis.packages.disk import writeback
 from nemesis.packages.sequence import Pattern, Sight, Timing
@@ -73,11 +74,10 @@ def sight(ctx: Context, step: dict[str, Any], pattern: Pattern) -> Sight:
 
 def power_loss_possible(ctx: Context) -> bool:
     """Whether every broker's data dirs can lose unsynced writes (they sit on lazyfs)."""
-    sockets = getattr(ctx.sut, "lazyfs_sockets", None)
-    if not callable(sockets):
+    if not isinstance(ctx.sut, HasLazyfs):
         return False
     try:
-        return bool(ctx.nodes) and all(sockets(node) for node in ctx.nodes)
+        return bool(ctx.nodes) and all(ctx.sut.lazyfs_sockets(node) for node in ctx.nodes)
     except Exception:  # noqa: BLE001 - a system that cannot tell has none
         return False
 

@@ -128,7 +128,7 @@ class Nemesis(Requested):
         return self._closing
 
     def timing(self) -> Timing:
-        lag_ms = int(getattr(self.config, "replica_lag_time_max_ms", 10000))
+        lag_ms = self.config.replica_lag_time_max_ms
         return Timing(session_s=self._session_s(), lag_s=lag_ms / 1000)
 
     def next_id(self, prefix: str) -> str:

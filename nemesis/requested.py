@@ -61,7 +61,7 @@ class Requested:
 
     def mix(self) -> list[tuple[schedule.Group, int]]:
         """The groups the random schedule draws from; for `all`, those this cluster supports."""
-        mix = schedule.parse_mix(tuple(getattr(self.config, "nemesis", ())))
+        mix = schedule.parse_mix(tuple(self.config.nemesis))
         if not schedule.wants_all(self.config.nemesis):
             return mix
         return [(g, w) for g, w in mix if self._supports(g)]

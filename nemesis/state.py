@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from clusters.handles import LOCAL, Runner, handle_of, reattach
-from clusters.node import Node
+from clusters.handles import LOCAL, handle_of, reattach
+from clusters.node import Node, RunsCommands
 from clusters.state import process_alive, process_start_time
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ def run_recipe(
         name, argv = step.get("node"), step.get("argv")
         if not isinstance(argv, list):
             continue
-        live: Runner | None = (nodes or {}).get(str(name))
+        live: RunsCommands | None = (nodes or {}).get(str(name))
         access = step.get("access")
         try:
             runner = live or reattach(str(name), LOCAL if name is None and access is None else access)

@@ -18,44 +18,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker import protocol as p
 from clusters.local import REPO_ROOT
 from clusters.ports import free_port, port_open
+from tests.support.wire import Wire, one_record_batch
 
 pytestmark = pytest.mark.integration
-
-
-class Wire:
-    """A raw Kafka connection: send a request, read its response."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.correlation_id = 0
-
-    def call(self, api_key: int, version: int, body: dict[str, object]) -> object:
-        self.correlation_id += 1
-        frame = p.encode_request(
-            api_key, version, self.correlation_id, "fuzz", p.build_request(api_key, version, body)
-        )
-        self.sock.sendall(frame)
-        size = struct.unpack(">i", self._read(4))[0]
-        correlation_id, response = p.parse_response(api_key, version, self._read(size))
-        assert correlation_id == self.correlation_id
-        return response
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return data
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")
@@ -97,27 +66,15 @@ def valid_frames() -> list[bytes]:
         {
             "acks": 1,
             "timeout": 1000,
-            "topic_data": [{"name": "fz", "partition_data": [{"index": 0, "records": _batch(b"7")}]}],
+            "topic_data": [
+                {"name": "fz", "partition_data": [{"index": 0, "records": one_record_batch(b"7")}]}
+            ],
         },
     )
     return [
         p.encode_request(p.API_METADATA, 9, 1, "fuzz", meta),
         p.encode_request(p.API_PRODUCE, 8, 2, "fuzz", produce),
     ]
-
-
-def _batch(value: bytes) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    builder.append(0, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
-    return bytes(builder.build())
 
 
 def _throw(port: int, data: bytes) -> None:
@@ -191,11 +148,11 @@ def test_bad_crc_is_refused_and_not_written(broker: tuple[int, Path]) -> None:
         return int(r.responses[0].partition_responses[0].error_code.value)  # type: ignore[attr-defined]
 
     before = log_end()
-    good = bytearray(_batch(b"12345"))
+    good = bytearray(one_record_batch(b"12345"))
     good[-1] ^= 0xFF  # flip a bit inside the CRC-covered records
     assert produce(bytes(good)) == 2  # CORRUPT_MESSAGE
-    assert produce(_batch(b"1")[:40]) == 2  # a truncated batch
+    assert produce(one_record_batch(b"1")[:40]) == 2  # a truncated batch
     assert log_end() == before
-    assert produce(_batch(b"1")) == 0
+    assert produce(one_record_batch(b"1")) == 0
     assert log_end() == before + 1
     wire.close()

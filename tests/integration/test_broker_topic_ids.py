@@ -21,7 +21,7 @@ from kafka.record.memory_records import MemoryRecords
 
 from broker import protocol as p
 from clusters.local import LocalCluster
-from tests.integration.test_broker_frames import Wire, _batch
+from tests.support.wire import Wire, one_record_batch
 
 pytestmark = pytest.mark.integration
 
@@ -133,7 +133,10 @@ def test_produce_by_topic_id_and_unknown_ids(cluster: LocalCluster) -> None:
                 "acks": -1,
                 "timeout": 10_000,
                 "topic_data": [
-                    {"topic_id": topic_id, "partition_data": [{"index": 0, "records": _batch(b"41")}]}
+                    {
+                        "topic_id": topic_id,
+                        "partition_data": [{"index": 0, "records": one_record_batch(b"41")}],
+                    }
                 ],
             },
         )
@@ -159,7 +162,10 @@ def test_produce_by_topic_id_and_unknown_ids(cluster: LocalCluster) -> None:
                 "acks": 1,
                 "timeout": 1000,
                 "topic_data": [
-                    {"topic_id": stranger, "partition_data": [{"index": 0, "records": _batch(b"1")}]}
+                    {
+                        "topic_id": stranger,
+                        "partition_data": [{"index": 0, "records": one_record_batch(b"1")}],
+                    }
                 ],
             },
         )

@@ -18,7 +18,7 @@ import pytest
 
 from clusters.netns import existing_links, existing_namespaces
 from clusters.state import ClusterState
-from tests.integration.test_clusters_netns import leftovers
+from tests.support.netns import leftovers
 
 pytestmark = [
     pytest.mark.integration,

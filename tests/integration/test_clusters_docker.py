@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,13 +46,6 @@ def leftovers(name: str, state_dir: Path) -> list[str]:
     if (state_dir / f"{name}.json").exists():
         found.append("state file")
     return found
-
-
-@pytest.fixture(scope="module")
-def scratch() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="sltest-docker-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from clusters.own import BROKER
 from clusters.state import ClusterState, cleanup_leftovers, process_alive
 from foundation.config import TestConfig
 from foundation.errors import BadInput
+from tests.support.netns import leftovers
 
 pytestmark = [
     pytest.mark.integration,
@@ -41,39 +41,11 @@ def unique(prefix: str) -> str:
     return f"{prefix}{secrets.token_hex(2)}"
 
 
-def leftovers(name: str, slot: int | None, pids: list[tuple[int, int | None]], state_dir: Path) -> list[str]:
-    """Everything a cluster could leave behind that still exists."""
-    found = [f"netns {n}" for n in existing_namespaces() if n.startswith(f"sl-{name}-")]
-    found += [
-        f"link {link}"
-        for link in existing_links()
-        if link == f"slbr-{name}" or (slot is not None and link.startswith(f"slv{slot}-"))
-    ]
-    rules = subprocess.run(["iptables", "-w", "-S", "FORWARD"], capture_output=True, text=True).stdout
-    found += [f"iptables {r}" for r in rules.splitlines() if f"strandline:{name}" in r]
-    found += [f"uts {p}" for p in Path("/run/strandline/uts").glob(f"sl-{name}-*")]
-    for root in (Path("/sys/fs/cgroup/strandline"), Path("/sys/fs/cgroup/unified/strandline")):
-        if (root / name).exists():
-            found.append(f"cgroup {root / name}")
-    found += [f"pid {pid}" for pid, start in pids if process_alive(pid, start)]
-    if (state_dir / f"{name}.json").exists():
-        found.append(f"state file {state_dir / name}.json")
-    return found
-
-
 def snapshot(cluster: Cluster) -> tuple[int | None, list[tuple[int, int | None]]]:
     state = cluster.state
     slot = int(state.info["slot"]) if state and "slot" in state.info else None
     pids = [(int(r["name"]), r.get("start")) for r in state.of_kind("pid")] if state else []
     return slot, pids
-
-
-@pytest.fixture(scope="module")
-def scratch() -> Iterator[Path]:
-    """Work and state directories outside pytest's tmp rotation (other sessions prune it)."""
-    path = Path(tempfile.mkdtemp(prefix="sltest-clusters-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 from harness import browser
 from harness.report import write_report
 from harness.serve import make_server
-from tests.unit.test_report_render import make_run
+from tests.support.report_runs import make_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

@@ -18,7 +18,7 @@ import pytest
 
 from clusters.factory import Cluster, build_cluster
 from nemesis import build_nemesis, heal_leftovers
-from tests.integration.test_clusters_ssh import SshdHosts, ssh_config
+from tests.support.sshd import SshdHosts, ssh_config
 
 pytestmark = [
     pytest.mark.integration,

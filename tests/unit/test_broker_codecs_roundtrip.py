@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kio.static.primitive import Records, i64Timedelta
 
 from broker import protocol as p
-from broker.groups import GROUP_API_VERSIONS
+from broker.groups.service import GROUP_API_VERSIONS
 
 # kio leaves record batches opaque (as the broker does): any bytes, or none
 st.register_type_strategy(Records, st.binary(max_size=64).map(Records))

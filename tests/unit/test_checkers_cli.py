@@ -11,7 +11,7 @@ import pytest
 
 from checkers.histories import HistoryBuilder, simulate
 from harness.cli import main
-from tests.unit.test_checkers_verdict import make_run
+from tests.support.checked_runs import make_run
 
 
 def run_check(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:

@@ -9,7 +9,7 @@ from checkers.histories import HistoryBuilder
 from checkers.reference import check_history
 from checkers.verdict import decide
 from foundation.config import TestConfig
-from tests.unit.test_checkers_verdict import no_replica_anomalies
+from tests.support.checked_runs import no_replica_anomalies
 
 
 def found(tmp_path: Path, b: HistoryBuilder) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from checkers.histories import PLANTABLE, plant, simulate, write_history
 from checkers.reference import check_history
 from checkers.verdict import decide
 from foundation.config import TestConfig
-from tests.unit.test_checkers_verdict import no_replica_anomalies
+from tests.support.checked_runs import no_replica_anomalies
 
 SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

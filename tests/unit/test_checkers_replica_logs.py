@@ -4,37 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.storage import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpoint
 from broker.storage.build import build_batch
-from broker.storage.segment import segment_name
 from checkers.histories import HistoryBuilder
 from checkers.replica_logs import check_replica_logs, decode_value, leaders_from_state
-
-
-def write_replica(
-    nodes: Path,
-    node: str,
-    topic: str,
-    partition: int,
-    batches: list[tuple[int, list[bytes | None]]],
-    hw: int | None = None,
-) -> Path:
-    """Write one replica: batches of (base offset, values) into one segment file."""
-    data = nodes / node / "data"
-    log_dir = data / f"{topic}-{partition}"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    segment = log_dir / segment_name(batches[0][0] if batches else 0)
-    segment.write_bytes(
-        b"".join(build_batch(values, base_offset=base, leader_epoch=1) for base, values in batches)
-    )
-    if hw is not None:
-        checkpoint = OffsetCheckpoint(data / REPLICATION_OFFSET_CHECKPOINT)
-        checkpoint.write({**checkpoint.read(), (topic, partition): hw})
-    return segment
-
-
-def values(*numbers: int) -> list[bytes | None]:
-    return [str(n).encode() for n in numbers]
+from tests.support.checked_runs import values, write_replica
 
 
 def history(tmp_path: Path, acks: list[tuple[int, int, int]]) -> Path:

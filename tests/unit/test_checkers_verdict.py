@@ -13,17 +13,11 @@ from checkers.api import check_run
 from checkers.catalogue import NAMES
 from checkers.histories import HistoryBuilder, simulate, write_history
 from checkers.reference import check_history
-from checkers.replica_logs import ReplicaFindings
 from checkers.stats import compute_stats, percentile
 from checkers.verdict import CONDITIONS, RULES, Facts, decide
 from foundation.config import TestConfig
 from foundation.errors import BadInput
-from tests.unit.test_checkers_replica_logs import values, write_replica
-
-
-def no_replica_anomalies() -> ReplicaFindings:
-    empty = {"count": 0, "examples": []}
-    return ReplicaFindings({"log-divergence": empty, "lost-committed-on-replicas": empty}, {}, [], [])  # type: ignore[dict-item]
+from tests.support.checked_runs import make_run, no_replica_anomalies
 
 
 def verdict_of(
@@ -191,32 +185,6 @@ def test_percentile_is_nearest_rank() -> None:
 
 
 # --- check_run on run directories --------------------------------------------------------------
-
-
-def make_run(
-    tmp_path: Path, ops: list[dict[str, Any]], *, drain: bool | None = True, replicas: bool = True
-) -> Path:
-    run = tmp_path / "run"
-    run.mkdir(parents=True)
-    config = TestConfig(topics=1, partitions=2, replication_factor=2, nodes=2, min_insync=1, seed=7)
-    (run / "test.json").write_text(json.dumps({"config": config.to_json(), "seed": 7}))
-    write_history(run / "history.jsonl", ops)
-    if drain is not None:
-        (run / "drain.json").write_text(
-            json.dumps({"complete": drain, "reason": "" if drain else "time bound passed"})
-        )
-    if replicas:
-        logs: dict[int, list[int]] = {0: [], 1: []}
-        for op in ops:
-            if op["f"] == "poll" and op["type"] == "ok":
-                for r in op["records"]:
-                    log = logs[r["partition"]]
-                    if r["offset"] == len(log):
-                        log.append(r["value"])
-        for node in ("n1", "n2"):
-            for partition, log in logs.items():
-                write_replica(run / "nodes", node, "t0", partition, [(0, values(*log))] if log else [])
-    return run
 
 
 def test_check_run_writes_results(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from checkers.histories import simulate
 from harness.cli import main
-from tests.unit.test_checkers_verdict import make_run
+from tests.support.checked_runs import make_run
 
 
 def test_check_rewrites_a_stale_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,7 +22,7 @@ from nemesis import build_nemesis
 from nemesis.packages import PACKAGES, PlanEnv
 from nemesis.packages.process import BUG_FINDING_WEIGHTS, FAILOVER, STALLED_FAILOVER
 from nemesis.packages.process_patterns import failover_targets
-from tests.unit.test_nemesis_core import FakeSut, cluster, config
+from tests.support.nemesis_fakes import FakeSut, cluster, config
 
 ENV = PlanEnv(names=("n1", "n2", "n3"), topics=1, partitions=2, has_leaders=True, has_zookeeper=True)
 

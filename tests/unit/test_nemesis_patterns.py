@@ -24,7 +24,7 @@ from nemesis.packages import PlanEnv
 from nemesis.packages.patterns import PATTERNS
 from nemesis.packages.sequence import Sight, Timing
 from nemesis.schedule import ALL_MIX
-from tests.unit.test_nemesis_core import FakeSut, cluster, config
+from tests.support.nemesis_fakes import FakeSut, cluster, config
 
 TIMING = Timing(session_s=6.0, lag_s=10.0)
 

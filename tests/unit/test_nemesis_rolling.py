@@ -28,7 +28,7 @@ from nemesis.packages.process import (
     ROLLING,
     STALLED_FAILOVER,
 )
-from tests.unit.test_nemesis_core import FakeSut, cluster, config
+from tests.support.nemesis_fakes import FakeSut, PlainSut, cluster, config
 
 ENV = PlanEnv(names=("n1", "n2", "n3"), topics=1, partitions=2, has_leaders=True, has_zookeeper=True)
 
@@ -164,7 +164,6 @@ def test_broker_gone_without_registrations_waits_a_session_timeout(tmp_path: Pat
     import time
 
     from nemesis import conditions
-    from tests.unit.test_nemesis_core import PlainSut
 
     c = cluster(3, sut=PlainSut())
     nem = build_nemesis(config(zookeeper_session_timeout_ms=6000), c, None, random.Random(1), tmp_path)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import browser
-from tests.unit.test_report_render import make_run
+from tests.support.report_runs import make_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from checkers.histories import simulate
-from tests.unit.test_checkers_verdict import make_run
+from tests.support.checked_runs import make_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 

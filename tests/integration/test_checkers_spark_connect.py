@@ -3,7 +3,7 @@
 The server is started from the pyspark distribution's own script (`sbin/start-connect-server.sh
 --wait`, local[2], bound to 127.0.0.1) and stopped afterwards (its process group, which this test
 started). The check through it must write the same results.json as the reference checker (which the
-local Spark engine equals, tests/integration/test_spark_engine.py); a server that does not answer
+local Spark engine equals, tests/integration/test_checkers_spark_engine.py); a server that does not answer
 and a malformed URL are one-line errors with exit 4 and 2.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from checkers.histories import simulate
-from tests.unit.test_checkers_verdict import make_run
+from tests.support.checked_runs import make_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 

@@ -7,19 +7,21 @@ from typing import Any
 
 import pytest
 
-from broker.groups import (
-    ILLEGAL_GENERATION,
-    INCONSISTENT_GROUP_PROTOCOL,
-    INVALID_SESSION_TIMEOUT,
-    NONE,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
+from broker.groups.coordinator import (
     GroupCoordinator,
     GroupState,
     JoinRequest,
     JoinResult,
     SyncRequest,
     SyncResult,
+)
+from broker.kafka_errors import (
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_SESSION_TIMEOUT,
+    NONE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
 )
 from broker.storage.group_offsets import FILE_NAME, CommittedOffset
 
@@ -74,7 +76,7 @@ def test_single_member_and_a_second_one(coordinator: GroupCoordinator) -> None:
 
 
 def test_leader_rejoin_in_a_stable_group_then_a_silent_leader_expires(coordinator: GroupCoordinator) -> None:
-    """The coordinator's side of the CI log of test_groups_broker (Kafka's behaviour at each step).
+    """The coordinator's side of the CI log of test_broker_groups (Kafka's behaviour at each step).
 
     The leader assigned nothing (no topic metadata yet) and rejoins once metadata arrives; the
     follower hears of it on its heartbeat; then the leader's client never applies its SyncGroup answer

@@ -15,7 +15,7 @@ from harness.report_pictures import missing_groups as _missing_groups
 from harness.report_replicas import Marks, PartitionLogs, Replica
 from harness.report_svg import replica_chart
 from harness.report_text import availability_text, example_title, weak_evidence
-from tests.unit.test_report_render import make_run
+from tests.support.report_runs import make_run
 
 NS = 1_000_000_000
 

@@ -17,10 +17,7 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from broker.groups import (
-    NONE,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
+from broker.groups.coordinator import (
     GroupCoordinator,
     GroupState,
     HeartbeatResult,
@@ -29,6 +26,11 @@ from broker.groups import (
     LeaveResult,
     SyncRequest,
     SyncResult,
+)
+from broker.kafka_errors import (
+    NONE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
 )
 
 FAST_TMP = "/dev/shm" if os.path.isdir("/dev/shm") else None

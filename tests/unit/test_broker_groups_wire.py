@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from broker import protocol as p
-from broker.groups import GROUP_API_VERSIONS, NOT_COORDINATOR, GroupCoordinator, GroupService
+from broker.groups.coordinator import GroupCoordinator
+from broker.groups.service import GROUP_API_VERSIONS, GroupService
+from broker.kafka_errors import NOT_COORDINATOR
 from broker.metadata import BrokerAddress
 
 

@@ -4,7 +4,6 @@ shows neither."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +14,6 @@ from checkers.histories import HistoryBuilder
 from checkers.reference import check_history as reference_check
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from checkers.spark_session import get_session
-
-    session = get_session("local[2]", driver_memory="1g")
-    session.conf.set("spark.sql.shuffle.partitions", "2")
-    yield session
 
 
 def test_planted_group_skip_and_nonmonotonic_commit_agree(spark: Any, tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +35,6 @@ FEW = settings(
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from checkers.spark_session import get_session
-
-    session = get_session("local[2]", driver_memory="1g")
-    session.conf.set("spark.sql.shuffle.partitions", "2")
-    yield session
 
 
 def both(spark: Any, path: Path) -> tuple[EngineResult, EngineResult]:

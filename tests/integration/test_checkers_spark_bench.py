@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +20,6 @@ from checkers import bench
 from harness.cli import build_parser
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from checkers.spark_session import get_session
-
-    session = get_session("local[2]", driver_memory="1g")
-    session.conf.set("spark.sql.shuffle.partitions", "2")
-    yield session
 
 
 def test_bench_checker_small(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

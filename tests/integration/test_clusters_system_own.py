@@ -189,7 +189,7 @@ def test_kafka_kraft_definition_lifecycle_with_a_stand_in_distribution(
     from clusters.factory import build_cluster
     from clusters.netns import NetnsNetwork
     from foundation.config import validate
-    from tests.integration.test_clusters_kafka import stand_in_tarball
+    from tests.support.kafka_stand_in import stand_in_tarball
 
     tarball = tmp_path / "kafka_stand-in.tgz"
     tarball.write_bytes(b"")  # the definition names it; written once ZooKeeper's address is known
@@ -260,7 +260,7 @@ def test_the_definition_runs_over_ssh(tmp_path: Path) -> None:
 
     from clusters.factory import build_cluster
     from foundation.config import validate
-    from tests.integration.test_clusters_ssh import SshdHosts
+    from tests.support.sshd import SshdHosts
 
     work = tmp_path / "sshd"
     work.mkdir()

@@ -1,0 +1,31 @@
+"""Fixtures shared by several test modules. Shared helpers that are not fixtures (recording fakes,
+run-directory builders, sshd hosts) live in `tests/support/`; no test module imports another."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def scratch(request: pytest.FixtureRequest) -> Iterator[Path]:
+    """A work directory for the module, outside pytest's tmp rotation (other sessions prune it)."""
+    stem = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    path = Path(tempfile.mkdtemp(prefix=f"sltest-{stem}-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """A small local Spark session (2 cores, 1 GiB, 2 shuffle partitions), shared by the module."""
+    from checkers.spark_session import get_session
+
+    session = get_session("local[2]", driver_memory="1g")
+    session.conf.set("spark.sql.shuffle.partitions", "2")
+    yield session

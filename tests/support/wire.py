@@ -1,0 +1,56 @@
+"""Raw Kafka wire access for the broker's tests: one connection, requests in, responses out; one-record batches."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from broker import protocol as p
+
+
+class Wire:
+    """A raw Kafka connection: send a request, read its response."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.correlation_id = 0
+
+    def call(self, api_key: int, version: int, body: dict[str, object]) -> object:
+        self.correlation_id += 1
+        frame = p.encode_request(
+            api_key, version, self.correlation_id, "fuzz", p.build_request(api_key, version, body)
+        )
+        self.sock.sendall(frame)
+        size = struct.unpack(">i", self._read(4))[0]
+        correlation_id, response = p.parse_response(api_key, version, self._read(size))
+        assert correlation_id == self.correlation_id
+        return response
+
+    def _read(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def one_record_batch(value: bytes) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    builder.append(0, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
+    return bytes(builder.build())
