@@ -6,7 +6,6 @@ Commands are argument lists (quoted with shlex.quote where a backend needs a she
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -108,13 +107,6 @@ class CarriesFaketime(Protocol):
     """A node whose backend installs its own libfaketime (docker image, ssh host software)."""
 
     faketime_library: str | None
-
-
-@runtime_checkable
-class Wraps(Protocol):
-    def wrap(self, argv: Sequence[str]) -> list[str]:
-        """The argv that runs `argv` on this node from the controller's machine."""
-        ...
 
 
 @runtime_checkable
