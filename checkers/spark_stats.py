@@ -356,13 +356,21 @@ def _window_rows(
     from pyspark.sql import functions as F
 
     col = F.col
+    # Each window once per second it touches: an equi-join on the second, then the exact bounds
+    # (a join on the bounds alone would compare every completion with every window).
     spans = F.broadcast(
         spark.createDataFrame(
-            [(i, float(w["start_s"]), float(w["end_s"])) for i, w in enumerate(windows)],
-            "w INT, start DOUBLE, end DOUBLE",
+            [
+                (i, second, float(w["start_s"]), float(w["end_s"]))
+                for i, w in enumerate(windows)
+                for second in range(math.floor(w["start_s"]), math.floor(w["end_s"]) + 1)
+            ],
+            "w INT, s LONG, start DOUBLE, end DOUBLE",
         )
     )
-    inside = completed.join(spans, (col("t") >= col("start")) & (col("t") <= col("end")))
+    inside = completed.join(
+        spans, (F.floor(col("t")) == col("s")) & (col("t") >= col("start")) & (col("t") <= col("end"))
+    )
     counts = _row(
         inside.groupBy("w", "code").count(), kind=F.lit("ops"), w=col("w"), code=col("code"), n=col("count")
     )
