@@ -3,7 +3,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test lint typecheck unit clean
+.PHONY: setup demo test test-all lint typecheck unit clean
 
 setup:
 	@bash scripts/setup.sh
@@ -19,7 +19,12 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
+# CI's set: everything but the long scenario runs marked slow (docs/development.md).
 test: setup lint typecheck
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# Every test, the slow scenario runs included.
+test-all: setup lint typecheck
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: setup

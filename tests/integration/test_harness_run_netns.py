@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(420)]
+# Not marked slow although it takes two minutes: it is CI's one end-to-end run of the real command.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
 
 def cli(args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
