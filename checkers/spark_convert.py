@@ -12,7 +12,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from checkers.parquet import F_CODES, FORMAT_VERSION, OUTCOME_CODES
+from checkers.parquet_schema import F_CODES, FORMAT_VERSION, OUTCOME_CODES
 from checkers.spark_engine import ParquetForm, spark_figures
 from history.format import CLIENT_FS, OP_TYPES, ReadProblem
 
