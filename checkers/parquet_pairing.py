@@ -6,17 +6,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from checkers.parquet_schema import (
-    ASSIGN,
-    CRASH,
     F_CODE_ARRAY,
+    F_CODES,
     INFO_,
     INVOKE,
-    OK_,
     OPERATIONS_SCHEMA,
     OUTCOME_CODES,
-    POLL,
     TYPE_CODE_ARRAY,
+    TYPE_CODES,
 )
+from history import pairing
 
 _CARRY_SCHEMA = pa.schema(
     [
@@ -35,6 +34,31 @@ _CARRY_SCHEMA = pa.schema(
         ("tp", pa.int64()),
     ]
 )
+
+
+class _ArrowLogic:
+    """`history.pairing.Logic` over Arrow arrays of type and f codes (`TYPE_CODES`, `F_CODES`)."""
+
+    def is_type(self, column: pa.Array, type_: str) -> pa.Array:
+        return pc.fill_null(pc.equal(column, TYPE_CODES.index(type_)), False)
+
+    def is_f(self, column: pa.Array, f: str) -> pa.Array:
+        return pc.fill_null(pc.equal(column, F_CODES.index(f)), False)
+
+    def exists(self, column: pa.Array) -> pa.Array:
+        return pc.is_valid(column)
+
+    def and_(self, a: pa.Array, b: pa.Array) -> pa.Array:
+        return pc.and_(a, b)
+
+    def or_(self, a: pa.Array, b: pa.Array) -> pa.Array:
+        return pc.or_(a, b)
+
+    def not_(self, a: pa.Array) -> pa.Array:
+        return pc.invert(a)
+
+
+_ARROW = _ArrowLogic()
 
 
 def arange(n: int, start: int = 0) -> pa.Array:
@@ -110,27 +134,24 @@ class ChunkPairing:
         col = {name: both.column(name).combine_chunks() for name in ("type", "f", "index", "carried")}
         type_, f, carried = col["type"], col["f"], col["carried"]
         own_line = pc.invert(carried)
-        is_invoke = pc.equal(type_, INVOKE)
-        prev_type, prev_f = pc.take(type_, prev), pc.take(f, prev)
-        after_invoke = pc.fill_null(pc.equal(prev_type, INVOKE), False)
-        after_poll_invoke = pc.and_(after_invoke, pc.fill_null(pc.equal(prev_f, POLL), False))
-        crash = pc.equal(f, CRASH)
+        is_invoke = _ARROW.is_type(type_, "invoke")
+        next_type = pc.take(type_, nxt)
+        line = pairing.Neighbours(
+            type_, f, pc.take(type_, prev), pc.take(f, prev), next_type, pc.take(f, nxt)
+        )
 
         # Operations: invocations whose successor is known.
-        next_type, next_f = pc.take(type_, nxt), pc.take(f, nxt)
         emit = pc.and_(is_invoke, pc.is_valid(nxt))
-        completed = pc.and_(emit, pc.fill_null(pc.not_equal(next_type, INVOKE), False))
+        completed = pc.and_(is_invoke, pairing.completed(_ARROW, line))
         outcome_code = pc.if_else(
             completed,
-            pc.if_else(pc.fill_null(pc.equal(next_f, CRASH), False), pa.scalar(INFO_, pa.int8()), next_type),
+            pc.if_else(pairing.completed_by_crash(_ARROW, line), pa.scalar(INFO_, pa.int8()), next_type),
             pa.scalar(-1, pa.int8()),
         )
         operations = self._operations(both, emit, completed, outcome_code, nxt)
 
         # Orphans: completions of this chunk whose predecessor is no invocation.
-        orphan = pc.and_(
-            pc.and_(own_line, pc.invert(is_invoke)), pc.and_(pc.invert(crash), pc.invert(after_invoke))
-        )
+        orphan = pc.and_(own_line, pairing.orphan(_ARROW, line))
         orphan_index = pc.filter(col["index"], orphan)
         if len(orphan_index):
             self.orphans += len(orphan_index)
@@ -139,20 +160,9 @@ class ChunkPairing:
                 self.first_orphan = first
 
         # Reads: the records of an ok completion of a poll invocation.
-        reads_ok = pc.and_(
-            pc.and_(own_line, pc.equal(type_, OK_)), pc.and_(pc.invert(crash), after_poll_invoke)
-        )
+        reads_ok = pc.and_(own_line, pairing.reads(_ARROW, line))
         # Position resets, counted per process up to each line.
-        info_poll = pc.and_(
-            pc.and_(pc.invert(is_invoke), after_poll_invoke), pc.or_(pc.equal(type_, INFO_), crash)
-        )
-        resets = pc.and_(
-            own_line,
-            pc.or_(
-                pc.or_(pc.and_(is_invoke, pc.equal(f, ASSIGN)), info_poll),
-                pc.and_(is_invoke, after_poll_invoke),
-            ),
-        ).cast(pa.int64())
+        resets = pc.and_(own_line, pairing.forgets_positions(_ARROW, line)).cast(pa.int64())
         resets_sorted = pc.take(resets, order)
         cum = pc.cumulative_sum(resets_sorted)
         positions = arange(m)

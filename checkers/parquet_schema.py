@@ -58,7 +58,7 @@ OPERATIONS_SCHEMA = pa.schema(
 # `f` and `outcome` again as small integers (their index in these), cheaper for Spark to compare.
 F_CODES = ("send", "poll", "assign", "crash", "subscribe", "commit", "rebalance")
 OUTCOME_CODES = ("ok", "fail", "info", "open")
-TYPE_CODE_ARRAY = pa.array(["invoke", "ok", "fail", "info"])
+TYPE_CODES = ("invoke", "ok", "fail", "info")  # `type` as a small integer while pairing
+TYPE_CODE_ARRAY = pa.array(TYPE_CODES)
 F_CODE_ARRAY = pa.array(F_CODES)
-INVOKE, OK_, FAIL_, INFO_ = 0, 1, 2, 3
-SEND, POLL, ASSIGN, CRASH = 0, 1, 2, 3
+INVOKE, INFO_ = TYPE_CODES.index("invoke"), TYPE_CODES.index("info")
