@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from checkers.histories import HistoryBuilder, simulate
 from history import pairing
 from history.pairing import Pairing, outcome_of
+from history.synthetic.builder import HistoryBuilder
+from history.synthetic.simulate import simulate
 
 
 class PlainLogic:
