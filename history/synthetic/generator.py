@@ -1,11 +1,15 @@
-"""Big synthetic histories with planted anomalies, streamed to a file: for the checker benchmark.
+"""The one generator of synthetic histories with planted anomalies: the checker benchmark's
+millions of lines (`generate`, streamed to a file) and the checkers' tests' few hundred
+(`generate_ops`, in memory).
 
 A history is simulated, not recorded: producers append values to in-memory partition logs (at
 invoke time, so a consumer can read a value before its send completes, as in Kafka), consumers read
 the logs sequentially, processes crash (their open op completes `info` and a fresh process takes
 over), the nemesis journals faults, and a final drain reads every partition from the beginning.
-Such a history is clean by construction; each planted anomaly is written as a small, self-contained
-episode by fresh processes, so the planted anomalies are exactly the anomalies of the history.
+With `churn`, consumers also time out (an `info` poll or assign: a fresh process takes over) and
+re-assign themselves to several partitions from the beginning. Such a history is clean by
+construction; each planted anomaly is written as a small, self-contained episode by fresh
+processes, so the planted anomalies are exactly the anomalies of the history.
 
 Lines are preformatted strings (no json.dumps on the hot path): about a million ops in a few
 seconds, ten million in well under a minute.
@@ -13,13 +17,15 @@ seconds, ten million in well under a minute.
 
 from __future__ import annotations
 
+import io
+import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from history.synthetic.kinds import ANOMALY_KINDS
+from history.synthetic.kinds import ANOMALY_KINDS, PLANTABLE
 
 NEMESIS_FS = (("kill", "start"), ("pause", "resume"), ("partition", "heal"))
 
@@ -31,11 +37,12 @@ class Planted:
     `anomalies` maps an anomaly name to its planted instances; each instance names what the
     checkers count it by: `value` (lost-write, unseen, duplicate, aborted-read, phantom),
     `topic`/`partition`/`offset` (inconsistent-offsets), `process`/`topic`/`partition`
-    (poll-skip, nonmonotonic-poll, nonmonotonic-send).
+    (poll-skip, nonmonotonic-poll, nonmonotonic-send), `group`/`topic`/`partition` (`offset` too
+    for group-skip; nonmonotonic-commit).
     """
 
     ops: int = 0
-    anomalies: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {k: [] for k in ANOMALY_KINDS})
+    anomalies: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {k: [] for k in PLANTABLE})
 
     def counts(self) -> dict[str, int]:
         return {name: len(instances) for name, instances in self.anomalies.items()}
@@ -74,7 +81,8 @@ class _Journal:
 
 @dataclass
 class _Slot:
-    """A client slot: its current process, its open op and, for a consumer, where it reads."""
+    """A client slot: its current process, its open op and, for a consumer, where it reads: its
+    partition `part` at `position`, or after a re-assign, `spread` (partition -> position)."""
 
     process: int
     consumer: bool
@@ -82,6 +90,7 @@ class _Slot:
     part: int = 0
     position: int = 0
     assigned: bool = False
+    spread: dict[int, int] | None = None
 
 
 class _Simulation:
@@ -94,8 +103,10 @@ class _Simulation:
         concurrency: int,
         crash_rate: float,
         nemesis_rate: float,
+        churn: float = 0.0,
     ):
         self.j = _Journal(out, rng)
+        self.churn = churn
         self.rng = rng
         self.parts: list[tuple[str, int]] = [(f"t{t}", p) for t in range(topics) for p in range(partitions)]
         self.logs: list[list[int]] = [[] for _ in self.parts]
@@ -148,6 +159,9 @@ class _Simulation:
         self.j.add(f'{self.j.head(process, "invoke", "assign")},"partitions":[["{t}",{p}]],"seek":{s}}}')
         self.j.add(f'{self.j.head(process, "ok", "assign")},"partitions":[["{t}",{p}]],"seek":{s}}}')
 
+    def partitions(self, parts: list[int]) -> str:
+        return ",".join(f'["{self.parts[i][0]}",{self.parts[i][1]}]' for i in parts)
+
     def poll(self, process: int, part: int, start: int, end: int) -> None:
         self.j.add(f"{self.j.head(process, 'invoke', 'poll')}}}")
         self.j.add(f'{self.j.head(process, "ok", "poll")},"records":[{self.records(part, start, end)}]}}')
@@ -178,7 +192,15 @@ class _Simulation:
             else:
                 self.complete(slot)
         elif slot.consumer:
-            if not slot.assigned:
+            if self.churn and slot.assigned and rng.random() < self.churn:
+                slot.assigned, slot.spread = False, {}  # re-assign, to several partitions
+            if not slot.assigned and slot.spread is not None:
+                chosen = [i for i in range(len(self.parts)) if rng.random() < 0.7] or [self._part()]
+                slot.spread = dict.fromkeys(chosen, 0)
+                head = self.j.head(slot.process, "invoke", "assign")
+                self.j.add(f'{head},"partitions":[{self.partitions(chosen)}],"seek":"beginning"}}')
+                slot.open = ("assign", '"beginning"')
+            elif not slot.assigned:
                 t, p = self.parts[slot.part]
                 seek: str | int = "beginning" if slot.position == 0 else slot.position
                 s = f'"{seek}"' if isinstance(seek, str) else seek
@@ -214,6 +236,20 @@ class _Simulation:
         if op[0] == "send":
             _, part, value, outcome, offset = op
             self.send_done(slot.process, part, value, outcome, offset)
+        elif self.churn and self.rng.random() < self.churn:
+            # A consumer's poll or assign timed out: the process is never reused.
+            self.j.add(f'{self.j.head(slot.process, "info", op[0])},"error":"timed out"}}')
+            slot.process, slot.assigned = self.fresh_process(), False
+            if slot.spread is not None:
+                slot.spread = {}
+        elif op[0] == "poll" and slot.spread is not None:
+            pieces = []
+            for part, start in sorted(slot.spread.items()):
+                end = min(len(self.logs[part]), start + int(self.rng.random() * 5))
+                if end > start:
+                    pieces.append(self.records(part, start, end))
+                slot.spread[part] = end
+            self.j.add(f'{self.j.head(slot.process, "ok", "poll")},"records":[{",".join(pieces)}]}}')
         elif op[0] == "poll":
             log = self.logs[slot.part]
             start = slot.position
@@ -222,10 +258,9 @@ class _Simulation:
             self.j.add(f'{self.j.head(slot.process, "ok", "poll")},"records":[{recs}]}}')
             slot.position = end
         else:
-            t, p = self.parts[slot.part]
-            self.j.add(
-                f'{self.j.head(slot.process, "ok", "assign")},"partitions":[["{t}",{p}]],"seek":{op[1]}}}'
-            )
+            parts = sorted(slot.spread) if slot.spread is not None else [slot.part]
+            head = self.j.head(slot.process, "ok", "assign")
+            self.j.add(f'{head},"partitions":[{self.partitions(parts)}],"seek":{op[1]}}}')
             slot.assigned = True
 
     def crash(self, slot: _Slot) -> None:
@@ -243,6 +278,8 @@ class _Simulation:
         self.j.add(f"{self.j.head(slot.process, 'info', 'crash')}}}")
         slot.process = self.fresh_process()
         slot.assigned = False
+        if slot.spread is not None:
+            slot.spread = {}
 
     def nemesis_step(self) -> None:
         if self.nemesis_open is None:
@@ -397,6 +434,46 @@ class _Simulation:
         t, p = self.parts[part]
         self._note("nonmonotonic-send", process=process, topic=t, partition=p)
 
+    def plant_group_skip(self) -> None:
+        """A member committed past a value no member of its group returned (a topic of its own)."""
+        serial = len(self.planted.anomalies["group-skip"])
+        topic, group = f"tgroup{serial}", f"gplant{serial}"
+        skipped, read = self.fresh_value(), self.fresh_value()
+        for value, offset in ((skipped, 0), (read, 1)):
+            process = self.fresh_process()
+            head = f'"topic":"{topic}","partition":0,"value":{value}'
+            self.j.add(f"{self.j.head(process, 'invoke', 'send')},{head}}}")
+            self.j.add(f'{self.j.head(process, "ok", "send")},{head},"offset":{offset}}}')
+        member = self.fresh_process()
+        self._group_op(member, "subscribe", f'"group":"{group}","topics":["{topic}"]')
+        record = f'{{"topic":"{topic}","partition":0,"offset":1,"value":{read}}}'
+        self.j.add(f"{self.j.head(member, 'invoke', 'poll')}}}")
+        self.j.add(f'{self.j.head(member, "ok", "poll")},"records":[{record}]}}')
+        self._commit(member, group, topic, 2)
+        reader = self.fresh_process()
+        both = f'{{"topic":"{topic}","partition":0,"offset":0,"value":{skipped}}},{record}'
+        self.j.add(f"{self.j.head(reader, 'invoke', 'poll')}}}")
+        self.j.add(f'{self.j.head(reader, "ok", "poll")},"records":[{both}]}}')
+        self._note("group-skip", group=group, topic=topic, partition=0, offset=0)
+
+    def plant_nonmonotonic_commit(self) -> None:
+        """A group's second commit on a partition is lower than its first (a topic of its own)."""
+        serial = len(self.planted.anomalies["nonmonotonic-commit"])
+        topic, group = f"tcommit{serial}", f"gcommit{serial}"
+        for offset in (5, 3):
+            member = self.fresh_process()
+            self._group_op(member, "subscribe", f'"group":"{group}","topics":["{topic}"]')
+            self._commit(member, group, topic, offset)
+        self._note("nonmonotonic-commit", group=group, topic=topic, partition=0)
+
+    def _group_op(self, process: int, f: str, fields: str) -> None:
+        self.j.add(f"{self.j.head(process, 'invoke', f)},{fields}}}")
+        self.j.add(f"{self.j.head(process, 'ok', f)},{fields}}}")
+
+    def _commit(self, process: int, group: str, topic: str, offset: int) -> None:
+        offsets = f'[{{"topic":"{topic}","partition":0,"offset":{offset}}}]'
+        self._group_op(process, "commit", f'"group":"{group}","mode":"explicit","offsets":{offsets}')
+
 
 def default_plants(ops: int) -> dict[str, int]:
     """A few of every kind; more in bigger histories, at most 50 of each."""
@@ -416,6 +493,7 @@ def generate(
     crash_rate: float = 0.0005,
     nemesis_rate: float = 0.0002,
     drain_batch: int = 500,
+    churn: float = 0.0,
     progress: Callable[[int], None] | None = None,
 ) -> Planted:
     """Write a history of about `ops` ops (the drain adds a few) to `path`; return what was planted.
@@ -423,43 +501,98 @@ def generate(
     `plants` maps anomaly names to how many of each to plant (default: `default_plants(ops)`).
     """
     plants = default_plants(ops) if plants is None else plants
-    unknown = set(plants) - set(ANOMALY_KINDS)
+    unknown = set(plants) - set(PLANTABLE)
     if unknown:
         raise ValueError(f"unknown anomaly kinds: {sorted(unknown)}")
-    rng = random.Random(seed)
     with open(path, "w", encoding="utf-8", buffering=1 << 20) as out:
-        sim = _Simulation(out, rng, topics, partitions, concurrency, crash_rate, nemesis_rate)
-        # The drain reads every value once more, in big polls: budget the main loop's ops for it.
-        plant_lines = 2 * plants.get("unseen", 0)
-        main_ops = max(0, ops - plant_lines - 4 * len(sim.parts) - 2 * concurrency)
-        schedule = sorted(
-            (rng.randrange(1, max(2, int(main_ops * 0.95))), kind)
-            for kind, n in plants.items()
-            if kind != "unseen"
-            for _ in range(n)
+        return _write(
+            out,
+            ops,
+            seed,
+            plants,
+            topics,
+            partitions,
+            concurrency,
+            crash_rate,
+            nemesis_rate,
+            drain_batch,
+            churn,
+            progress,
         )
-        j = sim.j
-        step = sim.step
-        next_plant = 0
-        next_progress = 1_000_000
-        reserve = 0
-        while j.index + reserve < main_ops:
-            if j.index & 0xFFF == 0:
-                # The drain's lines: an assign and polls of drain_batch records per partition.
-                reserve = sum(2 * (len(log) // drain_batch + 2) for log in sim.logs)
-            while next_plant < len(schedule) and schedule[next_plant][0] <= j.index:
-                sim.plant(schedule[next_plant][1])
-                next_plant += 1
-            step()
-            if progress is not None and j.index >= next_progress:
-                progress(j.index)
-                next_progress += 1_000_000
-        for _, kind in schedule[next_plant:]:
-            sim.plant(kind)
-        for slot in sim.slots:
-            if slot.open is not None:
-                sim.complete(slot)
-        for _ in range(plants.get("unseen", 0)):
-            sim.plant_unseen()
-        sim.finish(drain_batch)
+
+
+def generate_ops(
+    ops: int,
+    *,
+    seed: int = 0,
+    plants: dict[str, int] | None = None,
+    topics: int = 1,
+    partitions: int = 2,
+    concurrency: int = 4,
+    crash_rate: float = 0.02,
+    nemesis_rate: float = 0.02,
+    churn: float = 0.05,
+) -> tuple[list[dict[str, Any]], Planted]:
+    """A small history in memory (for tests: write it with `builder.write_history`) and what was
+    planted: by default none, with more crashes, faults and consumer churn than `generate`'s."""
+    plants = {} if plants is None else plants
+    unknown = set(plants) - set(PLANTABLE)
+    if unknown:
+        raise ValueError(f"unknown anomaly kinds: {sorted(unknown)}")
+    out = io.StringIO()
+    planted = _write(
+        out, ops, seed, plants, topics, partitions, concurrency, crash_rate, nemesis_rate, 50, churn, None
+    )
+    return [json.loads(line) for line in out.getvalue().splitlines()], planted
+
+
+def _write(
+    out: IO[str],
+    ops: int,
+    seed: int,
+    plants: dict[str, int],
+    topics: int,
+    partitions: int,
+    concurrency: int,
+    crash_rate: float,
+    nemesis_rate: float,
+    drain_batch: int,
+    churn: float,
+    progress: Callable[[int], None] | None,
+) -> Planted:
+    rng = random.Random(seed)
+    sim = _Simulation(out, rng, topics, partitions, concurrency, crash_rate, nemesis_rate, churn)
+    # The drain reads every value once more, in big polls: budget the main loop's ops for it.
+    plant_lines = 2 * plants.get("unseen", 0)
+    main_ops = max(0, ops - plant_lines - 4 * len(sim.parts) - 2 * concurrency)
+    schedule = sorted(
+        (rng.randrange(1, max(2, int(main_ops * 0.95))), kind)
+        for kind, n in plants.items()
+        if kind != "unseen"
+        for _ in range(n)
+    )
+    j = sim.j
+    step = sim.step
+    next_plant = 0
+    next_progress = 1_000_000
+    reserve = 0
+    while j.index + reserve < main_ops:
+        if j.index & 0xFFF == 0:
+            # The drain's lines: an assign and polls of drain_batch records per partition.
+            reserve = sum(2 * (len(log) // drain_batch + 2) for log in sim.logs)
+        while next_plant < len(schedule) and schedule[next_plant][0] <= j.index:
+            sim.plant(schedule[next_plant][1])
+            next_plant += 1
+        step()
+        if progress is not None and j.index >= next_progress:
+            progress(j.index)
+            next_progress += 1_000_000
+    for _, kind in schedule[next_plant:]:
+        sim.plant(kind)
+    for slot in sim.slots:
+        if slot.open is not None:
+            sim.complete(slot)
+    for _ in range(plants.get("unseen", 0)):
+        sim.plant_unseen()
+    sim.finish(drain_batch)
     return sim.planted
