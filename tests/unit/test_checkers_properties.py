@@ -71,7 +71,9 @@ def test_planted_anomalies_are_found_exactly(
         examples = result["anomalies"][name]["examples"]
         assert examples == select_examples(name, examples)  # deterministic: sorted, at most 20
     verdict = decide(result, no_replica_anomalies(), TestConfig(), {"complete": True})
-    fatal = sorted({k for k, n in planted.counts().items() if n} - {"duplicate"})  # duplicates are expected without idempotence
+    fatal = sorted(
+        {k for k, n in planted.counts().items() if n} - {"duplicate"}
+    )  # duplicates are expected without idempotence
     assert verdict["fatal"] == [n for n in HISTORY_ANOMALIES if n in fatal]
     assert verdict["valid"] is (not fatal)
 
