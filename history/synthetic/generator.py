@@ -21,7 +21,7 @@ import io
 import json
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -46,6 +46,25 @@ class Planted:
 
     def counts(self) -> dict[str, int]:
         return {name: len(instances) for name, instances in self.anomalies.items()}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a simulated system looks: its partitions, clients, crashes, faults and consumer churn."""
+
+    topics: int = 2
+    partitions: int = 3
+    concurrency: int = 20
+    crash_rate: float = 0.0005
+    nemesis_rate: float = 0.0002
+    drain_batch: int = 500
+    churn: float = 0.0
+
+
+# The tests' small histories: one topic, few clients, and much more crashing, faults and churn.
+SMALL = Shape(
+    topics=1, partitions=2, concurrency=4, crash_rate=0.02, nemesis_rate=0.02, drain_batch=50, churn=0.05
+)
 
 
 class _Journal:
@@ -94,19 +113,10 @@ class _Slot:
 
 
 class _Simulation:
-    def __init__(
-        self,
-        out: IO[str],
-        rng: random.Random,
-        topics: int,
-        partitions: int,
-        concurrency: int,
-        crash_rate: float,
-        nemesis_rate: float,
-        churn: float = 0.0,
-    ):
+    def __init__(self, out: IO[str], rng: random.Random, shape: Shape):
         self.j = _Journal(out, rng)
-        self.churn = churn
+        topics, partitions, concurrency = shape.topics, shape.partitions, shape.concurrency
+        self.churn = shape.churn
         self.rng = rng
         self.parts: list[tuple[str, int]] = [(f"t{t}", p) for t in range(topics) for p in range(partitions)]
         self.logs: list[list[int]] = [[] for _ in self.parts]
@@ -115,8 +125,8 @@ class _Simulation:
         self.rec = [f'{{"topic":"{t}","partition":{p},"offset":' for t, p in self.parts]
         self.next_value = 1
         self.next_process = 0
-        self.crash_rate = crash_rate
-        self.nemesis_rate = nemesis_rate
+        self.crash_rate = shape.crash_rate
+        self.nemesis_rate = shape.nemesis_rate
         self.nemesis_open: tuple[str, str] | None = None
         consumers = max(1, min(len(self.parts), concurrency // 3))
         self.slots = [
@@ -399,24 +409,23 @@ class _Simulation:
         self._note("phantom", value=value, topic=t, partition=p)
 
     def plant_poll_skip(self) -> None:
-        part = self._part()
-        first = self.append_ok_values(part, 6)
-        reader = self.fresh_process()
-        self.assign(reader, part, first)
-        self.poll(reader, part, first, first + 2)
-        self.poll(reader, part, first + 3, first + 5)
-        t, p = self.parts[part]
-        self._note("poll-skip", process=reader, topic=t, partition=p)
+        """A reader's second poll of a partition starts past where its first ended."""
+        self._two_polls("poll-skip", (0, 2), (3, 5))
 
     def plant_nonmonotonic_poll(self) -> None:
+        """A reader's second poll of a partition starts before where its first ended."""
+        self._two_polls("nonmonotonic-poll", (0, 4), (1, 3))
+
+    def _two_polls(self, kind: str, first_poll: tuple[int, int], second_poll: tuple[int, int]) -> None:
+        """Six fresh acked values, then one reader's two polls of them (offsets relative to the first)."""
         part = self._part()
         first = self.append_ok_values(part, 6)
         reader = self.fresh_process()
         self.assign(reader, part, first)
-        self.poll(reader, part, first, first + 4)
-        self.poll(reader, part, first + 1, first + 3)
+        for start, end in (first_poll, second_poll):
+            self.poll(reader, part, first + start, first + end)
         t, p = self.parts[part]
-        self._note("nonmonotonic-poll", process=reader, topic=t, partition=p)
+        self._note(kind, process=reader, topic=t, partition=p)
 
     def plant_nonmonotonic_send(self) -> None:
         """One process's second send acked at an earlier offset than its first."""
@@ -487,63 +496,34 @@ def generate(
     *,
     seed: int = 0,
     plants: dict[str, int] | None = None,
-    topics: int = 2,
-    partitions: int = 3,
-    concurrency: int = 20,
-    crash_rate: float = 0.0005,
-    nemesis_rate: float = 0.0002,
-    drain_batch: int = 500,
-    churn: float = 0.0,
     progress: Callable[[int], None] | None = None,
+    **shape: Any,
 ) -> Planted:
     """Write a history of about `ops` ops (the drain adds a few) to `path`; return what was planted.
 
-    `plants` maps anomaly names to how many of each to plant (default: `default_plants(ops)`).
+    `plants` maps anomaly names to how many of each to plant (default: `default_plants(ops)`);
+    `shape` overrides fields of `Shape` (the benchmark's defaults).
     """
-    plants = default_plants(ops) if plants is None else plants
-    unknown = set(plants) - set(PLANTABLE)
-    if unknown:
-        raise ValueError(f"unknown anomaly kinds: {sorted(unknown)}")
+    plants = _plantable(default_plants(ops) if plants is None else plants)
     with open(path, "w", encoding="utf-8", buffering=1 << 20) as out:
-        return _write(
-            out,
-            ops,
-            seed,
-            plants,
-            topics,
-            partitions,
-            concurrency,
-            crash_rate,
-            nemesis_rate,
-            drain_batch,
-            churn,
-            progress,
-        )
+        return _write(out, ops, seed, plants, Shape(**shape), progress)
 
 
 def generate_ops(
-    ops: int,
-    *,
-    seed: int = 0,
-    plants: dict[str, int] | None = None,
-    topics: int = 1,
-    partitions: int = 2,
-    concurrency: int = 4,
-    crash_rate: float = 0.02,
-    nemesis_rate: float = 0.02,
-    churn: float = 0.05,
+    ops: int, *, seed: int = 0, plants: dict[str, int] | None = None, **shape: Any
 ) -> tuple[list[dict[str, Any]], Planted]:
     """A small history in memory (for tests: write it with `builder.write_history`) and what was
-    planted: by default none, with more crashes, faults and consumer churn than `generate`'s."""
-    plants = {} if plants is None else plants
+    planted (by default nothing); `shape` overrides fields of `SMALL`."""
+    out = io.StringIO()
+    planted = _write(out, ops, seed, _plantable(plants or {}), replace(SMALL, **shape), None)
+    return [json.loads(line) for line in out.getvalue().splitlines()], planted
+
+
+def _plantable(plants: dict[str, int]) -> dict[str, int]:
     unknown = set(plants) - set(PLANTABLE)
     if unknown:
         raise ValueError(f"unknown anomaly kinds: {sorted(unknown)}")
-    out = io.StringIO()
-    planted = _write(
-        out, ops, seed, plants, topics, partitions, concurrency, crash_rate, nemesis_rate, 50, churn, None
-    )
-    return [json.loads(line) for line in out.getvalue().splitlines()], planted
+    return plants
 
 
 def _write(
@@ -551,20 +531,15 @@ def _write(
     ops: int,
     seed: int,
     plants: dict[str, int],
-    topics: int,
-    partitions: int,
-    concurrency: int,
-    crash_rate: float,
-    nemesis_rate: float,
-    drain_batch: int,
-    churn: float,
+    shape: Shape,
     progress: Callable[[int], None] | None,
 ) -> Planted:
     rng = random.Random(seed)
-    sim = _Simulation(out, rng, topics, partitions, concurrency, crash_rate, nemesis_rate, churn)
+    sim = _Simulation(out, rng, shape)
+    drain_batch = shape.drain_batch
     # The drain reads every value once more, in big polls: budget the main loop's ops for it.
     plant_lines = 2 * plants.get("unseen", 0)
-    main_ops = max(0, ops - plant_lines - 4 * len(sim.parts) - 2 * concurrency)
+    main_ops = max(0, ops - plant_lines - 4 * len(sim.parts) - 2 * shape.concurrency)
     schedule = sorted(
         (rng.randrange(1, max(2, int(main_ops * 0.95))), kind)
         for kind, n in plants.items()
