@@ -85,7 +85,21 @@ class ElectLeader:
     election: Election
 
 
-ControllerAction = CreateState | ElectLeader
+@dataclass(frozen=True, slots=True)
+class RemoveFromIsr:
+    """Replace the state at `zk_version` (compare-and-set) with the same leader and epoch and an ISR
+    without the replicas whose brokers are gone (`removed`)."""
+
+    topic: str
+    index: int
+    leader: int
+    leader_epoch: int
+    zk_version: int
+    isr: tuple[int, ...]
+    removed: tuple[int, ...]
+
+
+ControllerAction = CreateState | ElectLeader | RemoveFromIsr
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +110,7 @@ class KnownState:
     leader_epoch: int
     isr: tuple[int, ...]
     zk_version: int
+    written: int = 0  # when the state was last written (ZooKeeper's mzxid), 0: unknown
 
 
 Key = tuple[str, int]
@@ -125,8 +140,14 @@ def reconcile(
     unclean_allowed: bool,
     policy: str,
     log_ends: Mapping[Key, Mapping[int, int]] | None = None,
+    registered: Mapping[int, int] | None = None,
 ) -> list[ControllerAction]:
-    """Level-triggered: what brings every partition to a sane state (a state; a live leader)."""
+    """Level-triggered: what brings every partition to a sane state (a state; a live leader that
+    has not restarted since it was elected; no dead broker in an ISR it can leave).
+
+    `registered` maps each live broker to when it registered (its registration's czxid, Kafka's
+    broker epoch); without it, restarts go unnoticed.
+    """
     actions: list[ControllerAction] = []
     for topic, assignment in assignments.items():
         for index, replicas in assignment.items():
@@ -134,19 +155,57 @@ def reconcile(
             if state is None:
                 actions.append(CreateState(topic, index, initial_state(replicas, live)))
                 continue
-            if not needs_election(state.leader, live):
+            restarted = leader_restarted(state, registered or {})
+            if not restarted and not needs_election(state.leader, live):
+                removal = remove_dead_from_isr(topic, index, state, live)
+                if removal is not None:
+                    actions.append(removal)
                 continue
             choice = elect_leader(
                 replicas=replicas,
                 isr=state.isr,
-                live=live,
+                live=[b for b in live if b != state.leader] if restarted else live,
                 unclean_allowed=unclean_allowed,
                 policy=policy,
                 log_ends=(log_ends or {}).get((topic, index)),
             )
+            if restarted and choice.leader < 0:
+                # Kafka: offline while the broker counts as failed, then elected again at its startup
+                choice = elect_leader(
+                    replicas=replicas,
+                    isr=state.isr,
+                    live=live,
+                    unclean_allowed=unclean_allowed,
+                    policy=policy,
+                    log_ends=(log_ends or {}).get((topic, index)),
+                )
             if choice.leader < 0 and state.leader < 0:
                 continue  # still offline; a returning ISR member will trigger another pass
             actions.append(
                 ElectLeader(topic, index, state.leader, state.leader_epoch + 1, state.zk_version, choice)
             )
     return actions
+
+
+def leader_restarted(state: KnownState, registered: Mapping[int, int]) -> bool:
+    """The leader registered again after the state was written: it restarted (or its session was
+    renewed) since it was elected. ZooKeeper-mode Kafka's controller sees the new broker epoch,
+    handles the broker as failed and started again, and elects a leader in a new epoch; a restarted
+    broker never resumes leading its old epoch (it may have lost the tail it led with)."""
+    since = registered.get(state.leader)
+    return since is not None and state.written > 0 and since > state.written
+
+
+def remove_dead_from_isr(
+    topic: str, index: int, state: KnownState, live: Collection[int]
+) -> RemoveFromIsr | None:
+    """ZooKeeper-mode Kafka's controller on a broker failure: the dead broker leaves every ISR it
+    was in (onBrokerFailure, OfflineReplica), rather than staying until each leader's
+    replica.lag.time.max.ms passes. The leader stays; the ISR never becomes empty."""
+    if state.leader < 0:
+        return None
+    dead = tuple(r for r in state.isr if r not in live and r != state.leader)
+    if not dead:
+        return None
+    isr = tuple(r for r in state.isr if r not in dead)
+    return RemoveFromIsr(topic, index, state.leader, state.leader_epoch, state.zk_version, isr, dead)

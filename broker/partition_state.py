@@ -7,7 +7,7 @@ with its in-memory logs).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from broker.replication import Action, PartitionReplica, Role
@@ -23,6 +23,17 @@ class PartitionState:
     replicas: tuple[int, ...]
     zk_version: int
     controller_epoch: int = 0
+    written: int = 0  # when it was last written (ZooKeeper's mzxid); 0: unknown
+
+
+def leadership_granted(broker_id: int, state: PartitionState, registered: int) -> PartitionState:
+    """The state as this broker process may act on it: leadership written before the process
+    registered belongs to an earlier incarnation (which may have lost the log tail it led with),
+    so it waits, leaderless, for the controller to elect a leader in a new epoch — as a Kafka
+    broker acts only on the controller's LeaderAndIsr for its own broker epoch."""
+    if state.leader == broker_id and 0 < state.written < registered:
+        return replace(state, leader=-1)
+    return state
 
 
 class RoleChange(Enum):

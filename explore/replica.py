@@ -22,7 +22,14 @@ from broker.kafka_errors import (
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_LEADER_EPOCH,
 )
-from broker.partition_state import PartitionState, RoleChange, follow, lead, role_change
+from broker.partition_state import (
+    PartitionState,
+    RoleChange,
+    follow,
+    lead,
+    leadership_granted,
+    role_change,
+)
 from broker.replication import Action, HighWatermarkAdvanced, Role, WriteIsr
 from explore.state import Parked, Pending, SimBroker, Waiter
 from explore.world import CONNECT_REFUSED, World
@@ -37,6 +44,7 @@ class Replica(World):
         old = b.state
         if old is not None and old.zk_version > state.zk_version:
             return  # a late notification
+        state = leadership_granted(b.id, state, b.registered_zxid)
         b.state = state
         replica = b.replica
         change = role_change(b.id, old, state, replica.role)

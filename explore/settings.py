@@ -73,4 +73,12 @@ def unsafe_settings() -> list[Unsafe]:
             safe_settings(unclean_leader_election=True, faults=("kill", "partition")),
         ),
         Unsafe("no-fsync", SimSettings(flush_interval_messages=None, faults=("power-loss", "kill"))),
+        # acks=all answered by the leader alone once the ISR shrank to it; its unflushed tail dies
+        # with it (a power loss) and, the last replica standing, it is elected again (KIP-966)
+        Unsafe(
+            "min.insync.replicas=1",
+            SimSettings(
+                min_insync_replicas=1, flush_interval_messages=None, faults=("partition", "power-loss")
+            ),
+        ),
     ]

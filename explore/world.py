@@ -49,6 +49,7 @@ class World:
         self.zk_state: PartitionState | None = None
         self.controller = -1
         self.controller_epoch = 0
+        self.zxid = 0  # ZooKeeper's transaction id: orders registrations and state writes
         self._expiry_token: dict[int, int] = {}
         self._reconcile_pending = False
         # the workload
@@ -59,6 +60,10 @@ class World:
         self.in_flight: dict[int, tuple[Pending, float]] = {}
         self._producer_watch: set[int] = set()
         self.fired: list[FiredStep] = []
+
+    def next_zxid(self) -> int:
+        self.zxid += 1
+        return self.zxid
 
     # --- the event queue ----------------------------------------------------------------------
     def at(self, when: float, fn: Callable[..., None], *args: Any) -> None:

@@ -3,7 +3,16 @@ reconciliation (broker.controller.reconcile), partition state writes with compar
 
 from __future__ import annotations
 
-from broker.controller import CreateState, ElectLeader, KnownState, offline_partitions, reconcile
+from dataclasses import replace
+
+from broker.controller import (
+    CreateState,
+    ElectLeader,
+    KnownState,
+    RemoveFromIsr,
+    offline_partitions,
+    reconcile,
+)
 from broker.partition_state import PartitionState
 from broker.replication import Role, WriteIsr
 from explore.schedule import PARTITION, TOPIC
@@ -30,6 +39,7 @@ class ZooKeeper(World):
 
     def register(self, b: SimBroker) -> None:
         self.registered.add(b.id)
+        b.registered_zxid = self.next_zxid()
         self.note(f"zk: {b.name} registered")
         if self.controller < 0:
             self._become_controller(b)
@@ -69,7 +79,9 @@ class ZooKeeper(World):
         live = set(self.registered)
         assignments = {TOPIC: {PARTITION: self.replicas}}
         st = self.zk_state
-        states = {KEY: KnownState(st.leader, st.leader_epoch, st.isr, st.zk_version)} if st else {}
+        states = (
+            {KEY: KnownState(st.leader, st.leader_epoch, st.isr, st.zk_version, st.written)} if st else {}
+        )
         log_ends = None
         if self.settings.election_policy == "longest-log":
             offline = offline_partitions(assignments, states, live)
@@ -84,7 +96,13 @@ class ZooKeeper(World):
             unclean_allowed=self.settings.unclean_leader_election,
             policy=self.settings.election_policy,
             log_ends=log_ends,
+            registered={i: self.brokers[i].registered_zxid for i in live},
         ):
+            if isinstance(action, RemoveFromIsr):
+                assert st is not None
+                self.note(f"controller: {action.removed} gone, isr {list(action.isr)}")
+                self.write_state(replace(st, isr=action.isr, zk_version=st.zk_version + 1))
+                continue
             choice = action.election
             if isinstance(action, CreateState):
                 self.write_state(
@@ -108,6 +126,7 @@ class ZooKeeper(World):
                 )
 
     def write_state(self, state: PartitionState) -> None:
+        state = replace(state, written=self.next_zxid())
         self.zk_state = state
         self.note(
             f"zk: state leader {state.leader} epoch {state.leader_epoch} isr {list(state.isr)} v{state.zk_version}"

@@ -42,7 +42,9 @@ def encode_state(leader: int, leader_epoch: int, isr: tuple[int, ...], controlle
     ).encode()
 
 
-def decode_state(info: dict[str, Any], replicas: tuple[int, ...], zk_version: int) -> PartitionState:
+def decode_state(
+    info: dict[str, Any], replicas: tuple[int, ...], zk_version: int, written: int = 0
+) -> PartitionState:
     return PartitionState(
         leader=int(info.get("leader", -1)),
         leader_epoch=int(info.get("leader_epoch", 0)),
@@ -50,6 +52,7 @@ def decode_state(info: dict[str, Any], replicas: tuple[int, ...], zk_version: in
         replicas=replicas,
         zk_version=zk_version,
         controller_epoch=int(info.get("controller_epoch", 0)),
+        written=written,
     )
 
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.controller import CreateState, ElectLeader, KnownState, offline_partitions, reconcile
+from broker.controller import (
+    CreateState,
+    ElectLeader,
+    KnownState,
+    RemoveFromIsr,
+    offline_partitions,
+    reconcile,
+)
 from broker.follower import Append, Backoff, FollowerReplica, ListLeaderOffsets, RestartAt, Truncate
 from broker.kafka_errors import (
     FENCED_LEADER_EPOCH,
@@ -15,7 +22,7 @@ from broker.kafka_errors import (
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
 )
-from broker.partition_state import PartitionState, RoleChange, role_change
+from broker.partition_state import PartitionState, RoleChange, leadership_granted, role_change
 from broker.replication import PartitionReplica, Role
 from broker.storage import LeaderEpochCache
 
@@ -157,3 +164,70 @@ def test_controller_reconcile_creates_elects_and_leaves_offline_partitions_alone
     )
     elected = [a for a in unclean if isinstance(a, ElectLeader) and a.index == 2]
     assert elected and elected[0].election.leader == 1 and elected[0].election.unclean
+
+
+def test_controller_elects_a_new_leader_in_a_new_epoch_when_the_leader_restarted() -> None:
+    """ZooKeeper-mode Kafka: a broker that registered again (a new broker epoch) is handled as
+    failed and started; it never resumes leading the epoch it led before."""
+    assignments = {"t": {0: (1, 2, 3)}}
+    states = {("t", 0): KnownState(leader=1, leader_epoch=4, isr=(1, 2, 3), zk_version=7, written=100)}
+    same = reconcile(
+        assignments=assignments,
+        states=states,
+        live={1, 2, 3},
+        unclean_allowed=False,
+        policy="first-in-isr",
+        registered={1: 50, 2: 51, 3: 52},
+    )
+    assert same == []
+    restarted = reconcile(
+        assignments=assignments,
+        states=states,
+        live={1, 2, 3},
+        unclean_allowed=False,
+        policy="first-in-isr",
+        registered={1: 120, 2: 51, 3: 52},
+    )
+    (elect,) = restarted
+    assert isinstance(elect, ElectLeader)
+    assert (elect.leader_epoch, elect.election.leader, elect.election.isr) == (5, 2, (2, 3))
+    # the last replica standing: elected again, but in a new epoch
+    alone = {("t", 0): KnownState(leader=1, leader_epoch=4, isr=(1,), zk_version=7, written=100)}
+    (again,) = reconcile(
+        assignments=assignments,
+        states=alone,
+        live={1, 2, 3},
+        unclean_allowed=False,
+        policy="first-in-isr",
+        registered={1: 120, 2: 51, 3: 52},
+    )
+    assert isinstance(again, ElectLeader) and (again.leader_epoch, again.election.leader) == (5, 1)
+
+
+def test_controller_removes_dead_brokers_from_the_isr_but_never_empties_it() -> None:
+    assignments = {"t": {0: (1, 2, 3), 1: (2, 1, 3)}}
+    states = {
+        ("t", 0): KnownState(leader=1, leader_epoch=4, isr=(1, 2, 3), zk_version=7),
+        ("t", 1): KnownState(leader=2, leader_epoch=1, isr=(2,), zk_version=3),
+    }
+    actions = reconcile(
+        assignments=assignments, states=states, live={1, 2}, unclean_allowed=False, policy="first-in-isr"
+    )
+    (removal,) = actions
+    assert isinstance(removal, RemoveFromIsr)
+    assert (removal.leader, removal.leader_epoch, removal.zk_version, removal.isr, removal.removed) == (
+        1,
+        4,
+        7,
+        (1, 2),
+        (3,),
+    )
+
+
+def test_a_restarted_broker_does_not_lead_an_epoch_granted_before_it_registered() -> None:
+    state = PartitionState(leader=1, leader_epoch=3, isr=(1, 2), replicas=(1, 2), zk_version=4, written=90)
+    assert leadership_granted(1, state, registered=100).leader == -1
+    assert leadership_granted(1, state, registered=80) is state
+    assert leadership_granted(2, state, registered=100) is state  # a follower follows as before
+    unknown = PartitionState(leader=1, leader_epoch=3, isr=(1,), replicas=(1,), zk_version=4)
+    assert leadership_granted(1, unknown, registered=100) is unknown  # standalone: no zxids

@@ -331,3 +331,17 @@ def _simulated_leader(ops: list[tuple], min_insync: int) -> list[tuple]:  # type
             )
         )
     return seen
+
+
+def test_a_restarted_leader_never_leads_its_old_epoch_again() -> None:
+    """Without fsync, one leader's power loss loses nothing: the controller sees it registered
+    again and elects another ISR member in a new epoch (ZooKeeper-mode Kafka). Once the ISR has
+    shrunk to that leader alone, the same power loss loses what it acknowledged (KIP-966's last
+    replica standing), with min.insync.replicas=1 and 2 alike."""
+    power_loss = (Step(0.0, "power-loss", "leader"), Step(0.0, "start", "all"))
+    outcome = simulate(SimSettings(), power_loss, 1, trace=True)
+    assert not outcome.failed and not outcome.unknown
+    assert any("clean election of 2 (epoch 1" in line for line in outcome.trace or [])
+    alone = (Step(0.0, "partition", "leader"), Step(14.0, "power-loss", "leader"))
+    for min_insync in (1, 2):
+        assert simulate(SimSettings(min_insync_replicas=min_insync), alone, 1).lost
