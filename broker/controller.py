@@ -9,7 +9,9 @@ explore/ calls the same function with its own facts.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from broker.eligible import elr_leader, next_elr, restarted_since
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +19,7 @@ class Election:
     leader: int  # -1: no leader can be elected (the partition goes offline)
     isr: tuple[int, ...]
     unclean: bool = False
+    elr: tuple[int, ...] = ()  # the eligible leader replicas after it (KIP-966; empty when off)
 
 
 def initial_state(replicas: tuple[int, ...], live: Collection[int]) -> Election:
@@ -97,6 +100,7 @@ class RemoveFromIsr:
     zk_version: int
     isr: tuple[int, ...]
     removed: tuple[int, ...]
+    elr: tuple[int, ...] = ()
 
 
 ControllerAction = CreateState | ElectLeader | RemoveFromIsr
@@ -111,6 +115,7 @@ class KnownState:
     isr: tuple[int, ...]
     zk_version: int
     written: int = 0  # when the state was last written (ZooKeeper's mzxid), 0: unknown
+    elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966)
 
 
 Key = tuple[str, int]
@@ -141,12 +146,14 @@ def reconcile(
     policy: str,
     log_ends: Mapping[Key, Mapping[int, int]] | None = None,
     registered: Mapping[int, int] | None = None,
+    elr_min_insync: int = 0,
 ) -> list[ControllerAction]:
     """Level-triggered: what brings every partition to a sane state (a state; a live leader that
     has not restarted since it was elected; no dead broker in an ISR it can leave).
 
     `registered` maps each live broker to when it registered (its registration's czxid, Kafka's
-    broker epoch); without it, restarts go unnoticed.
+    broker epoch); without it, restarts go unnoticed. `elr_min_insync` > 0 turns on Eligible
+    Leader Replicas (KIP-966) with that min.insync.replicas (broker.eligible).
     """
     actions: list[ControllerAction] = []
     for topic, assignment in assignments.items():
@@ -157,28 +164,21 @@ def reconcile(
                 continue
             restarted = leader_restarted(state, registered or {})
             if not restarted and not needs_election(state.leader, live):
-                removal = remove_dead_from_isr(topic, index, state, live)
-                if removal is not None:
-                    actions.append(removal)
+                cleanup = isr_cleanup(topic, index, state, live, registered or {}, elr_min_insync)
+                if cleanup is not None:
+                    actions.append(cleanup)
                 continue
-            choice = elect_leader(
+            choice = choose_leader(
                 replicas=replicas,
-                isr=state.isr,
-                live=[b for b in live if b != state.leader] if restarted else live,
+                state=state,
+                live=live,
+                restarted=restarted,
                 unclean_allowed=unclean_allowed,
                 policy=policy,
                 log_ends=(log_ends or {}).get((topic, index)),
+                registered=registered or {},
+                elr_min_insync=elr_min_insync,
             )
-            if restarted and choice.leader < 0:
-                # Kafka: offline while the broker counts as failed, then elected again at its startup
-                choice = elect_leader(
-                    replicas=replicas,
-                    isr=state.isr,
-                    live=live,
-                    unclean_allowed=unclean_allowed,
-                    policy=policy,
-                    log_ends=(log_ends or {}).get((topic, index)),
-                )
             if choice.leader < 0 and state.leader < 0:
                 continue  # still offline; a returning ISR member will trigger another pass
             actions.append(
@@ -196,16 +196,85 @@ def leader_restarted(state: KnownState, registered: Mapping[int, int]) -> bool:
     return since is not None and state.written > 0 and since > state.written
 
 
-def remove_dead_from_isr(
-    topic: str, index: int, state: KnownState, live: Collection[int]
+def choose_leader(
+    *,
+    replicas: tuple[int, ...],
+    state: KnownState,
+    live: Collection[int],
+    restarted: bool,
+    unclean_allowed: bool,
+    policy: str,
+    log_ends: Mapping[int, int] | None,
+    registered: Mapping[int, int],
+    elr_min_insync: int,
+) -> Election:
+    """Kafka's order: a live ISR member; with ELR, a live eligible leader replica that has not
+    restarted since (KIP-966); unclean, if allowed; last, a restarted leader again (the last
+    replica standing, in a new epoch — Kafka: offline while it counts as failed, elected again
+    at its startup)."""
+    others = [b for b in live if b != state.leader] if restarted else live
+    choice = elect_leader(
+        replicas=replicas, isr=state.isr, live=others, unclean_allowed=False, policy=policy, log_ends=log_ends
+    )
+    if choice.leader >= 0:
+        if elr_min_insync:
+            elr = next_elr(
+                isr_before=state.isr, isr_after=choice.isr, elr=state.elr, min_insync=elr_min_insync
+            )
+            return replace(choice, elr=elr)
+        return choice
+    if elr_min_insync:
+        leader = elr_leader(state.elr, others, restarted_since(state.written, registered))
+        if leader >= 0:
+            return Election(leader, (leader,), elr=tuple(r for r in state.elr if r != leader))
+    if unclean_allowed:
+        choice = elect_leader(
+            replicas=replicas,
+            isr=state.isr,
+            live=others,
+            unclean_allowed=True,
+            policy=policy,
+            log_ends=log_ends,
+        )
+        if choice.leader >= 0:
+            return choice
+    if restarted:
+        return elect_leader(
+            replicas=replicas,
+            isr=state.isr,
+            live=live,
+            unclean_allowed=False,
+            policy=policy,
+            log_ends=log_ends,
+        )
+    return Election(-1, state.isr, elr=state.elr)
+
+
+def isr_cleanup(
+    topic: str,
+    index: int,
+    state: KnownState,
+    live: Collection[int],
+    registered: Mapping[int, int],
+    elr_min_insync: int,
 ) -> RemoveFromIsr | None:
     """ZooKeeper-mode Kafka's controller on a broker failure: the dead broker leaves every ISR it
     was in (onBrokerFailure, OfflineReplica), rather than staying until each leader's
-    replica.lag.time.max.ms passes. The leader stays; the ISR never becomes empty."""
+    replica.lag.time.max.ms passes. The leader stays; the ISR never becomes empty. With ELR, the
+    removed replicas join the ELR while the ISR is below min.insync.replicas, and a broker that
+    registered again since the state was written leaves the ELR (KIP-966: an unclean shutdown)."""
     if state.leader < 0:
         return None
     dead = tuple(r for r in state.isr if r not in live and r != state.leader)
-    if not dead:
-        return None
     isr = tuple(r for r in state.isr if r not in dead)
-    return RemoveFromIsr(topic, index, state.leader, state.leader_epoch, state.zk_version, isr, dead)
+    elr = state.elr
+    if elr_min_insync:
+        restarted = restarted_since(state.written, registered)
+        elr = tuple(
+            r
+            for r in next_elr(isr_before=state.isr, isr_after=isr, elr=state.elr, min_insync=elr_min_insync)
+            if r not in restarted
+        )
+    if not dead and elr == state.elr:
+        return None
+    return RemoveFromIsr(topic, index, state.leader, state.leader_epoch, state.zk_version, isr, dead, elr)

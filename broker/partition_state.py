@@ -24,6 +24,7 @@ class PartitionState:
     zk_version: int
     controller_epoch: int = 0
     written: int = 0  # when it was last written (ZooKeeper's mzxid); 0: unknown
+    elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966; empty when off)
 
 
 def leadership_granted(broker_id: int, state: PartitionState, registered: int) -> PartitionState:
@@ -70,6 +71,7 @@ def lead(
         log_end_offset=log_end_offset,
         high_watermark=replica.high_watermark,
         now_ms=now_ms,
+        elr=state.elr,
     )
 
 
@@ -81,4 +83,5 @@ def follow(replica: PartitionReplica, state: PartitionState) -> None:
         isr=state.isr,
         replicas=state.replicas,
         zk_version=state.zk_version,
+        elr=state.elr,
     )

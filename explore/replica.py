@@ -60,7 +60,10 @@ class Replica(World):
             self.broker_after(b, TICK_MS, self._tick, b, b.tick_gen)
         elif change is RoleChange.LEADER_UPDATE:
             self.run_actions(
-                b, replica.state_changed(isr=state.isr, replicas=state.replicas, zk_version=state.zk_version)
+                b,
+                replica.state_changed(
+                    isr=state.isr, replicas=state.replicas, zk_version=state.zk_version, elr=state.elr
+                ),
             )
         elif change is RoleChange.BECOME_FOLLOWER:
             self._fail_waiters(b, NOT_LEADER_OR_FOLLOWER)
@@ -72,7 +75,7 @@ class Replica(World):
             if state.leader >= 0:
                 self.start_following(b, state.leader, state.leader_epoch)
         elif change is RoleChange.FOLLOWER_UPDATE:
-            replica.isr, replica.zk_version = state.isr, state.zk_version
+            replica.isr, replica.zk_version, replica.elr = state.isr, state.zk_version, state.elr
         self._wake_parked(b, all_of_them=True)
 
     def run_actions(self, b: SimBroker, actions: list[Action]) -> None:

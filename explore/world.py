@@ -37,7 +37,10 @@ class World:
         self.brokers: dict[int, SimBroker] = {}
         for i in range(1, s.brokers + 1):
             b = SimBroker(
-                i, f"n{i}", SimLog(s.flush_interval_messages), PartitionReplica(i, s.lag_time_max_ms)
+                i,
+                f"n{i}",
+                SimLog(s.flush_interval_messages),
+                PartitionReplica(i, s.lag_time_max_ms, elr_min_insync=s.elr_min_insync),
             )
             self.brokers[i] = b
         self.by_name = {b.name: b for b in self.brokers.values()}

@@ -80,7 +80,9 @@ class ZooKeeper(World):
         assignments = {TOPIC: {PARTITION: self.replicas}}
         st = self.zk_state
         states = (
-            {KEY: KnownState(st.leader, st.leader_epoch, st.isr, st.zk_version, st.written)} if st else {}
+            {KEY: KnownState(st.leader, st.leader_epoch, st.isr, st.zk_version, st.written, st.elr)}
+            if st
+            else {}
         )
         log_ends = None
         if self.settings.election_policy == "longest-log":
@@ -97,11 +99,14 @@ class ZooKeeper(World):
             policy=self.settings.election_policy,
             log_ends=log_ends,
             registered={i: self.brokers[i].registered_zxid for i in live},
+            elr_min_insync=self.settings.elr_min_insync,
         ):
             if isinstance(action, RemoveFromIsr):
                 assert st is not None
-                self.note(f"controller: {action.removed} gone, isr {list(action.isr)}")
-                self.write_state(replace(st, isr=action.isr, zk_version=st.zk_version + 1))
+                self.note(
+                    f"controller: {list(action.removed)} gone, isr {list(action.isr)}, elr {list(action.elr)}"
+                )
+                self.write_state(replace(st, isr=action.isr, elr=action.elr, zk_version=st.zk_version + 1))
                 continue
             choice = action.election
             if isinstance(action, CreateState):
@@ -112,7 +117,8 @@ class ZooKeeper(World):
                 assert st is not None
                 self.note(
                     f"controller: {'unclean' if choice.unclean else 'clean'} election of "
-                    f"{choice.leader} (epoch {action.leader_epoch}, isr {list(choice.isr)})"
+                    f"{choice.leader} (epoch {action.leader_epoch}, isr {list(choice.isr)}"
+                    + (f", elr {list(choice.elr)})" if choice.elr else ")")
                 )
                 self.write_state(
                     PartitionState(
@@ -122,6 +128,7 @@ class ZooKeeper(World):
                         self.replicas,
                         st.zk_version + 1,
                         self.controller_epoch,
+                        elr=choice.elr,
                     )
                 )
 
@@ -158,7 +165,13 @@ class ZooKeeper(World):
                 self.note(f"zk: {b.name} writes isr {list(action.isr)} ({action.reason})")
                 self.write_state(
                     PartitionState(
-                        b.id, action.leader_epoch, action.isr, self.replicas, version, st.controller_epoch
+                        b.id,
+                        action.leader_epoch,
+                        action.isr,
+                        self.replicas,
+                        version,
+                        st.controller_epoch,
+                        elr=action.elr,
                     )
                 )
             self.broker_after(b, self._delay(), self._isr_written, b, action, version)
@@ -173,8 +186,17 @@ class ZooKeeper(World):
         if b.state is not None:
             s = b.state
             b.state = PartitionState(
-                s.leader, action.leader_epoch, action.isr, s.replicas, version, s.controller_epoch
+                s.leader,
+                action.leader_epoch,
+                action.isr,
+                s.replicas,
+                version,
+                s.controller_epoch,
+                elr=action.elr,
             )
         self.run_actions(
-            b, replica.state_changed(isr=action.isr, replicas=replica.replicas, zk_version=version)
+            b,
+            replica.state_changed(
+                isr=action.isr, replicas=replica.replicas, zk_version=version, elr=action.elr
+            ),
         )

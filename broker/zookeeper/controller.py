@@ -161,7 +161,7 @@ class ControllerDriver:
         live = set(registered)
         assignments = dict(self.cache.topics)
         states = {
-            key: KnownState(s.leader, s.leader_epoch, s.isr, s.zk_version, s.written)
+            key: KnownState(s.leader, s.leader_epoch, s.isr, s.zk_version, s.written, s.elr)
             for key, s in self.cache.states.items()
         }
         log_ends = None
@@ -178,6 +178,7 @@ class ControllerDriver:
             policy=self.config.election_policy,
             log_ends=log_ends,
             registered=registered,
+            elr_min_insync=self.config.elr_min_insync,
         )
         retry = False
         for action in actions:
@@ -219,7 +220,7 @@ class ControllerDriver:
                 pass  # the watch will deliver it
             return True
         assert isinstance(action, ElectLeader)
-        data = encode_state(choice.leader, action.leader_epoch, choice.isr, self.controller_epoch)
+        data = encode_state(choice.leader, action.leader_epoch, choice.isr, self.controller_epoch, choice.elr)
         try:
             await asyncio.to_thread(
                 self.zk.set, state_path(action.topic, action.index), data, action.zk_version
@@ -236,12 +237,12 @@ class ControllerDriver:
             choice.leader,
             action.leader_epoch,
             list(choice.isr),
-            f", log ends {ends}" if ends else "",
+            (f", elr {list(choice.elr)}" if choice.elr else "") + (f", log ends {ends}" if ends else ""),
         )
         return True
 
     async def _remove_from_isr(self, action: RemoveFromIsr) -> bool:
-        data = encode_state(action.leader, action.leader_epoch, action.isr, self.controller_epoch)
+        data = encode_state(action.leader, action.leader_epoch, action.isr, self.controller_epoch, action.elr)
         try:
             await asyncio.to_thread(
                 self.zk.set, state_path(action.topic, action.index), data, action.zk_version
@@ -249,11 +250,12 @@ class ControllerDriver:
         except (BadVersionError, NoNodeError):
             return False
         log.warning(
-            "%s-%d: brokers %s gone: isr %s (leader %d, epoch %d)",
+            "%s-%d: brokers %s gone: isr %s, elr %s (leader %d, epoch %d)",
             action.topic,
             action.index,
             list(action.removed),
             list(action.isr),
+            list(action.elr),
             action.leader,
             action.leader_epoch,
         )

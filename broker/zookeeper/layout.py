@@ -30,16 +30,23 @@ def state_path(topic: str, index: int) -> str:
     return f"{TOPICS}/{topic}/partitions/{index}/state"
 
 
-def encode_state(leader: int, leader_epoch: int, isr: tuple[int, ...], controller_epoch: int) -> bytes:
-    return json.dumps(
-        {
-            "controller_epoch": controller_epoch,
-            "leader": leader,
-            "version": 1,
-            "leader_epoch": leader_epoch,
-            "isr": list(isr),
-        }
-    ).encode()
+def encode_state(
+    leader: int,
+    leader_epoch: int,
+    isr: tuple[int, ...],
+    controller_epoch: int,
+    elr: tuple[int, ...] = (),
+) -> bytes:
+    state: dict[str, Any] = {
+        "controller_epoch": controller_epoch,
+        "leader": leader,
+        "version": 1,
+        "leader_epoch": leader_epoch,
+        "isr": list(isr),
+    }
+    if elr:  # KIP-966 (Kafka keeps it in KRaft's PartitionRecord; ZooKeeper-mode has no such field)
+        state["eligible_leader_replicas"] = list(elr)
+    return json.dumps(state).encode()
 
 
 def decode_state(
@@ -53,6 +60,7 @@ def decode_state(
         zk_version=zk_version,
         controller_epoch=int(info.get("controller_epoch", 0)),
         written=written,
+        elr=tuple(int(b) for b in info.get("eligible_leader_replicas", [])),
     )
 
 

@@ -12,6 +12,7 @@ from broker.controller import (
     offline_partitions,
     reconcile,
 )
+from broker.eligible import next_elr
 from broker.follower import Append, Backoff, FollowerReplica, ListLeaderOffsets, RestartAt, Truncate
 from broker.kafka_errors import (
     FENCED_LEADER_EPOCH,
@@ -23,7 +24,7 @@ from broker.kafka_errors import (
     OFFSET_OUT_OF_RANGE,
 )
 from broker.partition_state import PartitionState, RoleChange, leadership_granted, role_change
-from broker.replication import PartitionReplica, Role
+from broker.replication import PartitionReplica, Role, WriteIsr
 from broker.storage import LeaderEpochCache
 
 
@@ -231,3 +232,55 @@ def test_a_restarted_broker_does_not_lead_an_epoch_granted_before_it_registered(
     assert leadership_granted(2, state, registered=100) is state  # a follower follows as before
     unknown = PartitionState(leader=1, leader_epoch=3, isr=(1,), replicas=(1,), zk_version=4)
     assert leadership_granted(1, unknown, registered=100) is unknown  # standalone: no zxids
+
+
+def test_eligible_leader_replicas_join_below_min_insync_and_clear_at_it() -> None:
+    assert next_elr(isr_before=(1, 2, 3), isr_after=(1, 2), elr=(), min_insync=2) == ()
+    assert next_elr(isr_before=(1, 2), isr_after=(1,), elr=(), min_insync=2) == (2,)
+    assert next_elr(isr_before=(1,), isr_after=(1, 3), elr=(2,), min_insync=3) == (2,)
+    assert next_elr(isr_before=(1,), isr_after=(1, 2), elr=(2, 3), min_insync=2) == ()
+
+
+def test_with_elr_the_leader_holds_the_hw_below_min_insync_and_writes_the_elr() -> None:
+    r = PartitionReplica(1, 1000, elr_min_insync=2)
+    r.become_leader(
+        leader_epoch=0,
+        isr=(1, 2),
+        replicas=(1, 2),
+        zk_version=0,
+        log_end_offset=5,
+        high_watermark=0,
+        now_ms=0,
+    )
+    r.on_follower_fetch(2, 5, now_ms=10)
+    assert r.high_watermark == 5
+    (shrink,) = r.on_tick(now_ms=5000)
+    assert isinstance(shrink, WriteIsr) and shrink.isr == (1,) and shrink.elr == (2,)
+    r.state_changed(isr=(1,), replicas=(1, 2), zk_version=1, elr=(2,))
+    r.on_local_append(9)
+    assert r.high_watermark == 5  # strict min ISR: alone, the leader acknowledges nothing more
+    off = PartitionReplica(1, 1000)
+    off.become_leader(
+        leader_epoch=0, isr=(1,), replicas=(1, 2), zk_version=0, log_end_offset=5, high_watermark=0, now_ms=0
+    )
+    assert off.high_watermark == 5
+
+
+def test_with_elr_the_controller_elects_an_eligible_replica_before_the_last_one_standing() -> None:
+    assignments = {"t": {0: (1, 2, 3)}}
+    alone = KnownState(leader=1, leader_epoch=4, isr=(1,), zk_version=7, written=100, elr=(2, 3))
+    common = {"assignments": assignments, "unclean_allowed": False, "policy": "first-in-isr"}
+    restarted = {1: 120, 2: 51, 3: 52}
+    (elect,) = reconcile(
+        states={("t", 0): alone}, live={1, 2, 3}, registered=restarted, elr_min_insync=2, **common
+    )
+    assert isinstance(elect, ElectLeader)
+    assert (elect.election.leader, elect.election.isr, elect.election.elr) == (2, (2,), (3,))
+    (without,) = reconcile(states={("t", 0): alone}, live={1, 2, 3}, registered=restarted, **common)
+    assert isinstance(without, ElectLeader) and without.election.leader == 1  # KIP-966's problem
+    # an eligible replica that restarted since (an unclean shutdown) leaves the ELR
+    led = KnownState(leader=2, leader_epoch=5, isr=(2,), zk_version=8, written=130, elr=(3,))
+    (cleanup,) = reconcile(
+        states={("t", 0): led}, live={1, 2, 3}, registered={1: 120, 2: 51, 3: 140}, elr_min_insync=2, **common
+    )
+    assert isinstance(cleanup, RemoveFromIsr) and cleanup.isr == (2,) and cleanup.elr == ()
