@@ -34,7 +34,7 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from checkers.parquet import F_CODES, OUTCOME_CODES
+from checkers.parquet_schema import F_CODES, OUTCOME_CODES
 from checkers.stats import NS, OUTCOMES, Facts, fault_windows
 
 if TYPE_CHECKING:
