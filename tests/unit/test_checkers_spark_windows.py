@@ -19,9 +19,7 @@ from checkers.spark_stats import window_facts
 from checkers.stats import _longest_gap
 
 
-def summaries(
-    completions: list[tuple[float, int, bool]], windows: list[dict[str, Any]]
-) -> tuple[Any, ...]:
+def summaries(completions: list[tuple[float, int, bool]], windows: list[dict[str, Any]]) -> tuple[Any, ...]:
     """What Spark's actions 1 and 2 hand back, computed naively: (t, outcome code, ok send) rows."""
     per_second: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     ok_by_second: dict[int, list[float]] = defaultdict(list)
