@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import json
 import random
+import re
 from typing import Any
 
 from clusters.node import Node
@@ -54,7 +55,10 @@ def data_dirs_refusal(sut: Any) -> str | None:
     if isinstance(sut, MayLackReplicaLogs):
         why = sut.replica_logs_unavailable()
         if why:
-            return f"corrupt needs data dirs in Kafka's segment format: {why}"
+            said = re.search(r"\(([^()]*)\)", why)  # e.g. (data_format = 'other' in my.toml)
+            return "corrupt needs data dirs in Kafka's segment format" + (
+                f" ({said.group(1)})" if said else ""
+            )
     return None
 
 
