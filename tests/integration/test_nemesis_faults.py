@@ -543,3 +543,35 @@ def test_damaged_disks_are_detected_and_restored_by_replication(env: dict[str, A
     assert flip["damaged"] and (flip["topic"], flip["partition"]) == ("t0", 1)
     assert ops[5]["value"]["damage"][follower]["partitions"] == ["t0-0", "t0-1"]
     assert pair_problems(history.path).complete
+
+
+def test_faults_aim_at_zookeeper_the_coordinator_and_the_controller_by_role(env: dict[str, Any]) -> None:
+    """`zookeeper`, `coordinator` and `controller` name the node playing that role now."""
+    cluster = env["cluster"]
+    sut = cluster.sut
+    zk = cluster.zookeeper_node
+    controller = sut.controller()
+    nem, history = nemesis_for(env, "roles")
+    nem.validate()
+    nem.execute({"do": "pause", "target": "zookeeper", "pick": 1})
+    nem.heal()
+    sut.wait_zookeeper(timeout=30)
+    nem.execute({"do": "loss", "target": "coordinator", "probability": 0.1, "pick": 1})
+    nem.heal()
+    nem.execute({"do": "partition", "grudge": "controller", "pick": 1})
+    nem.heal()
+    nem.heal_all()
+    history.close()
+    done = [
+        o for o in iter_ops(history.path) if o["type"] == "ok" and o["f"] in ("pause", "loss", "partition")
+    ]
+    assert done[0]["value"]["nodes"] == [zk.name]
+    assert done[1]["value"]["nodes"] == ["n1"]  # the own broker: the live broker with the lowest id
+    cut = done[2]["value"]["grudge"]
+    assert sorted(cut[controller]) == sorted(n for n in cluster_names(env) if n != controller)
+    for n in cluster.nodes:
+        ready(env, n.name)
+
+
+def cluster_names(env: dict[str, Any]) -> list[str]:
+    return [n.name for n in env["cluster"].nodes]
