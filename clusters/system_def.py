@@ -32,7 +32,7 @@ BROKERS_DEFAULT = "broker"
 TOP_KEYS = ("name", "description", "brokers", "roles")
 ROLE_KEYS = (
     "count", "port", "ports", "node_prefix", "files", "upload", "install", "start", "env", "ready",
-    "logs", "data_dirs", "data_format", "stop_signal", "stop_timeout", "pause", "faketime",
+    "logs", "data_dirs", "data_format", "stop_signal", "stop_timeout", "pause", "faketime", "lazyfs",
 )  # fmt: skip
 FILE_KEYS = ("path", "content")
 UPLOAD_KEYS = ("source", "dest")
@@ -78,6 +78,7 @@ class RoleDef:
     stop_timeout: float = 30.0
     pause: str = "auto"
     faketime: bool = False
+    lazyfs: bool = False  # data dirs on the lazy-fsync filesystem when a test asks for lose-unsynced
 
 
 @dataclass(frozen=True)
@@ -373,6 +374,7 @@ def _role(r: _Reader, name: str, value: Any, brokers: str) -> RoleDef:
         stop_timeout=r.number(f"{key}.stop_timeout", t.get("stop_timeout", 30.0)),
         pause=r.choice(f"{key}.pause", t.get("pause", "auto"), PAUSE_KINDS),
         faketime=_boolean(r, f"{key}.faketime", t.get("faketime", False)),
+        lazyfs=_boolean(r, f"{key}.lazyfs", t.get("lazyfs", name == brokers)),
     )
 
 

@@ -285,3 +285,68 @@ def test_the_definition_runs_over_ssh(tmp_path: Path) -> None:
     assert hosts.leftovers() == []
     nothing_left(tmp_path)
     print(f"ssh cluster through systems/own.toml: {time.monotonic() - started:.0f} s")
+
+
+def test_a_system_without_idempotence_refuses_it_and_the_report_says_so(tmp_path: Path) -> None:
+    """The own broker declared with `unsupported.apis=InitProducerId` (a system that lacks the
+    idempotent producer), a test with `idempotence = true`: every send ends `fail` with the client's
+    account of the refusal, the verdict is the history's (valid), results.json's `refused` and the
+    report say what the system refused."""
+    text = Path(OWN).read_text()
+    assert "auto.create.topics.enable=false\n" in text
+    definition = tmp_path / "no-idempotence.toml"
+    definition.write_text(text.replace("auto.create.topics.enable=false\n",
+                                       "auto.create.topics.enable=false\nunsupported.apis=InitProducerId\n"))  # fmt: skip
+    config = tmp_path / "idempotent.toml"
+    config.write_text("idempotence = true\n")
+    started = time.monotonic()
+    out = cli(["run", "--config", str(config), "--system", str(definition), "--name", "noidem", "--nodes", "1",
+               "--replication-factor", "1", "--min-insync", "1", "--time-limit", "12", "--store",
+               str(tmp_path / "store"), *LOAD], environment(tmp_path))  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = run_dir(out)
+    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    sends = [op for op in ops if op["f"] == "send" and op["type"] != "invoke"]
+    assert sends and {op["type"] for op in sends} == {"fail"}
+    assert all("InitProducerId" in op["error"] for op in sends)
+    results = json.loads((run / "results.json").read_text())
+    refused = results["refused"]["idempotence"]
+    assert results["valid"] is True and refused["missing_apis"] == ["InitProducerId"]
+    assert refused["ops"] == {"fail": len(sends), "info": 0} and refused["asked"] == "idempotence = true"
+    report = (run / "report.html").read_text()
+    assert (
+        "Refused by the system: idempotence (idempotence = true): its brokers do not offer InitProducerId"
+        in report
+    )
+    nothing_left(tmp_path)
+    print(f"a run against a system without idempotence: {time.monotonic() - started:.0f} s")
+
+
+def test_lose_unsynced_mounts_the_definitions_data_dirs_on_lazyfs(tmp_path: Path) -> None:
+    """systems/own.toml with `lose-unsynced`: the broker role's data dir is mounted on lazyfs, the
+    fault drops what the broker never fsynced (Kafka's default: no fsync on append), so with one
+    replica acknowledged writes are lost and the run is invalid; the mount is gone afterwards."""
+    config = tmp_path / "power-loss.toml"
+    config.write_text(
+        'schedule = [{ wait = 6 }, { do = "lose-unsynced", target = "all" }, { wait = 2 }, { heal = "all" }]\n'
+    )
+    started = time.monotonic()
+    out = cli(["run", "--config", str(config), "--system", OWN, "--name", "lazy", "--nodes", "1",
+               "--replication-factor", "1", "--min-insync", "1", "--time-limit", "12", "--store",
+               str(tmp_path / "store"), *LOAD], environment(tmp_path))  # fmt: skip
+    assert out.returncode == 1, out.stderr[-3000:]
+    run = run_dir(out)
+    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    drops = [op for op in ops if op["f"] == "lose-unsynced" and op["type"] == "ok"]
+    assert len(drops) == 1 and drops[0]["value"]["dropped"]["n1"][0]["bytes"] > 0
+    assert any(op["f"] == "start" and op["type"] == "ok" for op in ops if op["process"] == "nemesis")
+    assert (run / "nodes" / "n1" / "logs" / "lazyfs0.log").is_file()
+    results = json.loads((run / "results.json").read_text())
+    assert (
+        results["valid"] is False
+        and results["anomalies"]["lost-write"]["count"] + results["anomalies"]["unseen"]["count"] > 0
+    )
+    mounts = Path("/proc/mounts").read_text()
+    assert str(tmp_path) not in mounts
+    nothing_left(tmp_path)
+    print(f"lose-unsynced through systems/own.toml: {time.monotonic() - started:.0f} s")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,6 +49,21 @@ def test_minimal_definition_roles_names_and_defaults(tmp_path: Path) -> None:
     assert d.broker_role.ready.kind == "kafka" and d.role("storage").ready.kind == "port"
     assert d.node_names(d.broker_role, config) == ["n1", "n2", "n3"]
     assert d.node_names(d.role("storage"), config) == ["st1", "st2"]
+    assert d.broker_role.lazyfs and not d.role("storage").lazyfs  # lose-unsynced: brokers' data dirs
+
+
+def test_lose_unsynced_needs_data_dirs_on_a_lazyfs_role(tmp_path: Path) -> None:
+    """Refused before any node exists; `--nemesis all` just leaves the fault out."""
+    from clusters.defined import defined_system
+
+    d = system_def.load(write(tmp_path, MINIMAL))
+    nodes: dict[str, list[Any]] = {"broker": [], "storage": []}
+    with pytest.raises(BadInput, match=r"roles.broker.data_dirs: lose-unsynced needs data dirs"):
+        defined_system(
+            validate({"nemesis": ["lose-unsynced"], "seed": 1}), d, nodes, python=lambda: "python3"
+        )
+    system = defined_system(validate({"nemesis": ["all"], "seed": 1}), d, nodes, python=lambda: "python3")
+    assert system.lazyfs is False
 
 
 def test_rendering_fills_values_and_keeps_escaped_braces() -> None:
