@@ -122,8 +122,12 @@ def is_definition(system: str) -> bool:
 # --- template values ---------------------------------------------------------------------------
 
 
+KAFKA_NEVER = str(2**63 - 1)  # Long.MAX_VALUE: Kafka's default log.flush.interval.messages, "never"
+
+
 def config_values(config: TestConfig) -> dict[str, str]:
-    """`config.<key>` for every scalar test setting (booleans as Kafka writes them)."""
+    """`config.<key>` for every scalar test setting, as Kafka writes it: booleans `true`/`false`,
+    and `log_flush_interval_messages` 0 (strandline's "never fsync on append") as Kafka's never."""
     out: dict[str, str] = {}
     for f in dataclasses.fields(TestConfig):
         value = getattr(config, f.name)
@@ -131,6 +135,8 @@ def config_values(config: TestConfig) -> dict[str, str]:
             out[f"config.{f.name}"] = "true" if value else "false"
         elif isinstance(value, int | float | str):
             out[f"config.{f.name}"] = str(value)
+    if config.log_flush_interval_messages <= 0:
+        out["config.log_flush_interval_messages"] = KAFKA_NEVER
     return out
 
 

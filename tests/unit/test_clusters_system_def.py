@@ -154,3 +154,28 @@ def test_shipped_definitions_parse_and_every_template_renders(
                        "cluster_id": "c", "python": "python3", "clock_file": "/h/clock", "bootstrap": "b"})  # fmt: skip
         rendered = [system_def.render(f.content, values) for f in role.files]
         assert all("{" not in text or "{{" in f.content for text, f in zip(rendered, role.files, strict=True))
+
+
+@pytest.mark.parametrize("settings", [{}, {"log_flush_interval_messages": 1, "eligible_leader_replicas": True,
+                                           "variant": "high-watermark", "unclean_election": True}])  # fmt: skip
+def test_own_toml_gives_the_broker_every_setting_system_own_does(settings: dict[str, Any]) -> None:
+    """systems/own.toml and `--system own` (clusters/own.py) must not drift apart: the broker
+    properties the file renders hold every setting the built-in system writes, with equal values
+    (an unset log.flush.interval.messages and Kafka's Long.MAX_VALUE both mean never)."""
+    from broker.config import BrokerConfig, parse_properties
+    from clusters.own import broker_settings
+
+    d = system_def.load(REPO / "systems" / "own.toml")
+    config = validate({"nodes": 3, "seed": 1, **settings})
+    values = system_def.config_values(config)
+    for r in d.roles:
+        values.update(system_def.role_values(r, [(i + 1, f"10.0.1.{i}") for i in range(d.count(r, config))]))
+    values.update(system_def.own_role_values(d.broker_role, values))
+    values.update({"id": "2", "address": "10.0.1.1", "home": "/h"})
+    (properties,) = [system_def.render(f.content, values) for f in d.broker_role.files]
+    from_file = parse_properties(properties)
+    built_in = broker_settings(config, 2, "10.0.1.1", values["zookeeper.servers"], "/h/data")
+    assert {k: from_file.get(k) for k in built_in} == built_in
+    assert BrokerConfig.from_properties(from_file) == BrokerConfig.from_properties(
+        {**built_in, "auto.create.topics.enable": "false"}
+    )
