@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from clusters import daemon_control, kafka_config, lazyfs
+from clusters import daemon_control, kafka_config, lazyfs, lazyfs_mount
 from clusters.broker_ids import broker_id_of, node_of_broker_id
 from clusters.kafka_metadata import KafkaMetadata, node_answers
 from clusters.node import Node, node_home
@@ -202,7 +202,7 @@ class DefinedSystem:
             put_text(node, CLOCK_UNSKEWED, self._clock_path(node))
         mounts = self._lazyfs_mounts(node)
         for daemon, data_dir, backing, sock, log_path in mounts:
-            self._mount_lazyfs(node, daemon, data_dir, backing, sock, log_path)
+            lazyfs_mount.mount(node, self.python, daemon, backing, data_dir, sock, log_path)
         for command in role.install:
             done = node.exec(["sh", "-c", render(command, values)], timeout=300, check=False)
             if not done.ok:
@@ -230,24 +230,6 @@ class DefinedSystem:
              f"{home}/logs/lazyfs{i}.log")
             for i, d in enumerate(render(p, values) for p in role.data_dirs)
         ]  # fmt: skip
-
-    def _mount_lazyfs(
-        self, node: Node, daemon: str, data_dir: str, backing: str, sock: str, log_path: str
-    ) -> None:
-        """Put one data dir on lazyfs (un-fsynced writes can be dropped) and wait until it answers."""
-        node.exec(["mkdir", "-p", backing, data_dir])
-        node.start_daemon(daemon, lazyfs.mount_argv(self.python, backing, data_dir, sock), log_path=log_path)
-        deadline = time.monotonic() + 30
-        while True:
-            ping = node.exec(lazyfs.ctl_argv(self.python, sock, "ping"), check=False)
-            if ping.ok and node.exec(["mountpoint", "-q", data_dir], check=False).ok:
-                return
-            if node.daemon_pid(daemon) is None or time.monotonic() > deadline:
-                raise InfrastructureError(
-                    f"lazyfs for {data_dir} on {node.name} did not come up; "
-                    f"log: {log_tail(node, log_path, LOG_TAIL_LINES)}"
-                )
-            time.sleep(0.1)
 
     def lazyfs_sockets(self, node: Node) -> list[str]:
         """Control sockets of the lazyfs mounts under this node's data dirs (empty: not on lazyfs)."""
