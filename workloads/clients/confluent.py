@@ -209,30 +209,50 @@ def _consume(consumer: Any, timeout_s: float, max_records: int) -> list[Record]:
     return records
 
 
+def _consumer(
+    config: TestConfig, bootstrap: list[str], group: str, extra: dict[str, Any] | None = None
+) -> Any:
+    """A librdkafka consumer with the settings both kinds of consumer share, plus `extra`."""
+    try:
+        return confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": ",".join(bootstrap),
+                "group.id": group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": False,
+                "fetch.wait.max.ms": 100,
+                # Prefetch little: an assign discards what was fetched ahead, and librdkafka's
+                # default (100,000 messages) re-fetches a whole partition after each one.
+                "queued.min.messages": PREFETCH_MESSAGES,
+                "max.partition.fetch.bytes": PREFETCH_BYTES,
+                "socket.timeout.ms": max(config.request_timeout_ms, 1000),
+                "reconnect.backoff.max.ms": 1000,
+                "topic.metadata.refresh.interval.ms": 10000,
+                "error_cb": _log_error,
+                **(extra or {}),
+            }
+        )
+    except (KafkaException, ValueError) as e:
+        raise ClientError(describe(e), definite=True) from e
+
+
+def _positions(consumer: Any, assigned: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """The consumer's positions on `assigned` (the next offset each poll would return)."""
+    if not assigned:
+        return {}
+    try:
+        tps = consumer.position([confluent_kafka.TopicPartition(t, p) for t, p in assigned])
+    except Exception as e:
+        log.debug("positions unknown: %s", e)
+        return {}
+    return {(str(tp.topic), int(tp.partition)): int(tp.offset) for tp in tps if tp.offset >= 0}
+
+
 class ConfluentConsumer:
     def __init__(self, config: TestConfig, bootstrap: list[str]):
-        try:
-            self._consumer = confluent_kafka.Consumer(
-                {
-                    "bootstrap.servers": ",".join(bootstrap),
-                    # librdkafka insists on a group id; assign() never joins the group.
-                    "group.id": "strandline-assign-only",
-                    "enable.auto.commit": False,
-                    "auto.offset.reset": "earliest",
-                    "enable.partition.eof": False,
-                    "fetch.wait.max.ms": 100,
-                    # Prefetch little: an assign discards what was fetched ahead, and librdkafka's
-                    # default (100,000 messages) re-fetches a whole partition after each one.
-                    "queued.min.messages": PREFETCH_MESSAGES,
-                    "max.partition.fetch.bytes": PREFETCH_BYTES,
-                    "socket.timeout.ms": max(config.request_timeout_ms, 1000),
-                    "reconnect.backoff.max.ms": 1000,
-                    "topic.metadata.refresh.interval.ms": 10000,
-                    "error_cb": _log_error,
-                }
-            )
-        except (KafkaException, ValueError) as e:
-            raise ClientError(describe(e), definite=True) from e
+        # librdkafka insists on a group id; assign() never joins the group.
+        self._consumer = _consumer(config, bootstrap, "strandline-assign-only")
         self._assigned: list[TopicPartition] = []
 
     def assign(self, partitions: list[TopicPartition], positions: dict[TopicPartition, int] | None) -> None:
@@ -254,12 +274,7 @@ class ConfluentConsumer:
         return _consume(self._consumer, timeout_s, max_records)
 
     def positions(self) -> dict[TopicPartition, int]:
-        try:
-            tps = self._consumer.position([confluent_kafka.TopicPartition(t, p) for t, p in self._assigned])
-        except Exception as e:
-            log.debug("positions unknown: %s", e)
-            return {}
-        return {(tp.topic, tp.partition): tp.offset for tp in tps if tp.offset >= 0}
+        return _positions(self._consumer, self._assigned)
 
     def end_offsets(self, partitions: list[TopicPartition], timeout_s: float) -> dict[TopicPartition, int]:
         result: dict[TopicPartition, int] = {}
@@ -297,28 +312,16 @@ def _tps(partitions: Any) -> tuple[TopicPartition, ...]:
 
 class ConfluentGroupConsumer:
     def __init__(self, config: TestConfig, bootstrap: list[str], group: str):
-        try:
-            self._consumer = confluent_kafka.Consumer(
-                {
-                    "bootstrap.servers": ",".join(bootstrap),
-                    "group.id": group,
-                    "enable.auto.commit": False,
-                    "auto.offset.reset": "earliest",
-                    "enable.partition.eof": False,
-                    "session.timeout.ms": SESSION_TIMEOUT_MS,
-                    "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
-                    "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
-                    "fetch.wait.max.ms": 100,
-                    "queued.min.messages": PREFETCH_MESSAGES,
-                    "max.partition.fetch.bytes": PREFETCH_BYTES,
-                    "socket.timeout.ms": max(config.request_timeout_ms, 1000),
-                    "reconnect.backoff.max.ms": 1000,
-                    "topic.metadata.refresh.interval.ms": 10000,
-                    "error_cb": _log_error,
-                }
-            )
-        except (KafkaException, ValueError) as e:
-            raise ClientError(describe(e), definite=True) from e
+        self._consumer = _consumer(
+            config,
+            bootstrap,
+            group,
+            {
+                "session.timeout.ms": SESSION_TIMEOUT_MS,
+                "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
+                "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
+            },
+        )
         self._events: list[RebalanceEvent] = []
         self._assigned: list[TopicPartition] = []
 
@@ -346,14 +349,7 @@ class ConfluentGroupConsumer:
         return events
 
     def consumed_positions(self) -> dict[TopicPartition, int]:
-        if not self._assigned:
-            return {}
-        try:
-            tps = self._consumer.position([confluent_kafka.TopicPartition(t, p) for t, p in self._assigned])
-        except Exception as e:
-            log.debug("positions unknown: %s", e)
-            return {}
-        return {(str(tp.topic), int(tp.partition)): int(tp.offset) for tp in tps if tp.offset >= 0}
+        return _positions(self._consumer, self._assigned)
 
     def commit(self, offsets: dict[TopicPartition, int]) -> None:
         tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
