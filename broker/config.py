@@ -61,6 +61,7 @@ class BrokerConfig:
     default_replication_factor: int = 1
     min_insync_replicas: int = 1
     unclean_leader_election: bool = False
+    eligible_leader_replicas: bool = False  # KIP-966 (eligible.leader.replicas.enable)
     truncation: str = "leader-epoch"
     election_policy: str = "first-in-isr"
     flush_interval_messages: int = 0  # 0 = never fsync on append
@@ -70,6 +71,11 @@ class BrokerConfig:
     auto_create_topics: bool = False
     message_max_bytes: int = 1048588
     socket_request_max_bytes: int = 104857600
+
+    @property
+    def elr_min_insync(self) -> int:
+        """min.insync.replicas when Eligible Leader Replicas are on (broker.eligible); 0: off."""
+        return self.min_insync_replicas if self.eligible_leader_replicas else 0
 
     @property
     def advertised_listener(self) -> Listener:
@@ -127,6 +133,7 @@ class BrokerConfig:
             default_replication_factor=integer("default.replication.factor", 1, 1),
             min_insync_replicas=integer("min.insync.replicas", 1, 1),
             unclean_leader_election=boolean("unclean.leader.election.enable", False),
+            eligible_leader_replicas=boolean("eligible.leader.replicas.enable", False),
             truncation=choice("replication.truncation", "leader-epoch", TRUNCATION_MODES),
             election_policy=choice("leader.election.policy", "first-in-isr", ELECTION_POLICIES),
             flush_interval_messages=flush,

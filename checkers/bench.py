@@ -1,7 +1,7 @@
 """`strandline bench checker --ops N [--checker spark|reference] [--keep DIR] [--no-duckdb]
 [--no-reference] [--in-process]`: the check users run, timed end to end.
 
-Generates a run directory (`checkers.synthetic`: a history with planted anomalies, test.json,
+Generates a run directory (`history.synthetic.stream`: a history with planted anomalies, test.json,
 drain.json) and checks it exactly as `strandline check` does (`checkers.api.check_run`:
 conversion, Spark start, anomalies, statistics, replica logs, results.json), each engine in a
 fresh Python process, with the chosen engine (Spark by default) first, then DuckDB (the same JSON
@@ -186,7 +186,7 @@ def _gib(n: int | None) -> str:
 
 def write_run(run: Path, ops: int) -> Any:
     """A run directory with a synthetic history (anomalies planted), test.json and drain.json."""
-    from checkers.synthetic import generate
+    from history.synthetic.stream import generate
 
     run.mkdir(parents=True, exist_ok=True)
     planted = generate(run / "history.jsonl", ops, seed=ops, topics=2, partitions=3)

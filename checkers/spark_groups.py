@@ -240,18 +240,7 @@ def check_groups(
             & (col("offset") < col("committed_offset")),
         )
         .join(returned, ["group", "value"], "left_anti")
-        .select(
-            "index",
-            "process",
-            "group",
-            "topic",
-            "partition",
-            "offset",
-            "value",
-            "committed_offset",
-            "read_index",
-            "read_process",
-        )
+        .select(*BY_NAME["group-skip"].example_fields)
     )
     found = {
         "group-skip": _result("group-skip", skips),

@@ -90,6 +90,8 @@ class TestConfig:
     # Own-broker settings, under Kafka's names where Kafka has one (see docs/broker-variants.md).
     leader_election_policy: Literal["first-in-isr", "longest-log"] = "first-in-isr"
     log_flush_interval_messages: int = 0  # 0: never fsync on append (Kafka's default behaviour)
+    # KIP-966 Eligible Leader Replicas (eligible.leader.replicas.enable), own broker only
+    eligible_leader_replicas: bool = False
     replica_high_watermark_checkpoint_interval_ms: int = 5000
     zookeeper_session_timeout_ms: int = 6000
     replica_lag_time_max_ms: int = 10000

@@ -194,6 +194,26 @@ KIP_966_POWER_LOSS = Scenario(
     time_limit=26.0,
 )
 
+KIP_966_LAST_REPLICA_STANDING = Scenario(
+    name="kip-966-last-replica-standing",
+    summary="the ISR shrinks to the leader alone; its power loss without fsync drops writes every replica "
+    "had acknowledged, and as the last replica standing it is elected again with its shorter log "
+    "(fixed by KIP-966, Eligible Leader Replicas)",
+    story=(
+        "Cut the leader off from its followers until it shrinks the ISR to itself (acks=all, "
+        "min.insync.replicas=2: it stops acknowledging, but what it acknowledged before is only in "
+        "the page cache everywhere). Cut its power and heal: it registers again, no other ISR member "
+        "is left, so the controller elects it once more, in a new epoch, and the followers truncate "
+        "to its shorter log. With eligible.leader.replicas.enable=true the followers that left the "
+        "ISR below min.insync.replicas became eligible leader replicas (the high watermark stood "
+        "still since), so the controller elects one of them instead and nothing acknowledged is lost."
+    ),
+    unsafe={"log_flush_interval_messages": 0, "eligible_leader_replicas": False},
+    safe={"log_flush_interval_messages": 0, "eligible_leader_replicas": True},
+    schedule=_LEADER_ALONE_THEN_POWER_LOSS,
+    time_limit=26.0,
+)
+
 UNCLEAN_ELECTION = Scenario(
     name="unclean-election",
     summary="unclean.leader.election.enable=true elects a replica that fell out of the ISR: "
@@ -227,6 +247,7 @@ SCENARIOS: dict[str, Scenario] = {
         ACKS_1_LEADER_CRASH,
         MIN_ISR_1,
         KIP_966_POWER_LOSS,
+        KIP_966_LAST_REPLICA_STANDING,
         UNCLEAN_ELECTION,
     )
 }

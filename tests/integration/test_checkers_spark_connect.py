@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from checkers.histories import simulate
+from history.synthetic.simulate import simulate
 from tests.support.checked_runs import make_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]

@@ -22,10 +22,12 @@ from hypothesis import strategies as st
 
 from checkers import spark as spark_checker
 from checkers.catalogue import HISTORY_ANOMALIES, EngineResult, incomplete_kind
-from checkers.histories import PLANTABLE, HistoryBuilder, plant, simulate, write_history
 from checkers.reference import check_history as reference_check
 from checkers.stats import history_facts
-from checkers.synthetic import ANOMALY_KINDS, generate
+from history.synthetic.builder import HistoryBuilder, write_history
+from history.synthetic.kinds import ANOMALY_KINDS, PLANTABLE
+from history.synthetic.simulate import plant, simulate
+from history.synthetic.stream import generate
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from checkers.histories import HistoryBuilder, simulate
 from harness.cli import main
+from history.synthetic.builder import HistoryBuilder
+from history.synthetic.simulate import simulate
 from tests.support.checked_runs import make_run
 
 

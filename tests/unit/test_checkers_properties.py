@@ -1,8 +1,8 @@
 """Property tests: the reference checker finds exactly what was planted, and nothing in a clean history.
 
-Histories come from `checkers.histories.simulate` (a correct system: random interleavings, crashed
+Histories come from `history.synthetic.simulate` (a correct system: random interleavings, crashed
 consumers, info sends that did or did not write, failed sends, reads before the send completed)
-with anomalies planted by `checkers.histories.plant`, one clean occurrence each.
+with anomalies planted by `history.synthetic.simulate.plant`, one clean occurrence each.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkers.catalogue import HISTORY_ANOMALIES, select_examples
-from checkers.histories import PLANTABLE, plant, simulate, write_history
 from checkers.reference import check_history
 from checkers.verdict import decide
 from foundation.config import TestConfig
+from history.synthetic.builder import write_history
+from history.synthetic.kinds import PLANTABLE
+from history.synthetic.simulate import plant, simulate
 from tests.support.checked_runs import no_replica_anomalies
 
 SETTINGS = settings(

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from checkers.reference import check_history
-from checkers.synthetic import ANOMALY_KINDS, generate
 from history.pairing import pair_problems
+from history.synthetic.kinds import ANOMALY_KINDS
+from history.synthetic.stream import generate
 
 
 def test_clean_synthetic_history_has_no_anomaly(tmp_path: Path) -> None:

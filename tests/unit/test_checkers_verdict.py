@@ -11,12 +11,13 @@ import pytest
 
 from checkers.api import check_run
 from checkers.catalogue import NAMES
-from checkers.histories import HistoryBuilder, simulate, write_history
 from checkers.reference import check_history
 from checkers.stats import compute_stats, percentile
 from checkers.verdict import CONDITIONS, RULES, decide
 from foundation.config import TestConfig
 from foundation.errors import BadInput
+from history.synthetic.builder import HistoryBuilder, write_history
+from history.synthetic.simulate import simulate
 from tests.support.checked_runs import make_run, no_replica_anomalies
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from checkers.histories import simulate
 from harness.cli import main
+from history.synthetic.simulate import simulate
 from tests.support.checked_runs import make_run
 
 

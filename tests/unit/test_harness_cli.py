@@ -77,6 +77,7 @@ def test_repro_list_names_every_scenario() -> None:
         "acks-1-leader-crash",
         "min-isr-1",
         "unclean-election",
+        "kip-966-last-replica-standing",
     ):
         assert name in out.stdout
 

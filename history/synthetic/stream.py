@@ -1,4 +1,4 @@
-"""Synthetic histories with planted anomalies: for the checker benchmark and the property tests.
+"""Big synthetic histories with planted anomalies, streamed to a file: for the checker benchmark.
 
 A history is simulated, not recorded: producers append values to in-memory partition logs (at
 invoke time, so a consumer can read a value before its send completes, as in Kafka), consumers read
@@ -19,17 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-ANOMALY_KINDS = (
-    "lost-write",
-    "unseen",
-    "duplicate",
-    "inconsistent-offsets",
-    "aborted-read",
-    "phantom",
-    "poll-skip",
-    "nonmonotonic-poll",
-    "nonmonotonic-send",
-)
+from history.synthetic.kinds import ANOMALY_KINDS
 
 NEMESIS_FS = (("kill", "start"), ("pause", "resume"), ("partition", "heal"))
 
