@@ -107,7 +107,7 @@ def producer_settings(config: TestConfig, bootstrap: list[str]) -> dict[str, Any
         "retry.backoff.ms": 100,
         "reconnect.backoff.max.ms": 1000,
         "topic.metadata.refresh.interval.ms": 10000,
-        "max.in.flight.requests.per.connection": 5 if config.idempotence else 1,
+        "max.in.flight.requests.per.connection": 5,
         "error_cb": _log_error,
     }
 
@@ -254,21 +254,30 @@ class ConfluentConsumer:
         # librdkafka insists on a group id; assign() never joins the group.
         self._consumer = _consumer(config, bootstrap, "strandline-assign-only")
         self._assigned: list[TopicPartition] = []
+        self._timeout_s = max(config.request_timeout_ms, 1000) / 1000
 
     def assign(self, partitions: list[TopicPartition], positions: dict[TopicPartition, int] | None) -> None:
-        tps = []
-        for t, p in partitions:
-            offset = (positions or {}).get((t, p))
-            tps.append(
-                confluent_kafka.TopicPartition(
-                    t, p, confluent_kafka.OFFSET_BEGINNING if offset is None else offset
-                )
-            )
         try:
+            tps = [confluent_kafka.TopicPartition(t, p, self._start(t, p, positions)) for t, p in partitions]
             self._consumer.assign(tps)
         except Exception as e:
             raise ClientError(describe(e)) from e
         self._assigned = list(partitions)
+
+    def _start(self, topic: str, partition: int, positions: dict[TopicPartition, int] | None) -> int:
+        """Where to start: the given position, or the log start offset asked now.
+
+        Not librdkafka's logical OFFSET_BEGINNING: that is resolved later, asynchronously, and under
+        load a lookup of an earlier assign was seen to land after a newer assign had set an explicit
+        position, moving the consumer back to offset 0 in the middle of its reads.
+        """
+        offset = (positions or {}).get((topic, partition))
+        if offset is not None:
+            return offset
+        low, _high = self._consumer.get_watermark_offsets(
+            confluent_kafka.TopicPartition(topic, partition), timeout=self._timeout_s, cached=False
+        )
+        return int(low) if low >= 0 else confluent_kafka.OFFSET_BEGINNING
 
     def poll(self, timeout_s: float, max_records: int) -> list[Record]:
         return _consume(self._consumer, timeout_s, max_records)
