@@ -147,6 +147,7 @@ def reconcile(
     log_ends: Mapping[Key, Mapping[int, int]] | None = None,
     registered: Mapping[int, int] | None = None,
     elr_min_insync: int = 0,
+    isr_broker_epoch_check: bool = False,
 ) -> list[ControllerAction]:
     """Level-triggered: what brings every partition to a sane state (a state; a live leader that
     has not restarted since it was elected; no dead broker in an ISR it can leave).
@@ -154,6 +155,8 @@ def reconcile(
     `registered` maps each live broker to when it registered (its registration's czxid, Kafka's
     broker epoch); without it, restarts go unnoticed. `elr_min_insync` > 0 turns on Eligible
     Leader Replicas (KIP-966) with that min.insync.replicas (broker.eligible).
+    `isr_broker_epoch_check` (KIP-903): an ISR member that registered again since the state was
+    written (a new broker epoch, maybe an empty disk) leaves the ISR and is not elected from it.
     """
     actions: list[ControllerAction] = []
     for topic, assignment in assignments.items():
@@ -163,8 +166,11 @@ def reconcile(
                 actions.append(CreateState(topic, index, initial_state(replicas, live)))
                 continue
             restarted = leader_restarted(state, registered or {})
+            listed = state.isr
+            if isr_broker_epoch_check:
+                state = replace(state, isr=fence_restarted_followers(state, registered or {}))
             if not restarted and not needs_election(state.leader, live):
-                cleanup = isr_cleanup(topic, index, state, live, registered or {}, elr_min_insync)
+                cleanup = isr_cleanup(topic, index, state, live, registered or {}, elr_min_insync, listed)
                 if cleanup is not None:
                     actions.append(cleanup)
                 continue
@@ -257,6 +263,7 @@ def isr_cleanup(
     live: Collection[int],
     registered: Mapping[int, int],
     elr_min_insync: int,
+    listed: tuple[int, ...] | None = None,
 ) -> RemoveFromIsr | None:
     """ZooKeeper-mode Kafka's controller on a broker failure: the dead broker leaves every ISR it
     was in (onBrokerFailure, OfflineReplica), rather than staying until each leader's
@@ -265,16 +272,27 @@ def isr_cleanup(
     registered again since the state was written leaves the ELR (KIP-966: an unclean shutdown)."""
     if state.leader < 0:
         return None
-    dead = tuple(r for r in state.isr if r not in live and r != state.leader)
-    isr = tuple(r for r in state.isr if r not in dead)
+    listed = state.isr if listed is None else listed  # the ISR in the znode (before any fencing)
+    dead = tuple(r for r in listed if (r not in live or r not in state.isr) and r != state.leader)
+    isr = tuple(r for r in listed if r not in dead)
     elr = state.elr
     if elr_min_insync:
         restarted = restarted_since(state.written, registered)
         elr = tuple(
             r
-            for r in next_elr(isr_before=state.isr, isr_after=isr, elr=state.elr, min_insync=elr_min_insync)
+            for r in next_elr(isr_before=listed, isr_after=isr, elr=state.elr, min_insync=elr_min_insync)
             if r not in restarted
         )
     if not dead and elr == state.elr:
         return None
     return RemoveFromIsr(topic, index, state.leader, state.leader_epoch, state.zk_version, isr, dead, elr)
+
+
+def fence_restarted_followers(state: KnownState, registered: Mapping[int, int]) -> tuple[int, ...]:
+    """KIP-903: ISR membership belongs to a broker epoch. A follower that registered again since
+    the state was written may have come back with less (an empty or damaged disk): it leaves the
+    ISR and must catch up again to rejoin. The leader stays (its restart is an election), and the
+    ISR never becomes empty (the last member stays, as in Kafka)."""
+    restarted = restarted_since(state.written, registered)
+    kept = tuple(r for r in state.isr if r == state.leader or r not in restarted)
+    return kept or state.isr

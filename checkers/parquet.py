@@ -42,7 +42,7 @@ from typing import Any
 import pyarrow as pa
 
 from checkers.parquet_pipeline import write
-from checkers.parquet_schema import FORMAT_VERSION
+from checkers.parquet_schema import FORMAT_VERSION, META, cache_name
 from history.format import ReadProblem
 
 log = logging.getLogger(__name__)
@@ -82,8 +82,7 @@ class Converted:
 
 def cache_dir_for(history: Path) -> Path:
     """`history.jsonl` -> `history.parquet/` beside it."""
-    stem = history.name[: -len(".jsonl")] if history.name.endswith(".jsonl") else history.name
-    return history.with_name(stem + ".parquet")
+    return history.with_name(cache_name(history.name))
 
 
 def convert(history: str | os.PathLike[str], dest: Path | None = None, *, force: bool = False) -> Converted:
@@ -121,7 +120,7 @@ def convert(history: str | os.PathLike[str], dest: Path | None = None, *, force:
             "max_time": counts.max_time,
             "nemesis": counts.nemesis,
         }
-        (tmp / "meta.json").write_text(json.dumps(meta))
+        (tmp / META).write_text(json.dumps(meta))
         if parent is not None:
             shutil.rmtree(dest, ignore_errors=True)
             os.replace(tmp, dest)
@@ -153,7 +152,7 @@ def _from_meta(dest: Path, meta: dict[str, Any], reused: bool) -> Converted:
 
 def _load_meta(dest: Path, stat: os.stat_result) -> Converted | None:
     try:
-        meta = json.loads((dest / "meta.json").read_text())
+        meta = json.loads((dest / META).read_text())
     except (OSError, ValueError):
         return None
     if (

@@ -13,6 +13,15 @@ FORMAT_VERSION = 6
 # The integer `process` a nemesis line gets while being parsed by Arrow (client processes are >= 0).
 NEMESIS_SENTINEL = -(2**62)
 
+META = "meta.json"  # beside the datasets: what the conversion found, and what it was made from
+
+
+def cache_name(history_name: str) -> str:
+    """Where a history's Parquet form is kept, beside it: `history.jsonl` -> `history.parquet`."""
+    stem = history_name[: -len(".jsonl")] if history_name.endswith(".jsonl") else history_name
+    return stem + ".parquet"
+
+
 RECORD = pa.struct(
     [("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("value", pa.int64())]
 )

@@ -12,7 +12,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from checkers.parquet_schema import F_CODES, FORMAT_VERSION, OUTCOME_CODES
+from checkers.parquet_schema import F_CODES, FORMAT_VERSION, META, OUTCOME_CODES, cache_name
 from checkers.spark_engine import ParquetForm, spark_figures
 from history import pairing
 from history.format import CLIENT_FS, OP_TYPES, ReadProblem
@@ -31,7 +31,8 @@ JSON_SCHEMA = (
 
 def _dest(path: str) -> str:
     base = path.rstrip("/")
-    return (base[: -len(".jsonl")] if base.endswith(".jsonl") else base) + ".parquet"
+    name = base.rsplit("/", 1)[-1]
+    return base[: len(base) - len(name)] + cache_name(name)
 
 
 def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> ParquetForm:
@@ -46,7 +47,7 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
     conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
     src_path = jvm.org.apache.hadoop.fs.Path(path)
     fs = src_path.getFileSystem(conf)
-    meta_path = jvm.org.apache.hadoop.fs.Path(dest + "/meta.json")
+    meta_path = jvm.org.apache.hadoop.fs.Path(f"{dest}/{META}")
     source_mtime = fs.getFileStatus(src_path).getModificationTime()
     if not force and fs.exists(meta_path):
         stream = fs.open(meta_path)

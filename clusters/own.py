@@ -129,6 +129,7 @@ def broker_settings(
         "min.insync.replicas": str(config.min_insync),
         "unclean.leader.election.enable": "true" if config.unclean_election else "false",
         "eligible.leader.replicas.enable": "true" if config.eligible_leader_replicas else "false",
+        "isr.broker.epoch.check.enable": "true" if config.isr_broker_epoch_check else "false",
         "replication.truncation": config.variant,
         "leader.election.policy": config.leader_election_policy,
         "replica.high.watermark.checkpoint.interval.ms": str(

@@ -18,6 +18,7 @@ class SimSettings:
     unclean_leader_election: bool = False
     election_policy: str = "first-in-isr"
     eligible_leader_replicas: bool = False  # KIP-966 (eligible.leader.replicas.enable)
+    isr_broker_epoch_check: bool = False  # KIP-903 (isr.broker.epoch.check.enable)
     flush_interval_messages: int | None = None  # None: never fsync on append (Kafka's default)
     brokers: int = 3
     session_timeout_ms: int = 6000

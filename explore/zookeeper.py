@@ -100,6 +100,7 @@ class ZooKeeper(World):
             log_ends=log_ends,
             registered={i: self.brokers[i].registered_zxid for i in live},
             elr_min_insync=self.settings.elr_min_insync,
+            isr_broker_epoch_check=self.settings.isr_broker_epoch_check,
         ):
             if isinstance(action, RemoveFromIsr):
                 assert st is not None

@@ -214,6 +214,69 @@ KIP_966_LAST_REPLICA_STANDING = Scenario(
     time_limit=26.0,
 )
 
+KIP_903_EMPTY_DISK = Scenario(
+    name="kip-903-empty-disk",
+    summary="a follower comes back with an empty disk and, still listed in the ISR, is elected leader: "
+    "everything acknowledged is lost (fixed by KIP-903, broker epochs on ISR changes)",
+    story=(
+        "Cut the power of both followers (without fsync their logs are gone: an empty disk) and cut "
+        "the leader off from them; start them again at once: they take their registrations over, "
+        "and nothing removes them from the ISR before the leader's replica.lag.time.max.ms. Kill "
+        "the leader: when its session expires the controller elects a follower with an empty log, "
+        "and the old leader truncates to it. With isr.broker.epoch.check.enable=true ISR membership "
+        "belongs to a broker epoch: the controller takes the re-registered followers out of the "
+        "ISR, the partition waits offline for its last ISR member, and nothing is lost."
+    ),
+    unsafe={"isr_broker_epoch_check": False},
+    safe={"isr_broker_epoch_check": True},
+    # long enough that the restarted followers take their registrations over before their old
+    # sessions expire, and that the leader does not drop them from the ISR first
+    extra={"zookeeper_session_timeout_ms": 15000, "replica_lag_time_max_ms": 30000},
+    schedule=(
+        {"wait": 4},
+        {"do": "lose-unsynced", "target": "followers", **P0},
+        {"do": "partition", "grudge": "leader", **P0},
+        {"do": "start", "target": "all"},
+        {"wait_until": "brokers-ready", "timeout": 30},
+        {"wait": 2},
+        {"do": "kill", "target": "leader", **P0},
+        {"wait": 25},
+        {"heal": "all"},
+    ),
+    time_limit=55.0,
+    budget=150.0,
+)
+
+KIP_279_FAST_LEADER_CHANGE = Scenario(
+    name="kip-279-fast-leader-change",
+    summary="two fast leader changes with leader epochs but KIP-101's one-round truncation leave replicas "
+    "with different records at one offset (fixed by KIP-279)",
+    story=(
+        "Cut the successor (the ISR member elected next) off from the other brokers; the other "
+        "follower keeps fetching and gets ahead of it. Restart the leader: the successor is elected "
+        "and appends records in its new epoch that nobody can fetch. Kill it: the other follower is "
+        "elected in a third epoch, starting at its longer log end. When the old successor returns it "
+        "asks for the end of its epoch, which the new leader never had; with OffsetForLeaderEpoch v0 "
+        "(replication.truncation=leader-epoch-v0) it cuts back to where the new leader's epoch starts "
+        "and keeps its own records below that offset, where the others hold different ones. With "
+        "KIP-279 the answer names the epoch it is for and the follower truncates to the end of the "
+        "epoch both replicas share."
+    ),
+    unsafe={"variant": "leader-epoch-v0"},
+    safe={"variant": "leader-epoch"},
+    schedule=(
+        {"wait": 3},
+        {"do": "partition", "grudge": "successor", **P0},
+        {"wait": 2},
+        {"do": "restart", "target": "leader", **P0},
+        {"wait": 2},
+        {"do": "kill", "target": "leader", **P0},
+        {"wait": 10},
+        {"heal": "all"},
+    ),
+    time_limit=32.0,
+)
+
 UNCLEAN_ELECTION = Scenario(
     name="unclean-election",
     summary="unclean.leader.election.enable=true elects a replica that fell out of the ISR: "
@@ -248,6 +311,8 @@ SCENARIOS: dict[str, Scenario] = {
         MIN_ISR_1,
         KIP_966_POWER_LOSS,
         KIP_966_LAST_REPLICA_STANDING,
+        KIP_903_EMPTY_DISK,
+        KIP_279_FAST_LEADER_CHANGE,
         UNCLEAN_ELECTION,
     )
 }

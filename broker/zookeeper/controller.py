@@ -179,6 +179,7 @@ class ControllerDriver:
             log_ends=log_ends,
             registered=registered,
             elr_min_insync=self.config.elr_min_insync,
+            isr_broker_epoch_check=self.config.isr_broker_epoch_check,
         )
         retry = False
         for action in actions:

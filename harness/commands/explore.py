@@ -50,6 +50,7 @@ def sim_settings(config: TestConfig) -> SimSettings:
             min_insync_replicas=config.min_insync,
             unclean_leader_election=config.unclean_election,
             eligible_leader_replicas=config.eligible_leader_replicas,
+            isr_broker_epoch_check=config.isr_broker_epoch_check,
             election_policy=config.leader_election_policy,
             flush_interval_messages=config.log_flush_interval_messages or None,
             brokers=config.replication_factor,
@@ -80,7 +81,8 @@ def replay_config(config: TestConfig, found: Found) -> TestConfig:
 def config_toml(config: TestConfig) -> str:
     """The replay's settings and schedule as a TOML config for `strandline run --config`."""
     keys = ("system", "backend", "nodes", "topics", "partitions", "replication_factor", "variant", "acks",
-            "min_insync", "unclean_election", "eligible_leader_replicas", "log_flush_interval_messages",
+            "min_insync", "unclean_election", "eligible_leader_replicas", "isr_broker_epoch_check",
+            "log_flush_interval_messages",
             "time_limit", "seed", "name")  # fmt: skip
     lines = []
     for key in keys:

@@ -1,6 +1,7 @@
 """Synthetic histories, for the checkers' tests and the checker benchmark (`strandline bench checker`).
 
-`builder` writes histories by hand; `simulate` plays a small correct system in memory and plants
-anomalies into it, one clean occurrence each; `stream` writes big histories (millions of lines) with
-anomalies planted as it goes; `kinds` lists what can be planted. Nothing here runs in a real test.
+`generator` is the one simulator: a correct system with anomalies planted into it, one clean
+occurrence each (`generate` streams millions of lines to a file, `generate_ops` gives a few hundred
+in memory); `kinds` lists what it can plant; `builder` writes histories by hand. Nothing here runs
+in a real test.
 """

@@ -1,8 +1,7 @@
 """Writing histories by hand, for tests: `b.send(0, 7, offset=3)`, `b.poll(1, [(3, 7)])` ...
 
 `HistoryBuilder` appends ops with consecutive indices and growing times; `write_history` writes
-ops as history.jsonl lines. The synthetic simulation (`history.synthetic.simulate`) builds its
-histories with it too.
+ops as history.jsonl lines (the generator's `generate_ops` histories too).
 """
 
 from __future__ import annotations

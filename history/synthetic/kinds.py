@@ -1,8 +1,8 @@
-"""The anomaly kinds the synthetic histories can plant: one list for both ways of making them."""
+"""The anomaly kinds a synthetic history can hold (`history.synthetic.generator` plants them)."""
 
 from __future__ import annotations
 
-# Every kind `history.synthetic.simulate.plant` can plant, in the catalogue's order.
+# Every kind the generator can plant, in the catalogue's order.
 PLANTABLE = (
     "lost-write",
     "unseen",
@@ -16,8 +16,6 @@ PLANTABLE = (
     "nonmonotonic-commit",
     "nonmonotonic-send",
 )
-
-# The kinds the streaming generator (`history.synthetic.stream`, the checker benchmark's) plants:
-# all but the consumer-group ones.
+# What the checker benchmark plants by default: all but the consumer-group kinds.
 GROUP_KINDS = ("group-skip", "nonmonotonic-commit")
 ANOMALY_KINDS = tuple(kind for kind in PLANTABLE if kind not in GROUP_KINDS)

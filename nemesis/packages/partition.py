@@ -104,10 +104,18 @@ class Partition(Package):
         if shape not in grudges.SHAPES:
             raise BadInput(f"partition: unknown shape {shape!r} (shapes: {', '.join(grudges.SHAPES)})")
         n = len(ctx.names)
-        least = {"ring": 4, "bridge": 3, "one": 2, "halves": 2, "majority": 2, "leader": 2}.get(shape, 1)
+        least = {
+            "ring": 4,
+            "bridge": 3,
+            "one": 2,
+            "halves": 2,
+            "majority": 2,
+            "leader": 2,
+            "successor": 2,
+        }.get(shape, 1)
         if n < least:
             raise BadInput(f"partition: shape {shape!r} needs at least {least} nodes, the cluster has {n}")
-        if shape in ("leader", "zk-leader"):
+        if shape in ("leader", "zk-leader", "successor"):
             targets.check("leader", ctx.names, ctx.sut, f"partition {shape}")
         if shape.startswith("zk-"):
             zk = ctx.zookeeper
@@ -154,6 +162,11 @@ class Partition(Package):
             return shape, grudges.majorities_ring(names, pick)
         if shape == "bridge":
             return shape, grudges.bridge(names, pick)
+        if shape == "successor":
+            successors = targets.resolve("successor", names, ctx.sut, pick, topic, partition)
+            if not successors:
+                raise NoTarget(f"no in-sync follower of a leader of {topic}/{partition} now")
+            return shape, grudges.isolate(names, successors)
         if shape in ("leader", "zk-leader"):
             leaders = targets.resolve("leader", names, ctx.sut, pick, topic, partition)
             if not leaders:

@@ -13,7 +13,16 @@ from broker.controller import (
     reconcile,
 )
 from broker.eligible import next_elr
-from broker.follower import Append, Backoff, FollowerReplica, ListLeaderOffsets, RestartAt, Truncate
+from broker.follower import (
+    Append,
+    Backoff,
+    FollowerReplica,
+    ListLeaderOffsets,
+    RestartAt,
+    Truncate,
+    leader_epoch_truncation,
+    v0_truncation,
+)
 from broker.kafka_errors import (
     FENCED_LEADER_EPOCH,
     INVALID_REQUIRED_ACKS,
@@ -284,3 +293,46 @@ def test_with_elr_the_controller_elects_an_eligible_replica_before_the_last_one_
         states={("t", 0): led}, live={1, 2, 3}, registered={1: 120, 2: 51, 3: 140}, elr_min_insync=2, **common
     )
     assert isinstance(cleanup, RemoveFromIsr) and cleanup.isr == (2,) and cleanup.elr == ()
+
+
+def test_with_the_broker_epoch_check_a_re_registered_follower_leaves_the_isr() -> None:
+    """KIP-903: ISR membership belongs to a broker epoch; a follower that registered again (maybe
+    with an empty disk) must catch up again, and is never elected from its old membership."""
+    assignments = {"t": {0: (1, 2, 3)}}
+    common = {"assignments": assignments, "unclean_allowed": False, "policy": "first-in-isr"}
+    state = KnownState(leader=1, leader_epoch=2, isr=(1, 2, 3), zk_version=5, written=100)
+    registered = {1: 10, 2: 150, 3: 11}
+    assert reconcile(states={("t", 0): state}, live={1, 2, 3}, registered=registered, **common) == []
+    (fence,) = reconcile(
+        states={("t", 0): state}, live={1, 2, 3}, registered=registered, isr_broker_epoch_check=True, **common
+    )
+    assert isinstance(fence, RemoveFromIsr) and fence.isr == (1, 3) and fence.removed == (2,)
+    # the leader is dead too: the re-registered follower is not elected, the other one is
+    (elect,) = reconcile(
+        states={("t", 0): state}, live={2, 3}, registered=registered, isr_broker_epoch_check=True, **common
+    )
+    assert isinstance(elect, ElectLeader) and elect.election.leader == 3 and elect.election.isr == (3,)
+    (unsafe,) = reconcile(states={("t", 0): state}, live={2, 3}, registered=registered, **common)
+    assert isinstance(unsafe, ElectLeader) and unsafe.election.leader == 2
+
+
+def test_v0_truncation_keeps_records_of_an_epoch_the_leader_never_had() -> None:
+    """KIP-279's case: we hold epoch 0 to offset 10 and epoch 1 (ours alone) from 10 to 15; the
+    leader has epoch 0 to 12 and then epoch 2. It answers for epoch 1: (epoch 0, 12)."""
+    own = {0: (0, 10), 1: (1, 15)}
+
+    def own_end(epoch: int) -> tuple[int, int]:
+        return own.get(epoch, (-1, -1))
+
+    common = {
+        "leader_epoch": 0,
+        "leader_end_offset": 12,
+        "own_latest_epoch": 1,
+        "own_end_offset_for": own_end,
+        "log_end_offset": 15,
+        "high_watermark": 8,
+    }
+    v0 = v0_truncation(**common)  # type: ignore[arg-type]
+    assert (v0.offset, v0.done) == (12, True)  # keeps epoch-1 records at 10 and 11: divergence
+    fixed = leader_epoch_truncation(**common)  # type: ignore[arg-type]
+    assert (fixed.offset, fixed.done) == (10, True)  # the end of epoch 0, which both share

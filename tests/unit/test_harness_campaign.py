@@ -142,6 +142,9 @@ def test_sample_campaigns_load() -> None:
         "acks-1-leader-crash-unsafe",
         "min-isr-1-unsafe",
         "unclean-election-unsafe",
+        "kip-966-last-replica-standing-unsafe",
+        "kip-903-empty-disk-unsafe",
+        "kip-279-fast-leader-change-unsafe",
     ):
         assert unsafe in names
 

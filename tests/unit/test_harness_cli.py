@@ -78,6 +78,8 @@ def test_repro_list_names_every_scenario() -> None:
         "min-isr-1",
         "unclean-election",
         "kip-966-last-replica-standing",
+        "kip-903-empty-disk",
+        "kip-279-fast-leader-change",
     ):
         assert name in out.stdout
 

@@ -3,7 +3,6 @@ streaming `Pairing` does, line for line, on histories with crashes, orphans and 
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from history import pairing
 from history.pairing import Pairing, outcome_of
 from history.synthetic.builder import HistoryBuilder
-from history.synthetic.simulate import simulate
+from history.synthetic.generator import generate_ops
 
 
 class PlainLogic:
@@ -96,7 +95,7 @@ def by_streaming(ops: list[dict[str, Any]]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_column_rules_agree_with_streaming_pairing(seed: int) -> None:
-    ops = simulate(random.Random(seed), steps=150, slots=4).ops
+    ops, _ = generate_ops(400, seed=seed, partitions=3, concurrency=6, churn=0.1)
     assert by_rules(ops) == by_streaming(ops)
 
 
