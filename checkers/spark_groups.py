@@ -183,15 +183,11 @@ def check_groups(
             ).alias("floor")
         )
     )
-    nonmonotonic = floors.filter(col("offset") < col("floor.offset")).select(
-        "index",
-        "process",
-        "group",
-        "topic",
-        "partition",
-        "offset",
-        (-col("floor.neg_index")).alias("prev_index"),
-        col("floor.offset").alias("prev_offset"),
+    nonmonotonic = (
+        floors.filter(col("offset") < col("floor.offset"))
+        .withColumn("prev_index", -col("floor.neg_index"))
+        .withColumn("prev_offset", col("floor.offset"))
+        .select(*BY_NAME["nonmonotonic-commit"].example_fields)
     )
 
     # group-skip: the staircase of each (group, tp)'s new maxima, in completion order.

@@ -39,6 +39,7 @@ FAULTS = (
     "clock-bump",
     "clock-strobe",
     "lose-unsynced",
+    "corrupt",
 )
 
 RUN_EXAMPLES = """\

@@ -302,6 +302,34 @@ UNCLEAN_ELECTION = Scenario(
     time_limit=32.0,
 )
 
+BITFLIP_MINORITY = Scenario(
+    name="bitflip-minority",
+    summary="a bit flip in one replica's log (Jepsen's NATS 2.12 analysis lost acknowledged writes this "
+    "way): safe settings survive it; an unclean election of the damaged replica loses data",
+    story=(
+        "Stop one follower, flip a bit in its log (inside a batch's CRC) and leave it down until the "
+        "leader drops it from the ISR. Kill the leader and the other follower, then start the damaged "
+        "one alone: its log recovery finds the CRC mismatch and truncates there, never serving the "
+        "damaged batch. With unclean elections it is elected with its truncated log and everything "
+        "from the flip on is lost (the checkers name it as the replica that held damaged data). With "
+        "clean elections the partition waits for an ISR member, and the damaged replica re-fetches "
+        "what it cut."
+    ),
+    unsafe={"unclean_election": True},
+    safe={"unclean_election": False},
+    schedule=(
+        {"wait": 3},
+        {"do": "corrupt", "kind": "bitflip", "target": "follower", **P0},
+        {"wait": 13},
+        {"do": "kill", "target": "followers", **P0},
+        {"do": "kill", "target": "leader", **P0},
+        {"heal": "corrupt"},
+        {"wait": 8},
+        {"heal": "all"},
+    ),
+    time_limit=34.0,
+)
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -314,6 +342,7 @@ SCENARIOS: dict[str, Scenario] = {
         KIP_903_EMPTY_DISK,
         KIP_279_FAST_LEADER_CHANGE,
         UNCLEAN_ELECTION,
+        BITFLIP_MINORITY,
     )
 }
 SEED_SCENARIO = KIP_101_TRUNCATION.name

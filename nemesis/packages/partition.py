@@ -17,11 +17,13 @@ from clusters.node import Node
 from clusters.sut import HasZookeeper
 from foundation.errors import BadInput
 from nemesis import grudge as grudges
-from nemesis import net, targets
+from nemesis import net, role_targets, targets
 from nemesis.packages.base import Active, Context, NoTarget, Package, PlanEnv, topic_partition_draw
 from nemesis.packages.patterns import check_pattern, names_of, usable_patterns
 
 ZK = "zookeeper"
+# Shapes that cut one node, found by its role, from every other broker (`partition:controller`).
+ROLE_SHAPES = ("controller", role_targets.COORDINATOR, role_targets.TXN_COORDINATOR)
 
 
 def zookeeper_port(ctx: Context) -> int | None:
@@ -52,7 +54,7 @@ def role_sides(shape: str) -> tuple[str, str]:
 class Partition(Package):
     name = "partition"
     f = "partition"
-    qualifiers = (*grudges.SHAPES, *names_of("partition"))
+    qualifiers = (*grudges.SHAPES, *ROLE_SHAPES, *names_of("partition"))
     default_qualifiers = (
         "one",
         "halves",
@@ -100,6 +102,12 @@ class Partition(Package):
             return
         if isinstance(shape, str) and shape in names_of(self.name):
             check_pattern(ctx, self.name, shape)
+            return
+        if shape == "controller":
+            targets.check(shape, ctx.names, ctx.sut, f"partition {shape}")
+            return
+        if role_targets.is_role_target(shape) and shape != ZK:
+            role_targets.check(shape, ctx, f"partition {shape}")
             return
         if shape not in grudges.SHAPES:
             raise BadInput(f"partition: unknown shape {shape!r} (shapes: {', '.join(grudges.SHAPES)})")
@@ -152,6 +160,15 @@ class Partition(Package):
             a, b = (ctx.sut.nodes_of_role(role) for role in role_sides(shape))
             return shape, {**{n: set(b) for n in a}, **{n: set(a) for n in b}}
         topic, partition = ctx.topic_partition(step)
+        if shape in ROLE_SHAPES:
+            found = (
+                targets.resolve(shape, names, ctx.sut, pick)
+                if shape == "controller"
+                else role_targets.resolve(shape, ctx, step)
+            )
+            if not found:
+                raise NoTarget(f"no {shape} now")
+            return shape, grudges.isolate(names, found)
         if shape == "one":
             return shape, grudges.isolate(names, [pick.choice(names)])
         if shape == "halves":
