@@ -309,7 +309,7 @@ def build(cls: Any, data: Mapping[str, Any]) -> Any:
                 value = None if value is None else tuple(value)
             elif kind == "timedelta" and isinstance(value, int):
                 value = datetime.timedelta(milliseconds=value)
-            elif name == "error_code" and isinstance(value, int) and not isinstance(value, ErrorCode):
+            elif name.endswith("error_code") and isinstance(value, int) and not isinstance(value, ErrorCode):
                 value = ErrorCode(value)
             kwargs[name] = value
         elif not has_default:
