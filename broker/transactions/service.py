@@ -13,6 +13,7 @@ for `__consumer_offsets` arrives. A timer aborts transactions older than their t
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from broker.kafka_errors import (
     NOT_COORDINATOR,
     NOT_LEADER_OR_FOLLOWER,
     OPERATION_NOT_ATTEMPTED,
+    TRANSACTIONAL_ID_NOT_FOUND,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from broker.metadata import ClusterMetadata, TopicCreation
@@ -46,6 +48,8 @@ API_ADD_OFFSETS_TO_TXN = 25
 API_END_TXN = 26
 API_WRITE_TXN_MARKERS = 27
 API_TXN_OFFSET_COMMIT = 28
+API_DESCRIBE_TRANSACTIONS = 65
+API_LIST_TRANSACTIONS = 66
 # Apache Kafka 4.1's ranges (docs/broker-protocol.md); WriteTxnMarkers v0 was removed in 4.0.
 TXN_API_VERSIONS: dict[int, tuple[int, int]] = {
     API_ADD_PARTITIONS_TO_TXN: (0, 5),
@@ -53,6 +57,8 @@ TXN_API_VERSIONS: dict[int, tuple[int, int]] = {
     API_END_TXN: (0, 5),
     API_WRITE_TXN_MARKERS: (1, 1),
     API_TXN_OFFSET_COMMIT: (0, 5),
+    API_DESCRIBE_TRANSACTIONS: (0, 0),
+    API_LIST_TRANSACTIONS: (0, 1),  # v2 (a pattern) came after 4.1
 }
 CONSUMER_OFFSETS = "__consumer_offsets"  # the marker that commits or drops a transaction's offsets
 KEY_TYPE_TRANSACTION = 1
@@ -100,6 +106,8 @@ class TxnService:
             (API_END_TXN, self.end_txn),
             (API_WRITE_TXN_MARKERS, self.write_txn_markers),
             (API_TXN_OFFSET_COMMIT, self.txn_offset_commit),
+            (API_DESCRIBE_TRANSACTIONS, self.describe_transactions),
+            (API_LIST_TRANSACTIONS, self.list_transactions),
         ):
             h.register(key, TXN_API_VERSIONS[key], handler)
 
@@ -515,6 +523,58 @@ class TxnService:
                     self.pending_offsets.setdefault(producer_id, {})[group_id] = offsets
                     return COORDINATOR_NOT_AVAILABLE
         return NONE
+
+    # --- DescribeTransactions / ListTransactions (admin tools, kafka-transactions.sh) -------------
+    async def describe_transactions(self, request: Any) -> dict[str, Any]:
+        coordinator = self._is_coordinator()
+        states = []
+        for tid in request.body.transactional_ids:
+            meta = self.coordinator.txns.get(tid) if coordinator else None
+            error = NONE if meta else (TRANSACTIONAL_ID_NOT_FOUND if coordinator else NOT_COORDINATOR)
+            topics: dict[str, list[int]] = {}
+            for topic, index in sorted(meta.partitions if meta else ()):
+                topics.setdefault(topic, []).append(index)
+            states.append(
+                {
+                    "error_code": error,
+                    "transactional_id": tid,
+                    "transaction_state": meta.state.value if meta else "",
+                    "transaction_timeout": meta.timeout_ms if meta else 0,
+                    "transaction_start_time": datetime.datetime.fromtimestamp(
+                        (meta.started_ms if meta else 0) / 1000.0, datetime.UTC
+                    ),
+                    "producer_id": meta.producer_id if meta else -1,
+                    "producer_epoch": meta.producer_epoch if meta else -1,
+                    "topics": [{"topic": t, "partitions": idx} for t, idx in topics.items()],
+                }
+            )
+        return {"transaction_states": states}
+
+    async def list_transactions(self, request: Any) -> dict[str, Any]:
+        body = request.body
+        if not self._is_coordinator():
+            return {"error_code": NONE, "unknown_state_filters": [], "transaction_states": []}
+        known = {state.value for state in TxnState}
+        wanted = set(body.state_filters or ())
+        pids = set(body.producer_id_filters or ())
+        now = self.clock()
+        min_ms = getattr(body, "duration_filter", -1)
+        listed = [
+            {
+                "transactional_id": m.transactional_id,
+                "producer_id": m.producer_id,
+                "transaction_state": m.state.value,
+            }
+            for m in self.coordinator.txns.values()
+            if (not wanted or m.state.value in wanted)
+            and (not pids or m.producer_id in pids)
+            and (min_ms < 0 or now - m.started_ms >= min_ms)
+        ]
+        return {
+            "error_code": NONE,
+            "unknown_state_filters": sorted(wanted - known),
+            "transaction_states": listed,
+        }
 
     # --- timeouts -------------------------------------------------------------------------------
     async def abort_expired(self) -> None:
