@@ -8,7 +8,7 @@ from pathlib import Path
 
 from broker.errors import BadBrokerConfig
 
-TRUNCATION_MODES = ("leader-epoch", "high-watermark")
+TRUNCATION_MODES = ("leader-epoch", "high-watermark", "leader-epoch-v0")
 ELECTION_POLICIES = ("first-in-isr", "longest-log")
 TRANSACTION_VERSIONS = ("1", "2")
 
@@ -62,6 +62,8 @@ class BrokerConfig:
     default_replication_factor: int = 1
     min_insync_replicas: int = 1
     unclean_leader_election: bool = False
+    eligible_leader_replicas: bool = False  # KIP-966 (eligible.leader.replicas.enable)
+    isr_broker_epoch_check: bool = False  # KIP-903 (isr.broker.epoch.check.enable)
     truncation: str = "leader-epoch"
     election_policy: str = "first-in-isr"
     flush_interval_messages: int = 0  # 0 = never fsync on append
@@ -76,6 +78,11 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = 900000
     transaction_abort_check_interval_ms: int = 10000
     transaction_state_replication_factor: int = 3
+
+    @property
+    def elr_min_insync(self) -> int:
+        """min.insync.replicas when Eligible Leader Replicas are on (broker.eligible); 0: off."""
+        return self.min_insync_replicas if self.eligible_leader_replicas else 0
 
     @property
     def advertised_listener(self) -> Listener:
@@ -133,6 +140,8 @@ class BrokerConfig:
             default_replication_factor=integer("default.replication.factor", 1, 1),
             min_insync_replicas=integer("min.insync.replicas", 1, 1),
             unclean_leader_election=boolean("unclean.leader.election.enable", False),
+            eligible_leader_replicas=boolean("eligible.leader.replicas.enable", False),
+            isr_broker_epoch_check=boolean("isr.broker.epoch.check.enable", False),
             truncation=choice("replication.truncation", "leader-epoch", TRUNCATION_MODES),
             election_policy=choice("leader.election.policy", "first-in-isr", ELECTION_POLICIES),
             flush_interval_messages=flush,

@@ -9,7 +9,9 @@ explore/ calls the same function with its own facts.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from broker.eligible import elr_leader, next_elr, restarted_since
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +19,7 @@ class Election:
     leader: int  # -1: no leader can be elected (the partition goes offline)
     isr: tuple[int, ...]
     unclean: bool = False
+    elr: tuple[int, ...] = ()  # the eligible leader replicas after it (KIP-966; empty when off)
 
 
 def initial_state(replicas: tuple[int, ...], live: Collection[int]) -> Election:
@@ -85,7 +88,22 @@ class ElectLeader:
     election: Election
 
 
-ControllerAction = CreateState | ElectLeader
+@dataclass(frozen=True, slots=True)
+class RemoveFromIsr:
+    """Replace the state at `zk_version` (compare-and-set) with the same leader and epoch and an ISR
+    without the replicas whose brokers are gone (`removed`)."""
+
+    topic: str
+    index: int
+    leader: int
+    leader_epoch: int
+    zk_version: int
+    isr: tuple[int, ...]
+    removed: tuple[int, ...]
+    elr: tuple[int, ...] = ()
+
+
+ControllerAction = CreateState | ElectLeader | RemoveFromIsr
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +114,8 @@ class KnownState:
     leader_epoch: int
     isr: tuple[int, ...]
     zk_version: int
+    written: int = 0  # when the state was last written (ZooKeeper's mzxid), 0: unknown
+    elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966)
 
 
 Key = tuple[str, int]
@@ -125,8 +145,19 @@ def reconcile(
     unclean_allowed: bool,
     policy: str,
     log_ends: Mapping[Key, Mapping[int, int]] | None = None,
+    registered: Mapping[int, int] | None = None,
+    elr_min_insync: int = 0,
+    isr_broker_epoch_check: bool = False,
 ) -> list[ControllerAction]:
-    """Level-triggered: what brings every partition to a sane state (a state; a live leader)."""
+    """Level-triggered: what brings every partition to a sane state (a state; a live leader that
+    has not restarted since it was elected; no dead broker in an ISR it can leave).
+
+    `registered` maps each live broker to when it registered (its registration's czxid, Kafka's
+    broker epoch); without it, restarts go unnoticed. `elr_min_insync` > 0 turns on Eligible
+    Leader Replicas (KIP-966) with that min.insync.replicas (broker.eligible).
+    `isr_broker_epoch_check` (KIP-903): an ISR member that registered again since the state was
+    written (a new broker epoch, maybe an empty disk) leaves the ISR and is not elected from it.
+    """
     actions: list[ControllerAction] = []
     for topic, assignment in assignments.items():
         for index, replicas in assignment.items():
@@ -134,15 +165,25 @@ def reconcile(
             if state is None:
                 actions.append(CreateState(topic, index, initial_state(replicas, live)))
                 continue
-            if not needs_election(state.leader, live):
+            restarted = leader_restarted(state, registered or {})
+            listed = state.isr
+            if isr_broker_epoch_check:
+                state = replace(state, isr=fence_restarted_followers(state, registered or {}))
+            if not restarted and not needs_election(state.leader, live):
+                cleanup = isr_cleanup(topic, index, state, live, registered or {}, elr_min_insync, listed)
+                if cleanup is not None:
+                    actions.append(cleanup)
                 continue
-            choice = elect_leader(
+            choice = choose_leader(
                 replicas=replicas,
-                isr=state.isr,
+                state=state,
                 live=live,
+                restarted=restarted,
                 unclean_allowed=unclean_allowed,
                 policy=policy,
                 log_ends=(log_ends or {}).get((topic, index)),
+                registered=registered or {},
+                elr_min_insync=elr_min_insync,
             )
             if choice.leader < 0 and state.leader < 0:
                 continue  # still offline; a returning ISR member will trigger another pass
@@ -150,3 +191,103 @@ def reconcile(
                 ElectLeader(topic, index, state.leader, state.leader_epoch + 1, state.zk_version, choice)
             )
     return actions
+
+
+def leader_restarted(state: KnownState, registered: Mapping[int, int]) -> bool:
+    """The leader registered again after the state was written: it restarted (or its session was
+    renewed) since it was elected. ZooKeeper-mode Kafka's controller sees the new broker epoch,
+    handles the broker as failed and started again, and elects a leader in a new epoch; a restarted
+    broker never resumes leading its old epoch (it may have lost the tail it led with)."""
+    since = registered.get(state.leader)
+    return since is not None and state.written > 0 and since > state.written
+
+
+def choose_leader(
+    *,
+    replicas: tuple[int, ...],
+    state: KnownState,
+    live: Collection[int],
+    restarted: bool,
+    unclean_allowed: bool,
+    policy: str,
+    log_ends: Mapping[int, int] | None,
+    registered: Mapping[int, int],
+    elr_min_insync: int,
+) -> Election:
+    """Kafka's order: a live ISR member; with ELR, a live eligible leader replica that has not
+    restarted since (KIP-966); unclean, if allowed; last, a restarted leader again (the last
+    replica standing, in a new epoch — Kafka: offline while it counts as failed, elected again
+    at its startup)."""
+    others = [b for b in live if b != state.leader] if restarted else live
+
+    def elect(candidates: Collection[int], unclean: bool) -> Election:
+        return elect_leader(
+            replicas=replicas,
+            isr=state.isr,
+            live=candidates,
+            unclean_allowed=unclean,
+            policy=policy,
+            log_ends=log_ends,
+        )
+
+    choice = elect(others, False)
+    if choice.leader >= 0:
+        if elr_min_insync:
+            elr = next_elr(
+                isr_before=state.isr, isr_after=choice.isr, elr=state.elr, min_insync=elr_min_insync
+            )
+            return replace(choice, elr=elr)
+        return choice
+    if elr_min_insync:
+        leader = elr_leader(state.elr, others, restarted_since(state.written, registered))
+        if leader >= 0:
+            return Election(leader, (leader,), elr=tuple(r for r in state.elr if r != leader))
+    if unclean_allowed:
+        choice = elect(others, True)
+        if choice.leader >= 0:
+            return choice
+    if restarted:
+        return elect(live, False)
+    return Election(-1, state.isr, elr=state.elr)
+
+
+def isr_cleanup(
+    topic: str,
+    index: int,
+    state: KnownState,
+    live: Collection[int],
+    registered: Mapping[int, int],
+    elr_min_insync: int,
+    listed: tuple[int, ...] | None = None,
+) -> RemoveFromIsr | None:
+    """ZooKeeper-mode Kafka's controller on a broker failure: the dead broker leaves every ISR it
+    was in (onBrokerFailure, OfflineReplica), rather than staying until each leader's
+    replica.lag.time.max.ms passes. The leader stays; the ISR never becomes empty. With ELR, the
+    removed replicas join the ELR while the ISR is below min.insync.replicas, and a broker that
+    registered again since the state was written leaves the ELR (KIP-966: an unclean shutdown)."""
+    if state.leader < 0:
+        return None
+    listed = state.isr if listed is None else listed  # the ISR in the znode (before any fencing)
+    dead = tuple(r for r in listed if (r not in live or r not in state.isr) and r != state.leader)
+    isr = tuple(r for r in listed if r not in dead)
+    elr = state.elr
+    if elr_min_insync:
+        restarted = restarted_since(state.written, registered)
+        elr = tuple(
+            r
+            for r in next_elr(isr_before=listed, isr_after=isr, elr=state.elr, min_insync=elr_min_insync)
+            if r not in restarted
+        )
+    if not dead and elr == state.elr:
+        return None
+    return RemoveFromIsr(topic, index, state.leader, state.leader_epoch, state.zk_version, isr, dead, elr)
+
+
+def fence_restarted_followers(state: KnownState, registered: Mapping[int, int]) -> tuple[int, ...]:
+    """KIP-903: ISR membership belongs to a broker epoch. A follower that registered again since
+    the state was written may have come back with less (an empty or damaged disk): it leaves the
+    ISR and must catch up again to rejoin. The leader stays (its restart is an election), and the
+    ISR never becomes empty (the last member stays, as in Kafka)."""
+    restarted = restarted_since(state.written, registered)
+    kept = tuple(r for r in state.isr if r == state.leader or r not in restarted)
+    return kept or state.isr

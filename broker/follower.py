@@ -25,7 +25,7 @@ from typing import Protocol
 from broker.kafka_errors import NONE, OFFSET_OUT_OF_RANGE
 
 UNDEFINED_EPOCH = -1
-TRUNCATIONS = ("leader-epoch", "high-watermark")
+TRUNCATIONS = ("leader-epoch", "high-watermark", "leader-epoch-v0")
 
 
 class FollowerLog(Protocol):
@@ -90,6 +90,13 @@ class Truncation:
     reason: str
 
 
+def _without_leader_epochs(own_latest_epoch: int, high_watermark: int) -> Truncation:
+    """The leader has no epoch information: Kafka falls back to the high watermark."""
+    if own_latest_epoch == UNDEFINED_EPOCH:
+        return Truncation(None, True, "no epochs here: nothing the leader could contradict")
+    return Truncation(high_watermark, True, "leader has no epoch information: truncating to high watermark")
+
+
 def leader_epoch_truncation(
     *,
     leader_epoch: int,
@@ -106,11 +113,7 @@ def leader_epoch_truncation(
     largest epoch below it ends and ask again. Without epoch information, Kafka falls back to the HW.
     """
     if leader_end_offset < 0:
-        if own_latest_epoch == UNDEFINED_EPOCH:
-            return Truncation(None, True, "no epochs here: nothing the leader could contradict")
-        return Truncation(
-            high_watermark, True, "leader has no epoch information: truncating to high watermark"
-        )
+        return _without_leader_epochs(own_latest_epoch, high_watermark)
     if leader_epoch == UNDEFINED_EPOCH:
         return Truncation(min(leader_end_offset, log_end_offset), True, "leader epoch undefined")
     own_epoch, own_end = own_end_offset_for(leader_epoch)
@@ -130,6 +133,27 @@ def leader_epoch_truncation(
         min(leader_end_offset, log_end_offset),
         True,
         f"leader's epoch {leader_epoch} ends at {leader_end_offset}",
+    )
+
+
+def v0_truncation(
+    *,
+    leader_epoch: int,
+    leader_end_offset: int,
+    own_latest_epoch: int,
+    own_end_offset_for: Callable[[int], tuple[int, int]],
+    log_end_offset: int,
+    high_watermark: int,
+) -> Truncation:
+    """KIP-101 before KIP-279 (`leader-epoch-v0`, OffsetForLeaderEpoch v0, Kafka 0.11-1.1): the
+    answer carries no epoch; the follower cuts back to the leader's end offset for its latest
+    epoch in one round. When the leader never had that epoch, the offset it answers (where its
+    next larger epoch starts) may lie above records of the follower's epoch that the leader does
+    not hold: they stay, and the replicas diverge after fast leader changes (KIP-279's scenarios)."""
+    if leader_end_offset < 0:
+        return _without_leader_epochs(own_latest_epoch, high_watermark)
+    return Truncation(
+        min(leader_end_offset, log_end_offset), True, f"leader's end offset {leader_end_offset} (v0)"
     )
 
 
@@ -168,7 +192,8 @@ class FollowerReplica:
         """The leader's OffsetForLeaderEpoch answer; on an error we ask again later."""
         if self.phase is not Phase.ASK_EPOCH or error != NONE:
             return []
-        decision = leader_epoch_truncation(
+        truncation = leader_epoch_truncation if self.truncation == "leader-epoch" else v0_truncation
+        decision = truncation(
             leader_epoch=leader_epoch,
             leader_end_offset=end_offset,
             own_latest_epoch=log.latest_epoch(),
@@ -208,7 +233,7 @@ class FollowerReplica:
     def on_leader_offsets(self, leader_start: int, leader_end: int, log: FollowerLog) -> list[FollowerAction]:
         """The leader's log start and end, asked after OFFSET_OUT_OF_RANGE."""
         if log.log_end_offset > leader_end:
-            if self.truncation == "leader-epoch":
+            if self.truncation != "high-watermark":
                 self.phase = Phase.ASK_EPOCH
                 return []
             return [Truncate(leader_end, "fetch offset past the leader's log end")]

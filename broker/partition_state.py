@@ -7,7 +7,7 @@ with its in-memory logs).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from broker.replication import Action, PartitionReplica, Role
@@ -23,6 +23,18 @@ class PartitionState:
     replicas: tuple[int, ...]
     zk_version: int
     controller_epoch: int = 0
+    written: int = 0  # when it was last written (ZooKeeper's mzxid); 0: unknown
+    elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966; empty when off)
+
+
+def leadership_granted(broker_id: int, state: PartitionState, registered: int) -> PartitionState:
+    """The state as this broker process may act on it: leadership written before the process
+    registered belongs to an earlier incarnation (which may have lost the log tail it led with),
+    so it waits, leaderless, for the controller to elect a leader in a new epoch — as a Kafka
+    broker acts only on the controller's LeaderAndIsr for its own broker epoch."""
+    if state.leader == broker_id and 0 < state.written < registered:
+        return replace(state, leader=-1)
+    return state
 
 
 class RoleChange(Enum):
@@ -59,6 +71,7 @@ def lead(
         log_end_offset=log_end_offset,
         high_watermark=replica.high_watermark,
         now_ms=now_ms,
+        elr=state.elr,
     )
 
 
@@ -70,4 +83,5 @@ def follow(replica: PartitionReplica, state: PartitionState) -> None:
         isr=state.isr,
         replicas=state.replicas,
         zk_version=state.zk_version,
+        elr=state.elr,
     )

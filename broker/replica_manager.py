@@ -235,7 +235,9 @@ class ReplicaManager:
         plog = PartitionLog(
             log_dir / f"{topic}-{index}", flush_interval_messages=self.config.flush_interval_messages
         )
-        replica = PartitionReplica(self.broker_id, self.config.replica_lag_time_max_ms)
+        replica = PartitionReplica(
+            self.broker_id, self.config.replica_lag_time_max_ms, elr_min_insync=self.config.elr_min_insync
+        )
         replica.log_end_offset = plog.log_end_offset
         partition = Partition(topic, index, plog, replica)
         partition.rebuild_producer_state()
@@ -277,7 +279,9 @@ class ReplicaManager:
         elif change is RoleChange.LEADER_UPDATE:
             self._run(
                 partition,
-                replica.state_changed(isr=state.isr, replicas=state.replicas, zk_version=state.zk_version),
+                replica.state_changed(
+                    isr=state.isr, replicas=state.replicas, zk_version=state.zk_version, elr=state.elr
+                ),
             )
         elif change is RoleChange.BECOME_FOLLOWER:
             # Not the leader: any waiting acks=all producer learns it lost leadership.
@@ -340,10 +344,13 @@ class ReplicaManager:
                 partition.state.replicas,
                 new_version,
                 partition.state.controller_epoch,
+                elr=action.elr,
             )
         self._run(
             partition,
-            replica.state_changed(isr=action.isr, replicas=replica.replicas, zk_version=new_version),
+            replica.state_changed(
+                isr=action.isr, replicas=replica.replicas, zk_version=new_version, elr=action.elr
+            ),
         )
 
     def _spawn(self, coro: Awaitable[None]) -> None:

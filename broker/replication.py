@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from broker.eligible import next_elr
 from broker.kafka_errors import (
     INVALID_REQUIRED_ACKS,
     NONE,
@@ -56,6 +57,7 @@ class WriteIsr:
     leader_epoch: int
     zk_version: int
     reason: str
+    elr: tuple[int, ...] = ()  # the eligible leader replicas written with it (KIP-966)
 
 
 Action = HighWatermarkAdvanced | WriteIsr
@@ -86,6 +88,10 @@ class PartitionReplica:
     high_watermark: int = 0
     followers: dict[int, FollowerProgress] = field(default_factory=dict)
     isr_write_in_flight: bool = False
+    # KIP-966 (eligible.leader.replicas.enable): min.insync.replicas, the ISR size below which the
+    # HW stands still and replicas leaving the ISR become eligible leader replicas; 0: off
+    elr_min_insync: int = 0
+    elr: tuple[int, ...] = ()
 
     # --- role changes -------------------------------------------------------------------------
     def become_leader(
@@ -98,8 +104,10 @@ class PartitionReplica:
         log_end_offset: int,
         high_watermark: int,
         now_ms: float,
+        elr: tuple[int, ...] = (),
     ) -> list[Action]:
         self.role = Role.LEADER
+        self.elr = elr
         self.leader_id = self.broker_id
         self.leader_epoch = leader_epoch
         self.epoch_start_offset = log_end_offset
@@ -125,8 +133,10 @@ class PartitionReplica:
         isr: tuple[int, ...],
         replicas: tuple[int, ...],
         zk_version: int,
+        elr: tuple[int, ...] = (),
     ) -> None:
         self.role = Role.FOLLOWER if leader_id >= 0 else Role.NONE
+        self.elr = elr
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.replicas = replicas
@@ -136,10 +146,16 @@ class PartitionReplica:
         self.isr_write_in_flight = False
 
     def state_changed(
-        self, *, isr: tuple[int, ...], replicas: tuple[int, ...], zk_version: int
+        self,
+        *,
+        isr: tuple[int, ...],
+        replicas: tuple[int, ...],
+        zk_version: int,
+        elr: tuple[int, ...] = (),
     ) -> list[Action]:
         """The partition znode changed without a new leader epoch (an ISR write landed)."""
         self.isr = isr
+        self.elr = elr
         self.replicas = replicas
         self.zk_version = zk_version
         self.isr_write_in_flight = False
@@ -191,7 +207,11 @@ class PartitionReplica:
             return []
         new_isr = tuple(r for r in self.isr if r not in lagging)
         self.isr_write_in_flight = True
-        return [WriteIsr(new_isr, self.leader_epoch, self.zk_version, f"shrink: {lagging} lagging")]
+        return [
+            WriteIsr(
+                new_isr, self.leader_epoch, self.zk_version, f"shrink: {lagging} lagging", self._elr(new_isr)
+            )
+        ]
 
     def on_isr_write_failed(self) -> None:
         """The compare-and-set lost (the znode changed); the watch will bring the new state."""
@@ -239,8 +259,15 @@ class PartitionReplica:
         progress = self.followers.get(replica_id)
         return progress.log_end_offset if progress is not None else -1
 
+    def _elr(self, new_isr: tuple[int, ...]) -> tuple[int, ...]:
+        if not self.elr_min_insync:
+            return ()
+        return next_elr(isr_before=self.isr, isr_after=new_isr, elr=self.elr, min_insync=self.elr_min_insync)
+
     def _maybe_advance_hw(self) -> list[Action]:
         members = self.isr if self.broker_id in self.isr else (*self.isr, self.broker_id)
+        if len(members) < self.elr_min_insync:
+            return []  # KIP-966's strict min ISR: the HW waits for min.insync.replicas members
         candidate = min(self._follower_leo(r) for r in members)
         if candidate > self.high_watermark:
             self.high_watermark = candidate
@@ -254,4 +281,12 @@ class PartitionReplica:
             return []
         self.isr_write_in_flight = True
         new_isr = (*self.isr, replica_id)
-        return [WriteIsr(new_isr, self.leader_epoch, self.zk_version, f"expand: {replica_id} caught up")]
+        return [
+            WriteIsr(
+                new_isr,
+                self.leader_epoch,
+                self.zk_version,
+                f"expand: {replica_id} caught up",
+                self._elr(new_isr),
+            )
+        ]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.catalogue import EngineResult
+from checkers.damage import find_damage
 from checkers.replica_logs import check_replica_logs, expected_partitions
 from checkers.stats import Facts, assemble, history_facts
 from checkers.verdict import decide
@@ -149,6 +150,9 @@ def check_run(
     stats = assemble(facts, result["stats"], counts, replicas.lost_by_second if replicas else None)
     if replicas is not None:
         stats["replicas"] = replicas.partitions
+    damaged, damage_notes = find_damage(history, verdict["anomalies"])
+    if damaged:
+        stats["damaged_replicas"] = damaged
     if isinstance(drain, dict):
         stats["drain"] = {k: drain.get(k) for k in ("complete", "reason", "seconds", "records") if k in drain}
     results: dict[str, Any] = {
@@ -164,7 +168,7 @@ def check_run(
         "fatal": verdict["fatal"],
         "incomplete": verdict["incomplete"],
         "explanation": verdict["explanation"],
-        "notes": notes + verdict["notes"],
+        "notes": notes + verdict["notes"] + damage_notes,
     }
     if "replicas_unavailable" in verdict:
         results["replicas_unavailable"] = verdict["replicas_unavailable"]

@@ -1,7 +1,7 @@
 """`strandline bench checker --ops N [--checker spark|reference] [--keep DIR] [--no-duckdb]
 [--no-reference] [--in-process]`: the check users run, timed end to end.
 
-Generates a run directory (`checkers.synthetic`: a history with planted anomalies, test.json,
+Generates a run directory (`history.synthetic.generator`: a history with planted anomalies, test.json,
 drain.json) and checks it exactly as `strandline check` does (`checkers.api.check_run`:
 conversion, Spark start, anomalies, statistics, replica logs, results.json), each engine in a
 fresh Python process, with the chosen engine (Spark by default) first, then DuckDB (the same JSON
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation.errors import EXIT_INVALID, BadInput, InfrastructureError
+from foundation.run_files import DRAIN, HISTORY, TEST_JSON
 
 DUCKDB_THREADS = 2
 SAMPLE_S = 0.2
@@ -50,7 +51,7 @@ def _child(engine: str, run: str) -> dict[str, Any]:
 
             timings = dict(spark_checker.last_timings)
     elif engine == "duckdb":
-        counts = check_with_duckdb(Path(run) / "history.jsonl", DUCKDB_THREADS)
+        counts = check_with_duckdb(Path(run) / HISTORY, DUCKDB_THREADS)
         examples = {}
     else:
         raise BadInput(f"unknown engine {engine!r}")
@@ -186,13 +187,13 @@ def _gib(n: int | None) -> str:
 
 def write_run(run: Path, ops: int) -> Any:
     """A run directory with a synthetic history (anomalies planted), test.json and drain.json."""
-    from checkers.synthetic import generate
+    from history.synthetic.generator import generate
 
     run.mkdir(parents=True, exist_ok=True)
-    planted = generate(run / "history.jsonl", ops, seed=ops, topics=2, partitions=3)
+    planted = generate(run / HISTORY, ops, seed=ops, topics=2, partitions=3)
     config = {"topics": 2, "partitions": 3, "nodes": 3, "replication_factor": 3, "seed": ops}
-    (run / "test.json").write_text(json.dumps({"config": config, "seed": ops}))
-    (run / "drain.json").write_text(json.dumps({"complete": True, "reason": "", "records": 0}))
+    (run / TEST_JSON).write_text(json.dumps({"config": config, "seed": ops}))
+    (run / DRAIN).write_text(json.dumps({"complete": True, "reason": "", "records": 0}))
     return planted
 
 
@@ -224,7 +225,7 @@ def main(args: argparse.Namespace) -> int:
         started = time.monotonic()
         planted = write_run(run, ops)
         generated = time.monotonic() - started
-        size = (run / "history.jsonl").stat().st_size
+        size = (run / HISTORY).stat().st_size
         console.print(
             f"generated {planted.ops:,} ops ({size / 2**20:,.0f} MiB) in {generated:.1f} s, "
             f"planted {sum(planted.counts().values())} anomalies; checking {run} with {', '.join(engines)}"

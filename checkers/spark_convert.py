@@ -12,8 +12,9 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from checkers.parquet import F_CODES, FORMAT_VERSION, OUTCOME_CODES
+from checkers.parquet_schema import F_CODES, FORMAT_VERSION, META, OUTCOME_CODES, cache_name
 from checkers.spark_engine import ParquetForm, spark_figures
+from history import pairing
 from history.format import CLIENT_FS, OP_TYPES, ReadProblem
 
 if TYPE_CHECKING:
@@ -30,7 +31,8 @@ JSON_SCHEMA = (
 
 def _dest(path: str) -> str:
     base = path.rstrip("/")
-    return (base[: -len(".jsonl")] if base.endswith(".jsonl") else base) + ".parquet"
+    name = base.rsplit("/", 1)[-1]
+    return base[: len(base) - len(name)] + cache_name(name)
 
 
 def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> ParquetForm:
@@ -45,7 +47,7 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
     conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
     src_path = jvm.org.apache.hadoop.fs.Path(path)
     fs = src_path.getFileSystem(conf)
-    meta_path = jvm.org.apache.hadoop.fs.Path(dest + "/meta.json")
+    meta_path = jvm.org.apache.hadoop.fs.Path(f"{dest}/{META}")
     source_mtime = fs.getFileStatus(src_path).getModificationTime()
     if not force and fs.exists(meta_path):
         stream = fs.open(meta_path)
@@ -112,18 +114,16 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
             F.lag("f").over(w).alias("prev_f"),
         )
         is_invoke = col("type") == "invoke"
-        after_poll = F.coalesce((col("prev_type") == "invoke") & (col("prev_f") == "poll"), F.lit(False))
-        not_crash = col("f") != "crash"
-        reset = (
-            (is_invoke & (col("f") == "assign"))
-            | (~is_invoke & after_poll & ((col("type") == "info") | ~not_crash))
-            | (is_invoke & after_poll)
+        # The rules of `history.pairing`, over each line and its process's neighbouring lines.
+        line = pairing.Neighbours(
+            *(col(c) for c in ("type", "f", "prev_type", "prev_f", "next_type", "next_f"))
         )
+        reset = pairing.forgets_positions(_SPARK, line)
         lines = lines.withColumn(
             "epoch",
             F.sum(reset.cast("long")).over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow)),
         ).cache()
-        completed = col("next_type").isNotNull() & (col("next_type") != "invoke")
+        completed = pairing.completed(_SPARK, line)
         # Topic-partition ids as checkers.parquet makes them: topic rank * 2**32 + partition + 2**31.
         # (Topic names only: a handful of strings, never the history.)
         names = sorted(
@@ -156,7 +156,7 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
                 F.when(completed, col("next_offset")).alias("offset"),
                 F.lit(False).alias("bad_records"),
                 F.when(~completed, "open")
-                .when(col("next_f") == "crash", "info")
+                .when(pairing.completed_by_crash(_SPARK, line), "info")
                 .otherwise(col("next_type"))
                 .alias("outcome"),
                 "next_index",
@@ -189,16 +189,10 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
                 "*", none.alias("prev_index"), none.alias("prev_offset"), none.alias("prev_value")
             )
         ).write.mode("overwrite").parquet(dest + "/operations")
-        orphans = (
-            lines.filter(
-                ~is_invoke & not_crash & (col("prev_type").isNull() | (col("prev_type") != "invoke"))
-            )
-            .agg(F.count(F.lit(1)), F.min("index"))
-            .first()
-        )
+        orphans = lines.filter(pairing.orphan(_SPARK, line)).agg(F.count(F.lit(1)), F.min("index")).first()
         assert orphans is not None
         reads = with_tp(
-            lines.filter((col("type") == "ok") & not_crash & after_poll & col("records").isNotNull())
+            lines.filter(pairing.reads(_SPARK, line) & col("records").isNotNull())
             .select("index", "process", "epoch", F.posexplode("records").alias("pos", "r"))
             .select(
                 "index",
@@ -242,6 +236,35 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
     finally:
         out.close()
     return _form(dest, meta)
+
+
+class _SparkLogic:
+    """`history.pairing.Logic` over Spark columns (a missing neighbour is null: of no type)."""
+
+    def is_type(self, column: Column, type_: str) -> Column:
+        from pyspark.sql import functions as F
+
+        return F.coalesce(column == type_, F.lit(False))
+
+    def is_f(self, column: Column, f: str) -> Column:
+        from pyspark.sql import functions as F
+
+        return F.coalesce(column == f, F.lit(False))
+
+    def exists(self, column: Column) -> Column:
+        return column.isNotNull()
+
+    def and_(self, a: Column, b: Column) -> Column:
+        return a & b
+
+    def or_(self, a: Column, b: Column) -> Column:
+        return a | b
+
+    def not_(self, a: Column) -> Column:
+        return ~a
+
+
+_SPARK = _SparkLogic()
 
 
 def _form(dest: str, meta: dict[str, Any]) -> ParquetForm:

@@ -42,7 +42,7 @@ from checkers.catalogue import (
     OutcomeCounts,
     empty_counts,
 )
-from checkers.parquet import F_CODES, OUTCOME_CODES
+from checkers.parquet_schema import F_CODES, OUTCOME_CODES
 from history.format import ReadProblem
 
 if TYPE_CHECKING:
@@ -635,7 +635,7 @@ def check_parquet(
     """Check a history already in Parquet form (see checkers.parquet).
 
     `figures` are the outcome counts and malformed operations the conversion counted
-    (`checkers.parquet.Figures`); without them Spark counts them (`spark_figures`).
+    (`checkers.parquet_figures.Figures`); without them Spark counts them (`spark_figures`).
     """
     checker = SparkChecker(
         spark,
@@ -652,7 +652,7 @@ def check_parquet(
 
 
 def spark_figures(operations: DataFrame, reads: DataFrame) -> dict[str, Any]:
-    """The figures of `checkers.parquet.Figures`, counted by Spark: {"counts": .., "firsts": ..}."""
+    """The figures of `checkers.parquet_figures.Figures`, counted by Spark: {"counts": .., "firsts": ..}."""
     from pyspark.sql import functions as F
 
     col = F.col

@@ -132,15 +132,11 @@ def check_groups(
             ).alias("floor")
         )
     )
-    nonmonotonic = floors.filter(col("offset") < col("floor.offset")).select(
-        "index",
-        "process",
-        "group",
-        "topic",
-        "partition",
-        "offset",
-        (-col("floor.neg_index")).alias("prev_index"),
-        col("floor.offset").alias("prev_offset"),
+    nonmonotonic = (
+        floors.filter(col("offset") < col("floor.offset"))
+        .withColumn("prev_index", -col("floor.neg_index"))
+        .withColumn("prev_offset", col("floor.offset"))
+        .select(*BY_NAME["nonmonotonic-commit"].example_fields)
     )
 
     # group-skip: the staircase of each (group, tp)'s new maxima, in completion order.
@@ -186,18 +182,7 @@ def check_groups(
             & (col("offset") < col("committed_offset")),
         )
         .join(returned, ["group", "value"], "left_anti")
-        .select(
-            "index",
-            "process",
-            "group",
-            "topic",
-            "partition",
-            "offset",
-            "value",
-            "committed_offset",
-            "read_index",
-            "read_process",
-        )
+        .select(*BY_NAME["group-skip"].example_fields)
     )
     found = {
         "group-skip": _result("group-skip", skips),

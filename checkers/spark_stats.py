@@ -27,7 +27,7 @@ import math
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from checkers.parquet import F_CODES, OUTCOME_CODES
+from checkers.parquet_schema import F_CODES, OUTCOME_CODES
 from checkers.stats import NS, OUTCOMES, Facts, fault_windows
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Stopping, freezing and thawing one daemon on a node: the same for every system under test.
 
-A node that can freeze a whole cgroup (netns) offers `pause_daemon`/`resume_daemon`, which also
+A node that can freeze a whole cgroup (netns) is `PausesDaemons`, which also
 stop the daemon's children; elsewhere SIGSTOP/SIGCONT to its process group does the job.
 """
 
@@ -11,23 +11,21 @@ import signal
 import time
 from typing import Protocol
 
-from clusters.node import Node
+from clusters.node import Node, PausesDaemons
 
 log = logging.getLogger(__name__)
 
 
 def freeze(node: Node, daemon: str) -> None:
-    pause = getattr(node, "pause_daemon", None)
-    if pause is not None:
-        pause(daemon)
+    if isinstance(node, PausesDaemons):
+        node.pause_daemon(daemon)
     else:
         node.signal_daemon(daemon, signal.SIGSTOP)
 
 
 def thaw(node: Node, daemon: str) -> None:
-    resume = getattr(node, "resume_daemon", None)
-    if resume is not None:
-        resume(daemon)
+    if isinstance(node, PausesDaemons):
+        node.resume_daemon(daemon)
     else:
         node.signal_daemon(daemon, signal.SIGCONT)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from clusters import daemon_control, kafka_config
 from clusters.broker_ids import broker_id_of, node_of_broker_id
 from clusters.kafka_metadata import KafkaMetadata, node_answers
-from clusters.node import Node
+from clusters.node import Node, node_home
 from clusters.node_files import log_tail, put_text
 from clusters.own import CLOCK_UNSKEWED, faketime_env, preload_library
 from clusters.ports import port_open
@@ -69,7 +69,7 @@ class DefinedSystem:
         return self._python()
 
     def home(self, node: Node) -> str:
-        return str(getattr(node, "home", f"/var/lib/strandline/{node.name}"))
+        return node_home(node)
 
     def role_of(self, node: Node) -> RoleDef:
         return self._role_of[node.name]

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from clusters import docker_backend, ssh_backend, system_def  # backends: their state removers
 from clusters.defined import defined_system
@@ -45,10 +45,18 @@ class Network(Protocol):
 
     nodes: dict[str, Any]
     state: ClusterState | None
+    state_dir: Path  # where the clusters' state files are (leftovers of crashed ones are found there)
 
     def create(self, info: dict[str, object] | None = None) -> None: ...
 
     def destroy(self) -> list[str]: ...
+
+
+@runtime_checkable
+class InstallsPython(Protocol):
+    """A remote backend that installs the project's Python on its nodes (None until it has)."""
+
+    python: str | None
 
 
 def default_cluster_name(config: TestConfig) -> str:
@@ -108,8 +116,7 @@ class Cluster:
 
     def up(self) -> None:
         """Create the nodes and start the system; on failure or Ctrl-C, remove it all again."""
-        state_dir = getattr(self.network, "state_dir", None)
-        cleaned = cleanup_leftovers(state_dir)
+        cleaned = cleanup_leftovers(self.network.state_dir)
         if cleaned:
             log.warning("removed leftovers of crashed clusters: %s", ", ".join(cleaned))
         started = time.monotonic()
@@ -182,6 +189,11 @@ def _definition(config: TestConfig) -> SystemDefinition | None:
     return system_def.load(config.system) if system_def.is_definition(config.system) else None
 
 
+def _nodes_python(network: Network) -> str | None:
+    """The nodes' own Python on a remote backend; None: the controller's (local backends)."""
+    return network.python if isinstance(network, InstallsPython) else None
+
+
 def _sut(config: TestConfig, network: Network) -> Any:
     definition = _definition(config)
     if definition is not None:
@@ -190,7 +202,7 @@ def _sut(config: TestConfig, network: Network) -> Any:
         }
 
         def nodes_python() -> str:  # remote backends know their nodes' Python once they installed it
-            return getattr(network, "python", None) or sys.executable
+            return _nodes_python(network) or sys.executable
 
         return defined_system(config, definition, nodes, python=nodes_python)
     if config.system == "kafka":
@@ -199,9 +211,8 @@ def _sut(config: TestConfig, network: Network) -> Any:
         return KafkaSystem(config, [network.nodes[n] for n in broker_node_names(config)])
     if config.system == "own":
         brokers = [network.nodes[n] for n in broker_node_names(config)]
-        python = getattr(network, "python", None)  # remote backends: the nodes' own Python
-        extra = {"python": python} if python else {}
-        return OwnSystem(config, brokers, network.nodes[ZOOKEEPER_NODE], **extra)
+        python = _nodes_python(network) or sys.executable
+        return OwnSystem(config, brokers, network.nodes[ZOOKEEPER_NODE], python=python)
     raise BadInput(f"system {config.system!r} is not available (use --system own, kafka or a PATH.toml)")
 
 

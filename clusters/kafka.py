@@ -34,7 +34,7 @@ from clusters import daemon_control, kafka_config
 from clusters.broker_ids import broker_id_of, node_of_broker_id
 from clusters.kafka_config import BROKER_PORT, KafkaNodeLayout
 from clusters.kafka_metadata import KafkaMetadata
-from clusters.node import Node
+from clusters.node import Node, node_home
 from clusters.node_files import log_tail, put_text
 from clusters.node_software import cache_root
 from clusters.ports import port_open
@@ -111,7 +111,7 @@ class KafkaSystem:
     # --- names and places ---------------------------------------------------------------------
 
     def home(self, node: Node) -> str:
-        return str(getattr(node, "home", f"/var/lib/strandline/{node.name}"))
+        return node_home(node)
 
     def layout(self, node: Node) -> KafkaNodeLayout:
         layout = kafka_config.layout_under(self.home(node))

@@ -110,6 +110,19 @@ class CarriesFaketime(Protocol):
 
 
 @runtime_checkable
+class HasHome(Protocol):
+    """A node whose backend chose its working directory (netns: under the work dir; docker)."""
+
+    @property
+    def home(self) -> str: ...
+
+
+def node_home(node: Node) -> str:
+    """The node's working directory: its backend's choice, else /var/lib/strandline/<name>."""
+    return node.home if isinstance(node, HasHome) else f"/var/lib/strandline/{node.name}"
+
+
+@runtime_checkable
 class Reattachable(Protocol):
     def handle(self) -> dict[str, Any]:
         """How to reach this node again without the cluster object (plain JSON; clusters.handles)."""

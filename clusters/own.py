@@ -24,7 +24,7 @@ from typing import Any
 from broker.config import render_properties
 from clusters import daemon_control, zookeeper
 from clusters.broker_ids import broker_id_of, node_of_broker_id
-from clusters.node import CarriesFaketime, Node
+from clusters.node import CarriesFaketime, Node, node_home
 from clusters.ports import port_open
 from foundation.config import TestConfig
 from foundation.errors import BadInput, InfrastructureError
@@ -128,6 +128,8 @@ def broker_settings(
         "default.replication.factor": str(config.replication_factor),
         "min.insync.replicas": str(config.min_insync),
         "unclean.leader.election.enable": "true" if config.unclean_election else "false",
+        "eligible.leader.replicas.enable": "true" if config.eligible_leader_replicas else "false",
+        "isr.broker.epoch.check.enable": "true" if config.isr_broker_epoch_check else "false",
         "replication.truncation": config.variant,
         "leader.election.policy": config.leader_election_policy,
         "replica.high.watermark.checkpoint.interval.ms": str(
@@ -187,7 +189,7 @@ class OwnSystem:
 
     def home(self, node: Node) -> str:
         """The node's working directory (netns: under the work dir; other backends: their own)."""
-        return str(getattr(node, "home", f"/var/lib/strandline/{node.name}"))
+        return node_home(node)
 
     def layout(self, node: Node) -> BrokerLayout:
         return broker_layout(self.home(node))

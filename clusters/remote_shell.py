@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import shlex
 import signal as signals
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from clusters import daemon_control
 from clusters.node import ExecResult
@@ -60,17 +60,7 @@ class ShellDaemons:
 
     name: str
     pid_dir: str
-
-    def exec(
-        self,
-        argv: list[str],
-        *,
-        timeout: float = 60.0,
-        check: bool = True,
-        input: str | None = None,
-        env: dict[str, str] | None = None,
-    ) -> ExecResult:
-        raise NotImplementedError
+    exec: Callable[..., ExecResult]  # the node class's own (`clusters.node.RunsCommands.exec`)
 
     @property
     def home(self) -> str:

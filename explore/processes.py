@@ -24,7 +24,9 @@ class Processes(World):
         b.incarnation += 1
         b.held.clear()
         b.log.recover()
-        replica = b.replica = PartitionReplica(b.id, self.settings.lag_time_max_ms)
+        replica = b.replica = PartitionReplica(
+            b.id, self.settings.lag_time_max_ms, elr_min_insync=self.settings.elr_min_insync
+        )
         replica.log_end_offset = b.log.log_end_offset
         replica.high_watermark = min(b.hw_checkpoint, b.log.log_end_offset)
         b.state, b.follower, b.waiters, b.parked = None, None, [], []

@@ -22,7 +22,14 @@ from broker.kafka_errors import (
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_LEADER_EPOCH,
 )
-from broker.partition_state import PartitionState, RoleChange, follow, lead, role_change
+from broker.partition_state import (
+    PartitionState,
+    RoleChange,
+    follow,
+    lead,
+    leadership_granted,
+    role_change,
+)
 from broker.replication import Action, HighWatermarkAdvanced, Role, WriteIsr
 from explore.state import Parked, Pending, SimBroker, Waiter
 from explore.world import CONNECT_REFUSED, World
@@ -37,6 +44,7 @@ class Replica(World):
         old = b.state
         if old is not None and old.zk_version > state.zk_version:
             return  # a late notification
+        state = leadership_granted(b.id, state, b.registered_zxid)
         b.state = state
         replica = b.replica
         change = role_change(b.id, old, state, replica.role)
@@ -52,7 +60,10 @@ class Replica(World):
             self.broker_after(b, TICK_MS, self._tick, b, b.tick_gen)
         elif change is RoleChange.LEADER_UPDATE:
             self.run_actions(
-                b, replica.state_changed(isr=state.isr, replicas=state.replicas, zk_version=state.zk_version)
+                b,
+                replica.state_changed(
+                    isr=state.isr, replicas=state.replicas, zk_version=state.zk_version, elr=state.elr
+                ),
             )
         elif change is RoleChange.BECOME_FOLLOWER:
             self._fail_waiters(b, NOT_LEADER_OR_FOLLOWER)
@@ -64,7 +75,7 @@ class Replica(World):
             if state.leader >= 0:
                 self.start_following(b, state.leader, state.leader_epoch)
         elif change is RoleChange.FOLLOWER_UPDATE:
-            replica.isr, replica.zk_version = state.isr, state.zk_version
+            replica.isr, replica.zk_version, replica.elr = state.isr, state.zk_version, state.elr
         self._wake_parked(b, all_of_them=True)
 
     def run_actions(self, b: SimBroker, actions: list[Action]) -> None:

@@ -17,6 +17,8 @@ class SimSettings:
     min_insync_replicas: int = 2
     unclean_leader_election: bool = False
     election_policy: str = "first-in-isr"
+    eligible_leader_replicas: bool = False  # KIP-966 (eligible.leader.replicas.enable)
+    isr_broker_epoch_check: bool = False  # KIP-903 (isr.broker.epoch.check.enable)
     flush_interval_messages: int | None = None  # None: never fsync on append (Kafka's default)
     brokers: int = 3
     session_timeout_ms: int = 6000
@@ -33,6 +35,11 @@ class SimSettings:
     faults: tuple[str, ...] = FAULTS
     max_fault_steps: int = 6
     network_delay_ms: tuple[float, float] = (0.2, 2.0)
+
+    @property
+    def elr_min_insync(self) -> int:
+        """min.insync.replicas when Eligible Leader Replicas are on; 0: off (broker.eligible)."""
+        return self.min_insync_replicas if self.eligible_leader_replicas else 0
 
     def __post_init__(self) -> None:
         if self.truncation not in TRUNCATIONS:
@@ -73,4 +80,12 @@ def unsafe_settings() -> list[Unsafe]:
             safe_settings(unclean_leader_election=True, faults=("kill", "partition")),
         ),
         Unsafe("no-fsync", SimSettings(flush_interval_messages=None, faults=("power-loss", "kill"))),
+        # acks=all answered by the leader alone once the ISR shrank to it; its unflushed tail dies
+        # with it (a power loss) and, the last replica standing, it is elected again (KIP-966)
+        Unsafe(
+            "min.insync.replicas=1",
+            SimSettings(
+                min_insync_replicas=1, flush_interval_messages=None, faults=("partition", "power-loss")
+            ),
+        ),
     ]

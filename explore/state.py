@@ -115,6 +115,7 @@ class SimBroker:
     pending_deadline: float = 0.0
     watchdog_armed: bool = False
     watching_from: float = 0.0  # a started broker's watches deliver states from then on
+    registered_zxid: int = 0  # when its current registration was made (Kafka's broker epoch)
 
     def __post_init__(self) -> None:
         self.view = BrokerView(self)

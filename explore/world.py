@@ -37,7 +37,10 @@ class World:
         self.brokers: dict[int, SimBroker] = {}
         for i in range(1, s.brokers + 1):
             b = SimBroker(
-                i, f"n{i}", SimLog(s.flush_interval_messages), PartitionReplica(i, s.lag_time_max_ms)
+                i,
+                f"n{i}",
+                SimLog(s.flush_interval_messages),
+                PartitionReplica(i, s.lag_time_max_ms, elr_min_insync=s.elr_min_insync),
             )
             self.brokers[i] = b
         self.by_name = {b.name: b for b in self.brokers.values()}
@@ -49,6 +52,7 @@ class World:
         self.zk_state: PartitionState | None = None
         self.controller = -1
         self.controller_epoch = 0
+        self.zxid = 0  # ZooKeeper's transaction id: orders registrations and state writes
         self._expiry_token: dict[int, int] = {}
         self._reconcile_pending = False
         # the workload
@@ -59,6 +63,10 @@ class World:
         self.in_flight: dict[int, tuple[Pending, float]] = {}
         self._producer_watch: set[int] = set()
         self.fired: list[FiredStep] = []
+
+    def next_zxid(self) -> int:
+        self.zxid += 1
+        return self.zxid
 
     # --- the event queue ----------------------------------------------------------------------
     def at(self, when: float, fn: Callable[..., None], *args: Any) -> None:

@@ -3,7 +3,16 @@ reconciliation (broker.controller.reconcile), partition state writes with compar
 
 from __future__ import annotations
 
-from broker.controller import CreateState, ElectLeader, KnownState, offline_partitions, reconcile
+from dataclasses import replace
+
+from broker.controller import (
+    CreateState,
+    ElectLeader,
+    KnownState,
+    RemoveFromIsr,
+    offline_partitions,
+    reconcile,
+)
 from broker.partition_state import PartitionState
 from broker.replication import Role, WriteIsr
 from explore.schedule import PARTITION, TOPIC
@@ -30,6 +39,7 @@ class ZooKeeper(World):
 
     def register(self, b: SimBroker) -> None:
         self.registered.add(b.id)
+        b.registered_zxid = self.next_zxid()
         self.note(f"zk: {b.name} registered")
         if self.controller < 0:
             self._become_controller(b)
@@ -69,7 +79,11 @@ class ZooKeeper(World):
         live = set(self.registered)
         assignments = {TOPIC: {PARTITION: self.replicas}}
         st = self.zk_state
-        states = {KEY: KnownState(st.leader, st.leader_epoch, st.isr, st.zk_version)} if st else {}
+        states = (
+            {KEY: KnownState(st.leader, st.leader_epoch, st.isr, st.zk_version, st.written, st.elr)}
+            if st
+            else {}
+        )
         log_ends = None
         if self.settings.election_policy == "longest-log":
             offline = offline_partitions(assignments, states, live)
@@ -84,7 +98,17 @@ class ZooKeeper(World):
             unclean_allowed=self.settings.unclean_leader_election,
             policy=self.settings.election_policy,
             log_ends=log_ends,
+            registered={i: self.brokers[i].registered_zxid for i in live},
+            elr_min_insync=self.settings.elr_min_insync,
+            isr_broker_epoch_check=self.settings.isr_broker_epoch_check,
         ):
+            if isinstance(action, RemoveFromIsr):
+                assert st is not None
+                self.note(
+                    f"controller: {list(action.removed)} gone, isr {list(action.isr)}, elr {list(action.elr)}"
+                )
+                self.write_state(replace(st, isr=action.isr, elr=action.elr, zk_version=st.zk_version + 1))
+                continue
             choice = action.election
             if isinstance(action, CreateState):
                 self.write_state(
@@ -94,7 +118,8 @@ class ZooKeeper(World):
                 assert st is not None
                 self.note(
                     f"controller: {'unclean' if choice.unclean else 'clean'} election of "
-                    f"{choice.leader} (epoch {action.leader_epoch}, isr {list(choice.isr)})"
+                    f"{choice.leader} (epoch {action.leader_epoch}, isr {list(choice.isr)}"
+                    + (f", elr {list(choice.elr)})" if choice.elr else ")")
                 )
                 self.write_state(
                     PartitionState(
@@ -104,10 +129,12 @@ class ZooKeeper(World):
                         self.replicas,
                         st.zk_version + 1,
                         self.controller_epoch,
+                        elr=choice.elr,
                     )
                 )
 
     def write_state(self, state: PartitionState) -> None:
+        state = replace(state, written=self.next_zxid())
         self.zk_state = state
         self.note(
             f"zk: state leader {state.leader} epoch {state.leader_epoch} isr {list(state.isr)} v{state.zk_version}"
@@ -139,7 +166,13 @@ class ZooKeeper(World):
                 self.note(f"zk: {b.name} writes isr {list(action.isr)} ({action.reason})")
                 self.write_state(
                     PartitionState(
-                        b.id, action.leader_epoch, action.isr, self.replicas, version, st.controller_epoch
+                        b.id,
+                        action.leader_epoch,
+                        action.isr,
+                        self.replicas,
+                        version,
+                        st.controller_epoch,
+                        elr=action.elr,
                     )
                 )
             self.broker_after(b, self._delay(), self._isr_written, b, action, version)
@@ -154,8 +187,17 @@ class ZooKeeper(World):
         if b.state is not None:
             s = b.state
             b.state = PartitionState(
-                s.leader, action.leader_epoch, action.isr, s.replicas, version, s.controller_epoch
+                s.leader,
+                action.leader_epoch,
+                action.isr,
+                s.replicas,
+                version,
+                s.controller_epoch,
+                elr=action.elr,
             )
         self.run_actions(
-            b, replica.state_changed(isr=action.isr, replicas=replica.replicas, zk_version=version)
+            b,
+            replica.state_changed(
+                isr=action.isr, replicas=replica.replicas, zk_version=version, elr=action.elr
+            ),
         )

@@ -23,7 +23,7 @@ from foundation.errors import BadInput
 
 SYSTEMS = ("own", "kafka")
 BACKENDS = ("netns", "docker", "ssh")
-VARIANTS = ("leader-epoch", "high-watermark")
+VARIANTS = ("leader-epoch", "high-watermark", "leader-epoch-v0")
 ACKS = ("all", "1", "0")
 CLIENTS = ("kafka-python", "confluent-kafka")
 CONSUME_MODES = ("assign", "subscribe", "mixed")
@@ -59,7 +59,7 @@ class TestConfig:
     topics: int = 1
     partitions: int = 2
     replication_factor: int = 3
-    variant: Literal["leader-epoch", "high-watermark"] = "leader-epoch"
+    variant: Literal["leader-epoch", "high-watermark", "leader-epoch-v0"] = "leader-epoch"
     acks: Literal["all", "1", "0"] = "all"
     min_insync: int = 2
     unclean_election: bool = False
@@ -90,6 +90,10 @@ class TestConfig:
     # Own-broker settings, under Kafka's names where Kafka has one (see docs/broker-variants.md).
     leader_election_policy: Literal["first-in-isr", "longest-log"] = "first-in-isr"
     log_flush_interval_messages: int = 0  # 0: never fsync on append (Kafka's default behaviour)
+    # KIP-966 Eligible Leader Replicas (eligible.leader.replicas.enable), own broker only
+    eligible_leader_replicas: bool = False
+    # KIP-903: a broker that registered again leaves the ISR (isr.broker.epoch.check.enable)
+    isr_broker_epoch_check: bool = False
     replica_high_watermark_checkpoint_interval_ms: int = 5000
     zookeeper_session_timeout_ms: int = 6000
     replica_lag_time_max_ms: int = 10000

@@ -39,6 +39,7 @@ FAULTS = (
     "clock-bump",
     "clock-strobe",
     "lose-unsynced",
+    "corrupt",
 )
 
 RUN_EXAMPLES = """\
@@ -94,7 +95,8 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--variant",
         choices=VARIANTS,
-        help="own broker's follower truncation: leader-epoch (KIP-101, safe) or high-watermark (pre-KIP-101)",
+        help="own broker's follower truncation: leader-epoch (KIP-101 with KIP-279, safe), "
+        "leader-epoch-v0 (KIP-101 before KIP-279) or high-watermark (pre-KIP-101)",
     )
     g.add_argument("--min-insync", type=int, metavar="N", help="min.insync.replicas (default 2)")
     g.add_argument(

@@ -51,6 +51,10 @@ def settings_rows(
         ),
         ("seed", str(c.get("seed", "?"))),
     ]
+    if c.get("eligible_leader_replicas"):
+        rows.append(("eligible.leader.replicas.enable", "true"))
+    if c.get("isr_broker_epoch_check"):
+        rows.append(("isr.broker.epoch.check.enable", "true"))
     if c.get("log_flush_interval_messages"):
         rows.append(("log.flush.interval.messages", str(c["log_flush_interval_messages"])))
     if c.get("leader_election_policy") and c.get("leader_election_policy") != "first-in-isr":

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 
@@ -171,6 +171,26 @@ class _Phases:
             self.console.print(f"  {mark} {text} ({took:.1f} s)", highlight=False)
 
 
+class RunsFaults(Protocol):
+    """What a run asks of its nemesis (`nemesis.core.Nemesis`; the lifecycle's tests pass a fake)."""
+
+    def validate(self) -> None: ...
+
+    def run_schedule(self, stop: threading.Event, /) -> None: ...
+
+    def heal_all(self) -> object: ...
+
+    def active_faults(self) -> list[dict[str, Any]]: ...
+
+
+class ShowsProgress(Protocol):
+    """What a run asks of the live display (`workloads.LiveProgress`)."""
+
+    def set_faults(self, faults: Callable[[], list[str]]) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class RunPieces:
     """The entry points of the lower layers a run drives; tests of the lifecycle pass fakes."""
@@ -181,9 +201,9 @@ class RunPieces:
     setup_topics: Callable[[TestConfig, list[str]], Any]
     run_workload: Callable[..., Any]
     final_drain: Callable[..., Any]
-    LiveProgress: Callable[..., Any]
+    LiveProgress: Callable[..., ShowsProgress]
     check_run: Callable[..., dict[str, Any]]
-    build_nemesis: Callable[..., Any]
+    build_nemesis: Callable[..., RunsFaults]
     heal_leftovers: Callable[[Path], list[str]]
     # Why the requested faults cannot run here (None: they can), asked before any cluster starts.
     preflight: Callable[[TestConfig, Any, Path, Path | None], str | None] | None = None
@@ -401,7 +421,7 @@ def _lifecycle(
             if why:
                 raise Refused(why)
     history: Any = None
-    nemesis: Any = None
+    nemesis: RunsFaults | None = None
     up = False
     try:
         with phases.phase(
@@ -483,7 +503,7 @@ def _load(
     pieces: RunPieces,
     phases: _Phases,
     history: Any,
-    nemesis: Any,
+    nemesis: RunsFaults | None,
     bootstrap: list[str],
     live: bool,
 ) -> None:
@@ -491,10 +511,9 @@ def _load(
     stop = threading.Event()
     errors: list[BaseException] = []
     progress = pieces.LiveProgress(enabled=live, console=phases.console, title=f"load {config.name}")
-    if nemesis is not None and hasattr(progress, "set_faults"):
-        current = getattr(nemesis, "active_faults", None)
-        if callable(current):
-            progress.set_faults(lambda: [_fault_text(a) for a in current()])
+    if nemesis is not None:
+        active = nemesis.active_faults
+        progress.set_faults(lambda: [_fault_text(a) for a in active()])
 
     def guarded(target: Callable[[], Any], name: str) -> Callable[[], None]:
         def body() -> None:
@@ -531,8 +550,7 @@ def _load(
             stop.set()
             for t in threads:
                 t.join(timeout=config.request_timeout_ms / 1000 * (config.retries + 2) + 30)
-            if hasattr(progress, "stop"):
-                progress.stop()
+            progress.stop()
     if errors:
         e = errors[0]
         if isinstance(e, StrandlineError):

@@ -194,6 +194,89 @@ KIP_966_POWER_LOSS = Scenario(
     time_limit=26.0,
 )
 
+KIP_966_LAST_REPLICA_STANDING = Scenario(
+    name="kip-966-last-replica-standing",
+    summary="the ISR shrinks to the leader alone; its power loss without fsync drops writes every replica "
+    "had acknowledged, and as the last replica standing it is elected again with its shorter log "
+    "(fixed by KIP-966, Eligible Leader Replicas)",
+    story=(
+        "Cut the leader off from its followers until it shrinks the ISR to itself (acks=all, "
+        "min.insync.replicas=2: it stops acknowledging, but what it acknowledged before is only in "
+        "the page cache everywhere). Cut its power and heal: it registers again, no other ISR member "
+        "is left, so the controller elects it once more, in a new epoch, and the followers truncate "
+        "to its shorter log. With eligible.leader.replicas.enable=true the followers that left the "
+        "ISR below min.insync.replicas became eligible leader replicas (the high watermark stood "
+        "still since), so the controller elects one of them instead and nothing acknowledged is lost."
+    ),
+    unsafe={"log_flush_interval_messages": 0, "eligible_leader_replicas": False},
+    safe={"log_flush_interval_messages": 0, "eligible_leader_replicas": True},
+    schedule=_LEADER_ALONE_THEN_POWER_LOSS,
+    time_limit=26.0,
+)
+
+KIP_903_EMPTY_DISK = Scenario(
+    name="kip-903-empty-disk",
+    summary="a follower comes back with an empty disk and, still listed in the ISR, is elected leader: "
+    "everything acknowledged is lost (fixed by KIP-903, broker epochs on ISR changes)",
+    story=(
+        "Cut the power of both followers (without fsync their logs are gone: an empty disk) and cut "
+        "the leader off from them; start them again at once: they take their registrations over, "
+        "and nothing removes them from the ISR before the leader's replica.lag.time.max.ms. Kill "
+        "the leader: when its session expires the controller elects a follower with an empty log, "
+        "and the old leader truncates to it. With isr.broker.epoch.check.enable=true ISR membership "
+        "belongs to a broker epoch: the controller takes the re-registered followers out of the "
+        "ISR, the partition waits offline for its last ISR member, and nothing is lost."
+    ),
+    unsafe={"isr_broker_epoch_check": False},
+    safe={"isr_broker_epoch_check": True},
+    # long enough that the restarted followers take their registrations over before their old
+    # sessions expire, and that the leader does not drop them from the ISR first
+    extra={"zookeeper_session_timeout_ms": 15000, "replica_lag_time_max_ms": 30000},
+    schedule=(
+        {"wait": 4},
+        {"do": "lose-unsynced", "target": "followers", **P0},
+        {"do": "partition", "grudge": "leader", **P0},
+        {"do": "start", "target": "all"},
+        {"wait_until": "brokers-ready", "timeout": 30},
+        {"wait": 2},
+        {"do": "kill", "target": "leader", **P0},
+        {"wait": 25},
+        {"heal": "all"},
+    ),
+    time_limit=55.0,
+    budget=150.0,
+)
+
+KIP_279_FAST_LEADER_CHANGE = Scenario(
+    name="kip-279-fast-leader-change",
+    summary="two fast leader changes with leader epochs but KIP-101's one-round truncation leave replicas "
+    "with different records at one offset (fixed by KIP-279)",
+    story=(
+        "Cut the successor (the ISR member elected next) off from the other brokers; the other "
+        "follower keeps fetching and gets ahead of it. Restart the leader: the successor is elected "
+        "and appends records in its new epoch that nobody can fetch. Kill it: the other follower is "
+        "elected in a third epoch, starting at its longer log end. When the old successor returns it "
+        "asks for the end of its epoch, which the new leader never had; with OffsetForLeaderEpoch v0 "
+        "(replication.truncation=leader-epoch-v0) it cuts back to where the new leader's epoch starts "
+        "and keeps its own records below that offset, where the others hold different ones. With "
+        "KIP-279 the answer names the epoch it is for and the follower truncates to the end of the "
+        "epoch both replicas share."
+    ),
+    unsafe={"variant": "leader-epoch-v0"},
+    safe={"variant": "leader-epoch"},
+    schedule=(
+        {"wait": 3},
+        {"do": "partition", "grudge": "successor", **P0},
+        {"wait": 2},
+        {"do": "restart", "target": "leader", **P0},
+        {"wait": 2},
+        {"do": "kill", "target": "leader", **P0},
+        {"wait": 10},
+        {"heal": "all"},
+    ),
+    time_limit=32.0,
+)
+
 UNCLEAN_ELECTION = Scenario(
     name="unclean-election",
     summary="unclean.leader.election.enable=true elects a replica that fell out of the ISR: "
@@ -219,6 +302,34 @@ UNCLEAN_ELECTION = Scenario(
     time_limit=32.0,
 )
 
+BITFLIP_MINORITY = Scenario(
+    name="bitflip-minority",
+    summary="a bit flip in one replica's log (Jepsen's NATS 2.12 analysis lost acknowledged writes this "
+    "way): safe settings survive it; an unclean election of the damaged replica loses data",
+    story=(
+        "Stop one follower, flip a bit in its log (inside a batch's CRC) and leave it down until the "
+        "leader drops it from the ISR. Kill the leader and the other follower, then start the damaged "
+        "one alone: its log recovery finds the CRC mismatch and truncates there, never serving the "
+        "damaged batch. With unclean elections it is elected with its truncated log and everything "
+        "from the flip on is lost (the checkers name it as the replica that held damaged data). With "
+        "clean elections the partition waits for an ISR member, and the damaged replica re-fetches "
+        "what it cut."
+    ),
+    unsafe={"unclean_election": True},
+    safe={"unclean_election": False},
+    schedule=(
+        {"wait": 3},
+        {"do": "corrupt", "kind": "bitflip", "target": "follower", **P0},
+        {"wait": 13},
+        {"do": "kill", "target": "followers", **P0},
+        {"do": "kill", "target": "leader", **P0},
+        {"heal": "corrupt"},
+        {"wait": 8},
+        {"heal": "all"},
+    ),
+    time_limit=34.0,
+)
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -227,7 +338,11 @@ SCENARIOS: dict[str, Scenario] = {
         ACKS_1_LEADER_CRASH,
         MIN_ISR_1,
         KIP_966_POWER_LOSS,
+        KIP_966_LAST_REPLICA_STANDING,
+        KIP_903_EMPTY_DISK,
+        KIP_279_FAST_LEADER_CHANGE,
         UNCLEAN_ELECTION,
+        BITFLIP_MINORITY,
     )
 }
 SEED_SCENARIO = KIP_101_TRUNCATION.name

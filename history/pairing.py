@@ -10,6 +10,9 @@ figures) pairs the same way:
   *orphan*. An invocation that never completes is *open* (it counts as `info`: possibly happened).
 * A process's *link* on a topic-partition is its previous read (or ack) there: what poll-skip,
   nonmonotonic-poll and nonmonotonic-send compare with (`ProcessLinks`).
+
+`Pairing` streams these rules line by line (the reference checker); `completed`, `orphan`, `reads`
+and `forgets_positions` state them over whole columns for the engines that pair a history at once.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from history.format import NEMESIS_PROCESS, ReadProblem
 from history.reader import iter_ops
@@ -26,11 +29,94 @@ CRASH = "crash"
 OPEN = "open"  # the outcome of an operation that never completed
 
 T = TypeVar("T")
+E = TypeVar("E")
 
 
 def outcome_of(completion: dict[str, Any]) -> str:
     """The outcome a completion gives its operation: its type, or `info` for a crash."""
     return "info" if completion["f"] == CRASH else str(completion["type"])
+
+
+# --- the same rules over whole columns ------------------------------------------------------------
+# Engines that pair a chunk or a whole history at once (the Arrow conversion, the Spark conversion)
+# see each client line next to the previous and the next line of its process. The rules below are
+# what `Pairing` and the reference checker do, stated once over such columns; each engine supplies
+# the `Logic` of its column type (an Arrow array, a Spark column, or plain values in a unit test).
+
+
+class Logic(Protocol[E]):
+    """Boolean algebra over one engine's columns. `is_type`/`is_f` are never null: a missing
+    neighbour (null) is of no type."""
+
+    def is_type(self, column: E, type_: str) -> E: ...
+
+    def is_f(self, column: E, f: str) -> E: ...
+
+    def exists(self, column: E) -> E: ...
+
+    def and_(self, a: E, b: E) -> E: ...
+
+    def or_(self, a: E, b: E) -> E: ...
+
+    def not_(self, a: E) -> E: ...
+
+
+@dataclass(frozen=True)
+class Neighbours(Generic[E]):
+    """A client line's `type` and `f`, and those of the previous and next line of its process."""
+
+    type: E
+    f: E
+    prev_type: E
+    prev_f: E
+    next_type: E
+    next_f: E
+
+
+def completed(logic: Logic[E], line: Neighbours[E]) -> E:
+    """An invocation is completed by the next line of its process unless that is an invocation
+    (which supersedes it) or there is none (it stays open)."""
+    return logic.and_(logic.exists(line.next_type), logic.not_(logic.is_type(line.next_type, "invoke")))
+
+
+def completed_by_crash(logic: Logic[E], line: Neighbours[E]) -> E:
+    """The completion is a `crash`: the operation's outcome is `info` (see `outcome_of`)."""
+    return logic.is_f(line.next_f, CRASH)
+
+
+def orphan(logic: Logic[E], line: Neighbours[E]) -> E:
+    """A completion (not a crash, which may follow nothing) whose previous line is no invocation."""
+    return logic.and_(
+        logic.and_(logic.not_(logic.is_type(line.type, "invoke")), logic.not_(logic.is_f(line.f, CRASH))),
+        logic.not_(logic.is_type(line.prev_type, "invoke")),
+    )
+
+
+def _after_poll_invoke(logic: Logic[E], line: Neighbours[E]) -> E:
+    return logic.and_(logic.is_type(line.prev_type, "invoke"), logic.is_f(line.prev_f, "poll"))
+
+
+def reads(logic: Logic[E], line: Neighbours[E]) -> E:
+    """The line's records are reads: it is an `ok` completion (not a crash) of a poll invocation."""
+    return logic.and_(
+        logic.and_(logic.is_type(line.type, "ok"), logic.not_(logic.is_f(line.f, CRASH))),
+        _after_poll_invoke(logic, line),
+    )
+
+
+def forgets_positions(logic: Logic[E], line: Neighbours[E]) -> E:
+    """The process loses its place on every partition at this line (`ProcessLinks.forget`): an
+    assign invocation, a poll completed `info` or by a crash, an invocation superseding a poll."""
+    is_invoke = logic.is_type(line.type, "invoke")
+    after_poll = _after_poll_invoke(logic, line)
+    poll_unsure = logic.and_(
+        logic.and_(logic.not_(is_invoke), after_poll),
+        logic.or_(logic.is_type(line.type, "info"), logic.is_f(line.f, CRASH)),
+    )
+    return logic.or_(
+        logic.or_(logic.and_(is_invoke, logic.is_f(line.f, "assign")), poll_unsure),
+        logic.and_(is_invoke, after_poll),
+    )
 
 
 class Pairing:

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 NEMESIS = "nemesis"
 # Heal order: the network first (so restarted brokers can reach each other), processes last.
-HEAL_ORDER = ("clock", "partition", "loss", "bandwidth", "delay", "pause", "kill", "lose-unsynced")
+HEAL_ORDER = ("clock", "partition", "loss", "bandwidth", "delay", "pause", "kill", "lose-unsynced", "corrupt")
 
 
 class Nemesis(Requested):
@@ -213,7 +213,7 @@ class Nemesis(Requested):
         return True
 
     def _start_or_resume(self, step: dict[str, Any]) -> None:
-        kinds = ("kill", "lose-unsynced") if step["do"] == "start" else ("pause",)
+        kinds = ("kill", "lose-unsynced", "corrupt") if step["do"] == "start" else ("pause",)
         wanted: set[str] | None = None
         if "target" in step:
             from nemesis import targets

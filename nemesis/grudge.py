@@ -17,7 +17,18 @@ from foundation.errors import BadInput
 Grudge = dict[str, set[str]]
 
 # The partition shapes accepted by `partition:<shape>` and by scripted steps' "grudge".
-SHAPES = ("one", "halves", "majority", "ring", "bridge", "leader", "zk-one", "zk-leader", "zk-all")
+SHAPES = (
+    "one",
+    "halves",
+    "majority",
+    "ring",
+    "bridge",
+    "leader",
+    "successor",
+    "zk-one",
+    "zk-leader",
+    "zk-all",
+)
 
 
 def from_components(nodes: Iterable[str], components: Iterable[Iterable[str]]) -> Grudge:

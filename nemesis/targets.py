@@ -16,9 +16,9 @@ from clusters.sut import HasLeaders, HasRoles
 from foundation.errors import BadInput
 
 SIZES = ("one", "minority", "majority", "all")
-ROLES = ("leader", "controller", "followers", "follower")
+ROLES = ("leader", "controller", "followers", "follower", "successor")
 TARGETS = SIZES + ROLES
-NEEDS_PARTITION = ("leader", "followers", "follower")
+NEEDS_PARTITION = ("leader", "followers", "follower", "successor")
 ROLE_PREFIX = "role="  # `kill:role=zookeeper`: every node of one role of a defined system
 
 
@@ -116,6 +116,9 @@ def resolve(
     leader = state.get("leader")
     if target == "leader":
         return [str(leader)] if leader else []
+    if target == "successor":  # the first ISR member after the leader: whom first-in-ISR elects next
+        successor = next((str(r) for r in state.get("isr") or [] if r != leader), None)
+        return [successor] if leader and successor else []
     # Followers are the in-sync ones (the ISR without the leader): a replica that fell out of the
     # ISR is not following. Without an ISR, every other assigned replica.
     replicas = state.get("isr") or state.get("replicas") or names

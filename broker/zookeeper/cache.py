@@ -17,7 +17,7 @@ from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from broker.metadata import BrokerAddress
-from broker.partition_state import PartitionState
+from broker.partition_state import PartitionState, leadership_granted
 from broker.replica_manager import ReplicaManager
 from broker.zookeeper.layout import IDS, TOPICS, decode_state, decode_topic, parse_json, state_path
 from broker.zookeeper.session import ZkSession
@@ -111,13 +111,23 @@ class MetadataCache:
             self.states.pop((topic, index), None)
             self.on_state_changed(None)
             return
-        state = decode_state(info, self.topics.get(topic, {}).get(index, ()), int(stat.version))
+        replicas = self.topics.get(topic, {}).get(index, ())
+        state = decode_state(info, replicas, int(stat.version), int(getattr(stat, "mzxid", 0)))
         old = self.states.get((topic, index))
         if old is not None and old.zk_version > state.zk_version:
             return  # a late notification
         self.states[(topic, index)] = state
         try:
-            self.replicas.apply_state(topic, index, state)
+            granted = leadership_granted(self.replicas.broker_id, state, self.session.registered_zxid)
+            if granted is not state:
+                log.warning(
+                    "%s-%d: epoch %d was led by this broker before it registered again: "
+                    "waiting for the controller to elect a leader",
+                    topic,
+                    index,
+                    state.leader_epoch,
+                )
+            self.replicas.apply_state(topic, index, granted)
         except Exception:
             log.exception("applying state of %s-%d failed", topic, index)
         for event in self._state_waiters:

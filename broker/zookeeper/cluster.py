@@ -94,7 +94,9 @@ class ZkCluster:
         """The leader's ISR change, compare-and-set on the version it knows; None when it lost."""
         state = self.cache.states.get((topic, index))
         controller_epoch = state.controller_epoch if state else self.controller.controller_epoch
-        data = encode_state(self.config.broker_id, action.leader_epoch, action.isr, controller_epoch)
+        data = encode_state(
+            self.config.broker_id, action.leader_epoch, action.isr, controller_epoch, action.elr
+        )
         try:
             stat = await asyncio.to_thread(self.zk.set, state_path(topic, index), data, action.zk_version)
         except (BadVersionError, NoNodeError):

@@ -2,9 +2,10 @@
 
 The broker that creates the ephemeral /controller znode is the controller (its epoch bumped in
 /controller_epoch). Whenever something changes (and every RECONCILE_SECONDS as a safety net) it
-reads the live registrations, asks broker.controller.reconcile what to do, and writes each
-partition state it returns with compare-and-set on the znode version. Dead followers are not
-removed from the ISR by the controller: the leader shrinks the ISR (docs/broker-variants.md).
+reads the live registrations (and when each was made: a broker that registered again restarted),
+asks broker.controller.reconcile what to do, and writes each partition state it returns with
+compare-and-set on the znode version: new states, elections (a dead or restarted leader), and
+ISRs without the brokers whose sessions expired (docs/broker-variants.md).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from broker.controller import (
     CreateState,
     ElectLeader,
     KnownState,
+    RemoveFromIsr,
     needs_election,
     offline_partitions,
     reconcile,
@@ -155,10 +157,11 @@ class ControllerDriver:
 
     async def _reconcile(self) -> bool:
         # The registrations themselves, not the cache: a new controller's cache may still be empty.
-        live = {int(i) for i in await asyncio.to_thread(self.zk.get_children, IDS) if i.isdigit()}
+        registered = await asyncio.to_thread(self._registrations)
+        live = set(registered)
         assignments = dict(self.cache.topics)
         states = {
-            key: KnownState(s.leader, s.leader_epoch, s.isr, s.zk_version)
+            key: KnownState(s.leader, s.leader_epoch, s.isr, s.zk_version, s.written, s.elr)
             for key, s in self.cache.states.items()
         }
         log_ends = None
@@ -174,6 +177,9 @@ class ControllerDriver:
             unclean_allowed=self.config.unclean_leader_election,
             policy=self.config.election_policy,
             log_ends=log_ends,
+            registered=registered,
+            elr_min_insync=self.config.elr_min_insync,
+            isr_broker_epoch_check=self.config.isr_broker_epoch_check,
         )
         retry = False
         for action in actions:
@@ -182,9 +188,21 @@ class ControllerDriver:
             retry |= not await self._write(action, log_ends)
         return retry
 
+    def _registrations(self) -> dict[int, int]:
+        """The live brokers and when each registered (its znode's czxid: Kafka's broker epoch)."""
+        found: dict[int, int] = {}
+        for name in self.zk.get_children(IDS):
+            if name.isdigit():
+                stat = self.zk.exists(f"{IDS}/{name}")
+                if stat is not None:
+                    found[int(name)] = int(stat.czxid)
+        return found
+
     async def _write(
         self, action: ControllerAction, log_ends: dict[tuple[str, int], dict[int, int]] | None
     ) -> bool:
+        if isinstance(action, RemoveFromIsr):
+            return await self._remove_from_isr(action)
         choice = action.election
         if isinstance(action, CreateState):
             data = encode_state(choice.leader, 0, choice.isr, self.controller_epoch)
@@ -203,12 +221,8 @@ class ControllerDriver:
                 pass  # the watch will deliver it
             return True
         assert isinstance(action, ElectLeader)
-        data = encode_state(choice.leader, action.leader_epoch, choice.isr, self.controller_epoch)
-        try:
-            await asyncio.to_thread(
-                self.zk.set, state_path(action.topic, action.index), data, action.zk_version
-            )
-        except (BadVersionError, NoNodeError):
+        data = encode_state(choice.leader, action.leader_epoch, choice.isr, self.controller_epoch, choice.elr)
+        if not await self._replace_state(action.topic, action.index, data, action.zk_version):
             return False
         ends = (log_ends or {}).get((action.topic, action.index))
         log.warning(
@@ -220,7 +234,31 @@ class ControllerDriver:
             choice.leader,
             action.leader_epoch,
             list(choice.isr),
-            f", log ends {ends}" if ends else "",
+            (f", elr {list(choice.elr)}" if choice.elr else "") + (f", log ends {ends}" if ends else ""),
+        )
+        return True
+
+    async def _replace_state(self, topic: str, index: int, data: bytes, zk_version: int) -> bool:
+        """Compare-and-set of a partition state; False when someone else wrote it first."""
+        try:
+            await asyncio.to_thread(self.zk.set, state_path(topic, index), data, zk_version)
+        except (BadVersionError, NoNodeError):
+            return False
+        return True
+
+    async def _remove_from_isr(self, action: RemoveFromIsr) -> bool:
+        data = encode_state(action.leader, action.leader_epoch, action.isr, self.controller_epoch, action.elr)
+        if not await self._replace_state(action.topic, action.index, data, action.zk_version):
+            return False
+        log.warning(
+            "%s-%d: brokers %s gone: isr %s, elr %s (leader %d, epoch %d)",
+            action.topic,
+            action.index,
+            list(action.removed),
+            list(action.isr),
+            list(action.elr),
+            action.leader,
+            action.leader_epoch,
         )
         return True
 

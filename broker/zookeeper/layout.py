@@ -30,19 +30,28 @@ def state_path(topic: str, index: int) -> str:
     return f"{TOPICS}/{topic}/partitions/{index}/state"
 
 
-def encode_state(leader: int, leader_epoch: int, isr: tuple[int, ...], controller_epoch: int) -> bytes:
-    return json.dumps(
-        {
-            "controller_epoch": controller_epoch,
-            "leader": leader,
-            "version": 1,
-            "leader_epoch": leader_epoch,
-            "isr": list(isr),
-        }
-    ).encode()
+def encode_state(
+    leader: int,
+    leader_epoch: int,
+    isr: tuple[int, ...],
+    controller_epoch: int,
+    elr: tuple[int, ...] = (),
+) -> bytes:
+    state: dict[str, Any] = {
+        "controller_epoch": controller_epoch,
+        "leader": leader,
+        "version": 1,
+        "leader_epoch": leader_epoch,
+        "isr": list(isr),
+    }
+    if elr:  # KIP-966 (Kafka keeps it in KRaft's PartitionRecord; ZooKeeper-mode has no such field)
+        state["eligible_leader_replicas"] = list(elr)
+    return json.dumps(state).encode()
 
 
-def decode_state(info: dict[str, Any], replicas: tuple[int, ...], zk_version: int) -> PartitionState:
+def decode_state(
+    info: dict[str, Any], replicas: tuple[int, ...], zk_version: int, written: int = 0
+) -> PartitionState:
     return PartitionState(
         leader=int(info.get("leader", -1)),
         leader_epoch=int(info.get("leader_epoch", 0)),
@@ -50,6 +59,8 @@ def decode_state(info: dict[str, Any], replicas: tuple[int, ...], zk_version: in
         replicas=replicas,
         zk_version=zk_version,
         controller_epoch=int(info.get("controller_epoch", 0)),
+        written=written,
+        elr=tuple(int(b) for b in info.get("eligible_leader_replicas", [])),
     )
 
 

@@ -38,6 +38,7 @@ class ZkSession:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.advertised: Listener = config.advertised_listener
         self.cluster_id = ""
+        self.registered_zxid = 0  # czxid of this process's registration (Kafka's broker epoch)
         self._random_bytes = random_bytes
         self._tasks: set[asyncio.Task[Any]] = set()
         self._session_lost = False
@@ -139,6 +140,7 @@ class ZkSession:
         for _ in range(100):
             try:
                 self.zk.create(path, registration, ephemeral=True, makepath=True)
+                self._registered(path)
                 log.info("registered as broker %d at %s:%d", self.config.broker_id, host, port)
                 return
             except NodeExistsError:
@@ -147,6 +149,7 @@ class ZkSession:
                 except NoNodeError:
                     continue
                 if stat.ephemeralOwner == self.zk.client_id[0]:
+                    self.registered_zxid = max(self.registered_zxid, int(stat.czxid))
                     return
                 # A previous incarnation of this broker (killed) still holds the node until its
                 # session expires; take it over so a restart is quick (see docs/broker-variants.md).
@@ -159,3 +162,9 @@ class ZkSession:
                 except (NoNodeError, BadVersionError):
                     pass
         raise RuntimeError(f"could not register {path}")
+
+    def _registered(self, path: str) -> None:
+        """Remember when this process registered (the znode's czxid: Kafka's broker epoch)."""
+        stat = self.zk.exists(path)
+        if stat is not None and stat.ephemeralOwner == self.zk.client_id[0]:
+            self.registered_zxid = max(self.registered_zxid, int(stat.czxid))

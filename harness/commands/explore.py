@@ -49,6 +49,8 @@ def sim_settings(config: TestConfig) -> SimSettings:
             acks={"all": -1, "1": 1, "0": 0}[config.acks],
             min_insync_replicas=config.min_insync,
             unclean_leader_election=config.unclean_election,
+            eligible_leader_replicas=config.eligible_leader_replicas,
+            isr_broker_epoch_check=config.isr_broker_epoch_check,
             election_policy=config.leader_election_policy,
             flush_interval_messages=config.log_flush_interval_messages or None,
             brokers=config.replication_factor,
@@ -79,7 +81,9 @@ def replay_config(config: TestConfig, found: Found) -> TestConfig:
 def config_toml(config: TestConfig) -> str:
     """The replay's settings and schedule as a TOML config for `strandline run --config`."""
     keys = ("system", "backend", "nodes", "topics", "partitions", "replication_factor", "variant", "acks",
-            "min_insync", "unclean_election", "time_limit", "seed", "name")  # fmt: skip
+            "min_insync", "unclean_election", "eligible_leader_replicas", "isr_broker_epoch_check",
+            "log_flush_interval_messages",
+            "time_limit", "seed", "name")  # fmt: skip
     lines = []
     for key in keys:
         value = getattr(config, key)
@@ -115,7 +119,9 @@ def main(args: argparse.Namespace) -> int:
         raise BadInput("--budget must be positive")
     print(
         f"explore: {config.variant}, acks={config.acks}, min.insync.replicas={config.min_insync}, "
-        f"unclean election {'on' if config.unclean_election else 'off'}, faults {','.join(settings.faults)}, "
+        f"unclean election {'on' if config.unclean_election else 'off'}, "
+        f"{'eligible leader replicas on, ' if config.eligible_leader_replicas else ''}"
+        f"faults {','.join(settings.faults)}, "
         f"seed {seed}, budget {args.budget:g} s",
         flush=True,
     )

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from nemesis.packages import clockskew, disk, link, partition, process
+from nemesis.packages import clockskew, corrupt, disk, link, partition, process
 from nemesis.packages.base import Active, Context, NoTarget, Package, PlanEnv
 
 PACKAGES: dict[str, Package] = {
     p.name: p
-    for p in (*process.PACKAGES, *partition.PACKAGES, *link.PACKAGES, *clockskew.PACKAGES, *disk.PACKAGES)
+    for p in (
+        *process.PACKAGES,
+        *partition.PACKAGES,
+        *link.PACKAGES,
+        *clockskew.PACKAGES,
+        *disk.PACKAGES,
+        *corrupt.PACKAGES,
+    )
 }
 ALIASES = {"disk": "lose-unsynced", "power-loss": "lose-unsynced", "skew": "clock"}
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from clusters.node import Node
 from foundation.errors import BadInput
-from nemesis import net, targets
+from nemesis import net, role_targets, targets
 from nemesis.packages.base import Active, Context, Package, PlanEnv
 from nemesis.packages.process import _resolve
 
@@ -17,11 +17,15 @@ SIZE_TARGETS = ("one", "minority", "majority", "all")
 
 
 class _LinkFault(Package):
-    qualifiers = targets.TARGETS
+    qualifiers = (*targets.TARGETS, *role_targets.ROLE_TARGETS)
     default_qualifiers = SIZE_TARGETS
 
     def check(self, ctx: Context, step: dict[str, Any]) -> None:
-        targets.check(step.get("target", "one"), ctx.names, ctx.sut, self.name)
+        target = step.get("target", "one")
+        if role_targets.is_role_target(target):
+            role_targets.check(target, ctx, self.name)
+            return
+        targets.check(target, ctx.names, ctx.sut, self.name)
 
     def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
         return targets.possible(env.names, env.has_leaders, self.default_qualifiers)

@@ -17,11 +17,13 @@ from clusters.node import Node
 from clusters.sut import HasZookeeper
 from foundation.errors import BadInput
 from nemesis import grudge as grudges
-from nemesis import net, targets
+from nemesis import net, role_targets, targets
 from nemesis.packages.base import Active, Context, NoTarget, Package, PlanEnv, topic_partition_draw
 from nemesis.packages.patterns import check_pattern, names_of, usable_patterns
 
 ZK = "zookeeper"
+# Shapes that cut one node, found by its role, from every other broker (`partition:controller`).
+ROLE_SHAPES = ("controller", role_targets.COORDINATOR, role_targets.TXN_COORDINATOR)
 
 
 def zookeeper_port(ctx: Context) -> int | None:
@@ -52,7 +54,7 @@ def role_sides(shape: str) -> tuple[str, str]:
 class Partition(Package):
     name = "partition"
     f = "partition"
-    qualifiers = (*grudges.SHAPES, *names_of("partition"))
+    qualifiers = (*grudges.SHAPES, *ROLE_SHAPES, *names_of("partition"))
     default_qualifiers = (
         "one",
         "halves",
@@ -101,13 +103,27 @@ class Partition(Package):
         if isinstance(shape, str) and shape in names_of(self.name):
             check_pattern(ctx, self.name, shape)
             return
+        if shape == "controller":
+            targets.check(shape, ctx.names, ctx.sut, f"partition {shape}")
+            return
+        if role_targets.is_role_target(shape) and shape != ZK:
+            role_targets.check(shape, ctx, f"partition {shape}")
+            return
         if shape not in grudges.SHAPES:
             raise BadInput(f"partition: unknown shape {shape!r} (shapes: {', '.join(grudges.SHAPES)})")
         n = len(ctx.names)
-        least = {"ring": 4, "bridge": 3, "one": 2, "halves": 2, "majority": 2, "leader": 2}.get(shape, 1)
+        least = {
+            "ring": 4,
+            "bridge": 3,
+            "one": 2,
+            "halves": 2,
+            "majority": 2,
+            "leader": 2,
+            "successor": 2,
+        }.get(shape, 1)
         if n < least:
             raise BadInput(f"partition: shape {shape!r} needs at least {least} nodes, the cluster has {n}")
-        if shape in ("leader", "zk-leader"):
+        if shape in ("leader", "zk-leader", "successor"):
             targets.check("leader", ctx.names, ctx.sut, f"partition {shape}")
         if shape.startswith("zk-"):
             zk = ctx.zookeeper
@@ -144,6 +160,15 @@ class Partition(Package):
             a, b = (ctx.sut.nodes_of_role(role) for role in role_sides(shape))
             return shape, {**{n: set(b) for n in a}, **{n: set(a) for n in b}}
         topic, partition = ctx.topic_partition(step)
+        if shape in ROLE_SHAPES:
+            found = (
+                targets.resolve(shape, names, ctx.sut, pick)
+                if shape == "controller"
+                else role_targets.resolve(shape, ctx, step)
+            )
+            if not found:
+                raise NoTarget(f"no {shape} now")
+            return shape, grudges.isolate(names, found)
         if shape == "one":
             return shape, grudges.isolate(names, [pick.choice(names)])
         if shape == "halves":
@@ -154,6 +179,11 @@ class Partition(Package):
             return shape, grudges.majorities_ring(names, pick)
         if shape == "bridge":
             return shape, grudges.bridge(names, pick)
+        if shape == "successor":
+            successors = targets.resolve("successor", names, ctx.sut, pick, topic, partition)
+            if not successors:
+                raise NoTarget(f"no in-sync follower of a leader of {topic}/{partition} now")
+            return shape, grudges.isolate(names, successors)
         if shape in ("leader", "zk-leader"):
             leaders = targets.resolve("leader", names, ctx.sut, pick, topic, partition)
             if not leaders:

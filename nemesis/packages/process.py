@@ -18,7 +18,7 @@ from clusters.handles import LOCAL
 from clusters.node import HasDaemonCgroups, Node, PausesDaemons
 from clusters.sut import HasBrokerDaemon, Killable, Pausable
 from foundation.errors import BadInput
-from nemesis import targets
+from nemesis import role_targets, targets
 from nemesis.packages import process_patterns
 from nemesis.packages.base import Active, Context, NoTarget, Package, PlanEnv, topic_partition_draw
 from nemesis.packages.patterns import PATTERNS, check_pattern, names_of, usable_patterns
@@ -35,7 +35,10 @@ def _daemon(ctx: Context) -> str:
 def _resolve(ctx: Context, step: dict[str, Any], pick: random.Random, default: Any = "one") -> list[str]:
     topic, partition = ctx.topic_partition(step)
     target = step.get("target", default)
-    nodes = targets.resolve(target, ctx.names, ctx.sut, pick, topic, partition)
+    if role_targets.is_role_target(target):
+        nodes = role_targets.resolve(target, ctx, step)
+    else:
+        nodes = targets.resolve(target, ctx.names, ctx.sut, pick, topic, partition)
     if not nodes:
         raise NoTarget(f"target {target!r} names no node now (topic {topic}, partition {partition})")
     return nodes
@@ -70,7 +73,7 @@ BUG_FINDING_WEIGHTS: dict[str, int] = {
 
 
 class _Targeted(Package):
-    qualifiers: tuple[str, ...] = targets.TARGETS
+    qualifiers: tuple[str, ...] = (*targets.TARGETS, *role_targets.ROLE_TARGETS)
     default_qualifiers: tuple[str, ...] = (
         "one",
         "minority",
@@ -87,6 +90,9 @@ class _Targeted(Package):
         target = step.get("target", "one")
         if isinstance(target, str) and target in names_of(self.name):
             check_pattern(ctx, self.name, target)
+            return
+        if role_targets.is_role_target(target):
+            role_targets.check(target, ctx, self.name)
             return
         targets.check(target, ctx.names, ctx.sut, f"{self.name}")
 
@@ -128,7 +134,7 @@ def _need_killable(ctx: Context, what: str) -> None:
 class Kill(_Targeted):
     name = "kill"
     crashes = True
-    qualifiers = (*targets.TARGETS, *names_of("kill"))
+    qualifiers = (*targets.TARGETS, *role_targets.ROLE_TARGETS, *names_of("kill"))
     default_qualifiers = (*_Targeted.default_qualifiers, *names_of("kill"))
     weights = BUG_FINDING_WEIGHTS
     f = "kill"
@@ -154,7 +160,7 @@ class Kill(_Targeted):
 
 class Restart(_Targeted):
     name = "restart"
-    qualifiers = (*targets.TARGETS, *names_of("restart"))
+    qualifiers = (*targets.TARGETS, *role_targets.ROLE_TARGETS, *names_of("restart"))
     default_qualifiers = (*_Targeted.default_qualifiers, *names_of("restart"))
     weights = BUG_FINDING_WEIGHTS
     f = "restart"
@@ -190,8 +196,9 @@ def resume_node(ctx: Context, node: Node) -> None:
 
 
 def _resume_recipe(ctx: Context, node: Node) -> list[dict[str, Any]]:
-    """How to resume this node's broker without the cluster object (after a controller crash)."""
-    daemon = _daemon(ctx)
+    """How to resume this node's broker (or ZooKeeper) without the cluster object (after a
+    controller crash)."""
+    daemon = role_targets.ZOOKEEPER if node.name in role_targets.zookeeper_nodes(ctx) else _daemon(ctx)
     steps: list[dict[str, Any]] = []
     cgroup = node.daemon_cgroup(daemon) if isinstance(node, HasDaemonCgroups) else None
     if cgroup is not None:

@@ -225,3 +225,27 @@ def test_paused_leader_loses_its_session_and_rejoins_as_follower(cluster: LocalC
     seen = read_all(cluster.bootstrap, "paused", 1000)
     assert sorted(seen) == list(range(1000))
     assert all(len(offsets) == 1 for offsets in seen.values())
+
+
+def test_a_leader_restarted_before_its_session_expired_gets_a_new_epoch_elsewhere() -> None:
+    """A SIGKILLed leader started again at once takes its registration over long before its old
+    session (30 s) expires; the controller sees the newer registration (Kafka's broker epoch) and
+    elects another ISR member in a new epoch, and the dead follower's session expiry is not needed."""
+    with LocalCluster(3, settings={"min.insync.replicas": 2}, session_timeout_ms=30000) as c:
+        c.create_topic("bounce", 3, 3)
+        controller = c.controller()
+        # a leader that is not the controller (a dead controller's znode stays until its session expires)
+        leaders = {p: c.wait_for_leader("bounce", p) for p in range(3)}
+        partition = next(p for p, leader in leaders.items() if leader != controller)
+        leader = leaders[partition]
+        c.wait_for_isr("bounce", partition, [1, 2, 3])
+        before = c.partition_state("bounce", partition)
+        assert before is not None
+        started = time.monotonic()
+        c.kill(leader)
+        c.start(leader)
+        new_leader = c.wait_for_leader("bounce", partition, not_in={leader}, timeout=25)
+        after = c.partition_state("bounce", partition)
+        assert after is not None and after["leader_epoch"] > before["leader_epoch"]
+        assert new_leader != leader and time.monotonic() - started < 30
+        c.wait_for_isr("bounce", partition, [1, 2, 3], timeout=30)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import socket
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from checkers.histories import simulate
+from history.synthetic.generator import generate_ops
 from tests.support.checked_runs import make_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
@@ -115,7 +114,7 @@ def check(run: Path, *extra: str, env: dict[str, str] | None = None) -> subproce
 
 
 def test_a_check_on_a_standalone_cluster_writes_what_local_mode_writes(master: str, tmp_path: Path) -> None:
-    run = make_run(tmp_path, simulate(random.Random(5), steps=200).ops)
+    run = make_run(tmp_path, generate_ops(400, seed=5)[0])
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "STRANDLINE_SPARK_EXECUTOR_MEMORY": "512m"}
     local = check(run, "--checker", "spark", env=env)
     assert local.returncode in (0, 1, 3), local.stderr[-2000:]
@@ -131,7 +130,7 @@ def test_a_check_on_a_standalone_cluster_writes_what_local_mode_writes(master: s
 
 
 def test_a_master_that_does_not_answer_and_a_bad_url_are_one_line_errors(tmp_path: Path) -> None:
-    run = make_run(tmp_path, simulate(random.Random(6), steps=20).ops)
+    run = make_run(tmp_path, generate_ops(40, seed=6)[0])
     silent = check(run, "--checker", "spark", "--spark-master", f"spark://127.0.0.1:{free_port()}")
     assert silent.returncode == 4, silent.stderr
     assert silent.stderr.strip().count("\n") == 0 and "does not answer" in silent.stderr

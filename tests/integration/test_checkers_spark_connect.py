@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from checkers.histories import simulate
+from history.synthetic.generator import generate_ops
 from tests.support.checked_runs import make_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
@@ -89,7 +88,7 @@ def check(run: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_check_through_spark_connect_writes_what_the_reference_writes(remote: str, tmp_path: Path) -> None:
-    run = make_run(tmp_path, simulate(random.Random(8), steps=200).ops)
+    run = make_run(tmp_path, generate_ops(400, seed=8)[0])
     reference = check(run, "--checker", "reference")
     assert reference.returncode in (0, 1, 3), reference.stderr
     want = json.loads((run / "results.json").read_text())
@@ -104,7 +103,7 @@ def test_a_check_through_spark_connect_writes_what_the_reference_writes(remote: 
 
 
 def test_a_server_that_does_not_answer_and_a_bad_url_are_one_line_errors(tmp_path: Path) -> None:
-    run = make_run(tmp_path, simulate(random.Random(9), steps=20).ops)
+    run = make_run(tmp_path, generate_ops(40, seed=9)[0])
     silent = check(run, "--checker", "spark", "--spark-remote", f"sc://127.0.0.1:{free_port()}")
     assert silent.returncode == 4 and "does not answer" in silent.stderr, silent.stderr
     assert silent.stderr.strip().count("\n") == 0 and not (run / "results.json").exists()

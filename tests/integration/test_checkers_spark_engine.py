@@ -11,7 +11,6 @@ shapes) are explicit examples run every time.
 from __future__ import annotations
 
 import json
-import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,11 @@ from hypothesis import strategies as st
 
 from checkers import spark as spark_checker
 from checkers.catalogue import HISTORY_ANOMALIES, EngineResult, incomplete_kind
-from checkers.histories import PLANTABLE, HistoryBuilder, plant, simulate, write_history
 from checkers.reference import check_history as reference_check
 from checkers.stats import history_facts
-from checkers.synthetic import ANOMALY_KINDS, generate
+from history.synthetic.builder import HistoryBuilder, write_history
+from history.synthetic.generator import generate, generate_ops
+from history.synthetic.kinds import ANOMALY_KINDS, PLANTABLE
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 
@@ -165,27 +165,24 @@ seeds = st.integers(min_value=0, max_value=2**32 - 1)
 @FEW
 @given(
     seed=seeds,
-    shape=st.tuples(st.integers(20, 120), st.integers(1, 4), st.integers(1, 3)),
+    shape=st.tuples(st.integers(40, 240), st.integers(1, 4), st.integers(1, 3)),
     kinds=st.lists(st.sampled_from(PLANTABLE), min_size=0, max_size=6),
 )
-@example(seed=7, shape=(120, 4, 3), kinds=list(PLANTABLE))
-@example(seed=3, shape=(20, 1, 1), kinds=[])
+@example(seed=7, shape=(240, 4, 3), kinds=list(PLANTABLE))
+@example(seed=3, shape=(40, 1, 1), kinds=[])
 def test_simulated_histories_with_planted_anomalies(
     spark: Any, tmp_path: Path, seed: int, shape: tuple[int, int, int], kinds: list[str]
 ) -> None:
-    """Random interleavings, crashes, retries, info sends read later, planted anomalies."""
-    steps, slots, partitions = shape
-    rng = random.Random(seed)
-    sim = simulate(rng, steps=steps, slots=slots, partitions=partitions, retries=True)
-    planted: Counter[str] = Counter()
-    planted["duplicate"] += len(sim.retried)
-    for serial, kind in enumerate(kinds):
-        if plant(sim, kind, rng, serial):
-            planted[kind] += 1
-    path = write_history(tmp_path / "history.jsonl", sim.ops)
+    """Random interleavings, crashes, consumers that time out and re-assign, info sends read
+    later, planted anomalies (the consumer-group ones too)."""
+    size, clients, partitions = shape
+    ops, planted = generate_ops(
+        size, seed=seed, plants=dict(Counter(kinds)), concurrency=clients + 1, partitions=partitions
+    )
+    path = write_history(tmp_path / "history.jsonl", ops)
     got, want = both(spark, path)
     assert got == want
-    assert counts_of(got) == {k: n for k, n in planted.items() if n}
+    assert counts_of(got) == {k: n for k, n in planted.counts().items() if n}
 
 
 @FEW

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from checkers import spark as spark_checker
-from checkers.histories import HistoryBuilder
 from checkers.reference import check_history as reference_check
+from history.synthetic.builder import HistoryBuilder
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

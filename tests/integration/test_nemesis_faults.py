@@ -482,3 +482,96 @@ def test_bandwidth_limit_is_a_tbf_qdisc_until_healed(env: dict[str, Any]) -> Non
     nem.heal_all()
     assert "tbf" not in n2.exec(["tc", "qdisc", "show", "dev", device]).stdout
     history.close()
+
+
+def _produce(cluster: Any, count: int, partition: int = 0) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap_servers(), acks="all", request_timeout_ms=10000
+    )
+    try:
+        for i in range(count):
+            producer.send("t0", value=str(i).encode(), partition=partition)
+        producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=5)
+
+
+def _log_end(env: dict[str, Any], name: str, partition: int = 0) -> int:
+    from checkers.data_dirs import iter_batches
+
+    data = Path(env["cluster"].sut.layout(node(env, name)).data_dir) / f"t0-{partition}"
+    ends = [b.last_offset + 1 for b in iter_batches(data, decode=False) if b.crc_ok] if data.is_dir() else []
+    return max(ends, default=0)
+
+
+def test_damaged_disks_are_detected_and_restored_by_replication(env: dict[str, Any]) -> None:
+    """A flipped bit is found by the restarted broker's recovery (CRC) and a wiped data dir is
+    filled again from the leader; each fault shows in the history with what it damaged."""
+    cluster = env["cluster"]
+    sut = cluster.sut
+    _produce(cluster, 60, partition=1)
+    state = sut.partition_state()[("t0", 1)]
+    follower = next(n for n in state["isr"] if n != state["leader"])
+    nem, history = nemesis_for(env, "corrupt")
+    nem.validate()
+    nem.execute(
+        {"do": "corrupt", "kind": "bitflip", "target": follower, "topic": "t0", "partition": 1, "pick": 2}
+    )
+    nem.heal()
+    ready(env, follower)
+    log_text = Path(sut.layout(node(env, follower)).log_path).read_text(errors="replace")
+    assert "CRC mismatch" in log_text  # recovery found the flip and cut the log there
+    nem.execute({"do": "corrupt", "kind": "wipe", "target": follower, "pick": 3})
+    assert _log_end(env, follower, 1) == 0
+    nem.heal()
+    ready(env, follower)
+    leader_end = _log_end(env, state["leader"], 1)
+    deadline = time.monotonic() + 40
+    while _log_end(env, follower, 1) < leader_end and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _log_end(env, follower, 1) >= leader_end > 0  # restored from nothing by replication
+    nem.heal_all()
+    history.close()
+    ops = list(iter_ops(history.path))
+    assert [(o["type"], o["f"]) for o in ops] == [
+        ("invoke", "corrupt"), ("ok", "corrupt"), ("invoke", "start"), ("ok", "start"),
+        ("invoke", "corrupt"), ("ok", "corrupt"), ("invoke", "start"), ("ok", "start"),
+    ]  # fmt: skip
+    flip = ops[1]["value"]["damage"][follower]
+    assert flip["damaged"] and (flip["topic"], flip["partition"]) == ("t0", 1)
+    assert ops[5]["value"]["damage"][follower]["partitions"] == ["t0-0", "t0-1"]
+    assert pair_problems(history.path).complete
+
+
+def test_faults_aim_at_zookeeper_the_coordinator_and_the_controller_by_role(env: dict[str, Any]) -> None:
+    """`zookeeper`, `coordinator` and `controller` name the node playing that role now."""
+    cluster = env["cluster"]
+    sut = cluster.sut
+    zk = cluster.zookeeper_node
+    controller = sut.controller()
+    nem, history = nemesis_for(env, "roles")
+    nem.validate()
+    nem.execute({"do": "pause", "target": "zookeeper", "pick": 1})
+    nem.heal()
+    sut.wait_zookeeper(timeout=30)
+    nem.execute({"do": "loss", "target": "coordinator", "probability": 0.1, "pick": 1})
+    nem.heal()
+    nem.execute({"do": "partition", "grudge": "controller", "pick": 1})
+    nem.heal()
+    nem.heal_all()
+    history.close()
+    done = [
+        o for o in iter_ops(history.path) if o["type"] == "ok" and o["f"] in ("pause", "loss", "partition")
+    ]
+    assert done[0]["value"]["nodes"] == [zk.name]
+    assert done[1]["value"]["nodes"] == ["n1"]  # the own broker: the live broker with the lowest id
+    cut = done[2]["value"]["grudge"]
+    assert sorted(cut[controller]) == sorted(n for n in cluster_names(env) if n != controller)
+    for n in cluster.nodes:
+        ready(env, n.name)
+
+
+def cluster_names(env: dict[str, Any]) -> list[str]:
+    return [n.name for n in env["cluster"].nodes]

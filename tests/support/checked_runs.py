@@ -9,9 +9,9 @@ from typing import Any
 from broker.storage import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpoint
 from broker.storage.build import build_batch
 from broker.storage.segment import segment_name
-from checkers.histories import write_history
 from checkers.replica_logs import ReplicaFindings
 from foundation.config import TestConfig
+from history.synthetic.builder import write_history
 
 
 def write_replica(

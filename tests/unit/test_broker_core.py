@@ -4,8 +4,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.controller import CreateState, ElectLeader, KnownState, offline_partitions, reconcile
-from broker.follower import Append, Backoff, FollowerReplica, ListLeaderOffsets, RestartAt, Truncate
+from broker.controller import (
+    CreateState,
+    ElectLeader,
+    KnownState,
+    RemoveFromIsr,
+    offline_partitions,
+    reconcile,
+)
+from broker.eligible import next_elr
+from broker.follower import (
+    Append,
+    Backoff,
+    FollowerReplica,
+    ListLeaderOffsets,
+    RestartAt,
+    Truncate,
+    leader_epoch_truncation,
+    v0_truncation,
+)
 from broker.kafka_errors import (
     FENCED_LEADER_EPOCH,
     INVALID_REQUIRED_ACKS,
@@ -15,8 +32,8 @@ from broker.kafka_errors import (
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
 )
-from broker.partition_state import PartitionState, RoleChange, role_change
-from broker.replication import PartitionReplica, Role
+from broker.partition_state import PartitionState, RoleChange, leadership_granted, role_change
+from broker.replication import PartitionReplica, Role, WriteIsr
 from broker.storage import LeaderEpochCache
 
 
@@ -157,3 +174,165 @@ def test_controller_reconcile_creates_elects_and_leaves_offline_partitions_alone
     )
     elected = [a for a in unclean if isinstance(a, ElectLeader) and a.index == 2]
     assert elected and elected[0].election.leader == 1 and elected[0].election.unclean
+
+
+def test_controller_elects_a_new_leader_in_a_new_epoch_when_the_leader_restarted() -> None:
+    """ZooKeeper-mode Kafka: a broker that registered again (a new broker epoch) is handled as
+    failed and started; it never resumes leading the epoch it led before."""
+    assignments = {"t": {0: (1, 2, 3)}}
+    states = {("t", 0): KnownState(leader=1, leader_epoch=4, isr=(1, 2, 3), zk_version=7, written=100)}
+    same = reconcile(
+        assignments=assignments,
+        states=states,
+        live={1, 2, 3},
+        unclean_allowed=False,
+        policy="first-in-isr",
+        registered={1: 50, 2: 51, 3: 52},
+    )
+    assert same == []
+    restarted = reconcile(
+        assignments=assignments,
+        states=states,
+        live={1, 2, 3},
+        unclean_allowed=False,
+        policy="first-in-isr",
+        registered={1: 120, 2: 51, 3: 52},
+    )
+    (elect,) = restarted
+    assert isinstance(elect, ElectLeader)
+    assert (elect.leader_epoch, elect.election.leader, elect.election.isr) == (5, 2, (2, 3))
+    # the last replica standing: elected again, but in a new epoch
+    alone = {("t", 0): KnownState(leader=1, leader_epoch=4, isr=(1,), zk_version=7, written=100)}
+    (again,) = reconcile(
+        assignments=assignments,
+        states=alone,
+        live={1, 2, 3},
+        unclean_allowed=False,
+        policy="first-in-isr",
+        registered={1: 120, 2: 51, 3: 52},
+    )
+    assert isinstance(again, ElectLeader) and (again.leader_epoch, again.election.leader) == (5, 1)
+
+
+def test_controller_removes_dead_brokers_from_the_isr_but_never_empties_it() -> None:
+    assignments = {"t": {0: (1, 2, 3), 1: (2, 1, 3)}}
+    states = {
+        ("t", 0): KnownState(leader=1, leader_epoch=4, isr=(1, 2, 3), zk_version=7),
+        ("t", 1): KnownState(leader=2, leader_epoch=1, isr=(2,), zk_version=3),
+    }
+    actions = reconcile(
+        assignments=assignments, states=states, live={1, 2}, unclean_allowed=False, policy="first-in-isr"
+    )
+    (removal,) = actions
+    assert isinstance(removal, RemoveFromIsr)
+    assert (removal.leader, removal.leader_epoch, removal.zk_version, removal.isr, removal.removed) == (
+        1,
+        4,
+        7,
+        (1, 2),
+        (3,),
+    )
+
+
+def test_a_restarted_broker_does_not_lead_an_epoch_granted_before_it_registered() -> None:
+    state = PartitionState(leader=1, leader_epoch=3, isr=(1, 2), replicas=(1, 2), zk_version=4, written=90)
+    assert leadership_granted(1, state, registered=100).leader == -1
+    assert leadership_granted(1, state, registered=80) is state
+    assert leadership_granted(2, state, registered=100) is state  # a follower follows as before
+    unknown = PartitionState(leader=1, leader_epoch=3, isr=(1,), replicas=(1,), zk_version=4)
+    assert leadership_granted(1, unknown, registered=100) is unknown  # standalone: no zxids
+
+
+def test_eligible_leader_replicas_join_below_min_insync_and_clear_at_it() -> None:
+    assert next_elr(isr_before=(1, 2, 3), isr_after=(1, 2), elr=(), min_insync=2) == ()
+    assert next_elr(isr_before=(1, 2), isr_after=(1,), elr=(), min_insync=2) == (2,)
+    assert next_elr(isr_before=(1,), isr_after=(1, 3), elr=(2,), min_insync=3) == (2,)
+    assert next_elr(isr_before=(1,), isr_after=(1, 2), elr=(2, 3), min_insync=2) == ()
+
+
+def test_with_elr_the_leader_holds_the_hw_below_min_insync_and_writes_the_elr() -> None:
+    r = PartitionReplica(1, 1000, elr_min_insync=2)
+    r.become_leader(
+        leader_epoch=0,
+        isr=(1, 2),
+        replicas=(1, 2),
+        zk_version=0,
+        log_end_offset=5,
+        high_watermark=0,
+        now_ms=0,
+    )
+    r.on_follower_fetch(2, 5, now_ms=10)
+    assert r.high_watermark == 5
+    (shrink,) = r.on_tick(now_ms=5000)
+    assert isinstance(shrink, WriteIsr) and shrink.isr == (1,) and shrink.elr == (2,)
+    r.state_changed(isr=(1,), replicas=(1, 2), zk_version=1, elr=(2,))
+    r.on_local_append(9)
+    assert r.high_watermark == 5  # strict min ISR: alone, the leader acknowledges nothing more
+    off = PartitionReplica(1, 1000)
+    off.become_leader(
+        leader_epoch=0, isr=(1,), replicas=(1, 2), zk_version=0, log_end_offset=5, high_watermark=0, now_ms=0
+    )
+    assert off.high_watermark == 5
+
+
+def test_with_elr_the_controller_elects_an_eligible_replica_before_the_last_one_standing() -> None:
+    assignments = {"t": {0: (1, 2, 3)}}
+    alone = KnownState(leader=1, leader_epoch=4, isr=(1,), zk_version=7, written=100, elr=(2, 3))
+    common = {"assignments": assignments, "unclean_allowed": False, "policy": "first-in-isr"}
+    restarted = {1: 120, 2: 51, 3: 52}
+    (elect,) = reconcile(
+        states={("t", 0): alone}, live={1, 2, 3}, registered=restarted, elr_min_insync=2, **common
+    )
+    assert isinstance(elect, ElectLeader)
+    assert (elect.election.leader, elect.election.isr, elect.election.elr) == (2, (2,), (3,))
+    (without,) = reconcile(states={("t", 0): alone}, live={1, 2, 3}, registered=restarted, **common)
+    assert isinstance(without, ElectLeader) and without.election.leader == 1  # KIP-966's problem
+    # an eligible replica that restarted since (an unclean shutdown) leaves the ELR
+    led = KnownState(leader=2, leader_epoch=5, isr=(2,), zk_version=8, written=130, elr=(3,))
+    (cleanup,) = reconcile(
+        states={("t", 0): led}, live={1, 2, 3}, registered={1: 120, 2: 51, 3: 140}, elr_min_insync=2, **common
+    )
+    assert isinstance(cleanup, RemoveFromIsr) and cleanup.isr == (2,) and cleanup.elr == ()
+
+
+def test_with_the_broker_epoch_check_a_re_registered_follower_leaves_the_isr() -> None:
+    """KIP-903: ISR membership belongs to a broker epoch; a follower that registered again (maybe
+    with an empty disk) must catch up again, and is never elected from its old membership."""
+    assignments = {"t": {0: (1, 2, 3)}}
+    common = {"assignments": assignments, "unclean_allowed": False, "policy": "first-in-isr"}
+    state = KnownState(leader=1, leader_epoch=2, isr=(1, 2, 3), zk_version=5, written=100)
+    registered = {1: 10, 2: 150, 3: 11}
+    assert reconcile(states={("t", 0): state}, live={1, 2, 3}, registered=registered, **common) == []
+    (fence,) = reconcile(
+        states={("t", 0): state}, live={1, 2, 3}, registered=registered, isr_broker_epoch_check=True, **common
+    )
+    assert isinstance(fence, RemoveFromIsr) and fence.isr == (1, 3) and fence.removed == (2,)
+    # the leader is dead too: the re-registered follower is not elected, the other one is
+    (elect,) = reconcile(
+        states={("t", 0): state}, live={2, 3}, registered=registered, isr_broker_epoch_check=True, **common
+    )
+    assert isinstance(elect, ElectLeader) and elect.election.leader == 3 and elect.election.isr == (3,)
+    (unsafe,) = reconcile(states={("t", 0): state}, live={2, 3}, registered=registered, **common)
+    assert isinstance(unsafe, ElectLeader) and unsafe.election.leader == 2
+
+
+def test_v0_truncation_keeps_records_of_an_epoch_the_leader_never_had() -> None:
+    """KIP-279's case: we hold epoch 0 to offset 10 and epoch 1 (ours alone) from 10 to 15; the
+    leader has epoch 0 to 12 and then epoch 2. It answers for epoch 1: (epoch 0, 12)."""
+    own = {0: (0, 10), 1: (1, 15)}
+
+    def own_end(epoch: int) -> tuple[int, int]:
+        return own.get(epoch, (-1, -1))
+
+    common = {
+        "leader_epoch": 0,
+        "leader_end_offset": 12,
+        "own_latest_epoch": 1,
+        "own_end_offset_for": own_end,
+        "log_end_offset": 15,
+        "high_watermark": 8,
+    }
+    v0 = v0_truncation(**common)  # type: ignore[arg-type]
+    assert (v0.offset, v0.done) == (12, True)  # keeps epoch-1 records at 10 and 11: divergence
+    fixed = leader_epoch_truncation(**common)  # type: ignore[arg-type]
+    assert (fixed.offset, fixed.done) == (10, True)  # the end of epoch 0, which both share

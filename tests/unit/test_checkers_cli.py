@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from checkers.histories import HistoryBuilder, simulate
 from harness.cli import main
+from history.synthetic.builder import HistoryBuilder
+from history.synthetic.generator import generate_ops
 from tests.support.checked_runs import make_run
 
 
@@ -21,7 +21,7 @@ def run_check(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list
 
 
 def test_valid_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = make_run(tmp_path, simulate(random.Random(1), steps=50).ops)
+    run = make_run(tmp_path, generate_ops(100, seed=1)[0])
     code, lines, _ = run_check(capsys, str(run), "--checker", "reference")
     assert code == 0 and lines[-1] == f"verdict: valid {run.resolve()}"
     assert (run / "results.json").exists()
@@ -42,8 +42,8 @@ def test_invalid_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 def test_killed_run_with_torn_tail_is_unknown_never_valid(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sim = simulate(random.Random(2), steps=50)
-    run = make_run(tmp_path, sim.ops, drain=None)
+    ops, _ = generate_ops(100, seed=2)
+    run = make_run(tmp_path, ops, drain=None)
     history = run / "history.jsonl"
     history.write_bytes(history.read_bytes()[:-7])  # the controller died mid-write
     code, lines, _ = run_check(capsys, str(run), "--checker", "reference")
@@ -54,9 +54,9 @@ def test_killed_run_with_torn_tail_is_unknown_never_valid(
 def test_incomplete_drain_or_missing_data_dirs_are_unknown(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run = make_run(tmp_path, simulate(random.Random(4), steps=50).ops, drain=False)
+    run = make_run(tmp_path, generate_ops(100, seed=4)[0], drain=False)
     assert run_check(capsys, str(run), "--checker", "reference")[0] == 3
-    run2 = make_run(tmp_path / "b", simulate(random.Random(4), steps=50).ops, replicas=False)
+    run2 = make_run(tmp_path / "b", generate_ops(100, seed=4)[0], replicas=False)
     code, lines, _ = run_check(capsys, str(run2), "--checker", "reference")
     assert code == 3 and any("nodes is missing" in line for line in lines)
 
@@ -69,7 +69,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_console_script_last_line(tmp_path: Path) -> None:
-    run = make_run(tmp_path, simulate(random.Random(5), steps=30).ops)
+    run = make_run(tmp_path, generate_ops(60, seed=5)[0])
     result = subprocess.run(
         [sys.executable, "-m", "harness.cli", "check", str(run), "--checker", "reference"],
         capture_output=True,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkers.histories import HistoryBuilder
 from checkers.reference import check_history
 from checkers.verdict import decide
 from foundation.config import TestConfig
+from history.synthetic.builder import HistoryBuilder
 from tests.support.checked_runs import no_replica_anomalies
 
 

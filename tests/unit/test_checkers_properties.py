@@ -1,13 +1,12 @@
 """Property tests: the reference checker finds exactly what was planted, and nothing in a clean history.
 
-Histories come from `checkers.histories.simulate` (a correct system: random interleavings, crashed
-consumers, info sends that did or did not write, failed sends, reads before the send completed)
-with anomalies planted by `checkers.histories.plant`, one clean occurrence each.
+Histories come from `history.synthetic.generator` (a correct system: random interleavings, crashed
+clients, consumers that time out and re-assign, info sends that did or did not write, failed sends,
+reads before the send completed) with anomalies planted, one clean occurrence each.
 """
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from pathlib import Path
 
@@ -15,10 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkers.catalogue import HISTORY_ANOMALIES, select_examples
-from checkers.histories import PLANTABLE, plant, simulate, write_history
 from checkers.reference import check_history
 from checkers.verdict import decide
 from foundation.config import TestConfig
+from history.synthetic.builder import write_history
+from history.synthetic.generator import generate_ops
+from history.synthetic.kinds import PLANTABLE
 from tests.support.checked_runs import no_replica_anomalies
 
 SETTINGS = settings(
@@ -26,7 +27,7 @@ SETTINGS = settings(
 )
 
 seeds = st.integers(min_value=0, max_value=2**32 - 1)
-shapes = st.tuples(st.integers(20, 150), st.integers(1, 4), st.integers(1, 3))  # steps, slots, partitions
+shapes = st.tuples(st.integers(40, 300), st.integers(1, 4), st.integers(1, 3))  # ops, clients, partitions
 
 
 def counts_of(result) -> dict[str, int]:  # type: ignore[no-untyped-def]
@@ -36,15 +37,15 @@ def counts_of(result) -> dict[str, int]:  # type: ignore[no-untyped-def]
 @SETTINGS
 @given(seed=seeds, shape=shapes)
 def test_clean_history_has_no_anomaly(tmp_path: Path, seed: int, shape: tuple[int, int, int]) -> None:
-    steps, slots, partitions = shape
-    sim = simulate(random.Random(seed), steps=steps, slots=slots, partitions=partitions)
-    path = write_history(tmp_path / "history.jsonl", sim.ops)
+    size, clients, partitions = shape
+    ops, _ = generate_ops(size, seed=seed, concurrency=clients + 1, partitions=partitions)
+    path = write_history(tmp_path / "history.jsonl", ops)
     result = check_history(path)
     assert counts_of(result) == {}
     assert result["incomplete"] == []
     sends = result["stats"]["sends"]
     assert sends["ok"] + sends["fail"] + sends["info"] == sum(
-        1 for op in sim.ops if op["f"] == "send" and op["type"] != "invoke"
+        1 for op in ops if op["f"] == "send" and op["type"] != "invoke"
     )
 
 
@@ -57,24 +58,22 @@ def test_clean_history_has_no_anomaly(tmp_path: Path, seed: int, shape: tuple[in
 def test_planted_anomalies_are_found_exactly(
     tmp_path: Path, seed: int, shape: tuple[int, int, int], kinds: list[str]
 ) -> None:
-    steps, slots, partitions = shape
-    rng = random.Random(seed)
-    sim = simulate(rng, steps=steps, slots=slots, partitions=partitions, retries=True)
-    planted: Counter[str] = Counter()
-    if sim.retried:
-        planted["duplicate"] += len(sim.retried)
-    for serial, kind in enumerate(kinds):
-        if plant(sim, kind, rng, serial):
-            planted[kind] += 1
-    path = write_history(tmp_path / "history.jsonl", sim.ops)
+    size, clients, partitions = shape
+    plants = dict(Counter(kinds))
+    ops, planted = generate_ops(
+        size, seed=seed, plants=plants, concurrency=clients + 1, partitions=partitions
+    )
+    path = write_history(tmp_path / "history.jsonl", ops)
     result = check_history(path)
-    assert counts_of(result) == dict(planted)
+    assert counts_of(result) == {k: n for k, n in planted.counts().items() if n}
     assert result["incomplete"] == []
     for name in HISTORY_ANOMALIES:
         examples = result["anomalies"][name]["examples"]
         assert examples == select_examples(name, examples)  # deterministic: sorted, at most 20
     verdict = decide(result, no_replica_anomalies(), TestConfig(), {"complete": True})
-    fatal = sorted(set(planted) - {"duplicate"})  # duplicates are expected without idempotence
+    fatal = sorted(
+        {k for k, n in planted.counts().items() if n} - {"duplicate"}
+    )  # duplicates are expected without idempotence
     assert verdict["fatal"] == [n for n in HISTORY_ANOMALIES if n in fatal]
     assert verdict["valid"] is (not fatal)
 
@@ -82,8 +81,8 @@ def test_planted_anomalies_are_found_exactly(
 @SETTINGS
 @given(seed=seeds, cut=st.floats(0.05, 0.95))
 def test_history_cut_mid_line_is_never_valid(tmp_path: Path, seed: int, cut: float) -> None:
-    sim = simulate(random.Random(seed), steps=80)
-    path = write_history(tmp_path / "history.jsonl", sim.ops)
+    ops, _ = generate_ops(160, seed=seed)
+    path = write_history(tmp_path / "history.jsonl", ops)
     data = path.read_bytes()
     at = int(len(data) * cut)
     while data[at - 1 : at] == b"\n" or data[at : at + 1] == b"\n":

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from checkers.catalogue import HISTORY_ANOMALIES, MAX_EXAMPLES, NAMES, incomplete_kind
-from checkers.histories import HistoryBuilder
 from checkers.reference import check_history
+from history.synthetic.builder import HistoryBuilder
 
 
 def check(tmp_path: Path, b: HistoryBuilder):  # type: ignore[no-untyped-def]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from broker.storage.build import build_batch
-from checkers.histories import HistoryBuilder
 from checkers.replica_logs import check_replica_logs, decode_value, leaders_from_state
+from history.synthetic.builder import HistoryBuilder
 from tests.support.checked_runs import values, write_replica
 
 

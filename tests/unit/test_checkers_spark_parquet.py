@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from checkers.histories import HistoryBuilder
 from checkers.parquet import cache_dir_for, convert
 from history.reader import iter_ops
+from history.synthetic.builder import HistoryBuilder
 
 # Topic-partition ids: topics numbered by first appearance (t1, then t0), * 2**32 + partition + 2**31.
 T1_2 = 0 * 2**32 + 2 + 2**31

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +10,13 @@ import pytest
 
 from checkers.api import check_run
 from checkers.catalogue import NAMES
-from checkers.histories import HistoryBuilder, simulate, write_history
 from checkers.reference import check_history
 from checkers.stats import compute_stats, percentile
 from checkers.verdict import CONDITIONS, RULES, Facts, decide
 from foundation.config import TestConfig
 from foundation.errors import BadInput
+from history.synthetic.builder import HistoryBuilder, write_history
+from history.synthetic.generator import generate_ops
 from tests.support.checked_runs import make_run, no_replica_anomalies
 
 
@@ -188,8 +188,8 @@ def test_percentile_is_nearest_rank() -> None:
 
 
 def test_check_run_writes_results(tmp_path: Path) -> None:
-    sim = simulate(random.Random(3), steps=60)
-    run = make_run(tmp_path, sim.ops)
+    ops, _ = generate_ops(120, seed=3)
+    run = make_run(tmp_path, ops)
     results = check_run(run, engine="reference")
     assert results["valid"] is True, results["incomplete"]
     on_disk = json.loads((run / "results.json").read_text())

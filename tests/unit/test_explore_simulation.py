@@ -331,3 +331,58 @@ def _simulated_leader(ops: list[tuple], min_insync: int) -> list[tuple]:  # type
             )
         )
     return seen
+
+
+def test_a_restarted_leader_never_leads_its_old_epoch_again() -> None:
+    """Without fsync, one leader's power loss loses nothing: the controller sees it registered
+    again and elects another ISR member in a new epoch (ZooKeeper-mode Kafka). Once the ISR has
+    shrunk to that leader alone, the same power loss loses what it acknowledged (KIP-966's last
+    replica standing), with min.insync.replicas=1 and 2 alike."""
+    power_loss = (Step(0.0, "power-loss", "leader"), Step(0.0, "start", "all"))
+    outcome = simulate(SimSettings(), power_loss, 1, trace=True)
+    assert not outcome.failed and not outcome.unknown
+    assert any("clean election of 2 (epoch 1" in line for line in outcome.trace or [])
+    alone = (Step(0.0, "partition", "leader"), Step(14.0, "power-loss", "leader"))
+    for min_insync in (1, 2):
+        assert simulate(SimSettings(min_insync_replicas=min_insync), alone, 1).lost
+
+
+def test_eligible_leader_replicas_survive_the_last_replica_standing() -> None:
+    """KIP-966: with ELR the same power loss loses nothing when min.insync.replicas=2 (the HW
+    stood still once the ISR shrank, and an eligible follower is elected); with
+    min.insync.replicas=1 the ELR stays empty and the leader's lone acknowledgements are lost."""
+    alone = (Step(0.0, "partition", "leader"), Step(14.0, "power-loss", "leader"))
+    for seed in (1, 2, 3):
+        safe = simulate(SimSettings(eligible_leader_replicas=True), alone, seed)
+        assert not safe.failed and not safe.unknown and safe.acked > 10
+        assert simulate(SimSettings(eligible_leader_replicas=True, min_insync_replicas=1), alone, seed).lost
+
+
+def test_the_broker_epoch_check_keeps_an_empty_disk_follower_from_being_elected() -> None:
+    """KIP-903: the followers lose their unsynced logs, come back cut off from the leader and stay
+    in the ISR; the leader dies and an empty follower is elected. With the check they leave the ISR."""
+    schedule = (
+        Step(0.0, "power-loss", "followers"),
+        Step(0.0, "partition", "leader"),
+        Step(0.0, "start", "all"),
+        Step(7.0, "kill", "leader"),
+    )
+    slow = {"lag_time_max_ms": 30000, "session_timeout_ms": 15000}
+    for seed in (1, 2):
+        assert simulate(SimSettings(**slow), schedule, seed).lost  # type: ignore[arg-type]
+        safe = simulate(SimSettings(isr_broker_epoch_check=True, **slow), schedule, seed)  # type: ignore[arg-type]
+        assert not safe.failed and not safe.unknown
+
+
+def test_fast_leader_changes_diverge_with_v0_truncation_only() -> None:
+    """KIP-279, as explore found it: the successor n2 is cut off, the leader restarts (n2 leads an
+    epoch nobody can fetch), n2 dies (n3 leads a third epoch from its longer log)."""
+    schedule = (
+        Step(0.0, "partition", "n2"),
+        Step(0.5, "restart", "leader"),
+        Step(0.4, "power-loss", "leader"),
+    )
+    for seed in (1, 2, 3):
+        assert simulate(safe_settings(truncation="leader-epoch-v0"), schedule, seed).divergent
+        fixed = simulate(safe_settings(truncation="leader-epoch"), schedule, seed)
+        assert not fixed.failed and not fixed.unknown

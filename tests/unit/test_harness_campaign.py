@@ -142,8 +142,14 @@ def test_sample_campaigns_load() -> None:
         "acks-1-leader-crash-unsafe",
         "min-isr-1-unsafe",
         "unclean-election-unsafe",
+        "kip-966-last-replica-standing-unsafe",
+        "kip-903-empty-disk-unsafe",
+        "kip-279-fast-leader-change-unsafe",
     ):
         assert unsafe in names
+    for damaged in ("corrupt_bitflip", "corrupt_truncate", "corrupt_wipe", "corrupt+kill"):
+        assert f"safe-corrupt-{damaged}" in names
+    assert {"bitflip-minority-unsafe", "bitflip-minority-safe"} <= names
 
 
 def test_junit_failure_message_names_the_anomalies_and_the_report(tmp_path: Path) -> None:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
 
-from checkers.histories import simulate
 from harness.cli import main
+from history.synthetic.generator import generate_ops
 from tests.support.checked_runs import make_run
 
 
 def test_check_rewrites_a_stale_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = make_run(tmp_path, simulate(random.Random(1), steps=30).ops)
+    run = make_run(tmp_path, generate_ops(60, seed=1)[0])
     (run / "report.html").write_text("stale")
     code = main(["check", str(run), "--checker", "reference"])
     lines = capsys.readouterr().out.splitlines()
@@ -31,7 +30,7 @@ def test_a_failing_report_leaves_a_hint(
         raise RuntimeError("template missing")
 
     monkeypatch.setattr(harness.report, "write_report", broken)
-    run = make_run(tmp_path, simulate(random.Random(2), steps=10).ops)
+    run = make_run(tmp_path, generate_ops(20, seed=2)[0])
     code = main(["check", str(run), "--checker", "reference"])
     lines = capsys.readouterr().out.splitlines()
     assert code == 0 and lines[-1].startswith("verdict: valid ")

@@ -77,6 +77,9 @@ def test_repro_list_names_every_scenario() -> None:
         "acks-1-leader-crash",
         "min-isr-1",
         "unclean-election",
+        "kip-966-last-replica-standing",
+        "kip-903-empty-disk",
+        "kip-279-fast-leader-change",
     ):
         assert name in out.stdout
 

@@ -74,9 +74,15 @@ class FakeNemesis:
     def heal_all(self) -> None:
         self.calls.append("heal_all")
 
+    def active_faults(self) -> list[dict[str, Any]]:
+        return []
+
 
 class FakeProgress:
     def __init__(self, **kwargs: Any) -> None:
+        pass
+
+    def set_faults(self, faults: Any) -> None:
         pass
 
     def stop(self) -> None:

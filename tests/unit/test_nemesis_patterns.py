@@ -23,7 +23,7 @@ from nemesis import build_nemesis, check_config
 from nemesis.packages import PlanEnv
 from nemesis.packages.patterns import PATTERNS
 from nemesis.packages.sequence import Sight, Timing
-from nemesis.schedule import ALL_MIX
+from nemesis.schedule import ALL_MIX, deal
 from tests.support.nemesis_fakes import FakeSut, cluster, config
 
 TIMING = Timing(session_s=6.0, lag_s=10.0)
@@ -180,15 +180,35 @@ def test_all_draws_every_supported_fault_mostly_as_patterns(tmp_path: Path) -> N
         mix
     )
     steps = nem.steps()
-    drawn = Counter()
-    for step in (next(steps) for _ in range(3000)):
-        if "do" in step:
-            drawn[f"{step['do']}:{step.get('target', step.get('grudge'))}"] += 1
-    patterns = sum(v for k, v in drawn.items() if k.split(":", 1)[1] in {p for _, p in PATTERNS})
-    assert patterns > 0.6 * sum(drawn.values())
+    dealt = [
+        f"{step['do']}:{step.get('target', step.get('grudge'))}"
+        for step in (next(steps) for _ in range(3000))
+        if "do" in step
+    ]
+    groups = len(nem.mix())
     top = max(w for _, w in ALL_MIX)
     assert {k for k, w in ALL_MIX if w == top} == {"kill:lagging-follower", "kill:failover"}
-    assert {k for k, _ in drawn.most_common(2)} == {"kill:lagging-follower", "kill:failover"}
+    orders = set()
+    for start in range(0, len(dealt) - groups, groups):
+        cycle = dealt[start : start + groups]
+        # a deck: the two broadest patterns first in every cycle, in either order
+        assert set(cycle[:2]) == {"kill:lagging-follower", "kill:failover"}
+        orders.add(tuple(cycle))
+    assert len(orders) > 1  # shuffled anew each cycle
+    patterns = Counter(k.split(":", 1)[1] in {p for _, p in PATTERNS} for k in dealt)
+    assert patterns[True] > patterns[False]
+
+
+def test_the_deck_deals_every_group_once_per_cycle_higher_ranks_first() -> None:
+    rng = random.Random(7)
+    ranks = [1, 10, 3, 1, 10, 2, 3, 1]
+    cycles = [deal(rng, ranks) for _ in range(20)]
+    for cycle in cycles:
+        assert sorted(cycle) == list(range(len(ranks)))
+        assert [ranks[i] for i in cycle] == sorted(ranks, reverse=True)
+    assert len({tuple(c) for c in cycles}) > 1
+    firsts = Counter(c[0] for c in cycles)
+    assert set(firsts) == {1, 4}
 
 
 def test_bare_faults_draw_their_patterns_only_where_they_can_run() -> None:

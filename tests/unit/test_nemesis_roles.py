@@ -45,3 +45,20 @@ def test_unknown_roles_and_systems_without_roles_are_refused() -> None:
         targets.check("role=cache", ["n1"], RoleSystem(), "kill")
     with pytest.raises(BadInput, match="needs a system with roles"):
         targets.check("role=storage", ["n1"], object(), "kill")
+
+
+class LeaderSystem:
+    def partition_state(self) -> dict[tuple[str, int], dict[str, Any]]:
+        return {
+            ("t0", 0): {"leader": "n2", "isr": ["n2", "n3", "n1"]},
+            ("t0", 1): {"leader": "n1", "isr": ["n1"]},
+        }
+
+
+def test_the_successor_is_the_first_isr_member_after_the_leader() -> None:
+    names = ["n1", "n2", "n3"]
+    rng = random.Random(0)
+    assert targets.resolve("successor", names, LeaderSystem(), rng, "t0", 0) == ["n3"]
+    assert (
+        targets.resolve("successor", names, LeaderSystem(), rng, "t0", 1) == []
+    )  # the ISR is the leader alone

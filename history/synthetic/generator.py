@@ -1,11 +1,15 @@
-"""Synthetic histories with planted anomalies: for the checker benchmark and the property tests.
+"""The one generator of synthetic histories with planted anomalies: the checker benchmark's
+millions of lines (`generate`, streamed to a file) and the checkers' tests' few hundred
+(`generate_ops`, in memory).
 
 A history is simulated, not recorded: producers append values to in-memory partition logs (at
 invoke time, so a consumer can read a value before its send completes, as in Kafka), consumers read
 the logs sequentially, processes crash (their open op completes `info` and a fresh process takes
 over), the nemesis journals faults, and a final drain reads every partition from the beginning.
-Such a history is clean by construction; each planted anomaly is written as a small, self-contained
-episode by fresh processes, so the planted anomalies are exactly the anomalies of the history.
+With `churn`, consumers also time out (an `info` poll or assign: a fresh process takes over) and
+re-assign themselves to several partitions from the beginning. Such a history is clean by
+construction; each planted anomaly is written as a small, self-contained episode by fresh
+processes, so the planted anomalies are exactly the anomalies of the history.
 
 Lines are preformatted strings (no json.dumps on the hot path): about a million ops in a few
 seconds, ten million in well under a minute.
@@ -13,23 +17,15 @@ seconds, ten million in well under a minute.
 
 from __future__ import annotations
 
+import io
+import json
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-ANOMALY_KINDS = (
-    "lost-write",
-    "unseen",
-    "duplicate",
-    "inconsistent-offsets",
-    "aborted-read",
-    "phantom",
-    "poll-skip",
-    "nonmonotonic-poll",
-    "nonmonotonic-send",
-)
+from history.synthetic.kinds import ANOMALY_KINDS, PLANTABLE
 
 NEMESIS_FS = (("kill", "start"), ("pause", "resume"), ("partition", "heal"))
 
@@ -41,14 +37,34 @@ class Planted:
     `anomalies` maps an anomaly name to its planted instances; each instance names what the
     checkers count it by: `value` (lost-write, unseen, duplicate, aborted-read, phantom),
     `topic`/`partition`/`offset` (inconsistent-offsets), `process`/`topic`/`partition`
-    (poll-skip, nonmonotonic-poll, nonmonotonic-send).
+    (poll-skip, nonmonotonic-poll, nonmonotonic-send), `group`/`topic`/`partition` (`offset` too
+    for group-skip; nonmonotonic-commit).
     """
 
     ops: int = 0
-    anomalies: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {k: [] for k in ANOMALY_KINDS})
+    anomalies: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {k: [] for k in PLANTABLE})
 
     def counts(self) -> dict[str, int]:
         return {name: len(instances) for name, instances in self.anomalies.items()}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a simulated system looks: its partitions, clients, crashes, faults and consumer churn."""
+
+    topics: int = 2
+    partitions: int = 3
+    concurrency: int = 20
+    crash_rate: float = 0.0005
+    nemesis_rate: float = 0.0002
+    drain_batch: int = 500
+    churn: float = 0.0
+
+
+# The tests' small histories: one topic, few clients, and much more crashing, faults and churn.
+SMALL = Shape(
+    topics=1, partitions=2, concurrency=4, crash_rate=0.02, nemesis_rate=0.02, drain_batch=50, churn=0.05
+)
 
 
 class _Journal:
@@ -84,7 +100,8 @@ class _Journal:
 
 @dataclass
 class _Slot:
-    """A client slot: its current process, its open op and, for a consumer, where it reads."""
+    """A client slot: its current process, its open op and, for a consumer, where it reads: its
+    partition `part` at `position`, or after a re-assign, `spread` (partition -> position)."""
 
     process: int
     consumer: bool
@@ -92,20 +109,14 @@ class _Slot:
     part: int = 0
     position: int = 0
     assigned: bool = False
+    spread: dict[int, int] | None = None
 
 
 class _Simulation:
-    def __init__(
-        self,
-        out: IO[str],
-        rng: random.Random,
-        topics: int,
-        partitions: int,
-        concurrency: int,
-        crash_rate: float,
-        nemesis_rate: float,
-    ):
+    def __init__(self, out: IO[str], rng: random.Random, shape: Shape):
         self.j = _Journal(out, rng)
+        topics, partitions, concurrency = shape.topics, shape.partitions, shape.concurrency
+        self.churn = shape.churn
         self.rng = rng
         self.parts: list[tuple[str, int]] = [(f"t{t}", p) for t in range(topics) for p in range(partitions)]
         self.logs: list[list[int]] = [[] for _ in self.parts]
@@ -114,8 +125,8 @@ class _Simulation:
         self.rec = [f'{{"topic":"{t}","partition":{p},"offset":' for t, p in self.parts]
         self.next_value = 1
         self.next_process = 0
-        self.crash_rate = crash_rate
-        self.nemesis_rate = nemesis_rate
+        self.crash_rate = shape.crash_rate
+        self.nemesis_rate = shape.nemesis_rate
         self.nemesis_open: tuple[str, str] | None = None
         consumers = max(1, min(len(self.parts), concurrency // 3))
         self.slots = [
@@ -158,6 +169,9 @@ class _Simulation:
         self.j.add(f'{self.j.head(process, "invoke", "assign")},"partitions":[["{t}",{p}]],"seek":{s}}}')
         self.j.add(f'{self.j.head(process, "ok", "assign")},"partitions":[["{t}",{p}]],"seek":{s}}}')
 
+    def partitions(self, parts: list[int]) -> str:
+        return ",".join(f'["{self.parts[i][0]}",{self.parts[i][1]}]' for i in parts)
+
     def poll(self, process: int, part: int, start: int, end: int) -> None:
         self.j.add(f"{self.j.head(process, 'invoke', 'poll')}}}")
         self.j.add(f'{self.j.head(process, "ok", "poll")},"records":[{self.records(part, start, end)}]}}')
@@ -188,7 +202,15 @@ class _Simulation:
             else:
                 self.complete(slot)
         elif slot.consumer:
-            if not slot.assigned:
+            if self.churn and slot.assigned and rng.random() < self.churn:
+                slot.assigned, slot.spread = False, {}  # re-assign, to several partitions
+            if not slot.assigned and slot.spread is not None:
+                chosen = [i for i in range(len(self.parts)) if rng.random() < 0.7] or [self._part()]
+                slot.spread = dict.fromkeys(chosen, 0)
+                head = self.j.head(slot.process, "invoke", "assign")
+                self.j.add(f'{head},"partitions":[{self.partitions(chosen)}],"seek":"beginning"}}')
+                slot.open = ("assign", '"beginning"')
+            elif not slot.assigned:
                 t, p = self.parts[slot.part]
                 seek: str | int = "beginning" if slot.position == 0 else slot.position
                 s = f'"{seek}"' if isinstance(seek, str) else seek
@@ -224,6 +246,20 @@ class _Simulation:
         if op[0] == "send":
             _, part, value, outcome, offset = op
             self.send_done(slot.process, part, value, outcome, offset)
+        elif self.churn and self.rng.random() < self.churn:
+            # A consumer's poll or assign timed out: the process is never reused.
+            self.j.add(f'{self.j.head(slot.process, "info", op[0])},"error":"timed out"}}')
+            slot.process, slot.assigned = self.fresh_process(), False
+            if slot.spread is not None:
+                slot.spread = {}
+        elif op[0] == "poll" and slot.spread is not None:
+            pieces = []
+            for part, start in sorted(slot.spread.items()):
+                end = min(len(self.logs[part]), start + int(self.rng.random() * 5))
+                if end > start:
+                    pieces.append(self.records(part, start, end))
+                slot.spread[part] = end
+            self.j.add(f'{self.j.head(slot.process, "ok", "poll")},"records":[{",".join(pieces)}]}}')
         elif op[0] == "poll":
             log = self.logs[slot.part]
             start = slot.position
@@ -232,10 +268,9 @@ class _Simulation:
             self.j.add(f'{self.j.head(slot.process, "ok", "poll")},"records":[{recs}]}}')
             slot.position = end
         else:
-            t, p = self.parts[slot.part]
-            self.j.add(
-                f'{self.j.head(slot.process, "ok", "assign")},"partitions":[["{t}",{p}]],"seek":{op[1]}}}'
-            )
+            parts = sorted(slot.spread) if slot.spread is not None else [slot.part]
+            head = self.j.head(slot.process, "ok", "assign")
+            self.j.add(f'{head},"partitions":[{self.partitions(parts)}],"seek":{op[1]}}}')
             slot.assigned = True
 
     def crash(self, slot: _Slot) -> None:
@@ -253,6 +288,8 @@ class _Simulation:
         self.j.add(f"{self.j.head(slot.process, 'info', 'crash')}}}")
         slot.process = self.fresh_process()
         slot.assigned = False
+        if slot.spread is not None:
+            slot.spread = {}
 
     def nemesis_step(self) -> None:
         if self.nemesis_open is None:
@@ -372,24 +409,23 @@ class _Simulation:
         self._note("phantom", value=value, topic=t, partition=p)
 
     def plant_poll_skip(self) -> None:
-        part = self._part()
-        first = self.append_ok_values(part, 6)
-        reader = self.fresh_process()
-        self.assign(reader, part, first)
-        self.poll(reader, part, first, first + 2)
-        self.poll(reader, part, first + 3, first + 5)
-        t, p = self.parts[part]
-        self._note("poll-skip", process=reader, topic=t, partition=p)
+        """A reader's second poll of a partition starts past where its first ended."""
+        self._two_polls("poll-skip", (0, 2), (3, 5))
 
     def plant_nonmonotonic_poll(self) -> None:
+        """A reader's second poll of a partition starts before where its first ended."""
+        self._two_polls("nonmonotonic-poll", (0, 4), (1, 3))
+
+    def _two_polls(self, kind: str, first_poll: tuple[int, int], second_poll: tuple[int, int]) -> None:
+        """Six fresh acked values, then one reader's two polls of them (offsets relative to the first)."""
         part = self._part()
         first = self.append_ok_values(part, 6)
         reader = self.fresh_process()
         self.assign(reader, part, first)
-        self.poll(reader, part, first, first + 4)
-        self.poll(reader, part, first + 1, first + 3)
+        for start, end in (first_poll, second_poll):
+            self.poll(reader, part, first + start, first + end)
         t, p = self.parts[part]
-        self._note("nonmonotonic-poll", process=reader, topic=t, partition=p)
+        self._note(kind, process=reader, topic=t, partition=p)
 
     def plant_nonmonotonic_send(self) -> None:
         """One process's second send acked at an earlier offset than its first."""
@@ -407,6 +443,46 @@ class _Simulation:
         t, p = self.parts[part]
         self._note("nonmonotonic-send", process=process, topic=t, partition=p)
 
+    def plant_group_skip(self) -> None:
+        """A member committed past a value no member of its group returned (a topic of its own)."""
+        serial = len(self.planted.anomalies["group-skip"])
+        topic, group = f"tgroup{serial}", f"gplant{serial}"
+        skipped, read = self.fresh_value(), self.fresh_value()
+        for value, offset in ((skipped, 0), (read, 1)):
+            process = self.fresh_process()
+            head = f'"topic":"{topic}","partition":0,"value":{value}'
+            self.j.add(f"{self.j.head(process, 'invoke', 'send')},{head}}}")
+            self.j.add(f'{self.j.head(process, "ok", "send")},{head},"offset":{offset}}}')
+        member = self.fresh_process()
+        self._group_op(member, "subscribe", f'"group":"{group}","topics":["{topic}"]')
+        record = f'{{"topic":"{topic}","partition":0,"offset":1,"value":{read}}}'
+        self.j.add(f"{self.j.head(member, 'invoke', 'poll')}}}")
+        self.j.add(f'{self.j.head(member, "ok", "poll")},"records":[{record}]}}')
+        self._commit(member, group, topic, 2)
+        reader = self.fresh_process()
+        both = f'{{"topic":"{topic}","partition":0,"offset":0,"value":{skipped}}},{record}'
+        self.j.add(f"{self.j.head(reader, 'invoke', 'poll')}}}")
+        self.j.add(f'{self.j.head(reader, "ok", "poll")},"records":[{both}]}}')
+        self._note("group-skip", group=group, topic=topic, partition=0, offset=0)
+
+    def plant_nonmonotonic_commit(self) -> None:
+        """A group's second commit on a partition is lower than its first (a topic of its own)."""
+        serial = len(self.planted.anomalies["nonmonotonic-commit"])
+        topic, group = f"tcommit{serial}", f"gcommit{serial}"
+        for offset in (5, 3):
+            member = self.fresh_process()
+            self._group_op(member, "subscribe", f'"group":"{group}","topics":["{topic}"]')
+            self._commit(member, group, topic, offset)
+        self._note("nonmonotonic-commit", group=group, topic=topic, partition=0)
+
+    def _group_op(self, process: int, f: str, fields: str) -> None:
+        self.j.add(f"{self.j.head(process, 'invoke', f)},{fields}}}")
+        self.j.add(f"{self.j.head(process, 'ok', f)},{fields}}}")
+
+    def _commit(self, process: int, group: str, topic: str, offset: int) -> None:
+        offsets = f'[{{"topic":"{topic}","partition":0,"offset":{offset}}}]'
+        self._group_op(process, "commit", f'"group":"{group}","mode":"explicit","offsets":{offsets}')
+
 
 def default_plants(ops: int) -> dict[str, int]:
     """A few of every kind; more in bigger histories, at most 50 of each."""
@@ -420,56 +496,78 @@ def generate(
     *,
     seed: int = 0,
     plants: dict[str, int] | None = None,
-    topics: int = 2,
-    partitions: int = 3,
-    concurrency: int = 20,
-    crash_rate: float = 0.0005,
-    nemesis_rate: float = 0.0002,
-    drain_batch: int = 500,
     progress: Callable[[int], None] | None = None,
+    **shape: Any,
 ) -> Planted:
     """Write a history of about `ops` ops (the drain adds a few) to `path`; return what was planted.
 
-    `plants` maps anomaly names to how many of each to plant (default: `default_plants(ops)`).
+    `plants` maps anomaly names to how many of each to plant (default: `default_plants(ops)`);
+    `shape` overrides fields of `Shape` (the benchmark's defaults).
     """
-    plants = default_plants(ops) if plants is None else plants
-    unknown = set(plants) - set(ANOMALY_KINDS)
+    plants = _plantable(default_plants(ops) if plants is None else plants)
+    with open(path, "w", encoding="utf-8", buffering=1 << 20) as out:
+        return _write(out, ops, seed, plants, Shape(**shape), progress)
+
+
+def generate_ops(
+    ops: int, *, seed: int = 0, plants: dict[str, int] | None = None, **shape: Any
+) -> tuple[list[dict[str, Any]], Planted]:
+    """A small history in memory (for tests: write it with `builder.write_history`) and what was
+    planted (by default nothing); `shape` overrides fields of `SMALL`."""
+    out = io.StringIO()
+    planted = _write(out, ops, seed, _plantable(plants or {}), replace(SMALL, **shape), None)
+    return [json.loads(line) for line in out.getvalue().splitlines()], planted
+
+
+def _plantable(plants: dict[str, int]) -> dict[str, int]:
+    unknown = set(plants) - set(PLANTABLE)
     if unknown:
         raise ValueError(f"unknown anomaly kinds: {sorted(unknown)}")
+    return plants
+
+
+def _write(
+    out: IO[str],
+    ops: int,
+    seed: int,
+    plants: dict[str, int],
+    shape: Shape,
+    progress: Callable[[int], None] | None,
+) -> Planted:
     rng = random.Random(seed)
-    with open(path, "w", encoding="utf-8", buffering=1 << 20) as out:
-        sim = _Simulation(out, rng, topics, partitions, concurrency, crash_rate, nemesis_rate)
-        # The drain reads every value once more, in big polls: budget the main loop's ops for it.
-        plant_lines = 2 * plants.get("unseen", 0)
-        main_ops = max(0, ops - plant_lines - 4 * len(sim.parts) - 2 * concurrency)
-        schedule = sorted(
-            (rng.randrange(1, max(2, int(main_ops * 0.95))), kind)
-            for kind, n in plants.items()
-            if kind != "unseen"
-            for _ in range(n)
-        )
-        j = sim.j
-        step = sim.step
-        next_plant = 0
-        next_progress = 1_000_000
-        reserve = 0
-        while j.index + reserve < main_ops:
-            if j.index & 0xFFF == 0:
-                # The drain's lines: an assign and polls of drain_batch records per partition.
-                reserve = sum(2 * (len(log) // drain_batch + 2) for log in sim.logs)
-            while next_plant < len(schedule) and schedule[next_plant][0] <= j.index:
-                sim.plant(schedule[next_plant][1])
-                next_plant += 1
-            step()
-            if progress is not None and j.index >= next_progress:
-                progress(j.index)
-                next_progress += 1_000_000
-        for _, kind in schedule[next_plant:]:
-            sim.plant(kind)
-        for slot in sim.slots:
-            if slot.open is not None:
-                sim.complete(slot)
-        for _ in range(plants.get("unseen", 0)):
-            sim.plant_unseen()
-        sim.finish(drain_batch)
+    sim = _Simulation(out, rng, shape)
+    drain_batch = shape.drain_batch
+    # The drain reads every value once more, in big polls: budget the main loop's ops for it.
+    plant_lines = 2 * plants.get("unseen", 0)
+    main_ops = max(0, ops - plant_lines - 4 * len(sim.parts) - 2 * shape.concurrency)
+    schedule = sorted(
+        (rng.randrange(1, max(2, int(main_ops * 0.95))), kind)
+        for kind, n in plants.items()
+        if kind != "unseen"
+        for _ in range(n)
+    )
+    j = sim.j
+    step = sim.step
+    next_plant = 0
+    next_progress = 1_000_000
+    reserve = 0
+    while j.index + reserve < main_ops:
+        if j.index & 0xFFF == 0:
+            # The drain's lines: an assign and polls of drain_batch records per partition.
+            reserve = sum(2 * (len(log) // drain_batch + 2) for log in sim.logs)
+        while next_plant < len(schedule) and schedule[next_plant][0] <= j.index:
+            sim.plant(schedule[next_plant][1])
+            next_plant += 1
+        step()
+        if progress is not None and j.index >= next_progress:
+            progress(j.index)
+            next_progress += 1_000_000
+    for _, kind in schedule[next_plant:]:
+        sim.plant(kind)
+    for slot in sim.slots:
+        if slot.open is not None:
+            sim.complete(slot)
+    for _ in range(plants.get("unseen", 0)):
+        sim.plant_unseen()
+    sim.finish(drain_batch)
     return sim.planted

@@ -1,0 +1,218 @@
+"""History lines -> Arrow tables, exactly as `history.reader.iter_ops` reads them.
+
+A chunk of whole lines is parsed by Arrow's C++ JSON reader (`parse_fast`); a chunk that Arrow
+cannot parse, or that holds a line `iter_ops` would reject, is re-read line by line in Python with
+the same rules and the same problem texts (`parse_slow`), so both checkers skip the same lines and
+report the same problems. The nemesis journals arbitrary JSON in `value` and the string "nemesis"
+in `process`; those two fields are renamed in nemesis lines (a byte-level edit of those rare lines)
+before Arrow sees them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from checkers.parquet_schema import NEMESIS_SENTINEL, RECORD
+from history.format import CLIENT_FS, NEMESIS_PROCESS, OP_TYPES, ReadProblem, validate
+
+log = logging.getLogger(__name__)
+
+_NEMESIS_KEYS = (b'"process":"nemesis"', b'"process": "nemesis"')
+_JSON_SCHEMA = pa.schema(
+    [
+        ("index", pa.int64()),
+        ("time", pa.int64()),
+        ("process", pa.int64()),
+        ("type", pa.string()),
+        ("f", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("value", pa.int64()),
+        ("offset", pa.int64()),
+        ("records", pa.list_(RECORD)),
+        ("bad_records", pa.bool_()),
+    ]
+)
+_PARSE = pj.ParseOptions(explicit_schema=_JSON_SCHEMA, unexpected_field_behavior="ignore")
+_READ = pj.ReadOptions(block_size=4 << 20, use_threads=True)
+_TYPES = pa.array(OP_TYPES)
+_CLIENT_FS = pa.array(sorted(CLIENT_FS))
+
+
+def chunks(path: Path, size: int) -> Iterator[tuple[bytes, int, bool]]:
+    """(chunk of whole lines, 1-based number of its first line, is it the end of the file)."""
+    line_no = 1
+    with open(path, "rb") as f:
+        rest = b""
+        while True:
+            buf = f.read(size)
+            data = rest + buf if rest else buf
+            if not buf:
+                if data:
+                    yield data, line_no, True
+                return
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                rest = data
+                continue
+            chunk, rest = data[:cut], data[cut:]
+            yield chunk, line_no, False
+            line_no += chunk.count(b"\n")
+
+
+def _rename_nemesis(chunk: bytes, lines: list[bytes]) -> bytes:
+    """Give nemesis lines an integer process and move their free-form `value` out of the way.
+
+    The original nemesis lines are appended to `lines` (the statistics need their values).
+    """
+    for key in _NEMESIS_KEYS:
+        chunk = _rename(chunk, key, lines)
+    return chunk
+
+
+def _rename(chunk: bytes, key: bytes, originals: list[bytes]) -> bytes:
+    pos = chunk.find(key)
+    if pos < 0:
+        return chunk
+    pieces: list[bytes] = []
+    done = 0
+    while pos >= 0:
+        start = chunk.rfind(b"\n", 0, pos) + 1
+        end = chunk.find(b"\n", pos)
+        end = len(chunk) if end < 0 else end
+        line = chunk[start:end]
+        originals.append(line)
+        line = line.replace(key, b'"process":%d' % NEMESIS_SENTINEL, 1)
+        line = line.replace(b'"value":', b'"nemesis_value":')
+        pieces.append(chunk[done:start])
+        pieces.append(line)
+        done = end
+        pos = chunk.find(key, end)
+    pieces.append(chunk[done:])
+    return b"".join(pieces)
+
+
+def parse_fast(chunk: bytes) -> tuple[pa.Table, list[bytes]] | None:
+    """Arrow's parse of a chunk and its nemesis lines, or None when any line needs the line-by-line
+    reader."""
+    nemesis_lines: list[bytes] = []
+    try:
+        table = pj.read_json(
+            io.BytesIO(_rename_nemesis(chunk, nemesis_lines)), parse_options=_PARSE, read_options=_READ
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    if table.num_rows == 0:
+        return table, nemesis_lines
+    process = table.column("process")
+    nemesis = pc.equal(process, NEMESIS_SENTINEL)
+    ok = pc.and_(
+        pc.and_(pc.is_valid(table.column("index")), pc.is_valid(table.column("time"))),
+        pc.and_(pc.is_valid(process), pc.is_in(table.column("type"), value_set=_TYPES)),
+    )
+    ok = pc.and_(ok, pc.or_(nemesis, pc.is_in(table.column("f"), value_set=_CLIENT_FS)))
+    ok = pc.and_(ok, pc.or_(nemesis, pc.invert(pc.equal(process, NEMESIS_SENTINEL))))
+    if not pc.all(pc.fill_null(ok, False)).as_py():
+        return None
+    return table, nemesis_lines
+
+
+def nemesis_row(op: dict[str, Any]) -> list[Any]:
+    """A nemesis op as the conversion keeps it: [index, time, type, f, value] (value as in JSON)."""
+    return [op["index"], op["time"], op["type"], op["f"], op.get("value")]
+
+
+def nemesis_rows(lines: list[bytes]) -> list[list[Any]]:
+    """The nemesis lines of a chunk Arrow parsed (valid JSON: Arrow read them), as nemesis rows."""
+    rows = []
+    for line in lines:
+        op = json.loads(line)
+        if isinstance(op, dict) and op.get("process") == NEMESIS_PROCESS:
+            rows.append(nemesis_row(op))
+    return rows
+
+
+def _as_int(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) and -(2**63) <= x < 2**63 else None
+
+
+def _as_str(x: Any) -> str | None:
+    return x if isinstance(x, str) else None
+
+
+def _record(r: Any) -> dict[str, Any]:
+    if not isinstance(r, dict):
+        r = {}
+    partition = _as_int(r.get("partition"))
+    return {
+        "topic": _as_str(r.get("topic")),
+        "partition": partition if partition is not None and -(2**31) <= partition < 2**31 else None,
+        "offset": _as_int(r.get("offset")),
+        "value": _as_int(r.get("value")),
+    }
+
+
+def parse_slow(
+    chunk: bytes, first_line: int, at_end: bool, problems: list[ReadProblem], nemesis_ops: list[list[Any]]
+) -> tuple[pa.Table, bool]:
+    """Read a chunk line by line exactly as iter_ops does; (table, stop: a torn tail ended it).
+
+    Nemesis ops are appended to `nemesis_ops` (see `nemesis_row`)."""
+    rows: list[dict[str, Any]] = []
+    lines = chunk.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    stop = False
+    for i, raw in enumerate(lines):
+        line_no = first_line + i
+        text = raw.decode("utf-8", errors="replace").strip()
+        if not text:
+            continue
+        complete = not (at_end and i == len(lines) - 1 and not chunk.endswith(b"\n"))
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as e:
+            if not complete:
+                log.warning("%d: torn last line ignored (controller crashed mid-write?)", line_no)
+                problems.append(ReadProblem(line_no, "torn last line", torn_tail=True))
+                stop = True
+                break
+            problems.append(ReadProblem(line_no, f"malformed JSON ({e.msg})"))
+            continue
+        reason = validate(record)
+        if reason is not None:
+            problems.append(ReadProblem(line_no, reason))
+            continue
+        nemesis = record["process"] == NEMESIS_PROCESS
+        if nemesis:
+            nemesis_ops.append(nemesis_row(record))
+        partition = _as_int(record.get("partition"))
+        records = record.get("records")
+        rows.append(
+            {
+                "index": _as_int(record["index"]),
+                "time": _as_int(record["time"]),
+                "process": NEMESIS_SENTINEL if nemesis else record["process"],
+                "type": record["type"],
+                "f": _as_str(record["f"]),
+                "topic": None if nemesis else _as_str(record.get("topic")),
+                "partition": None if nemesis or partition is None or abs(partition) >= 2**31 else partition,
+                "value": None if nemesis else _as_int(record.get("value")),
+                "offset": None if nemesis else _as_int(record.get("offset")),
+                "records": [_record(r) for r in records]
+                if isinstance(records, list) and not nemesis
+                else None,
+                # Readers take `records or []`: a truthy non-list is a malformed poll.
+                "bad_records": bool(records) and not isinstance(records, list) and not nemesis,
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=_JSON_SCHEMA), stop

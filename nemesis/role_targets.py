@@ -1,0 +1,109 @@
+"""Targets by the role a node plays for the cluster, beyond a partition's leader and the controller:
+the ZooKeeper ensemble, a consumer group's coordinator, a transactional id's coordinator.
+
+`zookeeper` names every ZooKeeper node (the own system's ZooKeeper node, or a definition file's
+`zookeeper` role): kill, restart and pause hit ZooKeeper itself, the network faults its links
+(`partition:zk-all` cuts it from every broker). `coordinator` and `txn-coordinator` ask the
+cluster, as a client does, with Kafka's FindCoordinator (key type 0: a group; 1: a transactional
+id) which broker coordinates the step's `group` (default: the workload's first group,
+`strandline-g0`) or `transactional_id` (default `strandline-txn-0`), so they work on any
+Kafka-compatible system whose brokers are named (`NamesBrokers`); a cluster that answers with an
+error (e.g. no transaction coordinator) names no node, and the fault is journaled as `fail`.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from clusters.sut import HasRoles, NamesBrokers
+from foundation.errors import BadInput
+
+ZOOKEEPER = "zookeeper"
+COORDINATOR = "coordinator"
+TXN_COORDINATOR = "txn-coordinator"
+ROLE_TARGETS = (ZOOKEEPER, COORDINATOR, TXN_COORDINATOR)
+DEFAULT_GROUP = "strandline-g0"  # workloads.generator.group_of's first group
+DEFAULT_TRANSACTIONAL_ID = "strandline-txn-0"
+KEY_TYPES = {COORDINATOR: 0, TXN_COORDINATOR: 1}
+FIND_COORDINATOR = 10
+CLIENT_ID = b"strandline-nemesis"
+
+
+def is_role_target(target: Any) -> bool:
+    return isinstance(target, str) and target in ROLE_TARGETS
+
+
+def zookeeper_nodes(ctx: Any) -> list[str]:
+    """The ZooKeeper nodes: the cluster's ZooKeeper node apart from the brokers, else the role's."""
+    zk = ctx.zookeeper
+    if zk is not None and zk.address not in {n.address for n in ctx.nodes}:
+        return [zk.name]
+    if isinstance(ctx.sut, HasRoles) and ZOOKEEPER in ctx.sut.roles():
+        return sorted(ctx.sut.nodes_of_role(ZOOKEEPER))
+    return []
+
+
+def check(target: str, ctx: Any, what: str) -> None:
+    """BadInput when the role can never name a node on this cluster."""
+    if target == ZOOKEEPER and not zookeeper_nodes(ctx):
+        raise BadInput(
+            f"{what}: target zookeeper needs a ZooKeeper apart from the brokers; this system has none"
+        )
+    if target in KEY_TYPES and not isinstance(ctx.sut, NamesBrokers):
+        raise BadInput(
+            f"{what}: target {target} needs a system that names its brokers (NamesBrokers); "
+            f"{type(ctx.sut).__name__} does not"
+        )
+
+
+def resolve(target: str, ctx: Any, step: dict[str, Any]) -> list[str]:
+    """The nodes the role names now (empty: none, e.g. no coordinator available)."""
+    if target == ZOOKEEPER:
+        return zookeeper_nodes(ctx)
+    key = str(
+        step.get("group", DEFAULT_GROUP)
+        if target == COORDINATOR
+        else step.get("transactional_id", DEFAULT_TRANSACTIONAL_ID)
+    )
+    for server in ctx.bootstrap():
+        host, _, port = server.rpartition(":")
+        try:
+            broker_id = find_coordinator(host, int(port), key, KEY_TYPES[target])
+        except OSError:
+            continue  # that broker is down or cut off: ask the next one
+        if broker_id is None:
+            return []
+        name = ctx.sut.node_of_broker(broker_id)
+        return [name] if name else []
+    return []
+
+
+def find_coordinator(host: str, port: int, key: str, key_type: int, timeout: float = 3.0) -> int | None:
+    """Kafka's FindCoordinator v1: the coordinating broker's id, or None when the broker answers
+    with an error (e.g. COORDINATOR_NOT_AVAILABLE). OSError when it does not answer."""
+    raw = key.encode()
+    header = struct.pack(">hhih", FIND_COORDINATOR, 1, 1, len(CLIENT_ID)) + CLIENT_ID
+    body = struct.pack(">h", len(raw)) + raw + struct.pack(">b", key_type)
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.settimeout(timeout)
+        s.sendall(struct.pack(">i", len(header + body)) + header + body)
+        size = struct.unpack(">i", _read(s, 4))[0]
+        data = _read(s, size)
+    _correlation, _throttle, error = struct.unpack_from(">iih", data, 0)
+    pos = 10
+    (message_len,) = struct.unpack_from(">h", data, pos)
+    pos += 2 + max(message_len, 0)
+    (node_id,) = struct.unpack_from(">i", data, pos)
+    return None if error or node_id < 0 else int(node_id)
+
+
+def _read(s: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        out += chunk
+    return out

@@ -1,0 +1,34 @@
+"""The damaged-disk and membership repros, each both ways on a real netns cluster (slow: ~2 min
+each; CI's fast representative is test_nemesis_faults' damaged-disk test)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from harness.repro import reproduce
+from harness.scenarios import scenario
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_bitflip_minority_is_lost_with_unclean_elections_and_survived_with_the_safe_settings(
+    tmp_path: Path,
+) -> None:
+    result = reproduce(
+        scenario("bitflip-minority"),
+        seed=7,
+        store=str(tmp_path),
+        console=Console(quiet=True),
+        checker="reference",
+    )
+    assert (
+        result.unsafe[-1].verdict == "invalid" and result.safe is not None and result.safe.verdict == "valid"
+    )
+    assert result.reproduced_after_s is not None and result.reproduced_after_s < 180
+    run = result.unsafe[-1].outcome.run_dir
+    damaged = json.loads((Path(run) / "results.json").read_text())["stats"]["damaged_replicas"]
+    assert [d["kind"] for d in damaged] == ["bitflip"] and damaged[0]["partitions"] == ["t0-0"]

@@ -1,0 +1,47 @@
+"""The repros of the losses Kafka fixed after KIP-101, both ways, on a real netns cluster of own
+brokers: the unsafe twin must lose acknowledged writes (invalid) within the scenario's budget and
+the safe twin (the fix turned on) must lose nothing (valid).
+
+CI runs one representative (kip-966-last-replica-standing, about 2 minutes on 2 cores); the others
+are marked slow (`make test-all`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from harness.repro import reproduce
+from harness.scenarios import scenario
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+
+def reproduced(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRANDLINE_STATE_DIR", str(tmp_path / "state"))
+    result = reproduce(
+        scenario(name),
+        seed=1,
+        store=str(tmp_path / "store"),
+        console=Console(quiet=True),
+        checker="reference",
+    )
+    summary = result.summary()
+    assert summary["reproduced"], summary
+    assert result.safe is not None and result.safe.verdict == "valid", summary
+
+
+def test_kip_966_last_replica_standing_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reproduced("kip-966-last-replica-standing", tmp_path, monkeypatch)
+
+
+@pytest.mark.slow
+def test_kip_903_empty_disk_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reproduced("kip-903-empty-disk", tmp_path, monkeypatch)
+
+
+@pytest.mark.slow
+def test_kip_279_fast_leader_change_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reproduced("kip-279-fast-leader-change", tmp_path, monkeypatch)

@@ -1,0 +1,146 @@
+"""clusters/kafka_metadata.py asks the brokers one address at a time: a refused connection (a
+killed broker) and a broker that accepts but never answers (a paused one) are skipped, the next
+address answers; when none answers before the deadline the error names every address and why.
+The answering broker here is a stand-in on 127.0.0.1 that encodes its answers with kafka-python's
+protocol classes."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
+
+from clusters.kafka_metadata import KafkaMetadata, node_answers
+from foundation.errors import InfrastructureError
+
+M = MetadataResponse
+Partition = M.MetadataResponseTopic.MetadataResponsePartition
+
+
+def _answer(api_key: int, version: int) -> bytes:
+    if api_key == 18:
+        versions = [ApiVersionsResponse.ApiVersion(api_key=3, min_version=0, max_version=12)]
+        return bytes(ApiVersionsResponse(error_code=0, api_keys=versions).encode(version=0))
+    partitions = [
+        Partition(
+            error_code=0,
+            partition_index=0,
+            leader_id=2,
+            leader_epoch=7,
+            replica_nodes=[1, 2, 3],
+            isr_nodes=[2, 3],
+            offline_replicas=[],
+        )  # fmt: skip
+    ]
+    topics = [
+        M.MetadataResponseTopic(error_code=0, name="t0", is_internal=False, partitions=partitions),
+        M.MetadataResponseTopic(error_code=0, name="__consumer_offsets", is_internal=True, partitions=[]),
+    ]
+    brokers = [M.MetadataResponseBroker(node_id=i, host="127.0.0.1", port=1) for i in (2, 3)]
+    body = M(brokers=brokers, controller_id=3, cluster_id="c", topics=topics)
+    return bytes(body.encode(version=version))
+
+
+class StandInBroker:
+    """Answers ApiVersions and Metadata on 127.0.0.1 (a flexible answer's header has a tag byte)."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.server = socket.create_server(("127.0.0.1", port))
+        self.port = self.server.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    while True:
+                        (size,) = struct.unpack(">i", conn.recv(4, socket.MSG_WAITALL))
+                        frame = conn.recv(size, socket.MSG_WAITALL)
+                        api_key, version, correlation = struct.unpack_from(">hhi", frame)
+                        header = struct.pack(">i", correlation) + (
+                            b"\x00" if api_key == 3 and version >= 9 else b""
+                        )
+                        answer = header + _answer(api_key, version)
+                        conn.sendall(struct.pack(">i", len(answer)) + answer)
+                except (OSError, struct.error):
+                    continue
+
+    def close(self) -> None:
+        self.server.close()
+
+
+@pytest.fixture
+def answering() -> Iterator[StandInBroker]:
+    broker = StandInBroker()
+    yield broker
+    broker.close()
+
+
+@pytest.fixture
+def refusing() -> int:
+    """A port nothing listens on: the connection is refused at once, as to a killed broker."""
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def hanging() -> Iterator[int]:
+    """A listener that accepts and never answers, as a paused broker."""
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        yield int(s.getsockname()[1])
+
+
+def nodes(i: int) -> str:
+    return f"n{i}"
+
+
+def test_a_refused_and_a_silent_broker_are_skipped(
+    answering: StandInBroker, refusing: int, hanging: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("clusters.kafka_metadata.ANSWER_TIMEOUT_S", 0.5)
+    addresses = [f"127.0.0.1:{refusing}", f"127.0.0.1:{hanging}", f"127.0.0.1:{answering.port}"]
+    metadata = KafkaMetadata(lambda: addresses, nodes, deadline=10)
+    assert metadata.partition_state() == {("t0", 0): {"leader": "n2", "leader_epoch": 7, "isr": ["n2", "n3"]}}
+    assert metadata.registered_brokers() == [2, 3]
+    started = time.monotonic()
+    assert metadata.controller() == "n3"  # the address that answered is asked first now
+    assert time.monotonic() - started < 0.5
+
+
+def test_no_broker_answering_is_one_error_naming_each_address(refusing: int) -> None:
+    metadata = KafkaMetadata(lambda: [f"127.0.0.1:{refusing}"], nodes, deadline=0.5)
+    started = time.monotonic()
+    with pytest.raises(InfrastructureError, match=f"127.0.0.1:{refusing}: ConnectionRefusedError"):
+        metadata.leaders()
+    assert time.monotonic() - started >= 0.5  # it kept asking until the deadline
+
+
+def test_a_broker_that_comes_back_within_the_deadline_answers(refusing: int) -> None:
+    late: list[StandInBroker] = []
+    timer = threading.Timer(0.4, lambda: late.append(StandInBroker(refusing)))
+    timer.start()
+    try:
+        assert KafkaMetadata(lambda: [f"127.0.0.1:{refusing}"], nodes, deadline=10).controller() == "n3"
+    finally:
+        timer.join()
+        for broker in late:
+            broker.close()
+
+
+def test_node_answers_names_the_brokers_missing_from_its_metadata(
+    answering: StandInBroker, refusing: int
+) -> None:
+    assert node_answers("127.0.0.1", answering.port, [2, 3]) is None
+    assert node_answers("127.0.0.1", answering.port, [1, 2]) == (
+        f"127.0.0.1:{answering.port} lists no broker [1] in its metadata"
+    )
+    assert "does not answer ApiVersions and Metadata" in str(node_answers("127.0.0.1", refusing, [1]))
