@@ -58,6 +58,7 @@ class Broker:
         self._timers.append(group_ticks)  # cancelled with the broker's other timers on stop
         self.txns, txn_timeouts = install_txn_apis(handlers, config, metadata, self.groups)
         self._timers.append(txn_timeouts)
+        handlers.withdraw(config.unsupported_apis)
         self.server = BrokerServer(
             handlers, config.listener.host, config.listener.port, config.socket_request_max_bytes
         )

@@ -78,6 +78,10 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = 900000
     transaction_abort_check_interval_ms: int = 10000
     transaction_state_replication_factor: int = 3
+    # APIs (Kafka's names, e.g. InitProducerId) this broker leaves out, as a Kafka-compatible
+    # system that lacks a feature does: not in ApiVersions, and a request for one closes the
+    # connection. For trying how the harness reports what a system refuses.
+    unsupported_apis: tuple[str, ...] = ()
 
     @property
     def elr_min_insync(self) -> int:
@@ -157,6 +161,9 @@ class BrokerConfig:
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, 1
             ),
             transaction_state_replication_factor=integer("transaction.state.log.replication.factor", 3, 1),
+            unsupported_apis=tuple(
+                name.strip() for name in props.get("unsupported.apis", "").split(",") if name.strip()
+            ),
         )
 
     @classmethod

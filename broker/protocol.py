@@ -72,6 +72,13 @@ API_NAMES: dict[int, str] = {
     API_CREATE_TOPICS: "CreateTopics",
     API_INIT_PRODUCER_ID: "InitProducerId",
     API_OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch",
+    24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn",
+    26: "EndTxn",
+    27: "WriteTxnMarkers",
+    28: "TxnOffsetCommit",
+    65: "DescribeTransactions",
+    66: "ListTransactions",
 }
 
 
