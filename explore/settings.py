@@ -33,6 +33,8 @@ class SimSettings:
     produce_interval_ms: int = 250  # each producer, between its sends
     request_timeout_ms: int = 30000
     faults: tuple[str, ...] = FAULTS
+    # the roles the faults are aimed at (e.g. ("leader",)); empty: each fault's usual targets
+    targets: tuple[str, ...] = ()
     max_fault_steps: int = 6
     network_delay_ms: tuple[float, float] = (0.2, 2.0)
 
