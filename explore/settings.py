@@ -83,11 +83,16 @@ def unsafe_settings() -> list[Unsafe]:
         ),
         Unsafe("no-fsync", SimSettings(flush_interval_messages=None, faults=("power-loss", "kill"))),
         # acks=all answered by the leader alone once the ISR shrank to it; its unflushed tail dies
-        # with it (a power loss) and, the last replica standing, it is elected again (KIP-966)
+        # with it (a power loss) and, the last replica standing, it is elected again (KIP-966).
+        # Aimed at the leader, with ELR on: a loss min.insync.replicas=2 would not have.
         Unsafe(
             "min.insync.replicas=1",
             SimSettings(
-                min_insync_replicas=1, flush_interval_messages=None, faults=("partition", "power-loss")
+                min_insync_replicas=1,
+                flush_interval_messages=None,
+                eligible_leader_replicas=True,
+                faults=("partition", "power-loss"),
+                targets=("leader",),
             ),
         ),
     ]
