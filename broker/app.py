@@ -53,6 +53,7 @@ class Broker:
         zk = self.cluster.zk if self.cluster is not None else None
         self.groups, group_ticks = install_group_apis(handlers, config, metadata, zk)
         self._timers.append(group_ticks)  # cancelled with the broker's other timers on stop
+        handlers.withdraw(config.unsupported_apis)
         self.server = BrokerServer(
             handlers, config.listener.host, config.listener.port, config.socket_request_max_bytes
         )

@@ -72,6 +72,10 @@ class BrokerConfig:
     auto_create_topics: bool = False
     message_max_bytes: int = 1048588
     socket_request_max_bytes: int = 104857600
+    # APIs (Kafka's names, e.g. InitProducerId) this broker leaves out, as a Kafka-compatible
+    # system that lacks a feature does: not in ApiVersions, and a request for one closes the
+    # connection. For trying how the harness reports what a system refuses.
+    unsupported_apis: tuple[str, ...] = ()
 
     @property
     def elr_min_insync(self) -> int:
@@ -145,6 +149,9 @@ class BrokerConfig:
             auto_create_topics=boolean("auto.create.topics.enable", False),
             message_max_bytes=integer("message.max.bytes", 1048588, 1),
             socket_request_max_bytes=integer("socket.request.max.bytes", 104857600, 1024),
+            unsupported_apis=tuple(
+                name.strip() for name in props.get("unsupported.apis", "").split(",") if name.strip()
+            ),
         )
 
     @classmethod

@@ -16,6 +16,7 @@ from typing import Any
 from broker import protocol as p
 from broker import wire
 from broker.config import BrokerConfig
+from broker.errors import BadBrokerConfig
 from broker.kafka_errors import (
     INVALID_PARTITIONS,
     INVALID_REPLICATION_FACTOR,
@@ -70,6 +71,18 @@ class ApiHandlers:
         """Extra APIs (the group coordinator) plug in here."""
         self.versions[api_key] = versions
         self._handlers[api_key] = handler
+
+    def withdraw(self, names: tuple[str, ...]) -> None:
+        """Leave out the APIs named (`unsupported.apis`): not offered, a request for one is refused."""
+        keys = {name: key for key, name in p.API_NAMES.items() if key != p.API_API_VERSIONS}
+        unknown = [name for name in names if name not in keys]
+        if unknown:
+            raise BadBrokerConfig(
+                f"unsupported.apis: unknown API {', '.join(unknown)} (known: {', '.join(sorted(keys))})"
+            )
+        for name in names:
+            self.versions.pop(keys[name], None)
+            self._handlers.pop(keys[name], None)
 
     async def handle(self, request: p.Request) -> Any:
         """Returns the response body (a kio dataclass) or None when no response is due."""

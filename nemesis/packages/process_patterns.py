@@ -261,6 +261,7 @@ PATTERNS: tuple[Pattern, ...] = (
         ),
         _choose_lagging,
         _lagging_steps,
+        holds_crash=True,
     ),
     Pattern(
         RESTARTED_FOLLOWER,

@@ -87,6 +87,9 @@ class Pattern:
     needs_power_loss: bool = False  # only where the data dirs can lose unsynced writes
     min_nodes: int = 3
     crashes: bool = True  # a crash is among its parts (the random schedule holds it, then waits)
+    # Its own steps hold its last crash until the cluster noticed it (an election or a session
+    # timeout): the random schedule adds no crash hold of its own after it.
+    holds_crash: bool = False
 
 
 def in_sync_followers(state: dict[str, Any]) -> list[str]:

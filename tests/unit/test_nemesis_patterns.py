@@ -246,3 +246,20 @@ def test_a_pattern_strikes_once_the_load_flows(tmp_path: Path) -> None:
     assert met == [False, False, True]  # baseline, +15, +30: twenty records acknowledged since
     conditions.close(nem.ctx)
     assert conditions.hw_advancing(nem.ctx, step) == (False, {"high_watermark": 60, "since_wait": 0})
+
+
+def test_a_pattern_that_holds_its_crash_gets_no_second_hold() -> None:
+    from nemesis.schedule import CRASH_MARGIN_S, random_steps
+
+    env = PlanEnv(("n1", "n2", "n3"), 1, 2, True, True, crash_noticed_s=6.0)
+    steps = random_steps(
+        [[("kill", "lagging-follower")], [("kill", "failover")]], env, random.Random(3), 10.0, [1, 1]
+    )
+    drawn = [next(steps) for _ in range(20)]
+    for i, step in enumerate(drawn[:-1]):
+        if "do" in step:
+            # lagging-follower waited for the election itself; failover's crash is held a session
+            if step["target"] == "lagging-follower":
+                assert drawn[i + 1] == {"wait": CRASH_MARGIN_S}
+            else:
+                assert drawn[i + 1]["wait"] >= 6.0 + CRASH_MARGIN_S
