@@ -60,7 +60,9 @@ def high_watermark(ctx: Context, step: dict[str, Any]) -> int | None:
         return int(consumer.end_offsets([tp])[tp])
     except Exception as e:  # noqa: BLE001 - an unreachable leader means "not yet"
         log.debug("high watermark of %s/%d unknown: %s", topic, partition, e)
-        close(ctx)
+        # a fresh client next poll (this one may hang on a frozen broker); the baseline stays, so
+        # "grew since the wait began" still counts from the wait's start
+        _close_client(ctx)
         return None
 
 
@@ -78,6 +80,10 @@ def _consumer(ctx: Context) -> Any:
 
 def close(ctx: Context) -> None:
     ctx.cache.pop("hw-baseline", None)
+    _close_client(ctx)
+
+
+def _close_client(ctx: Context) -> None:
     consumer = ctx.cache.pop("consumer", None)
     if consumer is not None:
         try:

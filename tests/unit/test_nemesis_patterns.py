@@ -269,3 +269,29 @@ def test_a_pattern_that_holds_its_crash_gets_no_second_hold() -> None:
                 assert drawn[i + 1] == {"wait": CRASH_MARGIN_S}
             else:
                 assert drawn[i + 1]["wait"] >= 6.0 + CRASH_MARGIN_S
+
+
+def test_a_failed_high_watermark_read_keeps_the_wait_baseline(tmp_path: Path, monkeypatch: Any) -> None:
+    from nemesis import conditions
+
+    c = cluster(3)
+    c.bootstrap_servers = lambda: ["10.77.9.11:9092"]  # type: ignore[method-assign]
+    nem = build_nemesis(config(), c, None, random.Random(1), tmp_path)
+    ends = iter([100, None, 125])
+
+    class Client:
+        def end_offsets(self, tps: list[Any]) -> dict[Any, int]:
+            end = next(ends)
+            if end is None:
+                raise TimeoutError("a frozen broker does not answer")
+            return {tps[0]: end}
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(conditions, "_consumer", lambda ctx: Client())
+    step = {"topic": "t0", "partition": 0, "records": 20}
+    assert not conditions.hw_advancing(nem.ctx, step)[0]  # baseline 100
+    assert not conditions.hw_advancing(nem.ctx, step)[0]  # unknown: not yet, the baseline stays
+    assert conditions.hw_advancing(nem.ctx, step) == (True, {"high_watermark": 125, "since_wait": 25})
+    conditions.close(nem.ctx)
