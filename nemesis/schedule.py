@@ -143,13 +143,20 @@ def random_steps(
         else:
             group = rng.choice(specs)
         crashed = False
+        held = True  # every part already held its crash until the cluster noticed it
         for name, qualifier in group:
             step = PACKAGES[name].plan(rng, env, qualifier)
             step["pick"] = rng.randrange(PICK_RANGE)
             pattern = pattern_of(step, name)
             crashed = crashed or PACKAGES[name].crashes or (pattern is not None and pattern.crashes)
+            held = held and pattern is not None and pattern.holds_crash
             yield step
-        if crashed and env.crash_noticed_s > 0:
+        if crashed and held:
+            # The pattern waited for the election its crash causes (`lagging-follower`): holding
+            # it a session longer only keeps the partition offline and the load stopped.
+            cycle -= hold - CRASH_MARGIN_S
+            hold = CRASH_MARGIN_S
+        elif crashed and env.crash_noticed_s > 0:
             # A crashed ZooKeeper-mode Kafka broker cannot register again before its session
             # expires: a shorter crash is one Kafka never sees, so hold it until it can be noticed.
             # The calm after it keeps its length (the cluster recovers and load flows again).

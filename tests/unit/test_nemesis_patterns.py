@@ -50,6 +50,8 @@ def test_each_pattern_is_a_sequence_aimed_at_the_partition_as_clients_see_it() -
     lagging = _plan("kill", "lagging-follower")
     assert _faults(lagging) == [("pause", "n2"), ("kill", ["n1", "n3"])]
     assert any(s.get("wait_until") == "out-of-isr" and s["required"] for s in lagging)
+    waits = [s.get("wait_until") for s in lagging if "wait_until" in s]
+    assert waits.index("hw-advancing") == waits.index("out-of-isr") + 1  # the in-sync ones acknowledge again
     powered = _plan("kill", "lagging-follower", power_loss=True)
     assert powered[0] == {"writeback": ["n1", "n2", "n3"]}
     assert ("lose-unsynced", ["n1", "n3"]) in _faults(powered)
@@ -59,7 +61,11 @@ def test_each_pattern_is_a_sequence_aimed_at_the_partition_as_clients_see_it() -
         ("partition", {"n1": ["n2", "n3"], "n2": ["n1"], "n3": ["n1"]}),
         ("lose-unsynced", ["n1"]),
     ]
-    assert [s.get("wait_until") for s in lonely if "wait_until" in s] == ["isr-shrunk-to-leader"]
+    # the ISR shrinks to the leader, then it acknowledges alone (its high watermark grows) first
+    assert [s.get("wait_until") for s in lonely if "wait_until" in s] == [
+        "isr-shrunk-to-leader",
+        "hw-advancing",
+    ]
     # the successor cut off from the leader, then the leader dies
     assert _faults(_plan("partition", "cut-off-failover")) == [
         ("partition", {"n1": ["n2"], "n2": ["n1"]}),
@@ -246,3 +252,20 @@ def test_a_pattern_strikes_once_the_load_flows(tmp_path: Path) -> None:
     assert met == [False, False, True]  # baseline, +15, +30: twenty records acknowledged since
     conditions.close(nem.ctx)
     assert conditions.hw_advancing(nem.ctx, step) == (False, {"high_watermark": 60, "since_wait": 0})
+
+
+def test_a_pattern_that_holds_its_crash_gets_no_second_hold() -> None:
+    from nemesis.schedule import CRASH_MARGIN_S, random_steps
+
+    env = PlanEnv(("n1", "n2", "n3"), 1, 2, True, True, crash_noticed_s=6.0)
+    steps = random_steps(
+        [[("kill", "lagging-follower")], [("kill", "failover")]], env, random.Random(3), 10.0, [1, 1]
+    )
+    drawn = [next(steps) for _ in range(20)]
+    for i, step in enumerate(drawn[:-1]):
+        if "do" in step:
+            # lagging-follower waited for the election itself; failover's crash is held a session
+            if step["target"] == "lagging-follower":
+                assert drawn[i + 1] == {"wait": CRASH_MARGIN_S}
+            else:
+                assert drawn[i + 1]["wait"] >= 6.0 + CRASH_MARGIN_S

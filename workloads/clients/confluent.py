@@ -141,6 +141,10 @@ class ConfluentProducer:
         self._op_timeout = config.op_timeout
         if 0 < config.op_timeout < self._wait_s:
             self._wait_s = config.op_timeout
+        # librdkafka's fatal error (e.g. "Idempotent producer not supported by any of the 3
+        # connected broker(s)"): later sends only say _FATAL, so their error names it
+        self._fatal: str | None = None
+        settings["error_cb"] = self._on_error
         try:
             self._producer = confluent_kafka.Producer(settings)
         except (KafkaException, ValueError) as e:
@@ -155,8 +159,19 @@ class ConfluentProducer:
         while not self._closing.is_set():
             try:
                 self._producer.poll(0.1)
+            except KafkaException as e:  # a fatal error surfaces here too
+                self._on_error(e.args[0] if e.args else e)
             except Exception as e:
                 log.debug("producer poll: %s", e)
+
+    def _on_error(self, err: Any) -> None:
+        _log_error(err)
+        if isinstance(err, KafkaError) and err.fatal():
+            self._fatal = self._fatal or _error_text(err)
+
+    def _with_fatal(self, text: str, code: int | None) -> str:
+        """The error, with the fatal error behind it when librdkafka only says _FATAL."""
+        return f"{text} ({self._fatal})" if code == KafkaError._FATAL and self._fatal else text
 
     def send(self, topic: str, partition: int, value: int) -> SendOutcome:
         delivery = _Delivery()
@@ -165,7 +180,9 @@ class ConfluentProducer:
                 topic, value=str(value).encode("ascii"), partition=partition, on_delivery=delivery
             )
         except (BufferError, KafkaException, ValueError, TypeError) as e:
-            return SendOutcome("fail", error=describe(e))
+            err = e.args[0] if isinstance(e, KafkaException) and e.args else None
+            code = err.code() if isinstance(err, KafkaError) else None
+            return SendOutcome("fail", error=self._with_fatal(describe(e), code))
         if not delivery.done.wait(self._wait_s):
             if self._wait_s == self._op_timeout:
                 return SendOutcome("info", error=op_timeout_error(self._op_timeout))
@@ -173,7 +190,8 @@ class ConfluentProducer:
         if delivery.error is None:
             return SendOutcome("ok", offset=delivery.offset)
         err = delivery.error
-        return SendOutcome(classify_delivery_error(err.code(), self._retries), error=_error_text(err))
+        error = self._with_fatal(_error_text(err), err.code())
+        return SendOutcome(classify_delivery_error(err.code(), self._retries), error=error)
 
     def close(self) -> None:
         self._closing.set()
