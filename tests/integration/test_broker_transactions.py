@@ -193,7 +193,19 @@ def test_admin_apis_describe_and_list_transactions(cluster: LocalCluster) -> Non
         finally:
             connection.close()
 
+    async def producers() -> object:
+        leader = cluster.wait_for_leader("txad", 0)
+        lhost, lport = cluster.address(leader).rsplit(":", 1)
+        connection = BrokerConnection(lhost, int(lport), "test")
+        try:
+            return await connection.request(61, 0, {"topics": [{"name": "txad", "partition_indexes": [0]}]})
+        finally:
+            connection.close()
+
     listed, described = asyncio.run(ask())
+    (topic,) = asyncio.run(producers()).topics  # type: ignore[attr-defined]
+    (active,) = topic.partitions[0].active_producers
+    assert active.current_txn_start_offset == 0  # the open transaction holds the LSO at 0
     producer.abort_transaction()
     producer.close()
     assert [s.transactional_id for s in listed.transaction_states] == ["ad-1"]  # type: ignore[attr-defined]
