@@ -80,6 +80,13 @@ class ProducerState:
             )
         )
 
+    def active(self) -> list[tuple[int, int, int]]:
+        """(producer id, epoch, last sequence or -1) of every producer known here (DescribeProducers)."""
+        return [
+            (pid, entry.epoch, entry.batches[-1][1] if entry.batches else NO_SEQUENCE)
+            for pid, entry in sorted(self._producers.items())
+        ]
+
     def fence(self, producer_id: int, producer_epoch: int) -> None:
         """A transaction marker of this epoch: earlier epochs of the producer are fenced from now on."""
         if producer_id == NO_PRODUCER_ID:

@@ -77,6 +77,7 @@ API_NAMES: dict[int, str] = {
     26: "EndTxn",
     27: "WriteTxnMarkers",
     28: "TxnOffsetCommit",
+    61: "DescribeProducers",
     65: "DescribeTransactions",
     66: "ListTransactions",
 }

@@ -48,6 +48,7 @@ API_ADD_OFFSETS_TO_TXN = 25
 API_END_TXN = 26
 API_WRITE_TXN_MARKERS = 27
 API_TXN_OFFSET_COMMIT = 28
+API_DESCRIBE_PRODUCERS = 61
 API_DESCRIBE_TRANSACTIONS = 65
 API_LIST_TRANSACTIONS = 66
 # Apache Kafka 4.1's ranges (docs/broker-protocol.md); WriteTxnMarkers v0 was removed in 4.0.
@@ -57,6 +58,7 @@ TXN_API_VERSIONS: dict[int, tuple[int, int]] = {
     API_END_TXN: (0, 5),
     API_WRITE_TXN_MARKERS: (1, 1),
     API_TXN_OFFSET_COMMIT: (0, 5),
+    API_DESCRIBE_PRODUCERS: (0, 0),
     API_DESCRIBE_TRANSACTIONS: (0, 0),
     API_LIST_TRANSACTIONS: (0, 1),  # v2 (a pattern) came after 4.1
 }
@@ -106,6 +108,7 @@ class TxnService:
             (API_END_TXN, self.end_txn),
             (API_WRITE_TXN_MARKERS, self.write_txn_markers),
             (API_TXN_OFFSET_COMMIT, self.txn_offset_commit),
+            (API_DESCRIBE_PRODUCERS, self.describe_producers),
             (API_DESCRIBE_TRANSACTIONS, self.describe_transactions),
             (API_LIST_TRANSACTIONS, self.list_transactions),
         ):
@@ -523,6 +526,38 @@ class TxnService:
                     self.pending_offsets.setdefault(producer_id, {})[group_id] = offsets
                     return COORDINATOR_NOT_AVAILABLE
         return NONE
+
+    async def describe_producers(self, request: Any) -> dict[str, Any]:
+        """The producers a partition's leader knows, with the first offset of each one's open
+        transaction (`kafka-transactions.sh describe-producers`, `find-hanging`)."""
+        topics = []
+        for topic in request.body.topics:
+            parts = []
+            for index in topic.partition_indexes:
+                partition, error = self.replicas.check_leader(topic.name, index, -1)
+                producers = []
+                if partition is not None and error == NONE:
+                    producers = [
+                        {
+                            "producer_id": pid,
+                            "producer_epoch": epoch,
+                            "last_sequence": sequence,
+                            "last_timestamp": -1,
+                            "coordinator_epoch": -1,
+                            "current_txn_start_offset": partition.txns.open.get(pid, -1),
+                        }
+                        for pid, epoch, sequence in partition.producers.active()
+                    ]
+                parts.append(
+                    {
+                        "partition_index": index,
+                        "error_code": error,
+                        "error_message": None,
+                        "active_producers": producers,
+                    }
+                )
+            topics.append({"name": topic.name, "partitions": parts})
+        return {"topics": topics}
 
     # --- DescribeTransactions / ListTransactions (admin tools, kafka-transactions.sh) -------------
     async def describe_transactions(self, request: Any) -> dict[str, Any]:

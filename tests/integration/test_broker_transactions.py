@@ -193,10 +193,52 @@ def test_admin_apis_describe_and_list_transactions(cluster: LocalCluster) -> Non
         finally:
             connection.close()
 
+    async def producers() -> object:
+        leader = cluster.wait_for_leader("txad", 0)
+        lhost, lport = cluster.address(leader).rsplit(":", 1)
+        connection = BrokerConnection(lhost, int(lport), "test")
+        try:
+            return await connection.request(61, 0, {"topics": [{"name": "txad", "partition_indexes": [0]}]})
+        finally:
+            connection.close()
+
     listed, described = asyncio.run(ask())
+    (topic,) = asyncio.run(producers()).topics  # type: ignore[attr-defined]
+    (active,) = topic.partitions[0].active_producers
+    assert active.current_txn_start_offset == 0  # the open transaction holds the LSO at 0
     producer.abort_transaction()
     producer.close()
     assert [s.transactional_id for s in listed.transaction_states] == ["ad-1"]  # type: ignore[attr-defined]
     found, missing = described.transaction_states  # type: ignore[attr-defined]
     assert (found.transaction_state, [t.topic for t in found.topics]) == ("Ongoing", ["txad"])
     assert int(missing.error_code) == 105  # TRANSACTIONAL_ID_NOT_FOUND
+
+
+def test_offsets_committed_with_the_transaction(cluster: LocalCluster) -> None:
+    """Consume-transform-produce: a group's offsets sent in a transaction count only if it commits."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    cluster.create_topic("txof", 1, 3)
+    tp = TopicPartition("txof", 0)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="of-1")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("txof", b"1", partition=0)
+    producer.send_offsets_to_transaction({tp: OffsetAndMetadata(5, "", -1)}, "of-group")
+    producer.commit_transaction()
+    producer.begin_transaction()
+    producer.send("txof", b"2", partition=0)
+    producer.send_offsets_to_transaction({tp: OffsetAndMetadata(7, "", -1)}, "of-group")
+    producer.abort_transaction()
+    producer.close()
+    consumer = KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap, group_id="of-group", enable_auto_commit=False
+    )
+    deadline = time.monotonic() + 10
+    while (committed := consumer.committed(tp)) != 5:
+        assert time.monotonic() < deadline, f"committed offset {committed}, expected 5"
+        time.sleep(0.2)
+    time.sleep(1)  # the aborted transaction's markers are written by now: its 7 must not appear
+    assert consumer.committed(tp) == 5
+    consumer.close()

@@ -2,9 +2,9 @@
 on netns: `cluster up` prints the bootstrap line; a run with `kill:role=zookeeper` is valid, shows
 the kill of node zk in the history and heals; a system that never becomes ready is exit 4 with its
 log's last lines in harness.log and nothing left running; a bad definition is exit 2 in one line;
-a system without InitProducerId refuses idempotence and the report says so; lose-unsynced puts the
+a system without InitProducerId and group APIs refuses them and the report says so; lose-unsynced puts the
 broker role's data dirs on lazyfs. Marker kafka: real Apache Kafka through systems/kafka-kraft.toml.
-Slow: a kill run with the safe settings is valid, and kip-101-truncation with the high-watermark
+Slow: a kill and partition run with the safe settings is valid, and kip-101-truncation with the high-watermark
 variant, run through the definition, is invalid.
 """
 
@@ -301,39 +301,50 @@ def test_the_definition_runs_over_ssh(tmp_path: Path) -> None:
     print(f"ssh cluster through systems/own.toml: {time.monotonic() - started:.0f} s")
 
 
-def test_a_system_without_idempotence_refuses_it_and_the_report_says_so(tmp_path: Path) -> None:
-    """The own broker declared with `unsupported.apis=InitProducerId` (a system that lacks the
-    idempotent producer), a test with `idempotence = true`: every send ends `fail` with the client's
-    account of the refusal, the verdict is the history's (valid), results.json's `refused` and the
-    report say what the system refused."""
+GROUP_APIS = "FindCoordinator,JoinGroup,SyncGroup,Heartbeat,LeaveGroup,OffsetCommit,OffsetFetch"
+
+
+def test_features_a_system_lacks_are_its_refusals_and_the_report_says_so(tmp_path: Path) -> None:
+    """The own broker declared with `unsupported.apis` (a system without the idempotent producer and
+    without consumer groups), a test with `idempotence = true` and `--consume subscribe`: every send
+    ends `fail` and every group poll `info` with the client's account of the refusal, the verdict
+    is the history's (valid), results.json's `refused` and the report say what was refused."""
     text = Path(OWN).read_text()
     assert "auto.create.topics.enable=false\n" in text
-    definition = tmp_path / "no-idempotence.toml"
+    definition = tmp_path / "lacking.toml"
     definition.write_text(text.replace("auto.create.topics.enable=false\n",
-                                       "auto.create.topics.enable=false\nunsupported.apis=InitProducerId\n"))  # fmt: skip
+                                       f"auto.create.topics.enable=false\nunsupported.apis=InitProducerId,{GROUP_APIS}\n"))  # fmt: skip
     config = tmp_path / "idempotent.toml"
     config.write_text("idempotence = true\n")
     started = time.monotonic()
-    out = cli(["run", "--config", str(config), "--system", str(definition), "--name", "noidem", "--nodes", "1",
-               "--replication-factor", "1", "--min-insync", "1", "--time-limit", "12", "--store",
-               str(tmp_path / "store"), *LOAD], environment(tmp_path))  # fmt: skip
+    out = cli(["run", "--config", str(config), "--system", str(definition), "--name", "lacking", "--nodes", "1",
+               "--replication-factor", "1", "--min-insync", "1", "--consume", "subscribe", "--time-limit", "12",
+               "--store", str(tmp_path / "store"), *LOAD], environment(tmp_path))  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     run = run_dir(out)
     ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
     sends = [op for op in ops if op["f"] == "send" and op["type"] != "invoke"]
     assert sends and {op["type"] for op in sends} == {"fail"}
     assert all("InitProducerId" in op["error"] for op in sends)
+    refused_polls = [
+        op for op in ops if op["f"] == "poll" and "FindCoordinatorRequest" in op.get("error", "")
+    ]
+    assert refused_polls and {op["type"] for op in refused_polls} == {"info"}
     results = json.loads((run / "results.json").read_text())
-    refused = results["refused"]["idempotence"]
-    assert results["valid"] is True and refused["missing_apis"] == ["InitProducerId"]
-    assert refused["ops"] == {"fail": len(sends), "info": 0} and refused["asked"] == "idempotence = true"
+    refused = results["refused"]
+    assert results["valid"] is True and refused["idempotence"]["missing_apis"] == ["InitProducerId"]
+    assert refused["idempotence"]["ops"] == {"fail": len(sends), "info": 0}
+    assert refused["idempotence"]["asked"] == "idempotence = true"
+    assert "FindCoordinator" in refused["consumer groups"]["missing_apis"]
+    assert refused["consumer groups"]["ops"]["info"] >= len(refused_polls)
     report = (run / "report.html").read_text()
     assert (
         "Refused by the system: idempotence (idempotence = true): its brokers do not offer InitProducerId"
         in report
     )
+    assert "Refused by the system: consumer groups (consume = subscribe)" in report
     nothing_left(tmp_path)
-    print(f"a run against a system without idempotence: {time.monotonic() - started:.0f} s")
+    print(f"a run against a system without idempotence and groups: {time.monotonic() - started:.0f} s")
 
 
 def test_lose_unsynced_mounts_the_definitions_data_dirs_on_lazyfs(tmp_path: Path) -> None:

@@ -124,3 +124,63 @@ def test_index_last_stable_offset_and_aborted_list() -> None:
     assert index.aborted_between(0, 20) == [AbortedTxn(5, 10, 13)]
     assert index.aborted_between(14, 20) == []
     assert index.aborted_between(0, 10) == []
+
+
+def _txn_batch(producer_id: int, epoch: int, sequence: int, values: list[bytes]) -> bytes:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=True,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+        batch_size=1 << 20,
+    )
+    for delta, value in enumerate(values):
+        builder.append(delta, timestamp=0, key=None, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def test_a_partition_tracks_transactions_across_a_restart(tmp_path: object) -> None:
+    """Leader appends open and close transactions; the LSO, the aborted list and the fencing of
+    an older epoch come back when the broker rescans its log."""
+    import asyncio
+    from pathlib import Path
+
+    from broker.config import BrokerConfig
+    from broker.kafka_errors import INVALID_PRODUCER_EPOCH
+    from broker.partition_state import PartitionState
+    from broker.replica_manager import ReplicaManager
+
+    config = BrokerConfig(broker_id=1, log_dirs=(Path(str(tmp_path)),))
+    state = PartitionState(leader=1, leader_epoch=0, isr=(1,), replicas=(1,), zk_version=0)
+
+    async def scenario() -> None:
+        rm = ReplicaManager(config)
+        rm.apply_state("t", 0, state)
+        partition = rm.partitions[("t", 0)]
+        assert (await rm.produce("t", 0, _txn_batch(5, 0, 0, [b"1", b"2"]), 1, 1000)).error == NONE
+        assert (await rm.produce("t", 0, build_batch([b"3"]), 1, 1000)).error == NONE
+        assert partition.replica.high_watermark == 3 and partition.last_stable_offset() == 0
+        error, data = rm.read(partition, -1, 0, 1 << 20, read_committed=True)
+        assert error == NONE and data == b""
+        assert await rm.write_marker("t", 0, 5, 1, False, 0, 1000) == NONE  # aborted, epoch bumped
+        assert partition.last_stable_offset() == 4
+        assert partition.txns.aborted == [AbortedTxn(5, 0, 3)]
+        rm.close()
+
+    asyncio.run(scenario())
+
+    async def after_restart() -> None:
+        rm = ReplicaManager(config)
+        rm.load_logs()
+        rm.apply_state("t", 0, state)
+        partition = rm.partitions[("t", 0)]
+        assert partition.txns.aborted == [AbortedTxn(5, 0, 3)] and not partition.txns.open
+        zombie = await rm.produce("t", 0, _txn_batch(5, 0, 2, [b"9"]), 1, 1000)
+        assert zombie.error == INVALID_PRODUCER_EPOCH
+        rm.close()
+
+    asyncio.run(after_restart())
