@@ -14,6 +14,8 @@ from broker.handlers import ApiHandlers
 from broker.metadata import BrokerAddress, ClusterMetadata, StandaloneMetadata
 from broker.replica_manager import ReplicaManager
 from broker.server import BrokerServer
+from broker.transactions.service import TxnService
+from broker.transactions.service import install as install_txn_apis
 from broker.watchdog import LoopWatchdog
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,7 @@ class Broker:
         self.server: BrokerServer | None = None
         self.cluster: Any = None  # broker.zookeeper.ZkCluster in ZooKeeper mode
         self.groups: GroupService | None = None
+        self.txns: TxnService | None = None
         self._stop = asyncio.Event()
         self._timers: list[asyncio.Task[None]] = []
         self.watchdog = LoopWatchdog()
@@ -53,6 +56,9 @@ class Broker:
         zk = self.cluster.zk if self.cluster is not None else None
         self.groups, group_ticks = install_group_apis(handlers, config, metadata, zk)
         self._timers.append(group_ticks)  # cancelled with the broker's other timers on stop
+        self.txns, txn_timeouts = install_txn_apis(handlers, config, metadata, self.groups)
+        self._timers.append(txn_timeouts)
+        handlers.withdraw(config.unsupported_apis)
         self.server = BrokerServer(
             handlers, config.listener.host, config.listener.port, config.socket_request_max_bytes
         )
@@ -95,6 +101,8 @@ class Broker:
         self.watchdog.stop()
         for task in self._timers:
             task.cancel()
+        if self.txns is not None:
+            self.txns.close()
         if self.server is not None:
             await self.server.close()
         if self.cluster is not None:

@@ -10,6 +10,7 @@ from broker.errors import BadBrokerConfig
 
 TRUNCATION_MODES = ("leader-epoch", "high-watermark", "leader-epoch-v0")
 ELECTION_POLICIES = ("first-in-isr", "longest-log")
+TRANSACTION_VERSIONS = ("1", "2")
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -72,6 +73,15 @@ class BrokerConfig:
     auto_create_topics: bool = False
     message_max_bytes: int = 1048588
     socket_request_max_bytes: int = 104857600
+    # transactions (broker.transactions): 1 = Kafka before KIP-890 part 2, 2 = epoch bump per transaction
+    transaction_version: int = 2
+    transaction_max_timeout_ms: int = 900000
+    transaction_abort_check_interval_ms: int = 10000
+    transaction_state_replication_factor: int = 3
+    # APIs (Kafka's names, e.g. InitProducerId) this broker leaves out, as a Kafka-compatible
+    # system that lacks a feature does: not in ApiVersions, and a request for one closes the
+    # connection. For trying how the harness reports what a system refuses.
+    unsupported_apis: tuple[str, ...] = ()
 
     @property
     def elr_min_insync(self) -> int:
@@ -145,6 +155,15 @@ class BrokerConfig:
             auto_create_topics=boolean("auto.create.topics.enable", False),
             message_max_bytes=integer("message.max.bytes", 1048588, 1),
             socket_request_max_bytes=integer("socket.request.max.bytes", 104857600, 1024),
+            transaction_version=int(choice("transaction.version", "2", TRANSACTION_VERSIONS)),
+            transaction_max_timeout_ms=integer("transaction.max.timeout.ms", 900000, 1),
+            transaction_abort_check_interval_ms=integer(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, 1
+            ),
+            transaction_state_replication_factor=integer("transaction.state.log.replication.factor", 3, 1),
+            unsupported_apis=tuple(
+                name.strip() for name in props.get("unsupported.apis", "").split(",") if name.strip()
+            ),
         )
 
     @classmethod

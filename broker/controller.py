@@ -219,9 +219,18 @@ def choose_leader(
     replica standing, in a new epoch — Kafka: offline while it counts as failed, elected again
     at its startup)."""
     others = [b for b in live if b != state.leader] if restarted else live
-    choice = elect_leader(
-        replicas=replicas, isr=state.isr, live=others, unclean_allowed=False, policy=policy, log_ends=log_ends
-    )
+
+    def elect(candidates: Collection[int], unclean: bool) -> Election:
+        return elect_leader(
+            replicas=replicas,
+            isr=state.isr,
+            live=candidates,
+            unclean_allowed=unclean,
+            policy=policy,
+            log_ends=log_ends,
+        )
+
+    choice = elect(others, False)
     if choice.leader >= 0:
         if elr_min_insync:
             elr = next_elr(
@@ -234,25 +243,11 @@ def choose_leader(
         if leader >= 0:
             return Election(leader, (leader,), elr=tuple(r for r in state.elr if r != leader))
     if unclean_allowed:
-        choice = elect_leader(
-            replicas=replicas,
-            isr=state.isr,
-            live=others,
-            unclean_allowed=True,
-            policy=policy,
-            log_ends=log_ends,
-        )
+        choice = elect(others, True)
         if choice.leader >= 0:
             return choice
     if restarted:
-        return elect_leader(
-            replicas=replicas,
-            isr=state.isr,
-            live=live,
-            unclean_allowed=False,
-            policy=policy,
-            log_ends=log_ends,
-        )
+        return elect(live, False)
     return Election(-1, state.isr, elr=state.elr)
 
 

@@ -90,6 +90,13 @@ class Truncation:
     reason: str
 
 
+def _without_leader_epochs(own_latest_epoch: int, high_watermark: int) -> Truncation:
+    """The leader has no epoch information: Kafka falls back to the high watermark."""
+    if own_latest_epoch == UNDEFINED_EPOCH:
+        return Truncation(None, True, "no epochs here: nothing the leader could contradict")
+    return Truncation(high_watermark, True, "leader has no epoch information: truncating to high watermark")
+
+
 def leader_epoch_truncation(
     *,
     leader_epoch: int,
@@ -106,11 +113,7 @@ def leader_epoch_truncation(
     largest epoch below it ends and ask again. Without epoch information, Kafka falls back to the HW.
     """
     if leader_end_offset < 0:
-        if own_latest_epoch == UNDEFINED_EPOCH:
-            return Truncation(None, True, "no epochs here: nothing the leader could contradict")
-        return Truncation(
-            high_watermark, True, "leader has no epoch information: truncating to high watermark"
-        )
+        return _without_leader_epochs(own_latest_epoch, high_watermark)
     if leader_epoch == UNDEFINED_EPOCH:
         return Truncation(min(leader_end_offset, log_end_offset), True, "leader epoch undefined")
     own_epoch, own_end = own_end_offset_for(leader_epoch)
@@ -148,11 +151,7 @@ def v0_truncation(
     next larger epoch starts) may lie above records of the follower's epoch that the leader does
     not hold: they stay, and the replicas diverge after fast leader changes (KIP-279's scenarios)."""
     if leader_end_offset < 0:
-        if own_latest_epoch == UNDEFINED_EPOCH:
-            return Truncation(None, True, "no epochs here: nothing the leader could contradict")
-        return Truncation(
-            high_watermark, True, "leader has no epoch information: truncating to high watermark"
-        )
+        return _without_leader_epochs(own_latest_epoch, high_watermark)
     return Truncation(
         min(leader_end_offset, log_end_offset), True, f"leader's end offset {leader_end_offset} (v0)"
     )

@@ -16,6 +16,7 @@ from typing import Any
 from broker import protocol as p
 from broker import wire
 from broker.config import BrokerConfig
+from broker.errors import BadBrokerConfig
 from broker.kafka_errors import (
     INVALID_PARTITIONS,
     INVALID_REPLICATION_FACTOR,
@@ -40,6 +41,7 @@ Handler = Callable[[p.Request], Awaitable[Any]]
 ZERO_UUID = uuid.UUID(int=0)
 EARLIEST_LOCAL_TIMESTAMP = -4  # ListOffsets v8+ (KIP-405): no tiered storage, so the log start
 LATEST_TIERED_TIMESTAMP = -5  # ListOffsets v9+ (KIP-1005): nothing is tiered, so offset -1
+READ_COMMITTED = 1  # Fetch's isolation level (KIP-98)
 
 
 def millis(value: Any) -> int:
@@ -70,6 +72,18 @@ class ApiHandlers:
         """Extra APIs (the group coordinator) plug in here."""
         self.versions[api_key] = versions
         self._handlers[api_key] = handler
+
+    def withdraw(self, names: tuple[str, ...]) -> None:
+        """Leave out the APIs named (`unsupported.apis`): not offered, a request for one is refused."""
+        keys = {name: key for key, name in p.API_NAMES.items() if key != p.API_API_VERSIONS}
+        unknown = [name for name in names if name not in keys]
+        if unknown:
+            raise BadBrokerConfig(
+                f"unsupported.apis: unknown API {', '.join(unknown)} (known: {', '.join(sorted(keys))})"
+            )
+        for name in names:
+            self.versions.pop(keys[name], None)
+            self._handlers.pop(keys[name], None)
 
     async def handle(self, request: p.Request) -> Any:
         """Returns the response body (a kio dataclass) or None when no response is due."""
@@ -329,7 +343,8 @@ class ApiHandlers:
         by_id = request.api_version >= wire.FETCH_TOPIC_IDS
         topics = [(self._topic_key(topic, "topic", by_id), topic.partitions) for topic in body.topics]
         watched: list[tuple[Partition, int, int]] = []
-        result, found = self._fetch_once(topics, replica_id, max_bytes, watched)
+        committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+        result, found = self._fetch_once(topics, replica_id, max_bytes, watched, committed)
         if found < body.min_bytes and max_wait > 0 and not self._has_error(result):
             # Park until the HW (consumer) or log end (follower) passes a fetch offset with
             # enough bytes below it, a partition's state changes, or max_wait passes: no log
@@ -339,7 +354,7 @@ class ApiHandlers:
                 await parked.future
             finally:
                 self.replicas.unpark(parked)
-            result, _ = self._fetch_once(topics, replica_id, max_bytes, None)
+            result, _ = self._fetch_once(topics, replica_id, max_bytes, None, committed)
         return {"error_code": NONE, "session_id": 0, "responses": result}
 
     @staticmethod
@@ -352,8 +367,12 @@ class ApiHandlers:
         replica_id: int,
         max_bytes: int,
         watched: list[tuple[Partition, int, int]] | None,
+        read_committed: bool = False,
     ) -> tuple[list[dict[str, Any]], int]:
-        """Read every partition once; `watched` collects (partition, fetch offset, bytes read)."""
+        """Read every partition once; `watched` collects (partition, fetch offset, bytes read).
+
+        Reading committed (isolation level 1), a consumer gets records below the last stable offset
+        and the aborted transactions among them, whose records it drops itself (KIP-98)."""
         total = 0
         responses = []
         for (name, topic_id), requested in topics:
@@ -379,19 +398,25 @@ class ApiHandlers:
                     limit = min(req.partition_max_bytes, room) if total else req.partition_max_bytes
                     if limit > 0 or total == 0:
                         error, records = self.replicas.read(
-                            partition, replica_id, req.fetch_offset, max(limit, 1)
+                            partition, replica_id, req.fetch_offset, max(limit, 1), read_committed
                         )
                     else:
                         error, records = NONE, b""
                     total += len(records)
                     hw = partition.replica.high_watermark
+                    lso = partition.last_stable_offset()
                     entry.update(
                         error_code=error,
                         high_watermark=hw,
-                        last_stable_offset=hw,
+                        last_stable_offset=lso,
                         log_start_offset=partition.log.log_start_offset,
                         records=records,
                     )
+                    if read_committed and records:
+                        entry["aborted_transactions"] = [
+                            {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                            for a in partition.txns.aborted_between(req.fetch_offset, lso)
+                        ]
                     if watched is not None:
                         watched.append((partition, req.fetch_offset, len(records)))
                 parts.append(entry)
@@ -424,7 +449,12 @@ class ApiHandlers:
                     elif req.timestamp == LATEST_TIERED_TIMESTAMP:
                         offset = -1
                     elif req.timestamp == -1 or req.timestamp == -3:
-                        offset = plog.log_end_offset if replica_id != -1 else partition.replica.high_watermark
+                        if replica_id != -1:
+                            offset = plog.log_end_offset
+                        elif getattr(body, "isolation_level", 0) == READ_COMMITTED:
+                            offset = partition.last_stable_offset()
+                        else:
+                            offset = partition.replica.high_watermark
                     else:
                         offset = self._offset_for_time(partition, req.timestamp)
                     entry.update(offset=offset, leader_epoch=partition.replica.leader_epoch)

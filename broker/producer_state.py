@@ -80,6 +80,21 @@ class ProducerState:
             )
         )
 
+    def active(self) -> list[tuple[int, int, int]]:
+        """(producer id, epoch, last sequence or -1) of every producer known here (DescribeProducers)."""
+        return [
+            (pid, entry.epoch, entry.batches[-1][1] if entry.batches else NO_SEQUENCE)
+            for pid, entry in sorted(self._producers.items())
+        ]
+
+    def fence(self, producer_id: int, producer_epoch: int) -> None:
+        """A transaction marker of this epoch: earlier epochs of the producer are fenced from now on."""
+        if producer_id == NO_PRODUCER_ID:
+            return
+        entry = self._producers.get(producer_id)
+        if entry is None or producer_epoch > entry.epoch:
+            self._producers[producer_id] = _Entry(producer_epoch)
+
     def truncate(self, end_offset: int) -> None:
         """Forget batches at or above `end_offset` (after a log truncation)."""
         for pid in list(self._producers):

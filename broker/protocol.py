@@ -72,6 +72,14 @@ API_NAMES: dict[int, str] = {
     API_CREATE_TOPICS: "CreateTopics",
     API_INIT_PRODUCER_ID: "InitProducerId",
     API_OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch",
+    24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn",
+    26: "EndTxn",
+    27: "WriteTxnMarkers",
+    28: "TxnOffsetCommit",
+    61: "DescribeProducers",
+    65: "DescribeTransactions",
+    66: "ListTransactions",
 }
 
 
@@ -309,7 +317,7 @@ def build(cls: Any, data: Mapping[str, Any]) -> Any:
                 value = None if value is None else tuple(value)
             elif kind == "timedelta" and isinstance(value, int):
                 value = datetime.timedelta(milliseconds=value)
-            elif name == "error_code" and isinstance(value, int) and not isinstance(value, ErrorCode):
+            elif name.endswith("error_code") and isinstance(value, int) and not isinstance(value, ErrorCode):
                 value = ErrorCode(value)
             kwargs[name] = value
         elif not has_default:

@@ -45,6 +45,9 @@ from broker.storage import (
     parse_batches,
     parse_partition_dir,
 )
+from broker.storage.batches import BatchHeader
+from broker.storage.control import build_marker, marker_type
+from broker.txn_index import TxnIndex
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +104,7 @@ class Partition:
     log: PartitionLog
     replica: PartitionReplica
     producers: ProducerState = field(default_factory=ProducerState)
+    txns: TxnIndex = field(default_factory=TxnIndex)  # open and aborted transactions, the LSO
     state: PartitionState | None = None
     ack_waiters: list[_AckWaiter] = field(default_factory=list)
     # long-polling fetches: a follower's completes when the log end passes its fetch offset,
@@ -138,8 +142,33 @@ class Partition:
             if delayed.on_progress(key, end, size):
                 parked.wake()
 
+    def last_stable_offset(self) -> int:
+        return self.txns.last_stable_offset(self.replica.high_watermark)
+
+    def observe(self, data: bytes | memoryview, headers: list[BatchHeader], base_offset: int | None) -> None:
+        """Learn producer sequences and transactions from appended batches (`data` holds them in
+        order); `base_offset` is where the first one landed, None when the headers carry it."""
+        position = 0
+        offset = base_offset or 0
+        for h in headers:
+            if base_offset is None:
+                offset = h.base_offset
+            marker = None
+            if h.is_control:
+                marker = marker_type(data[position : position + h.size], h)
+                self.producers.fence(h.producer_id, h.producer_epoch)
+            else:
+                self.producers.record(
+                    h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta, offset
+                )
+            self.txns.on_batch(h.producer_id, offset, h.is_transactional, marker)
+            position += h.size
+            offset += h.last_offset_delta + 1
+
     def rebuild_producer_state(self) -> None:
-        """Scan the log's batch headers (no CRC: recovery checked them) to learn producer sequences."""
+        """Scan the log (no CRC: recovery checked it) to learn producer sequences and transactions."""
+        self.producers = ProducerState()
+        self.txns.clear()
         offset = self.log.log_start_offset
         end = self.log.log_end_offset
         while offset < end:
@@ -152,10 +181,7 @@ class Partition:
             headers = parse_batches(data, check_crc=False, allow_partial_tail=True)
             if not headers:
                 break
-            for h in headers:
-                self.producers.record(
-                    h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta, h.base_offset
-                )
+            self.observe(memoryview(data), headers, None)
             offset = headers[-1].last_offset + 1
 
 
@@ -394,12 +420,7 @@ class ReplicaManager:
             except OSError:
                 log.exception("append to %s-%d failed", topic, index)
                 return ProduceResult(KAFKA_STORAGE_ERROR)
-            offset = base
-            for h in headers:
-                partition.producers.record(
-                    h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta, offset
-                )
-                offset += h.last_offset_delta + 1
+            partition.observe(memoryview(records), headers, base)
             partition.byte_marks.appended(partition.log.log_end_offset, len(records))
             self._run(partition, replica.on_local_append(partition.log.log_end_offset))
             partition.log_end_advanced()
@@ -421,6 +442,20 @@ class ReplicaManager:
         result.error = replica.produce_answer(acks, min_insync) if error == NONE else error
         return result
 
+    async def write_marker(
+        self,
+        topic: str,
+        index: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        timeout_ms: int,
+    ) -> int:
+        """Append a transaction marker as the leader (acks=all); Kafka's error code, NONE when replicated."""
+        marker = build_marker(producer_id, producer_epoch, commit, coordinator_epoch)
+        return (await self.produce(topic, index, marker, -1, timeout_ms)).error
+
     # --- reads ----------------------------------------------------------------------------------
     def check_leader(self, topic: str, index: int, current_leader_epoch: int) -> tuple[Partition | None, int]:
         partition = self.partitions.get((topic, index))
@@ -437,13 +472,21 @@ class ReplicaManager:
         return partition, NONE
 
     def read(
-        self, partition: Partition, replica_id: int, fetch_offset: int, max_bytes: int
+        self,
+        partition: Partition,
+        replica_id: int,
+        fetch_offset: int,
+        max_bytes: int,
+        read_committed: bool = False,
     ) -> tuple[int, bytes]:
-        """(error, records) for a consumer (below the HW) or a follower (below the LEO)."""
+        """(error, records) for a consumer (below the HW, or the LSO when it reads committed)
+        or a follower (below the LEO)."""
         plog = partition.log
         if replica_id >= 0:
             self._run(partition, partition.replica.on_follower_fetch(replica_id, fetch_offset, self.clock()))
             limit = None
+        elif read_committed:
+            limit = partition.last_stable_offset()
         else:
             limit = partition.replica.high_watermark
         if fetch_offset < plog.log_start_offset or fetch_offset > plog.log_end_offset:
@@ -489,10 +532,11 @@ class ReplicaManager:
             partition.log.append_as_follower(records)
             if partition.log.log_end_offset != before:
                 partition.byte_marks.appended(partition.log.log_end_offset, len(records))
-                for h in parse_batches(records, check_crc=False, allow_partial_tail=True):
-                    partition.producers.record(
-                        h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta, h.base_offset
-                    )
+                partition.observe(
+                    memoryview(records),
+                    parse_batches(records, check_crc=False, allow_partial_tail=True),
+                    None,
+                )
             partition.replica.log_end_offset = partition.log.log_end_offset
         self._run(partition, partition.replica.on_leader_high_watermark(leader_hw))
 
@@ -508,7 +552,10 @@ class ReplicaManager:
                 reason,
             )
             partition.log.truncate_to(offset)
-            partition.producers.truncate(partition.log.log_end_offset)
+            if partition.txns.open or partition.txns.aborted:
+                partition.rebuild_producer_state()  # transactions may have lost batches or markers
+            else:
+                partition.producers.truncate(partition.log.log_end_offset)
             partition.byte_marks.truncated(partition.log.log_end_offset)
         partition.replica.on_truncated(partition.log.log_end_offset)
 

@@ -15,12 +15,15 @@ from typing import Any
 
 from checkers.catalogue import EngineResult
 from checkers.damage import find_damage
+from checkers.refusals import describe as describe_refusal
+from checkers.refusals import refusals
 from checkers.replica_logs import check_replica_logs, expected_partitions
 from checkers.stats import Facts, assemble, history_facts
 from checkers.verdict import decide
 from foundation.config import TestConfig, load_file, validate
 from foundation.errors import BadInput, InfrastructureError
 from foundation.run_files import (
+    API_VERSIONS,
     CLUSTER_STATE,
     DRAIN,
     HISTORY,
@@ -172,6 +175,10 @@ def check_run(
     }
     if "replicas_unavailable" in verdict:
         results["replicas_unavailable"] = verdict["replicas_unavailable"]
+    refused = refusals(config, history, read_optional_json(run / NODES / API_VERSIONS)[0])
+    if refused:  # the system's answer, not an anomaly: the verdict stays the history's
+        results["refused"] = refused
+        results["notes"] += [f"refused: {describe_refusal(name, r)}" for name, r in refused.items()]
     if write:
         write_results(run / RESULTS, results)
     return results

@@ -10,7 +10,7 @@ docs/checkers.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 MAX_EXAMPLES = 20
 
@@ -202,9 +202,16 @@ HISTORY_ANOMALIES: tuple[str, ...] = tuple(a.name for a in ANOMALIES if a.source
 REPLICA_ANOMALIES: tuple[str, ...] = tuple(a.name for a in ANOMALIES if a.source == "replicas")
 
 
+# The anomalies whose results also count the occurrences of group members (`members`).
+MEMBER_COUNTED = ("poll-skip", "nonmonotonic-poll")
+
+
 class AnomalyResult(TypedDict):
     count: int
     examples: list[dict[str, Any]]
+    # poll-skip and nonmonotonic-poll only: how many of the `count` occurrences are reads of a
+    # consumer-group member (the verdict allows those, and only those; checkers/verdict.py).
+    members: NotRequired[int]
 
 
 class OutcomeCounts(TypedDict):

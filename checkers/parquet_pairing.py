@@ -205,32 +205,16 @@ class ChunkPairing:
         outcomes = pa.array(OUTCOME_CODES)
         code = pc.filter(outcome_code, emit)
         outcome_index = pc.if_else(pc.less(code, 0), pa.scalar(3, pa.int8()), pc.subtract(code, 1))
-        outcome = pc.take(outcomes, outcome_index)
-        return pa.table(
-            {
-                "invoke_index": rows.column("index"),
-                "process": rows.column("process"),
-                "f": pc.take(F_CODE_ARRAY, rows.column("f")),
-                "topic": rows.column("topic"),
-                "partition": rows.column("partition"),
-                "value": rows.column("value"),
-                "index": completion("index"),
-                "time": completion("time"),
-                "offset": completion("offset"),
-                "bad_records": pc.fill_null(
-                    pc.and_(completed, pc.take(both.column("bad_records").combine_chunks(), nxt)), False
-                ),
-                "outcome": outcome,
-                "next_index": pc.take(both.column("index").combine_chunks(), nxt),
-                "tp": rows.column("tp"),
-                "prev_index": pa.nulls(rows.num_rows, pa.int64()),
-                "prev_offset": pa.nulls(rows.num_rows, pa.int64()),
-                "prev_value": pa.nulls(rows.num_rows, pa.int64()),
-                "f_code": rows.column("f"),
-                "outcome_code": outcome_index.cast(pa.int8()),
-                "invoke_time": rows.column("time"),
-            },
-            schema=OPERATIONS_SCHEMA,
+        bad_records = pc.and_(completed, pc.take(both.column("bad_records").combine_chunks(), nxt))
+        return _operation_rows(
+            rows,
+            index=completion("index"),
+            time=completion("time"),
+            offset=completion("offset"),
+            bad_records=pc.fill_null(bad_records, False),
+            outcome=pc.take(outcomes, outcome_index),
+            next_index=pc.take(both.column("index").combine_chunks(), nxt),
+            outcome_code=outcome_index.cast(pa.int8()),
         )
 
     def finish(self) -> pa.Table:
@@ -238,27 +222,44 @@ class ChunkPairing:
         open_ = self.carry.filter(pc.equal(self.carry.column("type"), INVOKE))
         n = open_.num_rows
         none64 = pa.nulls(n, pa.int64())
-        return pa.table(
-            {
-                "invoke_index": open_.column("index"),
-                "process": open_.column("process"),
-                "f": pc.take(F_CODE_ARRAY, open_.column("f")),
-                "topic": open_.column("topic"),
-                "partition": open_.column("partition"),
-                "value": open_.column("value"),
-                "index": none64,
-                "time": none64,
-                "offset": none64,
-                "bad_records": pa.repeat(pa.scalar(False), n),
-                "outcome": pa.repeat(pa.scalar("open"), n),
-                "next_index": none64,
-                "tp": open_.column("tp"),
-                "prev_index": none64,
-                "prev_offset": none64,
-                "prev_value": none64,
-                "f_code": open_.column("f"),
-                "outcome_code": pa.repeat(pa.scalar(3, pa.int8()), n),
-                "invoke_time": open_.column("time"),
-            },
-            schema=OPERATIONS_SCHEMA,
+        return _operation_rows(
+            open_,
+            index=none64,
+            time=none64,
+            offset=none64,
+            bad_records=pa.repeat(pa.scalar(False), n),
+            outcome=pa.repeat(pa.scalar("open"), n),
+            next_index=none64,
+            outcome_code=pa.repeat(pa.scalar(OUTCOME_CODES.index("open"), pa.int8()), n),
         )
+
+
+def _operation_rows(invocations: pa.Table, **completion: pa.Array) -> pa.Table:
+    """Operations (`OPERATIONS_SCHEMA`) of carry-schema invocation rows and their completions'
+    columns (index, time, offset, bad_records, outcome, next_index, outcome_code); the ack links
+    (prev_*) are filled in later."""
+    none64 = pa.nulls(invocations.num_rows, pa.int64())
+    return pa.table(
+        {
+            "invoke_index": invocations.column("index"),
+            "process": invocations.column("process"),
+            "f": pc.take(F_CODE_ARRAY, invocations.column("f")),
+            "topic": invocations.column("topic"),
+            "partition": invocations.column("partition"),
+            "value": invocations.column("value"),
+            "index": completion["index"],
+            "time": completion["time"],
+            "offset": completion["offset"],
+            "bad_records": completion["bad_records"],
+            "outcome": completion["outcome"],
+            "next_index": completion["next_index"],
+            "tp": invocations.column("tp"),
+            "prev_index": none64,
+            "prev_offset": none64,
+            "prev_value": none64,
+            "f_code": invocations.column("f"),
+            "outcome_code": completion["outcome_code"],
+            "invoke_time": invocations.column("time"),
+        },
+        schema=OPERATIONS_SCHEMA,
+    )

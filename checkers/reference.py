@@ -45,17 +45,21 @@ Rules (count: what one occurrence is; an example's `index` is its sort anchor)
   the process and at each poll that completes `info` or stays open (records may have been consumed
   unseen). With a position (prev_offset, prev_index) a read at offset o is a poll-skip when
   o > prev_offset + 1 (skipped = o - prev_offset - 1) and a nonmonotonic-poll when o <= prev_offset.
-  Example index: the later read's poll index.
+  Example index: the later read's poll index. `members` counts the occurrences whose process is a
+  member of a group (below) when it read: the verdict allows those, and only those.
 * Consumer groups. A process is a *member* of group G from its `subscribe` invocation with
   `group` = G. A *commit* of G is an `ok` commit operation of a member: each `{topic, partition,
   offset}` of its invocation's `offsets` says G consumed tp below that offset (a commit or
   subscribe without a string group or well-formed offsets is ignored). G *returned* a value
   when any member's read returned it (at any position).
-* group-skip (per (group, position)): a read position (tp, o) holding value v (the first read of that
-  position; the final drain reads every partition from its beginning to its end, so the reads show
-  the partition's log) such that some commit of G on tp has an offset > o, and no member of G
-  returned v. Example: `index`, `process`, `committed_offset` of the first commit of G (by
-  completion index) past o; `read_index`/`read_process` of the first read of the position.
+* The *final log* of a partition: the positions (tp, o) read by the final drain, i.e. by processes
+  with an `assign` invocation marked `final: true` (the drain reads every partition from its
+  beginning to its end), each holding the value of its first such read. A history without a marked
+  drain (older runs, hand-written histories) takes every process's reads instead, the first read
+  of each position.
+* group-skip (per (group, position)): a position (tp, o) of the final log holding value v such
+  that some commit of G on tp has an offset > o, and no member of G returned v. Example: `index`, `process`, `committed_offset` of the first commit of G (by
+  completion index) past o; `read_index`/`read_process` of the position's read in the final log.
 * nonmonotonic-commit (per commit and partition): a commit of G on tp whose offset is lower than
   that of a commit of G on tp that completed before this one was invoked (the greatest such one:
   `prev_index`, `prev_offset`). Group members never seek, so a group's offsets only move forward;
@@ -79,6 +83,7 @@ from typing import Any, TypeGuard
 from checkers.catalogue import (
     HISTORY_ANOMALIES,
     MAX_EXAMPLES,
+    MEMBER_COUNTED,
     AnomalyResult,
     EngineResult,
     EngineStats,
@@ -161,6 +166,7 @@ class _Checker:
         self.problems: list[ReadProblem] = []
         self.incomplete: list[str] = []
         self.found = {name: Examples(name) for name in HISTORY_ANOMALIES}
+        self.by_members = dict.fromkeys(MEMBER_COUNTED, 0)  # poll anomalies of group members
         self.pairing = Pairing()  # each process's open invocation (history.pairing: the one rule)
         self.status: dict[int, list[Any]] = {}  # value -> [rank, first fail index, its process]
         self.acks: list[tuple[int, int, Any, str, int, int, int, int]] = []
@@ -175,6 +181,8 @@ class _Checker:
         self.group_of: dict[Any, str] = {}
         self.group_returned: dict[str, set[int]] = defaultdict(set)
         self.first_read_at: dict[Position, tuple[int, Any, int]] = {}  # position -> (index, process, value)
+        self.final_readers: set[Any] = set()  # the final drain's processes (`final: true` assigns)
+        self.final_read_at: dict[Position, tuple[int, Any, int]] = {}  # as first_read_at, theirs only
         self.commits: dict[tuple[str, str, int], list[tuple[int, Any, int]]] = defaultdict(list)
         self.committed: dict[tuple[str, str, int], tuple[int, int]] = {}  # -> (offset, index)
         self.commit_floor: dict[int, dict[tuple[str, str, int], tuple[int, int]]] = {}
@@ -198,6 +206,8 @@ class _Checker:
         self._judge_groups()
         self._describe_problems()
         anomalies = {name: ex.result() for name, ex in self.found.items()}
+        for name, members in self.by_members.items():
+            anomalies[name]["members"] = members
         return {"anomalies": anomalies, "stats": self.stats, "incomplete": self.incomplete}
 
     def _invoke(self, process: Any, op: dict[str, Any]) -> None:
@@ -206,6 +216,8 @@ class _Checker:
             self._close(process, previous, OPEN)
         if op["f"] == "assign":
             self.poll_position.forget(process)
+            if op.get("final") is True:
+                self.final_readers.add(process)
         elif op["f"] == "subscribe":
             group = op.get("group")
             if isinstance(group, str):  # else ignored, as the Spark engine ignores it
@@ -373,6 +385,8 @@ class _Checker:
                 self.group_returned[group].add(value)
             if (topic, partition, offset) not in self.first_read_at:
                 self.first_read_at[(topic, partition, offset)] = (index, process, value)
+            if process in self.final_readers and (topic, partition, offset) not in self.final_read_at:
+                self.final_read_at[(topic, partition, offset)] = (index, process, value)
             if value not in self.first_read:
                 self.first_read[value] = (index, list_pos, process, topic, partition, offset)
             position = (topic, partition, offset)
@@ -396,8 +410,10 @@ class _Checker:
                 }
                 if offset > prev_offset + 1:
                     self.found["poll-skip"].add({**example, "skipped": offset - prev_offset - 1})
+                    self.by_members["poll-skip"] += group is not None
                 elif offset <= prev_offset:
                     self.found["nonmonotonic-poll"].add(example)
+                    self.by_members["nonmonotonic-poll"] += group is not None
 
     def _malformed(self, index: int, reason: str) -> None:
         self.malformed_count += 1
@@ -484,7 +500,8 @@ class _Checker:
     def _judge_groups(self) -> None:
         """group-skip: positions below a group's commits whose value no member of the group returned."""
         by_tp: dict[TopicPartition, list[tuple[int, int, Any, int]]] = defaultdict(list)
-        for (topic, partition, offset), (index, process, value) in self.first_read_at.items():
+        final_log = self.final_read_at if self.final_readers else self.first_read_at
+        for (topic, partition, offset), (index, process, value) in final_log.items():
             by_tp[(topic, partition)].append((offset, index, process, value))
         for (group, topic, partition), commits in self.commits.items():
             returned = self.group_returned.get(group, set())

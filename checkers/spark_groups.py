@@ -1,4 +1,5 @@
-"""The consumer-group rules (group-skip, nonmonotonic-commit) as Spark jobs, the reference's to the letter.
+"""The consumer-group rules (group-skip, nonmonotonic-commit, and which poll anomalies are group
+members') as Spark jobs, the reference's to the letter.
 
 The rules, terms and example fields are those of `checkers/reference.py` (module docstring). The
 Parquet form of the history (`checkers.parquet`) carries operations and reads but not the fields
@@ -12,26 +13,58 @@ scan of the operations' `f` column says whether there are any.
   reach it, is the floor a commit must not go below.
 * group-skip: each (group, topic, partition)'s ok commits, in completion order, make a staircase of
   new maxima; the step covering offset o (previous maximum <= o < its offset) is the first commit
-  past o. Every position's first read is matched to the steps of its partition (the steps are few:
-  broadcast), then the values some member of the group returned are taken out (an anti join).
+  past o. Every position of the final log (the first read of each by the final drain's processes,
+  those of the `final: true` assigns, or by any process in a history without them) is matched to
+  the steps of its partition (the steps are few: broadcast), then the values some member of the
+  group returned are taken out (an anti join).
+* members of poll-skip and nonmonotonic-poll: the linked reads that are one or the other (as the
+  engine found them, `checkers/spark_engine.py`) whose process had subscribed before the read.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from checkers.catalogue import BY_NAME, MAX_EXAMPLES, AnomalyResult
+from checkers.catalogue import BY_NAME, MAX_EXAMPLES, MEMBER_COUNTED, AnomalyResult
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 GROUP_ANOMALIES = ("group-skip", "nonmonotonic-commit")
-# A line of a subscribe or commit (the writer's compact JSON, or JSON with spaces).
-_GROUP_LINE = r'"f"\s*:\s*"(subscribe|commit)"'
+# A line of a subscribe or commit, or of the final drain's assign (the writer's compact JSON, or
+# JSON with spaces).
+_GROUP_LINE = r'"f"\s*:\s*"(subscribe|commit)"|"final"\s*:\s*true'
 
 
 def _none() -> dict[str, AnomalyResult]:
     return {name: {"count": 0, "examples": []} for name in GROUP_ANOMALIES}
+
+
+def _member_polls(members: DataFrame, reads: DataFrame) -> dict[str, int]:
+    """How many poll-skip and nonmonotonic-poll occurrences are reads of a group member."""
+    from pyspark.sql import functions as F
+
+    col = F.col
+    since = members.groupBy("process").agg(F.min("index").alias("member_since"))
+    linked = reads.filter(
+        col("tp").isNotNull()
+        & col("offset").isNotNull()
+        & col("value").isNotNull()
+        & col("prev_offset").isNotNull()
+    )
+    skip = col("offset") > col("prev_offset") + 1
+    back = col("offset") <= col("prev_offset")
+    row = (
+        linked.filter(skip | back)
+        .join(F.broadcast(since), "process")
+        .filter(col("member_since") < col("index"))
+        .agg(
+            F.count(F.when(skip, 1)).alias("poll-skip"),
+            F.count(F.when(back, 1)).alias("nonmonotonic-poll"),
+        )
+        .collect()[0]
+    )
+    return {name: int(row[name] or 0) for name in MEMBER_COUNTED}
 
 
 def _result(name: str, df: DataFrame) -> AnomalyResult:
@@ -47,16 +80,21 @@ def _result(name: str, df: DataFrame) -> AnomalyResult:
 
 def check_groups(
     spark: SparkSession, history_path: str, operations_path: str, reads_path: str
-) -> dict[str, AnomalyResult]:
-    """group-skip and nonmonotonic-commit of one history (counts and examples, as the reference)."""
+) -> tuple[dict[str, AnomalyResult], dict[str, int]]:
+    """group-skip and nonmonotonic-commit of one history (counts and examples, as the reference),
+    and how many poll-skip and nonmonotonic-poll occurrences are group members' reads."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     col = F.col
     operations = spark.read.parquet(operations_path)
-    if operations.filter(col("f") == "commit").limit(1).count() == 0:
-        return _none()
+    kinds = {
+        row["f"]
+        for row in operations.filter(col("f").isin("subscribe", "commit")).select("f").distinct().collect()
+    }
+    if not kinds:
+        return _none(), dict.fromkeys(MEMBER_COUNTED, 0)
 
     schema = T.StructType(
         [
@@ -65,6 +103,7 @@ def check_groups(
             T.StructField("type", T.StringType()),
             T.StructField("f", T.StringType()),
             T.StructField("group", T.StringType()),
+            T.StructField("final", T.BooleanType()),
             T.StructField(
                 "offsets",
                 T.ArrayType(
@@ -84,15 +123,27 @@ def check_groups(
         .filter(col("value").rlike(_GROUP_LINE))
         .select(F.from_json("value", schema).alias("op"))
         .select("op.*")
-        .filter((col("type") == "invoke") & col("process").isNotNull() & col("group").isNotNull())
+        .filter(
+            (col("type") == "invoke")
+            & col("process").isNotNull()
+            & (col("group").isNotNull() | ((col("f") == "assign") & (col("final") == F.lit(True))))
+        )
         .cache()
     )
-    members = lines.filter(col("f") == "subscribe").select("process", "group").distinct()
+    subscribes = lines.filter((col("f") == "subscribe") & col("group").isNotNull()).select(
+        "process", "group", "index"
+    )
+    members = subscribes.select("process", "group").distinct()
+    reads = spark.read.parquet(reads_path)
+    member_polls = _member_polls(subscribes, reads)
+    if "commit" not in kinds:
+        lines.unpersist()
+        return _none(), member_polls
     well_formed = col("offsets").isNotNull() & F.forall(
         "offsets",
         lambda e: e.isNotNull() & e.topic.isNotNull() & e.partition.isNotNull() & e.offset.isNotNull(),
     )
-    invoked = lines.filter((col("f") == "commit") & well_formed).select(
+    invoked = lines.filter((col("f") == "commit") & col("group").isNotNull() & well_formed).select(
         col("index").alias("invoke_index"), "process", "group", "offsets"
     )
     completed = operations.filter((col("f") == "commit") & (col("outcome") == "ok")).select(
@@ -132,15 +183,11 @@ def check_groups(
             ).alias("floor")
         )
     )
-    nonmonotonic = floors.filter(col("offset") < col("floor.offset")).select(
-        "index",
-        "process",
-        "group",
-        "topic",
-        "partition",
-        "offset",
-        (-col("floor.neg_index")).alias("prev_index"),
-        col("floor.offset").alias("prev_offset"),
+    nonmonotonic = (
+        floors.filter(col("offset") < col("floor.offset"))
+        .withColumn("prev_index", -col("floor.neg_index"))
+        .withColumn("prev_offset", col("floor.offset"))
+        .select(*BY_NAME["nonmonotonic-commit"].example_fields)
     )
 
     # group-skip: the staircase of each (group, tp)'s new maxima, in completion order.
@@ -158,14 +205,17 @@ def check_groups(
             F.coalesce(col("below"), F.lit(-(2**62))).alias("below"),
         )
     )
-    reads = spark.read.parquet(reads_path).filter(
+    reads = reads.filter(
         col("topic").isNotNull()
         & col("partition").isNotNull()
         & col("offset").isNotNull()
         & col("value").isNotNull()
     )
+    # The final log: what the final drain read (`final: true` assigns), or every read without one.
+    drain = lines.filter(col("f") == "assign").select("process").distinct()
+    log_reads = reads.join(F.broadcast(drain), "process") if drain.limit(1).count() else reads
     first_reads = (
-        reads.groupBy("topic", "partition", "offset")
+        log_reads.groupBy("topic", "partition", "offset")
         .agg(F.min(F.struct("index", "pos", "process", "value")).alias("first"))
         .select(
             "topic",
@@ -194,10 +244,14 @@ def check_groups(
     }
     commits.unpersist()
     lines.unpersist()
-    return found
+    return found, member_polls
 
 
-def merge_into(anomalies: dict[str, Any], groups: dict[str, AnomalyResult]) -> None:
-    """Put the group anomalies into an engine result's anomalies, keeping the catalogue's order."""
+def merge_into(anomalies: dict[str, Any], found: tuple[dict[str, AnomalyResult], dict[str, int]]) -> None:
+    """Put the group anomalies, and the members' share of the poll anomalies, into an engine
+    result's anomalies, keeping the catalogue's order."""
+    groups, member_polls = found
     for name in GROUP_ANOMALIES:
         anomalies[name] = groups[name]
+    for name, members in member_polls.items():
+        anomalies[name]["members"] = members

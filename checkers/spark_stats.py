@@ -1,20 +1,26 @@
 """The statistics of results.json (`checkers.stats.Facts`) computed by Spark from the Parquet form.
 
 Same facts as `checkers.stats.history_facts` (the reference's one Python pass), so `assemble` gives
-the same `stats` from either. Spark scans the operations (each invocation paired with its
-completion, with both times) and hands back summaries only, in few actions:
+the same `stats` from either. Spark scans the completed client operations (each invocation paired
+with its completion, with both times) and hands back summaries only, in two actions (three for
+histories of a million completions or more), each one collect of a union of small aggregates; no
+job grows with the number of fault windows or moves the history through one task:
 
-1. one collect of small aggregates: operations by f and outcome, completions by second and
-   outcome, each second's first and last ok send (enough for gaps of a second or more), the first
-   send invocation, and the first level of the latency percentiles;
-2. the latency percentiles, exact (nearest rank, as the reference) and, when the run had faults,
-   per fault window the completions inside it by outcome and the longest stretch without an ok
-   send (a window function over the ok sends inside each window). Up to `RADIX_FROM` completions
-   the percentiles are the rows at the wanted ranks of a sort per f (one action with the
-   windows); above it, a radix select on the latency in nanoseconds, 12 bits a level (three more
-   small actions): each level counts the values by the next bits within the buckets that hold a
-   wanted rank (a few thousand rows at most), until the value is known. A sort would move every
-   completion through one task; the radix select only scans a cached column.
+1. operations by f and outcome, completions by second and outcome, per second the first and last
+   ok send and (when the run had faults) the longest gap between two ok sends inside that second (a
+   window partitioned by the second), the first send invocation, and the latency histogram's first
+   level (16.8 ms buckets);
+2. per fault window, only for the seconds where it starts and ends (an equi-join on the second with
+   the small broadcast table of those seconds): the completions inside it by outcome, and its ok
+   sends' first, last and longest gap between two. The seconds wholly inside a window are summed
+   on the driver from action 1's per-second rows, so a completion is joined to a window only when
+   it shares a second with the window's start or end (a join on the window's bounds instead copied
+   each completion into every window that held it: quadratic in the number of windows);
+   beside them, the latency percentiles, exact (nearest rank, as the reference): below `RADIX_FROM`
+   completions the rows at the wanted ranks of a sort per f and of all; from it on, a radix select
+   on the latency in nanoseconds, 12 bits a level: this action counts the next 12 bits within the
+   first-level buckets that hold a wanted rank, and
+3. counts the exact values within the second-level buckets that hold one (a few thousand rows).
 
 The fault windows themselves are paired from the nemesis ops the conversion kept (a few dozen
 lines: `checkers.stats.fault_windows`, the reference's rules).
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import math
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -31,18 +38,42 @@ from checkers.parquet_schema import F_CODES, OUTCOME_CODES
 from checkers.stats import NS, OUTCOMES, Facts, fault_windows
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
 LEVEL_BITS = 12
-# Latencies are long nanoseconds: the first level keeps the bits above 36 (68.7 s buckets), then
-# three levels of 12 bits reach the exact value.
-FIRST_SHIFT = 3 * LEVEL_BITS
+# Latencies are long nanoseconds: the first level keeps the bits above 24 (16.8 ms buckets), then
+# two levels of 12 bits reach the exact value.
+FIRST_SHIFT = 2 * LEVEL_BITS
 QUANTILES = (50, 95, 99)
-OVERALL = "*"
+OVERALL = -1  # the f code that stands for every f, in the percentiles' bookkeeping
 # From this many completed operations on, percentiles by radix select rather than by a sort.
 RADIX_FROM = 1_000_000
+
+_OK, _OPEN = OUTCOME_CODES.index("ok"), OUTCOME_CODES.index("open")
+_SEND = F_CODES.index("send")
+
+# Every row an action collects has these columns (the ones a kind does not use are null).
+_ROW_SCHEMA = (
+    ("kind", "string"), ("w", "long"), ("s", "long"), ("code", "int"), ("n", "long"),
+    ("lat", "long"), ("lo", "double"), ("hi", "double"), ("gap", "double"),
+)  # fmt: skip
+
+
+def _row(df: DataFrame, **columns: Any) -> DataFrame:
+    """df's columns named as the common row (the others null)."""
+    from pyspark.sql import functions as F
+
+    return df.select(*[(columns.get(name, F.lit(None))).cast(kind).alias(name) for name, kind in _ROW_SCHEMA])
+
+
+def _collect(parts: list[DataFrame]) -> list[Any]:
+    """One action for all parts: the rows of their union."""
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    return union.collect()
 
 
 def nearest_rank(n: int, q: float) -> int:
@@ -58,144 +89,135 @@ def spark_facts(
     nemesis: list[list[Any]],
 ) -> Facts:
     """The statistics' facts of a history in Parquet form (see module docstring)."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     col = F.col
+    duration = max(0.0, (max_time or 0) / NS)
+    windows = fault_windows([_nemesis_op(row) for row in nemesis], duration)
     operations = spark.read.parquet(operations_path).select(
         "invoke_index", "f_code", "outcome_code", "next_index", "time", "invoke_time"
     )
-    f_name = F.element_at(F.array(*[F.lit(f) for f in F_CODES]), col("f_code").cast("int") + 1)
-    completed = operations.filter(col("outcome_code") < OUTCOME_CODES.index("open")).select(
-        f_name.alias("f"),
+    # Times as the reference takes them: nanoseconds / 1e9 as a double, the second by truncation.
+    completed = operations.filter(col("outcome_code") < _OPEN).select(
+        col("f_code").cast("int").alias("fc"),
         col("outcome_code").cast("int").alias("code"),
         (col("time").cast("double") / NS).alias("t"),
         (col("time") - col("invoke_time")).alias("lat"),
     )
     second = col("t").cast("long")
-    ok_send = (col("f") == "send") & (col("code") == OUTCOME_CODES.index("ok"))
+    ok_sends = completed.filter((col("fc") == _SEND) & (col("code") == _OK)).select(second.alias("s"), "t")
+    if windows:
+        # Each ok send with the previous one of its second (null for the second's first).
+        ok_sends = ok_sends.withColumn("prev", F.lag("t").over(Window.partitionBy("s").orderBy("t")))
+    else:
+        ok_sends = ok_sends.withColumn("prev", F.lit(None).cast("double"))
 
-    def rows(kind: str, df: DataFrame, key: Any, n: Any, x: Any, y: Any) -> DataFrame:
-        return df.select(
-            F.lit(kind).alias("kind"),
-            key.cast("string").alias("key"),
-            n.cast("long").alias("n"),
-            x.cast("long").alias("k2"),
-            y.cast("double").alias("x"),
-            F.lit(None).cast("double").alias("y"),
-        )
-
-    # --- Action 1: small aggregates, one collect ------------------------------------------------
+    # --- Action 1 ----------------------------------------------------------------------------
     # Outcomes by f: completed ones, and the invocations never completed (no next line at all; an
     # invocation superseded by the next one of its process is counted nowhere, as in the reference).
     by_outcome = (
-        operations.filter(col("next_index").isNull() | (col("outcome_code") < OUTCOME_CODES.index("open")))
-        .groupBy(f_name.alias("f"), col("outcome_code").alias("code"))
+        operations.filter(col("next_index").isNull() | (col("outcome_code") < _OPEN))
+        .groupBy("f_code", "outcome_code")
         .count()
     )
-    parts = [
-        rows("outcome", by_outcome, F.col("f"), col("count"), col("code"), F.lit(None)),
-        rows(
-            "second",
-            completed.groupBy(second.alias("s"), "code").count(),
-            col("s"),
-            col("count"),
-            col("code"),
-            F.lit(None),
-        ),
-        completed.filter(ok_send)
-        .groupBy(second.alias("s"))
-        .agg(F.min("t").alias("lo"), F.max("t").alias("hi"))
-        .select(
-            F.lit("ok_send").alias("kind"),
-            col("s").cast("string").alias("key"),
-            F.lit(0).cast("long").alias("n"),
-            F.lit(None).cast("long").alias("k2"),
-            col("lo").alias("x"),
-            col("hi").alias("y"),
-        ),
-        rows(
-            "first_send",
-            operations.filter(col("f_code") == F_CODES.index("send")).agg(
-                F.min_by("invoke_time", "invoke_index").alias("t")
+    rows = _collect(
+        [
+            _row(
+                by_outcome, kind=F.lit("outcome"), w=col("f_code"), code=col("outcome_code"), n=col("count")
             ),
-            F.lit(None),
-            F.lit(0),
-            F.lit(None),
-            col("t").cast("double") / NS,
-        ),
-        rows(
-            "lat",
-            completed.groupBy("f", F.shiftright("lat", FIRST_SHIFT).alias("b")).count(),
-            col("f"),
-            col("count"),
-            col("b"),
-            F.lit(None),
-        ),
-    ]
-    union = parts[0]
-    for part in parts[1:]:
-        union = union.unionByName(part)
+            _row(
+                completed.groupBy(second.alias("s"), "code").count(),
+                kind=F.lit("second"),
+                s=col("s"),
+                code=col("code"),
+                n=col("count"),
+            ),
+            _row(
+                ok_sends.groupBy("s").agg(
+                    F.min("t").alias("lo"), F.max("t").alias("hi"), F.max(col("t") - col("prev")).alias("gap")
+                ),
+                kind=F.lit("ok_send"),
+                s=col("s"),
+                lo=col("lo"),
+                hi=col("hi"),
+                gap=col("gap"),
+            ),
+            _row(
+                operations.filter(col("f_code") == _SEND).agg(
+                    F.min_by("invoke_time", "invoke_index").alias("t")
+                ),
+                kind=F.lit("first_send"),
+                lo=col("t").cast("double") / NS,
+            ),
+            _row(
+                completed.groupBy("fc", F.shiftright("lat", FIRST_SHIFT).alias("b")).count(),
+                kind=F.lit("lat"),
+                code=col("fc"),
+                lat=col("b"),
+                n=col("count"),
+            ),
+        ]
+    )
     outcomes: dict[str, dict[str, int]] = defaultdict(lambda: {"ok": 0, "fail": 0, "info": 0, "open": 0})
     per_second: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     ok_send_seconds: dict[int, tuple[float, float]] = {}
+    in_second_gaps: dict[int, float | None] = {}
     first_send: float | None = None
-    buckets: dict[str, dict[int, int]] = defaultdict(dict)
-    for r in union.collect():
+    first_level: dict[int, dict[int, int]] = defaultdict(dict)
+    for r in rows:
         kind = r["kind"]
         if kind == "outcome":
-            outcomes[r["key"]][OUTCOME_CODES[r["k2"]]] += r["n"]
+            outcomes[F_CODES[r["w"]]][OUTCOME_CODES[r["code"]]] += r["n"]
         elif kind == "second":
-            per_second[int(r["key"])][r["k2"]] += r["n"]
+            per_second[r["s"]][r["code"]] += r["n"]
         elif kind == "ok_send":
-            ok_send_seconds[int(r["key"])] = (r["x"], r["y"])
+            ok_send_seconds[r["s"]] = (r["lo"], r["hi"])
+            in_second_gaps[r["s"]] = r["gap"]
         elif kind == "first_send":
-            first_send = r["x"]
+            first_send = r["lo"]
         elif kind == "lat":
-            buckets[r["key"]][r["k2"]] = r["n"]
+            first_level[r["code"]][r["lat"]] = r["n"]
     completed_n = sum(sum(v) for v in per_second.values())
-    duration = max(0.0, (max_time or 0) / NS)
 
-    # --- Action 2 (and three small ones for big histories): percentiles, fault windows ----
-    windows = fault_windows([_nemesis_op(row) for row in nemesis], duration)
+    # --- Action 2 (and 3): fault windows at their ends' seconds, percentiles ------------------
+    radix = completed_n >= RADIX_FROM
+    selects = _selects(first_level)
     parts = []
     if windows:
-        parts.append(_window_rows(spark, completed, ok_send, windows))
-    if completed_n >= RADIX_FROM:
-        cached = completed.select("f", "lat").persist()
-        try:
-            latency_ms, latency_by_f = _radix_percentiles(cached, buckets)
-        finally:
-            cached.unpersist()
-    else:
-        ranks = _wanted_ranks(buckets)
-        if ranks:
-            parts.append(_rank_rows(completed, ranks))
-    found: dict[tuple[str, int], int] = {}
-    ops: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
-    sends: dict[int, tuple[float | None, float, float]] = {}
-    if parts:
-        union = parts[0]
-        for part in parts[1:]:
-            union = union.unionByName(part)
-        for r in union.collect():
-            if r["kind"] == "rank":
-                for q in ranks[(r["g"], r["n"])]:
-                    found[(r["g"], q)] = r["lat"]
-            elif r["kind"] == "ops":
-                ops[r["w"]][r["code"]] += r["n"]
+        parts += _window_end_rows(spark, completed, ok_sends, windows)
+    lat_of: DataFrame | None = None
+    if radix and selects:
+        lat_of = completed.select("fc", "lat").persist()
+        parts.append(_level_rows(lat_of, selects, FIRST_SHIFT))
+    elif selects:
+        parts.append(_rank_rows(completed, selects))
+    try:
+        rows = _collect(parts) if parts else []
+        found: dict[tuple[int, int], int] = {}
+        ends: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
+        segments: dict[tuple[int, int], tuple[float, float, float | None]] = {}
+        level: list[Any] = []
+        for r in rows:
+            if r["kind"] == "ops":
+                ends[r["w"]][r["s"]][r["code"]] += r["n"]
+            elif r["kind"] == "seg":
+                segments[(r["w"], r["s"])] = (r["lo"], r["hi"], r["gap"])
+            elif r["kind"] == "rank":
+                for s in selects:
+                    if s.group == r["code"] and s.wanted == r["n"]:
+                        found[(s.group, s.q)] = r["lat"]
             else:
-                sends[r["w"]] = (r["gap"], r["lo"], r["hi"])
-    if completed_n < RADIX_FROM:
-        latency_ms, latency_by_f = _quantiles(found, [f for f in buckets if buckets[f]])
-    for i, w in enumerate(windows):
-        w["ops"] = dict(zip(OUTCOMES, ops[i], strict=True))
-        start, end = w["start_s"], w["end_s"]
-        if i in sends:
-            gap, lo, hi = sends[i]
-            longest = max(gap or 0.0, lo - start, end - hi)
-        else:
-            longest = end - start
-        w["longest_gap_s"] = round(max(longest, 0.0), 3)
+                level.append(r)
+        if lat_of is not None:
+            _descend(selects, level)
+            _descend(selects, _level_rows(lat_of, selects, FIRST_SHIFT - LEVEL_BITS).collect())
+            found = {(s.group, s.q): s.prefix for s in selects if s.prefix is not None}
+    finally:
+        if lat_of is not None:
+            lat_of.unpersist()
+    latency_ms, latency_by_f = _quantiles(found, sorted(first_level))
+    window_facts(windows, per_second, ok_send_seconds, in_second_gaps, ends, segments)
     return Facts(
         outcomes={f: dict(v) for f, v in outcomes.items()},
         latency_ms=latency_ms,
@@ -210,94 +232,103 @@ def spark_facts(
     )
 
 
+def window_facts(
+    windows: list[dict[str, Any]],
+    per_second: dict[int, list[int]],
+    ok_send_seconds: dict[int, tuple[float, float]],
+    in_second_gaps: dict[int, float | None],
+    ends: dict[int, dict[int, list[int]]],
+    segments: dict[tuple[int, int], tuple[float, float, float | None]],
+) -> None:
+    """Fill each window's `ops` and `longest_gap_s` from per-second summaries and its ends' seconds.
+
+    A window [start, end] covers seconds a = int(start) .. b = int(end). Its completions are those
+    of the seconds strictly between a and b (`per_second`) and those of a and b inside the bounds
+    (`ends[w][second]`, by outcome code). Its ok sends, in time order, are runs of one second each:
+    a and b's runs inside the bounds (`segments[(w, second)]`: first, last, longest gap between two)
+    and the whole runs of the seconds between (`ok_send_seconds` and `in_second_gaps`); the longest
+    stretch without an ok send is the largest of the runs' inner gaps and the gaps between the
+    window's start, the runs and its end, as `checkers.stats._longest_gap` walks them one by one.
+    """
+    seconds = sorted(per_second)
+    ok_seconds = sorted(ok_send_seconds)
+    for i, w in enumerate(windows):
+        start, end = w["start_s"], w["end_s"]
+        a, b = math.floor(start), math.floor(end)
+        inside = [0, 0, 0]
+        for s in seconds[bisect_right(seconds, a) : bisect_left(seconds, b)]:
+            for code in range(3):
+                inside[code] += per_second[s][code]
+        for counts in ends.get(i, {}).values():
+            for code in range(3):
+                inside[code] += counts[code]
+        w["ops"] = dict(zip(OUTCOMES, inside, strict=True))
+        runs: list[tuple[float, float, float | None]] = []
+        if (i, a) in segments:
+            runs.append(segments[(i, a)])
+        for s in ok_seconds[bisect_right(ok_seconds, a) : bisect_left(ok_seconds, b)]:
+            runs.append((*ok_send_seconds[s], in_second_gaps.get(s)))
+        if b != a and (i, b) in segments:
+            runs.append(segments[(i, b)])
+        longest, previous = 0.0, start
+        for first, last, gap in runs:
+            longest = max(longest, first - previous, gap or 0.0)
+            previous = last
+        w["longest_gap_s"] = round(max(longest, end - previous), 3)
+
+
+def _window_end_rows(
+    spark: SparkSession, completed: DataFrame, ok_sends: DataFrame, windows: list[dict[str, Any]]
+) -> list[DataFrame]:
+    """Per window and per second where it starts or ends: the completions inside its bounds by
+    outcome (`ops` rows) and its ok sends there: first, last and longest gap between two (`seg`)."""
+    from pyspark.sql import functions as F
+
+    col = F.col
+    ends = F.broadcast(
+        spark.createDataFrame(
+            [
+                (i, second, float(w["start_s"]), float(w["end_s"]))
+                for i, w in enumerate(windows)
+                for second in sorted({math.floor(w["start_s"]), math.floor(w["end_s"])})
+            ],
+            "w LONG, es LONG, start DOUBLE, end DOUBLE",
+        )
+    )
+    within = (col("t") >= col("start")) & (col("t") <= col("end"))
+    counts = (
+        completed.join(ends, col("t").cast("long") == col("es"))
+        .filter(within)
+        .groupBy("w", "es", "code")
+        .count()
+    )
+    runs = (
+        ok_sends.join(ends, col("s") == col("es"))
+        .filter(within)
+        .groupBy("w", "es")
+        .agg(
+            F.min("t").alias("lo"),
+            F.max("t").alias("hi"),
+            F.max(F.when(col("prev") >= col("start"), col("t") - col("prev"))).alias("gap"),
+        )
+    )
+    return [
+        _row(counts, kind=F.lit("ops"), w=col("w"), s=col("es"), code=col("code"), n=col("count")),
+        _row(runs, kind=F.lit("seg"), w=col("w"), s=col("es"), lo=col("lo"), hi=col("hi"), gap=col("gap")),
+    ]
+
+
 def _nemesis_op(row: list[Any]) -> dict[str, Any]:
     index, time, type_, f, value = row
     return {"index": index, "time": time, "type": type_, "f": f, "value": value, "process": "nemesis"}
 
 
-_ROW_SCHEMA = (
-    ("kind", "string"), ("w", "int"), ("code", "int"), ("n", "long"), ("gap", "double"),
-    ("lo", "double"), ("hi", "double"), ("g", "string"), ("lat", "long"),
-)  # fmt: skip
-
-
-def _row(df: DataFrame, **columns: Any) -> DataFrame:
-    """df's columns named as the final collect's common row (the others null)."""
-    from pyspark.sql import functions as F
-
-    return df.select(*[(columns.get(name, F.lit(None))).cast(kind).alias(name) for name, kind in _ROW_SCHEMA])
-
-
-def _with_overall(levels: dict[str, dict[int, int]]) -> dict[str, dict[int, int]]:
-    """Bucket counts per f, plus their sum over every f (OVERALL)."""
-    total: dict[int, int] = defaultdict(int)
-    for counts in levels.values():
-        for b, n in counts.items():
-            total[b] += n
-    return {**levels, OVERALL: dict(total)}
-
-
-def _wanted_ranks(first_level: dict[str, dict[int, int]]) -> dict[tuple[str, int], list[int]]:
-    """(group, 1-based rank) -> the quantiles found at that rank, for every f and OVERALL."""
-    wanted: dict[tuple[str, int], list[int]] = defaultdict(list)
-    for group, per_bucket in _with_overall(first_level).items():
-        n = sum(per_bucket.values())
-        if n:
-            for q in QUANTILES:
-                wanted[(group, nearest_rank(n, q))].append(q)
-    return dict(wanted)
-
-
-def _rank_rows(completed: DataFrame, wanted: dict[tuple[str, int], list[int]]) -> DataFrame:
-    """The latencies at the wanted ranks, by a sort per f and one of all (small histories)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    col = F.col
-    ranked = completed.select(
-        "f",
-        "lat",
-        F.row_number().over(Window.partitionBy("f").orderBy("lat")).alias("r"),
-        F.row_number().over(Window.partitionBy(F.lit(0)).orderBy("lat")).alias("r_all"),
-    )
-    by_f = [(g, r) for g, r in wanted if g != OVERALL]
-    overall = [r for g, r in wanted if g == OVERALL]
-    cond_f = F.lit(False)
-    for g, r in by_f:
-        cond_f = cond_f | ((col("f") == g) & (col("r") == r))
-    parts = [
-        _row(ranked.filter(cond_f), kind=F.lit("rank"), g=col("f"), n=col("r"), lat=col("lat")),
-        _row(
-            ranked.filter(col("r_all").isin(overall)),
-            kind=F.lit("rank"),
-            g=F.lit(OVERALL),
-            n=col("r_all"),
-            lat=col("lat"),
-        ),
-    ]
-    return parts[0].unionByName(parts[1])
-
-
-def _quantiles(
-    found: dict[tuple[str, int], int], fs: list[str]
-) -> tuple[dict[str, float | None], dict[str, dict[str, float | None]]]:
-    """The percentiles in ms (as the reference rounds them), overall and per f."""
-
-    def of(group: str) -> dict[str, float | None]:
-        out: dict[str, float | None] = {}
-        for q in QUANTILES:
-            ns = found.get((group, q))
-            out[f"p{q}"] = None if ns is None else round(ns / 1e6, 3)
-        return out
-
-    return of(OVERALL), {f: of(f) for f in fs}
-
-
 class _Select:
-    """One wanted rank in one group (a client f, or OVERALL): where the radix select stands."""
+    """One wanted rank in one group (an f code, or OVERALL): where the search for its value stands."""
 
-    def __init__(self, group: str, q: int, rank: int) -> None:
+    def __init__(self, group: int, q: int, rank: int) -> None:
         self.group, self.q = group, q
+        self.wanted = rank  # 1-based, among all the group's values
         self.rank = rank  # 1-based, within the current bucket
         self.prefix: int | None = None  # the value's bits above the current level
 
@@ -311,12 +342,17 @@ class _Select:
         raise AssertionError("rank beyond the counted values")
 
 
-def _radix_percentiles(
-    completed: DataFrame, first_level: dict[str, dict[int, int]]
-) -> tuple[dict[str, float | None], dict[str, dict[str, float | None]]]:
-    """p50/p95/p99 overall and per f, exact: a radix select over the latency in nanoseconds."""
-    from pyspark.sql import functions as F
+def _with_overall(levels: dict[int, dict[int, int]]) -> dict[int, dict[int, int]]:
+    """Bucket counts per f, plus their sum over every f (OVERALL)."""
+    total: dict[int, int] = defaultdict(int)
+    for counts in levels.values():
+        for b, n in counts.items():
+            total[b] += n
+    return {**levels, OVERALL: dict(total)}
 
+
+def _selects(first_level: dict[int, dict[int, int]]) -> list[_Select]:
+    """Every wanted rank (each quantile of each f and of all), placed in its first-level bucket."""
     selects = []
     for group, per_bucket in _with_overall(first_level).items():
         n = sum(per_bucket.values())
@@ -325,62 +361,75 @@ def _radix_percentiles(
                 s = _Select(group, q, nearest_rank(n, q))
                 s.descend(per_bucket)
                 selects.append(s)
-    shift = FIRST_SHIFT
-    while shift > 0 and selects:
-        finer = shift - LEVEL_BITS
-        prefixes = sorted({s.prefix for s in selects if s.prefix is not None})
-        level = (
-            completed.filter(F.shiftright("lat", shift).isin(prefixes))
-            .groupBy("f", F.shiftright("lat", finer).alias("b"))
-            .count()
-            .collect()
-        )
-        by_group: dict[str, dict[int, int]] = defaultdict(dict)
-        for r in level:
-            by_group[r["f"]][int(r["b"])] = int(r["count"])
-        counts = _with_overall(by_group)
-        for s in selects:
-            within = {b: n for b, n in counts.get(s.group, {}).items() if b >> LEVEL_BITS == s.prefix}
-            s.descend(within)
-        shift = finer
-    found = {(s.group, s.q): s.prefix for s in selects if s.prefix is not None}
-    return _quantiles(found, [f for f in first_level if first_level[f]])
+    return selects
 
 
-def _window_rows(
-    spark: SparkSession, completed: DataFrame, ok_send: Any, windows: list[dict[str, Any]]
-) -> DataFrame:
-    """Per window: completions inside it by outcome (`ops` rows) and, over its ok sends, the
-    longest gap between two and the first and last (a `gap` row)."""
+def _descend(selects: list[_Select], level: list[Any]) -> None:
+    """Move every select one level down, by one level's counts (rows of `_level_rows`)."""
+    by_group: dict[int, dict[int, int]] = defaultdict(dict)
+    for r in level:
+        by_group[r["code"]][r["lat"]] = r["n"]
+    counts = _with_overall(by_group)
+    for s in selects:
+        within = {b: n for b, n in counts.get(s.group, {}).items() if b >> LEVEL_BITS == s.prefix}
+        s.descend(within)
+
+
+def _level_rows(latencies: DataFrame, selects: list[_Select], shift: int) -> DataFrame:
+    """The counts of the next 12 bits of the latencies within the buckets (of `shift`) that hold a
+    wanted rank (`lat` rows: f code, bucket, count)."""
+    from pyspark.sql import functions as F
+
+    prefixes = sorted({s.prefix for s in selects if s.prefix is not None})
+    finer = shift - LEVEL_BITS
+    level = (
+        latencies.filter(F.shiftright("lat", shift).isin(prefixes))
+        .groupBy("fc", F.shiftright("lat", finer).alias("b"))
+        .count()
+    )
+    return _row(level, kind=F.lit("lat"), code=F.col("fc"), lat=F.col("b"), n=F.col("count"))
+
+
+def _rank_rows(completed: DataFrame, selects: list[_Select]) -> DataFrame:
+    """The latencies at the wanted ranks, by a sort per f and one of all (small histories)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     col = F.col
-    # Each window once per second it touches: an equi-join on the second, then the exact bounds
-    # (a join on the bounds alone would compare every completion with every window).
-    spans = F.broadcast(
-        spark.createDataFrame(
-            [
-                (i, second, float(w["start_s"]), float(w["end_s"]))
-                for i, w in enumerate(windows)
-                for second in range(math.floor(w["start_s"]), math.floor(w["end_s"]) + 1)
-            ],
-            "w INT, s LONG, start DOUBLE, end DOUBLE",
+    ranked = completed.select(
+        "fc",
+        "lat",
+        F.row_number().over(Window.partitionBy("fc").orderBy("lat")).alias("r"),
+        F.row_number().over(Window.partitionBy(F.lit(0)).orderBy("lat")).alias("r_all"),
+    )
+    cond_f: Column = F.lit(False)
+    for s in selects:
+        if s.group != OVERALL:
+            cond_f = cond_f | ((col("fc") == s.group) & (col("r") == s.wanted))
+    overall = [s.wanted for s in selects if s.group == OVERALL]
+    return _row(
+        ranked.filter(cond_f), kind=F.lit("rank"), code=col("fc"), n=col("r"), lat=col("lat")
+    ).unionByName(
+        _row(
+            ranked.filter(col("r_all").isin(overall)),
+            kind=F.lit("rank"),
+            code=F.lit(OVERALL),
+            n=col("r_all"),
+            lat=col("lat"),
         )
     )
-    inside = completed.join(
-        spans, (F.floor(col("t")) == col("s")) & (col("t") >= col("start")) & (col("t") <= col("end"))
-    )
-    counts = _row(
-        inside.groupBy("w", "code").count(), kind=F.lit("ops"), w=col("w"), code=col("code"), n=col("count")
-    )
-    ordered = Window.partitionBy("w").orderBy("t")
-    gaps = (
-        inside.filter(ok_send)
-        .select("w", "t", (col("t") - F.lag("t").over(ordered)).alias("gap"))
-        .groupBy("w")
-        .agg(F.max("gap").alias("gap"), F.min("t").alias("lo"), F.max("t").alias("hi"))
-    )
-    return counts.unionByName(
-        _row(gaps, kind=F.lit("gap"), w=col("w"), gap=col("gap"), lo=col("lo"), hi=col("hi"))
-    )
+
+
+def _quantiles(
+    found: dict[tuple[int, int], int], fs: list[int]
+) -> tuple[dict[str, float | None], dict[str, dict[str, float | None]]]:
+    """The percentiles in ms (as the reference rounds them), overall and per f."""
+
+    def of(group: int) -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for q in QUANTILES:
+            ns = found.get((group, q))
+            out[f"p{q}"] = None if ns is None else round(ns / 1e6, 3)
+        return out
+
+    return of(OVERALL), {F_CODES[f]: of(f) for f in fs}

@@ -9,6 +9,7 @@ see them (clusters/kafka_metadata.py). Works on any backend through the Node pro
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shlex
 import signal
@@ -16,12 +17,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from clusters import daemon_control, kafka_config
+from clusters import daemon_control, kafka_config, lazyfs, lazyfs_mount
 from clusters.broker_ids import broker_id_of, node_of_broker_id
 from clusters.kafka_metadata import KafkaMetadata, node_answers
 from clusters.node import Node, node_home
 from clusters.node_files import log_tail, put_text
-from clusters.own import CLOCK_UNSKEWED, faketime_env, preload_library
+from clusters.own import CLOCK_UNSKEWED, LOSE_UNSYNCED, faketime_env, preload_library, wants_lazyfs
 from clusters.ports import port_open
 from clusters.system_def import (
     RoleDef,
@@ -32,12 +33,13 @@ from clusters.system_def import (
     role_values,
 )
 from foundation.config import TestConfig
-from foundation.errors import InfrastructureError
+from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
 
 LOG_TAIL_LINES = 12
 ZOOKEEPER_ROLE = "zookeeper"
+LAZYFS_DAEMON = "lazyfs"  # lazyfs0, lazyfs1 ...: one FUSE daemon per data dir of a `lazyfs` role
 
 
 class DefinedSystem:
@@ -60,6 +62,17 @@ class DefinedSystem:
         self.brokers = nodes[definition.brokers]
         self._role_of = {n.name: definition.role(r) for r, ns in nodes.items() for n in ns}
         self.metadata = KafkaMetadata(self.bootstrap_servers, self.node_of_broker)
+        # lose-unsynced: the data dirs of the `lazyfs` roles are mounted on clusters.lazyfs
+        mountable = any(r.lazyfs and r.data_dirs for r in definition.roles)
+        self.lazyfs = wants_lazyfs(config) and mountable
+        asked = wants_lazyfs(
+            dataclasses.replace(config, nemesis=tuple(n for n in config.nemesis if n != "all"))
+        )
+        if asked and not mountable:  # (`--nemesis all` just leaves the fault out)
+            raise BadInput(
+                f"system definition {definition.path}: roles.{definition.brokers}.data_dirs: "
+                f"{LOSE_UNSYNCED} needs data dirs on a role with lazyfs = true, and none declares any"
+            )
 
     # --- names and places ---------------------------------------------------------------------
 
@@ -130,7 +143,8 @@ class DefinedSystem:
 
     def log_files(self, node: Node) -> list[str]:
         values = self.values(node)
-        return [self._daemon_log(node), *(render(p, values) for p in self.role_of(node).logs)]
+        lazyfs_logs = [log_path for *_, log_path in self._lazyfs_mounts(node)]
+        return [self._daemon_log(node), *(render(p, values) for p in self.role_of(node).logs), *lazyfs_logs]
 
     def data_dirs(self, node: Node) -> list[str]:
         """Data dirs in Kafka's segment format (the replica-log checker reads them); others: none."""
@@ -186,6 +200,9 @@ class DefinedSystem:
             put_text(node, render(f.content, values), path)
         if role.faketime:
             put_text(node, CLOCK_UNSKEWED, self._clock_path(node))
+        mounts = self._lazyfs_mounts(node)
+        for daemon, data_dir, backing, sock, log_path in mounts:
+            lazyfs_mount.mount(node, self.python, daemon, backing, data_dir, sock, log_path)
         for command in role.install:
             done = node.exec(["sh", "-c", render(command, values)], timeout=300, check=False)
             if not done.ok:
@@ -193,6 +210,30 @@ class DefinedSystem:
                     f"{node.name}: install command of role {role.name} failed "
                     f"(exit {done.exit_code}): {render(command, values)}: {done.stderr.strip()[-500:]}"
                 )
+        for _daemon, data_dir, _backing, sock, _log in mounts:  # what install wrote survives a drop
+            synced = node.exec(lazyfs.ctl_argv(self.python, sock, "sync"), timeout=60, check=False)
+            if not synced.ok:
+                raise InfrastructureError(
+                    f"{node.name}: lazyfs sync of {data_dir} failed: {synced.stderr.strip()}"
+                )
+
+    # --- lose-unsynced: data dirs on lazyfs -----------------------------------------------------
+
+    def _lazyfs_mounts(self, node: Node) -> list[tuple[str, str, str, str, str]]:
+        """(daemon, data dir, backing dir, control socket, log) of each lazyfs mount on the node."""
+        role = self.role_of(node)
+        if not (self.lazyfs and role.lazyfs):
+            return []
+        values, home = self.values(node), self.home(node)
+        return [
+            (f"{LAZYFS_DAEMON}{i}", d, f"{d.rstrip('/')}.backing", f"{home}/lazyfs{i}.sock",
+             f"{home}/logs/lazyfs{i}.log")
+            for i, d in enumerate(render(p, values) for p in role.data_dirs)
+        ]  # fmt: skip
+
+    def lazyfs_sockets(self, node: Node) -> list[str]:
+        """Control sockets of the lazyfs mounts under this node's data dirs (empty: not on lazyfs)."""
+        return [sock for _daemon, _dir, _backing, sock, _log in self._lazyfs_mounts(node)]
 
     def _start(self, node: Node) -> int:
         role, values = self.role_of(node), self.values(node)
@@ -211,6 +252,9 @@ class DefinedSystem:
         for role in reversed(self.definition.roles):
             for node in self.role_nodes[role.name]:
                 node.signal_daemon(role.name, signal.SIGKILL)
+                for daemon, data_dir, _backing, _sock, _log in self._lazyfs_mounts(node):
+                    node.exec(["umount", "-l", data_dir], check=False)
+                    node.signal_daemon(daemon, signal.SIGKILL)
 
     def close(self) -> None:
         self.metadata.close()

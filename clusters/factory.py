@@ -13,6 +13,7 @@ removes every resource in the state file; collect data before it.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import secrets
@@ -25,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from clusters import docker_backend, ssh_backend, system_def  # backends: their state removers
 from clusters.defined import defined_system
+from clusters.kafka_metadata import NO_ANSWER, offered_apis
 from clusters.netns import NetnsNetwork
 from clusters.node import Node
 from clusters.own import OwnSystem
@@ -33,7 +35,7 @@ from clusters.sut import MayLackReplicaLogs
 from clusters.system_def import SystemDefinition
 from foundation.config import TestConfig, validate
 from foundation.errors import BadInput, InfrastructureError
-from foundation.run_files import REPLICAS_UNAVAILABLE
+from foundation.run_files import API_VERSIONS, REPLICAS_UNAVAILABLE
 
 log = logging.getLogger(__name__)
 
@@ -157,9 +159,10 @@ class Cluster:
         """Copy logs and data dirs to dest/<node>/logs/ and dest/<node>/data/; a system whose data
         dirs are not Kafka segments says so in dest/replicas-unavailable.txt (checkers/api.py)."""
         why = self.sut.replica_logs_unavailable() if isinstance(self.sut, MayLackReplicaLogs) else None
+        Path(dest).mkdir(parents=True, exist_ok=True)
         if why is not None:
-            Path(dest).mkdir(parents=True, exist_ok=True)
             (Path(dest) / REPLICAS_UNAVAILABLE).write_text(why + "\n")
+        self._record_offered_apis(Path(dest) / API_VERSIONS)
         for node in self.all_nodes:
             node_dest = Path(dest) / node.name
             for path in self.sut.log_files(node):
@@ -176,6 +179,20 @@ class Cluster:
                     node.download(path, str(target))
                 except InfrastructureError as e:
                     log.warning("%s: cannot collect %s: %s", node.name, path, e)
+
+    def _record_offered_apis(self, path: Path) -> None:
+        """What the first broker that answers lists in ApiVersions (checkers/refusals.py reads it)."""
+        for server in self.bootstrap_servers():
+            host, _, port = server.rpartition(":")
+            try:
+                apis = offered_apis(host, int(port))
+            except NO_ANSWER as e:
+                log.debug("ApiVersions of %s: %s", server, e)
+                continue
+            offered = {str(key): list(versions) for key, versions in sorted(apis.items())}
+            path.write_text(json.dumps({"broker": server, "apis": offered}) + "\n")
+            return
+        log.warning("no broker answered ApiVersions: the run dir does not say which APIs the system offers")
 
     def __enter__(self) -> Cluster:
         self.up()

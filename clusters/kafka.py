@@ -11,7 +11,7 @@ Where Kafka comes from:
 - `kafka_image` (docker): the containers run that image (e.g. apache/kafka), whose distribution
   lives in /opt/kafka; nothing is uploaded.
 
-Leaders, leader epochs and ISRs come from the brokers' Metadata (kafka-python's admin client), so
+Leaders, leader epochs and ISRs come from the brokers' Metadata (clusters/kafka_metadata.py), so
 they are what clients see.
 """
 

@@ -140,26 +140,36 @@ def metadata_of(
 ) -> dict[str, Any]:
     """The Metadata answer (as a dict, kafka-python's field names) of the broker at host:port, at
     the highest version both sides know; `topics=False` asks for the brokers only."""
-    from kafka.protocol.metadata import (
-        ApiVersionsRequest,
-        ApiVersionsResponse,
-        MetadataRequest,
-        MetadataResponse,
-    )
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
     with socket.create_connection((host, port), timeout=min(timeout, CONNECT_TIMEOUT_S)) as sock:
         sock.settimeout(timeout)
-        offered = _exchange(sock, ApiVersionsRequest(), ApiVersionsResponse, 0, 1)
-        if offered["error_code"]:
-            raise ConnectionError(f"ApiVersions error code {offered['error_code']}")
-        ranges = [k for k in offered["api_keys"] if k["api_key"] == MetadataRequest.API_KEY]
-        if not ranges:
+        offered = _offered(sock)
+        if MetadataRequest.API_KEY not in offered:
             raise ConnectionError("the broker offers no Metadata API")
-        version = min(int(ranges[0]["max_version"]), MetadataRequest.max_version)
-        if version < int(ranges[0]["min_version"]):
-            raise ConnectionError(f"the broker's Metadata versions start at {ranges[0]['min_version']}")
+        low, high = offered[MetadataRequest.API_KEY]
+        version = min(high, MetadataRequest.max_version)
+        if version < low:
+            raise ConnectionError(f"the broker's Metadata versions start at {low}")
         request = MetadataRequest(topics=None if topics else [], allow_auto_topic_creation=False)
         return _exchange(sock, request, MetadataResponse, version, 2)
+
+
+def offered_apis(host: str, port: int, timeout: float = ANSWER_TIMEOUT_S) -> dict[int, tuple[int, int]]:
+    """The APIs (key -> (min, max) version) the broker at host:port lists in ApiVersions: what a
+    Kafka-compatible system implements (a feature whose API is missing is one it lacks)."""
+    with socket.create_connection((host, port), timeout=min(timeout, CONNECT_TIMEOUT_S)) as sock:
+        sock.settimeout(timeout)
+        return _offered(sock)
+
+
+def _offered(sock: socket.socket) -> dict[int, tuple[int, int]]:
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+    answer = _exchange(sock, ApiVersionsRequest(), ApiVersionsResponse, 0, 1)
+    if answer["error_code"]:
+        raise ConnectionError(f"ApiVersions error code {answer['error_code']}")
+    return {int(k["api_key"]): (int(k["min_version"]), int(k["max_version"])) for k in answer["api_keys"]}
 
 
 def _exchange(

@@ -78,7 +78,7 @@ def wants_lazyfs(config: TestConfig) -> bool:
 
 def refuse_lazyfs_off_netns(config: TestConfig, backend: str) -> None:
     """Only netns nodes put data dirs on FUSE: say so before a power-loss test starts elsewhere."""
-    if config.system == "own" and wants_lazyfs(config):
+    if (config.system == "own" or config.system.endswith(".toml")) and wants_lazyfs(config):
         raise BadInput(
             f"the power-loss fault (lose-unsynced) needs the netns backend: data dirs on FUSE are "
             f"not set up on the {backend} backend"
@@ -339,24 +339,12 @@ class OwnSystem:
 
     def _mount_lazyfs(self, node: Node) -> None:
         """Put the data dir on lazyfs (un-fsynced writes can be dropped) and wait until it answers."""
-        from clusters import lazyfs  # the power-loss fault's FUSE layer (imported only when asked)
+        from clusters import lazyfs_mount  # the power-loss fault's FUSE layer (imported only when asked)
 
         lay = self.layout(node)
-        node.exec(["mkdir", "-p", lay.backing_dir])
-        argv = lazyfs.mount_argv(self.python, lay.backing_dir, lay.data_dir, lay.lazyfs_socket)
-        node.start_daemon(LAZYFS, argv, log_path=lay.lazyfs_log)
-        deadline = time.monotonic() + 30
-        while True:
-            ping = node.exec(lazyfs.ctl_argv(self.python, lay.lazyfs_socket, "ping"), check=False)
-            mounted = node.exec(["mountpoint", "-q", lay.data_dir], check=False)
-            if ping.ok and mounted.ok:
-                return
-            if node.daemon_pid(LAZYFS) is None or time.monotonic() > deadline:
-                raise InfrastructureError(
-                    f"lazyfs for {lay.data_dir} on {node.name} did not come up; "
-                    f"log: {self._log_tail(node, lay.lazyfs_log)}"
-                )
-            time.sleep(0.1)
+        lazyfs_mount.mount(
+            node, self.python, LAZYFS, lay.backing_dir, lay.data_dir, lay.lazyfs_socket, lay.lazyfs_log
+        )
 
     def lazyfs_sockets(self, node: Node) -> list[str]:
         """Control sockets of the lazyfs under this node's data dirs (empty: not on lazyfs)."""

@@ -32,7 +32,7 @@ BROKERS_DEFAULT = "broker"
 TOP_KEYS = ("name", "description", "brokers", "roles")
 ROLE_KEYS = (
     "count", "port", "ports", "node_prefix", "files", "upload", "install", "start", "env", "ready",
-    "logs", "data_dirs", "data_format", "stop_signal", "stop_timeout", "pause", "faketime",
+    "logs", "data_dirs", "data_format", "stop_signal", "stop_timeout", "pause", "faketime", "lazyfs",
 )  # fmt: skip
 FILE_KEYS = ("path", "content")
 UPLOAD_KEYS = ("source", "dest")
@@ -78,6 +78,7 @@ class RoleDef:
     stop_timeout: float = 30.0
     pause: str = "auto"
     faketime: bool = False
+    lazyfs: bool = False  # data dirs on the lazy-fsync filesystem when a test asks for lose-unsynced
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,12 @@ def is_definition(system: str) -> bool:
 # --- template values ---------------------------------------------------------------------------
 
 
+KAFKA_NEVER = str(2**63 - 1)  # Long.MAX_VALUE: Kafka's default log.flush.interval.messages, "never"
+
+
 def config_values(config: TestConfig) -> dict[str, str]:
-    """`config.<key>` for every scalar test setting (booleans as Kafka writes them)."""
+    """`config.<key>` for every scalar test setting, as Kafka writes it: booleans `true`/`false`,
+    and `log_flush_interval_messages` 0 (strandline's "never fsync on append") as Kafka's never."""
     out: dict[str, str] = {}
     for f in dataclasses.fields(TestConfig):
         value = getattr(config, f.name)
@@ -130,6 +135,8 @@ def config_values(config: TestConfig) -> dict[str, str]:
             out[f"config.{f.name}"] = "true" if value else "false"
         elif isinstance(value, int | float | str):
             out[f"config.{f.name}"] = str(value)
+    if config.log_flush_interval_messages <= 0:
+        out["config.log_flush_interval_messages"] = KAFKA_NEVER
     return out
 
 
@@ -373,6 +380,7 @@ def _role(r: _Reader, name: str, value: Any, brokers: str) -> RoleDef:
         stop_timeout=r.number(f"{key}.stop_timeout", t.get("stop_timeout", 30.0)),
         pause=r.choice(f"{key}.pause", t.get("pause", "auto"), PAUSE_KINDS),
         faketime=_boolean(r, f"{key}.faketime", t.get("faketime", False)),
+        lazyfs=_boolean(r, f"{key}.lazyfs", t.get("lazyfs", name == brokers)),
     )
 
 

@@ -54,7 +54,7 @@ def draw_schedule(rng: random.Random, settings: SimSettings) -> Schedule:
     for _ in range(rng.randint(1, settings.max_fault_steps)):
         fault = rng.choice(faults)
         wait = rng.choice(WAITS_S) * rng.uniform(0.5, 1.5)
-        target = rng.choice(TARGETS[fault])
+        target = rng.choice([t for t in TARGETS[fault] if t in settings.targets] or TARGETS[fault])
         offset = rng.choice(CLOCK_OFFSETS_S) if fault == "clock" else 0.0
         steps.append(Step(round(wait, 2), fault, target, rng.randrange(1 << 30), offset))
         undo = UNDO.get(fault)

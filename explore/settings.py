@@ -33,6 +33,8 @@ class SimSettings:
     produce_interval_ms: int = 250  # each producer, between its sends
     request_timeout_ms: int = 30000
     faults: tuple[str, ...] = FAULTS
+    # the roles the faults are aimed at (e.g. ("leader",)); empty: each fault's usual targets
+    targets: tuple[str, ...] = ()
     max_fault_steps: int = 6
     network_delay_ms: tuple[float, float] = (0.2, 2.0)
 
@@ -81,11 +83,16 @@ def unsafe_settings() -> list[Unsafe]:
         ),
         Unsafe("no-fsync", SimSettings(flush_interval_messages=None, faults=("power-loss", "kill"))),
         # acks=all answered by the leader alone once the ISR shrank to it; its unflushed tail dies
-        # with it (a power loss) and, the last replica standing, it is elected again (KIP-966)
+        # with it (a power loss) and, the last replica standing, it is elected again (KIP-966).
+        # Aimed at the leader, with ELR on: a loss min.insync.replicas=2 would not have.
         Unsafe(
             "min.insync.replicas=1",
             SimSettings(
-                min_insync_replicas=1, flush_interval_messages=None, faults=("partition", "power-loss")
+                min_insync_replicas=1,
+                flush_interval_messages=None,
+                eligible_leader_replicas=True,
+                faults=("partition", "power-loss"),
+                targets=("leader",),
             ),
         ),
     ]

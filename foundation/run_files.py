@@ -19,4 +19,7 @@ NODES = "nodes"
 # In nodes/: written by the cluster for a system whose data dirs are not Kafka segments (a defined
 # system's data_format): the replica-log checks are then not available, the history decides alone.
 REPLICAS_UNAVAILABLE = "replicas-unavailable.txt"
+# In nodes/: the APIs (key -> [min, max] version) one broker listed in ApiVersions after the run:
+# what the system implements, so the checkers can say which feature the test asked for it lacks.
+API_VERSIONS = "api-versions.json"
 OUTCOME = "outcome.json"  # how the run itself ended (completed, interrupted, failed) and why

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from checkers.refusals import describe as describe_refusal
 from foundation import run_files
 from harness.report_catalogue import description, sentence, severity_rank
 from harness.report_examples import ExampleView, example_partitions, example_view, refs
@@ -155,6 +156,8 @@ def build_context(run: Path) -> dict[str, Any]:
         "incomplete": list((results or {}).get("incomplete") or []),
         # a defined system whose data dirs are not Kafka segments (docs/systems.md)
         "replicas_unavailable": str((results or {}).get("replicas_unavailable") or ""),
+        # features the test asked for that the system refused (idempotence, consumer groups)
+        "refused": [describe_refusal(n, r) for n, r in ((results or {}).get("refused") or {}).items()],
         "drain": inputs.drain,
         "open_ops": digest.open_at_end,
     }

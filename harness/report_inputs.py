@@ -167,6 +167,8 @@ def clean_results(raw: Any) -> dict[str, Any] | None:
         out["fatal"] = _strings(raw["fatal"])
     if isinstance(raw.get("replicas_unavailable"), str):  # a defined system's opaque data dirs
         out["replicas_unavailable"] = raw["replicas_unavailable"]
+    if isinstance(raw.get("refused"), dict):  # features the system refused (checkers/refusals.py)
+        out["refused"] = {str(k): v for k, v in raw["refused"].items() if isinstance(v, dict)}
     if "valid" not in raw:
         out["incomplete"].insert(0, "results.json holds no verdict (a damaged file or another version)")
     return out

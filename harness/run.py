@@ -234,9 +234,13 @@ class RunPieces:
 
 
 def precheck(config: TestConfig) -> None:
-    """Bad input found before anything is created: unknown faults, malformed schedule steps."""
+    """Bad input found before anything is created: unknown faults, malformed schedule steps, a
+    system definition file that does not parse (one line naming the file and the key, exit 2)."""
+    from clusters import system_def
     from nemesis import check_config
 
+    if system_def.is_definition(config.system):
+        system_def.load(config.system)
     check_config(config)
 
 

@@ -244,7 +244,8 @@ class Nemesis(Requested):
                 self._journal("ok", "start", {"nodes": rest})
 
     def _wait_until(self, step: dict[str, Any], stop: threading.Event) -> None:
-        """Poll a condition; what it saw is attached (as `after`) to the next fault's invoke value.
+        """Poll a condition; what it saw is attached (as `after`) to the next fault's invoke value
+        (with `before`: the wait before it, when no fault came between).
 
         Conditions are not faults, so they get no history op of their own (a report would shade them).
         """
@@ -261,7 +262,7 @@ class Nemesis(Requested):
                     met, detail = False, {"error": _text(e)}
                 if met:
                     log.info("nemesis: condition %s met: %s", name, detail)
-                    self._after = {"condition": name, **detail}
+                    self._after = self._seen({"condition": name, **detail})
                     return
                 stop.wait(float(step.get("poll", 0.2)))
         finally:
@@ -270,7 +271,14 @@ class Nemesis(Requested):
             log.info("nemesis: stopped while waiting for %s: %s", name, detail)
         else:
             log.warning("nemesis: condition %s not met within %g s: %s", name, timeout, detail)
-        self._after = {"condition": name, "timed_out": True, **detail}
+        self._after = self._seen({"condition": name, "timed_out": True, **detail})
+
+    def _seen(self, after: dict[str, Any]) -> dict[str, Any]:
+        """A wait's detail; waits in a row before one fault nest (`before`: the one just before, when neither a fault nor a heal came between), so
+        the history shows e.g. that a follower had left the ISR before the load flowed again."""
+        if self._after is None:
+            return after
+        return {**after, "before": {k: v for k, v in self._after.items() if k != "before"}}
 
     # --- healing everything -----------------------------------------------------------------
 
@@ -318,6 +326,8 @@ class Nemesis(Requested):
 
     def _journal(self, type_: str, f: str, value: dict[str, Any], error: str | None = None) -> None:
         op: dict[str, Any] = {"process": NEMESIS, "type": type_, "f": f, "value": value}
+        if f in HEALS:
+            self._after = None  # a wait before a heal belongs to no later fault
         if error is not None:
             op["error"] = error
         if self.history is not None:
@@ -326,6 +336,9 @@ class Nemesis(Requested):
             except (ValueError, OSError) as e:  # the history was closed (a late heal at teardown)
                 log.warning("nemesis op not journaled (%s): %s", e, op)
         log.info("nemesis %s %s %s%s", type_, f, value, f" ({error})" if error else "")
+
+
+HEALS = ("start", "resume", "heal")
 
 
 def _pattern(step: dict[str, Any]) -> Pattern | None:

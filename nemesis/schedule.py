@@ -7,8 +7,9 @@ the same sequence of decisions, whatever the cluster does.
 
 The random schedule: after a calm start, one fault (or a composed group `kill+partition`) every
 `nemesis_interval` seconds with jitter, held for part of the interval and healed before the next.
-`all` draws every fault kind the cluster supports, mostly in the patterns that lose data
-(ALL_MIX, weighted). The scripted schedule: `config.schedule`, run once, in order; faults stay until a step heals them
+`all` deals every fault kind the cluster supports from a deck (ALL_MIX): each cycle goes
+through every group once before any repeats, the patterns that expose the most unsafe settings first
+(rank by rank, shuffled within a rank), with short calms between them. The scripted schedule: `config.schedule`, run once, in order; faults stay until a step heals them
 (or the end of the test does).
 """
 
@@ -26,15 +27,19 @@ from nemesis.packages.patterns import pattern_of
 CONTROL_DO = ("start", "resume", "heal")
 # Seconds past the session timeout a crash is held.
 CRASH_MARGIN_S = 1.0
+# The calm after each group of `all`, as a share of the interval (the deck has many to deal).
+ALL_CALM = (0.2, 0.4)
 # How long the random schedule waits for healed crashes to serve again before its calm.
 READY_TIMEOUT_S = 30.0
 PICK_RANGE = 2**32
 ALL = "all"
-# `--nemesis all`: every fault kind the system supports, drawn mostly in the patterns that lose
-# data (nemesis/packages/*_patterns.py), each followed by a calm. Weights, measured (docs/faults.md):
-# `lagging-follower` exposes the most settings at once (unclean elections, missing fsync,
-# min.insync.replicas=1), `failover` pre-KIP-101 truncation (and acks=1),
-# `lonely-leader` min.insync.replicas=1 and acks=1, `lose-unsynced:all` missing fsync.
+# `--nemesis all`: every fault kind the system supports, dealt from a deck drawn anew per cycle
+# from the schedule's rng: higher ranks first (shuffled within a rank), every group once per cycle.
+# A 60 s run has room for two or three patterns, so the first rank is the two that between them
+# expose every unsafe setting of docs/faults.md: `lagging-follower` (unclean elections, missing
+# fsync, min.insync.replicas=1, acks=1) and `failover` (pre-KIP-101 truncation, acks=1); then
+# `lonely-leader` (min.insync.replicas=1, acks=1) and `lose-unsynced:all` (missing fsync); then the
+# other patterns; then the plain faults.
 ALL_MIX: tuple[tuple[str, int], ...] = (
     ("kill:lagging-follower", 10),
     ("kill:failover", 10),
@@ -75,7 +80,7 @@ def wants_all(names: Sequence[str]) -> bool:
 
 
 def parse_mix(names: Sequence[str]) -> list[tuple[Group, int]]:
-    """The groups a random schedule draws from, with their weights (`all` expands to ALL_MIX)."""
+    """The groups a random schedule draws from, with their ranks (`all` expands to ALL_MIX)."""
     mix: list[tuple[Group, int]] = []
     for spec in names:
         if str(spec).strip() == ALL:
@@ -118,31 +123,40 @@ def random_steps(
     env: PlanEnv,
     rng: random.Random,
     interval: float,
-    weights: Sequence[int] | None = None,
+    ranks: Sequence[int] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """The endless random schedule. Uses nothing but `rng`, `env`, `interval` and the weights."""
+    """The endless random schedule. Uses nothing but `rng`, `env`, `interval` and the ranks
+    (given for `all`: the groups are dealt from a deck, see `deal`)."""
     if not specs:
         return
     yield {"wait": round(interval * rng.uniform(0.5, 1.0), 3)}
-    last = -1
+    dealt: list[int] = []
     while True:
         cycle = interval * rng.uniform(0.8, 1.2)
         hold = cycle * rng.uniform(0.4, 0.7)
-        if weights:
-            # Weighted, never the same group twice in a row: a minute-long test meets two or three.
-            others = [i for i in range(len(specs)) if i != last] or list(range(len(specs)))
-            last = rng.choices(others, weights=[weights[i] for i in others])[0]
-            group = specs[last]
+        if ranks:
+            if not dealt:
+                dealt = deal(rng, ranks)
+            group = specs[dealt.pop(0)]
+            # The deck has every group to go through: a short calm, whatever the hold.
+            cycle = hold + interval * rng.uniform(*ALL_CALM)
         else:
             group = rng.choice(specs)
         crashed = False
+        held = True  # every part already held its crash until the cluster noticed it
         for name, qualifier in group:
             step = PACKAGES[name].plan(rng, env, qualifier)
             step["pick"] = rng.randrange(PICK_RANGE)
             pattern = pattern_of(step, name)
             crashed = crashed or PACKAGES[name].crashes or (pattern is not None and pattern.crashes)
+            held = held and pattern is not None and pattern.holds_crash
             yield step
-        if crashed and env.crash_noticed_s > 0:
+        if crashed and held:
+            # The pattern waited for the election its crash causes (`lagging-follower`): holding
+            # it a session longer only keeps the partition offline and the load stopped.
+            cycle -= hold - CRASH_MARGIN_S
+            hold = CRASH_MARGIN_S
+        elif crashed and env.crash_noticed_s > 0:
             # A crashed ZooKeeper-mode Kafka broker cannot register again before its session
             # expires: a shorter crash is one Kafka never sees, so hold it until it can be noticed.
             # The calm after it keeps its length (the cluster recovers and load flows again).
@@ -156,6 +170,14 @@ def random_steps(
             # seconds to load its logs and register), so load flows again before the next fault.
             yield {"wait_until": "brokers-ready", "timeout": READY_TIMEOUT_S}
         yield {"wait": round(cycle - hold, 3)}
+
+
+def deal(rng: random.Random, ranks: Sequence[int]) -> list[int]:
+    """One cycle of the deck: every group's index once, higher ranks first, shuffled within a rank
+    (so each seed meets the patterns in its own order, and none repeats before all were dealt)."""
+    order = list(range(len(ranks)))
+    rng.shuffle(order)
+    return sorted(order, key=lambda i: -ranks[i])
 
 
 def scripted_steps(steps: Sequence[dict[str, Any]], rng: random.Random) -> Iterator[dict[str, Any]]:

@@ -3,7 +3,8 @@
 A fresh client process assigns every partition from the beginning and polls until each partition
 has been read up to its end offset as the cluster reports it (ListOffsets latest, i.e. the high
 watermark; asked until two answers agree, and asked again once reached, in case late retries moved
-it). The drain is journaled as ordinary assign/poll operations. If a client errors, the process is
+it). The drain is journaled as ordinary assign/poll operations, its assigns marked `final: true`
+(what its processes read is each partition's final log). If a client errors, the process is
 replaced (a new number) and resumes at the positions already read. If the time bound passes first,
 the result says so (`complete=False` and why): the checker must then say `unknown`, never `valid`.
 """
@@ -93,6 +94,8 @@ class _Drainer:
             "f": "assign",
             "partitions": [[t, p] for t, p in self.partitions],
             "seek": "position" if positions else "beginning",
+            # The drain's reads are the partitions' final logs (the group-skip rule reads them).
+            "final": True,
         }
         if positions:
             invoke["positions"] = [[t, p, o] for (t, p), o in sorted(positions.items())]

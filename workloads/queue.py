@@ -202,21 +202,31 @@ class Slot:
 
     def _poll(self) -> None:
         assert self.consumer is not None
+        records = self._journaled_poll(self.consumer)
+        if records is not None:
+            self._note_read(records)
+
+    def _journaled_poll(self, consumer: Consumer | GroupConsumer) -> list[Record] | None:
+        """One journaled poll of either consumer; None when it ended info (the process crashed)."""
         invoke = {"process": self.process, "type": "invoke", "f": "poll"}
         self.journal.invoke(invoke)
         started = time.monotonic()
         try:
-            records = self.consumer.poll(POLL_TIMEOUT_S, MAX_POLL_RECORDS)
+            records = consumer.poll(POLL_TIMEOUT_S, MAX_POLL_RECORDS)
         except Exception as e:
             error = e.error if isinstance(e, ClientError) else describe(e)
             self.journal.complete({**invoke, "type": "info", "error": error}, time.monotonic() - started)
             self._crash()
-            return
+            return None
         self.journal.complete(
             {**invoke, "type": "ok", "records": records_json(records)},
             time.monotonic() - started,
             records=len(records),
         )
+        return records
+
+    def _note_read(self, records: list[Record]) -> None:
+        """How far this process has read each partition (its final reads start there)."""
         for r in records:
             key = (r.topic, r.partition)
             if r.offset + 1 > self.read_up_to.get(key, 0):
@@ -283,27 +293,12 @@ class Slot:
 
     def _group_poll(self) -> None:
         assert self.group_consumer is not None
-        invoke = {"process": self.process, "type": "invoke", "f": "poll"}
-        self.journal.invoke(invoke)
-        started = time.monotonic()
-        try:
-            records = self.group_consumer.poll(POLL_TIMEOUT_S, MAX_POLL_RECORDS)
-        except Exception as e:
-            error = e.error if isinstance(e, ClientError) else describe(e)
-            self.journal.complete({**invoke, "type": "info", "error": error}, time.monotonic() - started)
-            self._crash()
+        records = self._journaled_poll(self.group_consumer)
+        if records is None:
             return
-        self.journal.complete(
-            {**invoke, "type": "ok", "records": records_json(records)},
-            time.monotonic() - started,
-            records=len(records),
-        )
         # The callbacks ran inside the poll, before it fetched what it returned.
         self._rebalanced(self.group_consumer.rebalances())
-        for r in records:
-            key = (r.topic, r.partition)
-            if r.offset + 1 > self.read_up_to.get(key, 0):
-                self.read_up_to[key] = r.offset + 1
+        self._note_read(records)
 
     def _rebalanced(self, events: list[RebalanceEvent]) -> None:
         """Journal what the rebalance callbacks said, a revocation and the assignment after it as one op."""

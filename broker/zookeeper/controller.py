@@ -222,11 +222,7 @@ class ControllerDriver:
             return True
         assert isinstance(action, ElectLeader)
         data = encode_state(choice.leader, action.leader_epoch, choice.isr, self.controller_epoch, choice.elr)
-        try:
-            await asyncio.to_thread(
-                self.zk.set, state_path(action.topic, action.index), data, action.zk_version
-            )
-        except (BadVersionError, NoNodeError):
+        if not await self._replace_state(action.topic, action.index, data, action.zk_version):
             return False
         ends = (log_ends or {}).get((action.topic, action.index))
         log.warning(
@@ -242,13 +238,17 @@ class ControllerDriver:
         )
         return True
 
+    async def _replace_state(self, topic: str, index: int, data: bytes, zk_version: int) -> bool:
+        """Compare-and-set of a partition state; False when someone else wrote it first."""
+        try:
+            await asyncio.to_thread(self.zk.set, state_path(topic, index), data, zk_version)
+        except (BadVersionError, NoNodeError):
+            return False
+        return True
+
     async def _remove_from_isr(self, action: RemoveFromIsr) -> bool:
         data = encode_state(action.leader, action.leader_epoch, action.isr, self.controller_epoch, action.elr)
-        try:
-            await asyncio.to_thread(
-                self.zk.set, state_path(action.topic, action.index), data, action.zk_version
-            )
-        except (BadVersionError, NoNodeError):
+        if not await self._replace_state(action.topic, action.index, data, action.zk_version):
             return False
         log.warning(
             "%s-%d: brokers %s gone: isr %s, elr %s (leader %d, epoch %d)",

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from explore.schedule import fault_steps, scripted, tell, to_toml
+from explore.schedule import TARGETS, fault_steps, scripted, tell, to_toml
 from explore.search import TIMINGS, Found, search
 from explore.settings import FAULTS, SimSettings
 from explore.simulation import Outcome
@@ -39,6 +39,14 @@ def sim_faults(nemesis: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(faults)
 
 
+def sim_targets(nemesis: tuple[str, ...]) -> tuple[str, ...]:
+    """The roles `--nemesis` aims at (`power-loss:leader`): the search then draws only those targets
+    (where a fault has none of them, its usual ones). Other qualifiers (patterns) are not modelled."""
+    roles = {target for targets in TARGETS.values() for target in targets}
+    aimed = [name.split(":", 1)[1] for name in nemesis if ":" in name]
+    return tuple(dict.fromkeys(a for a in aimed if a in roles))
+
+
 def sim_settings(config: TestConfig) -> SimSettings:
     """The simulated cluster with the test's settings (one partition, every broker a replica)."""
     if config.system != "own":
@@ -58,6 +66,7 @@ def sim_settings(config: TestConfig) -> SimSettings:
             lag_time_max_ms=config.replica_lag_time_max_ms,
             hw_checkpoint_interval_ms=config.replica_high_watermark_checkpoint_interval_ms,
             faults=sim_faults(config.nemesis),
+            targets=sim_targets(config.nemesis),
         )
     except ValueError as e:
         raise BadInput(str(e)) from None

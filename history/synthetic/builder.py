@@ -99,8 +99,12 @@ class HistoryBuilder:
         partitions: Sequence[tuple[str, int]] = (("t0", 0),),
         outcome: str = "ok",
         seek: str = "beginning",
+        final: bool = False,
     ) -> tuple[int, int]:
-        fields = {"partitions": [list(tp) for tp in partitions], "seek": seek}
+        """`final`: the final drain's assign (its process's reads are the partitions' final logs)."""
+        fields: dict[str, Any] = {"partitions": [list(tp) for tp in partitions], "seek": seek}
+        if final:
+            fields["final"] = True
         invoke = self.op(process=process, type="invoke", f="assign", **fields)
         return invoke, self.op(process=process, type=outcome, f="assign", **fields)
 

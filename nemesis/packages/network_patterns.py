@@ -18,6 +18,7 @@ from nemesis.packages.sequence import (
     Pattern,
     Sight,
     Timing,
+    acknowledged_alone,
     aim_at,
     crash,
     leader_and_followers,
@@ -28,8 +29,6 @@ CUT_OFF_FAILOVER = "cut-off-failover"
 LEADER_ISOLATED = "leader-isolated"
 LONELY_LEADER = "lonely-leader"
 ZOOKEEPER = "zookeeper"  # the grudge's name for the ZooKeeper node
-# Seconds the lonely leader goes on acknowledging (if its settings let it) before it loses power.
-ACKNOWLEDGE_ALONE_S = 2.0
 
 
 def _cut(nodes: list[str], others: list[str]) -> dict[str, list[str]]:
@@ -106,7 +105,7 @@ def _lonely_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
     """Cut the leader off from its followers (it still reaches ZooKeeper and the clients), flush
     its page cache (the kernel's writeback: what it acknowledged so far is on disk), wait until it
     has shrunk the ISR to itself, let it acknowledge alone if its settings let it (acks=1,
-    min.insync.replicas=1), then cut its power and heal the cut. It is the only in-sync replica,
+    min.insync.replicas=1: until its high watermark grew, at most `lag_s`), then cut its power and heal the cut. It is the only in-sync replica,
     so a clean election waits for it and makes it leader again without what it acknowledged
     alone; the followers truncate to it."""
     at = where(aim)
@@ -121,7 +120,7 @@ def _lonely_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
             "required": True,
             **at,
         },
-        {"wait": ACKNOWLEDGE_ALONE_S},
+        acknowledged_alone(aim, timing),
         crash(aim, [leader]),
         {"undo": "cut"},
     ]

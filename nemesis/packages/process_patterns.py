@@ -20,6 +20,7 @@ from nemesis.packages.sequence import (
     Pattern,
     Sight,
     Timing,
+    acknowledged_alone,
     aim_at,
     crash,
     in_sync_followers,
@@ -34,8 +35,6 @@ RESTARTED_FOLLOWER = "restarted-follower"
 ROLLING = "rolling"
 # How long a rolling kill or restart waits for a broker to serve again before going on anyway.
 ROLLING_READY_TIMEOUT = 60.0
-# Seconds the in-sync replicas go on acknowledging once the lagging follower left the ISR.
-ACKNOWLEDGE_ALONE_S = 2.0
 
 
 def failover_targets(
@@ -159,7 +158,7 @@ def _lagging_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
             "required": True,
             **at,
         },
-        {"wait": ACKNOWLEDGE_ALONE_S},
+        acknowledged_alone(aim, timing),
         crash(aim, [leader, in_sync]),
         {"undo": "lagging"},
         # Until the cluster has elected the lagging follower (unclean) or, with clean elections,
@@ -261,6 +260,7 @@ PATTERNS: tuple[Pattern, ...] = (
         ),
         _choose_lagging,
         _lagging_steps,
+        holds_crash=True,
     ),
     Pattern(
         RESTARTED_FOLLOWER,

@@ -87,6 +87,9 @@ class Pattern:
     needs_power_loss: bool = False  # only where the data dirs can lose unsynced writes
     min_nodes: int = 3
     crashes: bool = True  # a crash is among its parts (the random schedule holds it, then waits)
+    # Its own steps hold its last crash until the cluster noticed it (an election or a session
+    # timeout): the random schedule adds no crash hold of its own after it.
+    holds_crash: bool = False
 
 
 def in_sync_followers(state: dict[str, Any]) -> list[str]:
@@ -122,3 +125,20 @@ def crash(aim: Aim, nodes: Sequence[str], **extra: Any) -> dict[str, Any]:
 
 def where(aim: Aim) -> dict[str, Any]:
     return {} if aim.topic is None else {"topic": aim.topic, "partition": aim.partition}
+
+
+# Records the shrunk ISR must acknowledge before a pattern crashes it (the loss it can show).
+ACKNOWLEDGED_ALONE_RECORDS = 20
+
+
+def acknowledged_alone(aim: Aim, timing: Timing) -> dict[str, Any]:
+    """Wait until the shrunk ISR acknowledges again (its high watermark grew): clients blocked on
+    the frozen or cut-off replica take a request timeout to come back, and a crash before they
+    do finds nothing to lose. Not required: where the settings refuse the writes (acks=all with
+    min.insync.replicas=2 and one replica left) the pattern crashes after `lag_s` anyway."""
+    return {
+        "wait_until": "hw-advancing",
+        "records": ACKNOWLEDGED_ALONE_RECORDS,
+        "timeout": round(timing.lag_s, 3),
+        **where(aim),
+    }

@@ -227,3 +227,19 @@ def test_spark_json_conversion_for_histories_elsewhere(spark: Any, tmp_path: Pat
 
     facts = spark_facts(spark, form.operations_path, max_time=form.max_time, nemesis=form.nemesis or [])
     assert facts == history_facts(path)
+
+
+def test_statistics_by_radix_select_and_many_fault_windows_agree(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The percentiles of big histories (a radix select over the latencies) and the fault windows'
+    facts (summed from the seconds they span) equal the reference's, here on a small history."""
+    from checkers import spark_stats
+
+    monkeypatch.setattr(spark_stats, "RADIX_FROM", 0)
+    path = tmp_path / "history.jsonl"
+    generate(path, 5000, seed=13, nemesis_rate=0.01)
+    _, facts = spark_checker.check(path, reconvert=True, facts=True)
+    assert facts is not None
+    assert len(facts.windows) > 3
+    assert facts == history_facts(path)

@@ -1,8 +1,10 @@
 """The own broker and ZooKeeper started only through systems/own.toml (a system definition file),
 on netns: `cluster up` prints the bootstrap line; a run with `kill:role=zookeeper` is valid, shows
 the kill of node zk in the history and heals; a system that never becomes ready is exit 4 with its
-log's last lines in harness.log and nothing left running; a bad definition is exit 2 in one line.
-Slow: a kill run with the safe settings is valid, and kip-101-truncation with the high-watermark
+log's last lines in harness.log and nothing left running; a bad definition is exit 2 in one line;
+a system without InitProducerId and group APIs refuses them and the report says so; lose-unsynced puts the
+broker role's data dirs on lazyfs. Marker kafka: real Apache Kafka through systems/kafka-kraft.toml.
+Slow: a kill and partition run with the safe settings is valid, and kip-101-truncation with the high-watermark
 variant, run through the definition, is invalid.
 """
 
@@ -87,25 +89,35 @@ def test_cluster_up_through_the_definition_prints_the_bootstrap_line(tmp_path: P
     print(f"cluster up/status/down through systems/own.toml: {time.monotonic() - started:.0f} s")
 
 
-def test_killing_the_zookeeper_role_shows_in_the_history_and_heals(tmp_path: Path) -> None:
+def test_faults_aimed_at_the_zookeeper_role_show_in_the_history_and_heal(tmp_path: Path) -> None:
+    """`kill:role=zookeeper` from the random schedule, then scripted `pause` of the role and a cut
+    between the roles (`partition` with grudge `broker|zookeeper`): each hits node zk, each heals."""
     env = environment(tmp_path)
+    config = tmp_path / "roles.toml"
+    config.write_text(
+        "schedule = [\n"
+        '  { wait = 2 }, { do = "kill", target = "role=zookeeper" }, { wait = 2 }, { heal = "all" },\n'
+        '  { do = "pause", target = "role=zookeeper" }, { wait = 2 }, { heal = "all" },\n'
+        '  { do = "partition", grudge = "broker|zookeeper" }, { wait = 2 }, { heal = "all" },\n'
+        "]\n"
+    )
     started = time.monotonic()
-    out = cli(["run", "--system", OWN, "--name", "zkrole", "--time-limit", "12", "--nemesis",
-               "kill:role=zookeeper", "--nemesis-interval", "3", "--store", str(tmp_path / "store"),
-               *LOAD], env)  # fmt: skip
+    out = cli(["run", "--config", str(config), "--system", OWN, "--name", "zkrole", "--time-limit", "14",
+               "--store", str(tmp_path / "store"), *LOAD], env)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     run = run_dir(out)
     assert out.stdout.strip().splitlines()[-1] == f"verdict: valid {run}"
     nemesis = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
-    nemesis = [op for op in nemesis if op["process"] == "nemesis"]
-    kills = [op for op in nemesis if op["f"] == "kill" and op["type"] == "ok"]
-    starts = [op for op in nemesis if op["f"] == "start" and op["type"] == "ok"]
-    assert kills and all(op["value"]["nodes"] == ["zk"] for op in kills)
-    assert len(starts) >= len(kills)  # every kill healed
+    done = {op["f"]: op["value"] for op in nemesis if op["process"] == "nemesis" and op["type"] == "ok"}
+    assert done["kill"]["nodes"] == ["zk"] and done["start"]["nodes"] == ["zk"]
+    assert done["pause"]["nodes"] == ["zk"] and done["resume"]["nodes"] == ["zk"]
+    cut = done["partition"]["grudge"]
+    assert cut["zk"] == ["n1", "n2", "n3"] and all(cut[n] == ["zk"] for n in ("n1", "n2", "n3"))
+    assert "heal" in done
     assert any((run / "nodes" / "zk" / "logs").iterdir())
     assert any((run / "nodes" / "n1" / "data").glob("t0-*/*.log"))
     nothing_left(tmp_path)
-    print(f"kill:role=zookeeper run: {time.monotonic() - started:.0f} s")
+    print(f"faults aimed at the zookeeper role: {time.monotonic() - started:.0f} s")
 
 
 def test_data_dirs_not_in_kafka_format_leave_the_verdict_to_the_history(tmp_path: Path) -> None:
@@ -148,16 +160,18 @@ def test_a_system_that_never_becomes_ready_is_exit_4_with_its_log(tmp_path: Path
 def test_a_bad_definition_is_one_line_and_exit_2(tmp_path: Path) -> None:
     definition = tmp_path / "bad.toml"
     definition.write_text("[roles.broker]\nport = 9092\nstart = 'b --id {node_number}'\n")
-    out = cli(["run", "--system", str(definition), "--time-limit", "5"], environment(tmp_path), timeout=60)
+    store = tmp_path / "store"
+    out = cli(["run", "--system", str(definition), "--time-limit", "5", "--store", str(store)],
+              environment(tmp_path), timeout=60)  # fmt: skip
     assert out.returncode == 2
     assert f"{definition}: roles.broker.start: unknown template value {{node_number}}" in out.stderr
-    assert "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and not store.exists()  # refused before a run dir
     nothing_left(tmp_path)
 
 
 @pytest.mark.slow
-def test_a_kill_run_with_the_safe_settings_is_valid(tmp_path: Path) -> None:
-    out = cli(["run", "--system", OWN, "--name", "defkill", "--time-limit", "25", "--nemesis", "kill",
+def test_a_kill_and_partition_run_with_the_safe_settings_is_valid(tmp_path: Path) -> None:
+    out = cli(["run", "--system", OWN, "--name", "defkill", "--time-limit", "30", "--nemesis", "kill,partition",
                "--nemesis-interval", "6", "--store", str(tmp_path / "store"), *LOAD], environment(tmp_path))  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1].startswith("verdict: valid ")
@@ -168,7 +182,7 @@ def test_a_kill_run_with_the_safe_settings_is_valid(tmp_path: Path) -> None:
 def test_kip_101_truncation_through_the_definition_is_invalid_with_high_watermark(tmp_path: Path) -> None:
     config = KIP_101_TRUNCATION.config(safe=False, seed=1, store=str(tmp_path / "store"))
     config_file = tmp_path / "kip101.json"
-    config_file.write_text(json.dumps(config.replace(system=OWN).to_json()))
+    config_file.write_text(json.dumps(config.replace(system=OWN, checker="reference").to_json()))
     out = cli(["run", "--config", str(config_file)], environment(tmp_path), timeout=280)
     assert out.returncode == 1, out.stderr[-3000:]
     run = run_dir(out)
@@ -285,3 +299,101 @@ def test_the_definition_runs_over_ssh(tmp_path: Path) -> None:
     assert hosts.leftovers() == []
     nothing_left(tmp_path)
     print(f"ssh cluster through systems/own.toml: {time.monotonic() - started:.0f} s")
+
+
+GROUP_APIS = "FindCoordinator,JoinGroup,SyncGroup,Heartbeat,LeaveGroup,OffsetCommit,OffsetFetch"
+
+
+def test_features_a_system_lacks_are_its_refusals_and_the_report_says_so(tmp_path: Path) -> None:
+    """The own broker declared with `unsupported.apis` (a system without the idempotent producer and
+    without consumer groups), a test with `idempotence = true` and `--consume subscribe`: every send
+    ends `fail` and every group poll `info` with the client's account of the refusal, the verdict
+    is the history's (valid), results.json's `refused` and the report say what was refused."""
+    text = Path(OWN).read_text()
+    assert "auto.create.topics.enable=false\n" in text
+    definition = tmp_path / "lacking.toml"
+    definition.write_text(text.replace("auto.create.topics.enable=false\n",
+                                       f"auto.create.topics.enable=false\nunsupported.apis=InitProducerId,{GROUP_APIS}\n"))  # fmt: skip
+    config = tmp_path / "idempotent.toml"
+    config.write_text("idempotence = true\n")
+    started = time.monotonic()
+    out = cli(["run", "--config", str(config), "--system", str(definition), "--name", "lacking", "--nodes", "1",
+               "--replication-factor", "1", "--min-insync", "1", "--consume", "subscribe", "--time-limit", "12",
+               "--store", str(tmp_path / "store"), *LOAD], environment(tmp_path))  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = run_dir(out)
+    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    sends = [op for op in ops if op["f"] == "send" and op["type"] != "invoke"]
+    assert sends and {op["type"] for op in sends} == {"fail"}
+    assert all("InitProducerId" in op["error"] for op in sends)
+    refused_polls = [
+        op for op in ops if op["f"] == "poll" and "FindCoordinatorRequest" in op.get("error", "")
+    ]
+    assert refused_polls and {op["type"] for op in refused_polls} == {"info"}
+    results = json.loads((run / "results.json").read_text())
+    refused = results["refused"]
+    assert results["valid"] is True and refused["idempotence"]["missing_apis"] == ["InitProducerId"]
+    assert refused["idempotence"]["ops"] == {"fail": len(sends), "info": 0}
+    assert refused["idempotence"]["asked"] == "idempotence = true"
+    assert "FindCoordinator" in refused["consumer groups"]["missing_apis"]
+    assert refused["consumer groups"]["ops"]["info"] >= len(refused_polls)
+    report = (run / "report.html").read_text()
+    assert (
+        "Refused by the system: idempotence (idempotence = true): its brokers do not offer InitProducerId"
+        in report
+    )
+    assert "Refused by the system: consumer groups (consume = subscribe)" in report
+    nothing_left(tmp_path)
+    print(f"a run against a system without idempotence and groups: {time.monotonic() - started:.0f} s")
+
+
+def test_lose_unsynced_mounts_the_definitions_data_dirs_on_lazyfs(tmp_path: Path) -> None:
+    """systems/own.toml with `lose-unsynced`: the broker role's data dir is mounted on lazyfs, the
+    fault drops what the broker never fsynced (Kafka's default: no fsync on append), so with one
+    replica acknowledged writes are lost and the run is invalid; the mount is gone afterwards."""
+    config = tmp_path / "power-loss.toml"
+    config.write_text(
+        'schedule = [{ wait = 6 }, { do = "lose-unsynced", target = "all" }, { wait = 2 }, { heal = "all" }]\n'
+    )
+    started = time.monotonic()
+    out = cli(["run", "--config", str(config), "--system", OWN, "--name", "lazy", "--nodes", "1",
+               "--replication-factor", "1", "--min-insync", "1", "--time-limit", "12", "--store",
+               str(tmp_path / "store"), *LOAD], environment(tmp_path))  # fmt: skip
+    assert out.returncode == 1, out.stderr[-3000:]
+    run = run_dir(out)
+    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    drops = [op for op in ops if op["f"] == "lose-unsynced" and op["type"] == "ok"]
+    assert len(drops) == 1 and drops[0]["value"]["dropped"]["n1"][0]["bytes"] > 0
+    assert any(op["f"] == "start" and op["type"] == "ok" for op in ops if op["process"] == "nemesis")
+    assert (run / "nodes" / "n1" / "logs" / "lazyfs0.log").is_file()
+    results = json.loads((run / "results.json").read_text())
+    losses = {"lost-write", "unseen", "inconsistent-offsets", "lost-committed-on-replicas"}
+    assert results["valid"] is False and losses & set(results["fatal"]), results["fatal"]
+    mounts = Path("/proc/mounts").read_text()
+    assert str(tmp_path) not in mounts
+    nothing_left(tmp_path)
+    print(f"lose-unsynced through systems/own.toml: {time.monotonic() - started:.0f} s")
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(420)
+@pytest.mark.skipif(
+    not os.environ.get("STRANDLINE_KAFKA_TARBALL"),
+    reason="not run: STRANDLINE_KAFKA_TARBALL is not set (no Apache Kafka distribution to test against)",
+)
+def test_real_apache_kafka_through_the_kraft_definition(tmp_path: Path) -> None:
+    """systems/kafka-kraft.toml against a real Kafka distribution: leaders from Kafka's Metadata
+    (`kill:leader` finds one), a kill run with the safe settings is valid, nothing is left."""
+    started = time.monotonic()
+    out = cli(["run", "--system", str(REPO / "systems" / "kafka-kraft.toml"), "--name", "kraft", "--time-limit",
+               "30", "--nemesis", "kill:leader", "--nemesis-interval", "10", "--store", str(tmp_path / "store"),
+               *LOAD], environment(tmp_path), timeout=400)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = run_dir(out)
+    assert out.stdout.strip().splitlines()[-1] == f"verdict: valid {run}"
+    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    kills = [op for op in ops if op["process"] == "nemesis" and op["f"] == "kill" and op["type"] == "ok"]
+    assert kills and all(op["value"]["nodes"] for op in kills)
+    assert any((run / "nodes" / "n1" / "data").glob("t0-*/*.log"))  # Kafka's segments, read by the checks
+    nothing_left(tmp_path)
+    print(f"real Kafka through systems/kafka-kraft.toml: {time.monotonic() - started:.0f} s")

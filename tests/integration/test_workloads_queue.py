@@ -242,7 +242,35 @@ def test_ctrl_c_completes_every_operation_in_flight(cluster: LocalCluster, tmp_p
     assert summary.complete and not summary.open_invocations, (summary.problems[:3], summary.open_invocations)
 
 
-@pytest.mark.timeout(120)
+def _stuck_invocations(path: Path) -> set[int]:
+    """Processes whose last journaled line is an invocation (an operation open right now)."""
+    last: dict[int, str] = {}
+    for op in iter_ops(path, problems=[]):
+        last[op["process"]] = op["type"]
+    return {process for process, kind in last.items() if kind == "invoke"}
+
+
+def _stop_with_an_open_operation(victim: int, path: Path) -> set[int]:
+    """Freeze `victim` (SIGSTOP) at a moment when one of its slots has an operation open.
+
+    The slots of the other worker go on, so an operation still open after a second of freeze is
+    the victim's; when its slots happened to be between operations, let it run a little and try
+    again. Returns the processes seen open (the victim's, with at most a slow one of the other's).
+    """
+    for _ in range(50):
+        os.kill(victim, signal.SIGSTOP)
+        time.sleep(0.3)  # what the victim sent before it froze reaches the history
+        before = _stuck_invocations(path)
+        time.sleep(1.0)
+        stuck = before & _stuck_invocations(path)
+        if stuck:
+            return stuck
+        os.kill(victim, signal.SIGCONT)
+        time.sleep(0.2)
+    raise AssertionError("the victim worker never had an operation open")
+
+
+@pytest.mark.timeout(180)
 def test_killed_worker_ends_its_open_ops_info(cluster: LocalCluster, tmp_path: Path) -> None:
     config = _config("kafka-python", seed=21, concurrency=4, rate=400.0)
     bootstrap = cluster.bootstrap.split(",")
@@ -256,10 +284,16 @@ def test_killed_worker_ends_its_open_ops_info(cluster: LocalCluster, tmp_path: P
         )
         runner.start()
         try:
-            deadline = time.monotonic() + 60
-            while _complete_lines(path) < 60 and time.monotonic() < deadline:
+            # Every slot of both workers is running (one process each so far) before the kill: a
+            # worker killed while it starts fails the run, which is not what this test is about.
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and (
+                _complete_lines(path) < 60
+                or len({op["process"] for op in iter_ops(path, problems=[]) if op["type"] != "invoke"}) < 4
+            ):
                 time.sleep(0.1)
             victim = sorted(_workers_of(os.getpid()))[0]
+            stuck = _stop_with_an_open_operation(victim, path)
             os.kill(victim, signal.SIGKILL)
             killed_at = _complete_lines(path)
             deadline = time.monotonic() + 60
@@ -276,6 +310,7 @@ def test_killed_worker_ends_its_open_ops_info(cluster: LocalCluster, tmp_path: P
     assert len(ops) > killed_at + 50  # the other worker's slots carried on
     infos = [op for op in ops if op["type"] == "info"]
     assert infos and all(op["error"] == "the client worker process exited" for op in infos)
+    assert {op["process"] for op in infos} <= stuck
     for info in infos:
         assert not [op for op in ops if op["process"] == info["process"] and op["index"] > info["index"]]
     assert result[0].unknown == len(infos)

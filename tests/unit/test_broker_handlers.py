@@ -7,10 +7,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker import protocol as p
 from broker.config import BrokerConfig, Listener
+from broker.errors import BadBrokerConfig
 from broker.handlers import ApiHandlers
 from broker.metadata import BrokerAddress, StandaloneMetadata
 from broker.partition_state import PartitionState
@@ -240,3 +242,19 @@ def test_standalone_topic_ids_survive_a_restart(tmp_path: Path) -> None:
     metadata = StandaloneMetadata(restarted, BrokerAddress(1, "127.0.0.1", 9092))
     assert metadata.topic_id("t") == before
     assert metadata.topic_name(before) == "t"
+
+
+def test_unsupported_apis_are_left_out_of_api_versions_and_refused(tmp_path: Path) -> None:
+    """`unsupported.apis=InitProducerId`: the broker imitates a system without idempotence."""
+    config = BrokerConfig.from_properties({"broker.id": "1", "unsupported.apis": "InitProducerId"})
+    assert config.unsupported_apis == ("InitProducerId",)
+    handlers, _ = setup(tmp_path)
+    handlers.withdraw(config.unsupported_apis)
+    offered = asyncio.run(handlers.api_versions(request(p.API_API_VERSIONS, 3, {})))
+    keys = {k["api_key"] for k in offered["api_keys"]}
+    assert p.API_INIT_PRODUCER_ID not in keys and p.API_PRODUCE in keys
+    header = p.KEY_VERSION_CID.pack(p.API_INIT_PRODUCER_ID, 4, 7)
+    with pytest.raises(p.FrameError, match="unknown or unsupported api key 22"):  # the connection closes
+        p.parse_request(header + b"\0" * 16, handlers.versions)
+    with pytest.raises(BadBrokerConfig, match="unsupported.apis: unknown API Transactions"):
+        handlers.withdraw(("Transactions",))

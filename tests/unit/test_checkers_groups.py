@@ -69,6 +69,38 @@ def test_records_another_member_returned_or_not_yet_committed_are_no_skip(tmp_pa
     assert found(tmp_path, b) == {}
 
 
+def test_group_skip_judges_the_final_log_that_the_drain_read(tmp_path: Path) -> None:
+    """A record another process read at offset 0 was later replaced there (a truncation): the
+    final drain reads the partition's final log, where offset 0 holds 20, which the group returned.
+    Without a marked drain, the first read of each position stands for the log (older histories)."""
+    b = HistoryBuilder()
+    b.send(0, 10, offset=0)
+    b.poll(1, [(0, 10)])  # an assigning process reads 10 at offset 0 ...
+    b.send(0, 20, offset=0)  # ... which a new leader's log replaced with 20
+    b.subscribe(2, "g")
+    b.poll(2, [(0, 20)])
+    b.commit(2, "g", [("t0", 0, 1)])
+    unmarked = b.write(tmp_path / "unmarked.jsonl")
+    assert found(tmp_path, b)["group-skip"]["examples"][0]["value"] == 10
+    b.assign(3, final=True)
+    b.poll(3, [(0, 20)])
+    result = check_history(b.write(tmp_path / "history.jsonl"))
+    assert result["anomalies"]["group-skip"]["count"] == 0
+    assert result["anomalies"]["inconsistent-offsets"]["count"] == 1  # the replacement shows there
+    assert check_history(unmarked)["anomalies"]["group-skip"]["count"] == 1
+
+
+def test_a_value_of_the_final_log_that_no_member_returned_is_a_group_skip(tmp_path: Path) -> None:
+    marked = HistoryBuilder()
+    marked.send(0, 30, offset=0)
+    marked.subscribe(2, "g")
+    _, commit = marked.commit(2, "g", [("t0", 0, 1)])
+    marked.assign(3, final=True)
+    _, drain = marked.poll(3, [(0, 30)])
+    [skip] = check_history(marked.write(tmp_path / "marked.jsonl"))["anomalies"]["group-skip"]["examples"]
+    assert (skip["index"], skip["value"], skip["read_index"], skip["read_process"]) == (commit, 30, drain, 3)
+
+
 def test_a_commit_lower_than_one_acknowledged_before_it_began_is_nonmonotonic(tmp_path: Path) -> None:
     b = HistoryBuilder()
     b.subscribe(1, "g")

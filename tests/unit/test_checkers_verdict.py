@@ -12,7 +12,7 @@ from checkers.api import check_run
 from checkers.catalogue import NAMES
 from checkers.reference import check_history
 from checkers.stats import compute_stats, percentile
-from checkers.verdict import CONDITIONS, RULES, Facts, decide
+from checkers.verdict import CONDITIONS, RULES, decide
 from foundation.config import TestConfig
 from foundation.errors import BadInput
 from history.synthetic.builder import HistoryBuilder, write_history
@@ -56,20 +56,40 @@ def test_duplicate_is_allowed_only_without_idempotence(tmp_path: Path) -> None:
     assert strict["valid"] is False and strict["fatal"] == ["duplicate"]
 
 
-@pytest.mark.parametrize(("consume", "allowed"), [("assign", False), ("subscribe", True), ("mixed", True)])
-def test_poll_skip_is_allowed_when_consuming_by_subscribe(
-    tmp_path: Path, consume: str, allowed: bool
-) -> None:
-    assert CONDITIONS["consuming-by-subscribe"](Facts(TestConfig(consume=consume), True)) is allowed
+@pytest.mark.parametrize("consume", ["assign", "subscribe", "mixed"])
+@pytest.mark.parametrize("member", [False, True])
+def test_poll_skip_is_allowed_only_for_group_members(tmp_path: Path, consume: str, member: bool) -> None:
+    """Whatever `consume` says: a group member's reads may go back, an assigning process's may not
+    (under `mixed` both kinds run side by side)."""
     b = HistoryBuilder()
     b.send(0, 1, offset=0)
     b.send(0, 2, offset=1)
+    if member:
+        b.subscribe(1, "g")
     b.poll(1, [(1, 2)])
     b.poll(1, [(0, 1)])  # goes back: nonmonotonic-poll
     b.poll(2, [(0, 1), (1, 2)])
     result = verdict_of(tmp_path, b, {"complete": True}, TestConfig(consume=consume))
-    assert result["anomalies"]["nonmonotonic-poll"]["effect"] == ("allowed" if allowed else "invalid")
-    assert result["valid"] is allowed
+    nonmonotonic = result["anomalies"]["nonmonotonic-poll"]
+    assert (nonmonotonic["count"], nonmonotonic["members"]) == (1, 1 if member else 0)
+    assert nonmonotonic["effect"] == ("allowed" if member else "invalid")
+    assert result["valid"] is member
+
+
+def test_one_assigning_process_among_members_makes_poll_skip_invalid(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    for offset, value in enumerate((1, 2, 3)):
+        b.send(0, value, offset=offset)
+    b.subscribe(1, "g")
+    b.poll(1, [(0, 1)])
+    b.poll(1, [(2, 3)])  # a member skips: allowed on its own
+    b.poll(2, [(0, 1)])
+    b.poll(2, [(2, 3)])  # an assigning process skips too
+    b.poll(3, [(0, 1), (1, 2), (2, 3)])
+    result = verdict_of(tmp_path, b, {"complete": True}, TestConfig(consume="mixed"))
+    skip = result["anomalies"]["poll-skip"]
+    assert (skip["count"], skip["members"], skip["effect"]) == (2, 1, "invalid")
+    assert result["fatal"] == ["poll-skip"]
 
 
 @pytest.mark.parametrize(

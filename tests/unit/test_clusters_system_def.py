@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,6 +49,21 @@ def test_minimal_definition_roles_names_and_defaults(tmp_path: Path) -> None:
     assert d.broker_role.ready.kind == "kafka" and d.role("storage").ready.kind == "port"
     assert d.node_names(d.broker_role, config) == ["n1", "n2", "n3"]
     assert d.node_names(d.role("storage"), config) == ["st1", "st2"]
+    assert d.broker_role.lazyfs and not d.role("storage").lazyfs  # lose-unsynced: brokers' data dirs
+
+
+def test_lose_unsynced_needs_data_dirs_on_a_lazyfs_role(tmp_path: Path) -> None:
+    """Refused before any node exists; `--nemesis all` just leaves the fault out."""
+    from clusters.defined import defined_system
+
+    d = system_def.load(write(tmp_path, MINIMAL))
+    nodes: dict[str, list[Any]] = {"broker": [], "storage": []}
+    with pytest.raises(BadInput, match=r"roles.broker.data_dirs: lose-unsynced needs data dirs"):
+        defined_system(
+            validate({"nemesis": ["lose-unsynced"], "seed": 1}), d, nodes, python=lambda: "python3"
+        )
+    system = defined_system(validate({"nemesis": ["all"], "seed": 1}), d, nodes, python=lambda: "python3")
+    assert system.lazyfs is False
 
 
 def test_rendering_fills_values_and_keeps_escaped_braces() -> None:
@@ -138,3 +154,28 @@ def test_shipped_definitions_parse_and_every_template_renders(
                        "cluster_id": "c", "python": "python3", "clock_file": "/h/clock", "bootstrap": "b"})  # fmt: skip
         rendered = [system_def.render(f.content, values) for f in role.files]
         assert all("{" not in text or "{{" in f.content for text, f in zip(rendered, role.files, strict=True))
+
+
+@pytest.mark.parametrize("settings", [{}, {"log_flush_interval_messages": 1, "eligible_leader_replicas": True,
+                                           "variant": "high-watermark", "unclean_election": True}])  # fmt: skip
+def test_own_toml_gives_the_broker_every_setting_system_own_does(settings: dict[str, Any]) -> None:
+    """systems/own.toml and `--system own` (clusters/own.py) must not drift apart: the broker
+    properties the file renders hold every setting the built-in system writes, with equal values
+    (an unset log.flush.interval.messages and Kafka's Long.MAX_VALUE both mean never)."""
+    from broker.config import BrokerConfig, parse_properties
+    from clusters.own import broker_settings
+
+    d = system_def.load(REPO / "systems" / "own.toml")
+    config = validate({"nodes": 3, "seed": 1, **settings})
+    values = system_def.config_values(config)
+    for r in d.roles:
+        values.update(system_def.role_values(r, [(i + 1, f"10.0.1.{i}") for i in range(d.count(r, config))]))
+    values.update(system_def.own_role_values(d.broker_role, values))
+    values.update({"id": "2", "address": "10.0.1.1", "home": "/h"})
+    (properties,) = [system_def.render(f.content, values) for f in d.broker_role.files]
+    from_file = parse_properties(properties)
+    built_in = broker_settings(config, 2, "10.0.1.1", values["zookeeper.servers"], "/h/data")
+    assert {k: from_file.get(k) for k in built_in} == built_in
+    assert BrokerConfig.from_properties(from_file) == BrokerConfig.from_properties(
+        {**built_in, "auto.create.topics.enable": "false"}
+    )

@@ -386,3 +386,15 @@ def test_fast_leader_changes_diverge_with_v0_truncation_only() -> None:
         assert simulate(safe_settings(truncation="leader-epoch-v0"), schedule, seed).divergent
         fixed = simulate(safe_settings(truncation="leader-epoch"), schedule, seed)
         assert not fixed.failed and not fixed.unknown
+
+
+def test_explore_finds_the_min_insync_1_loss_that_eligible_leader_replicas_prevent_at_2() -> None:
+    """With faults aimed at the leader (partition, power loss; no fsync), the search finds the
+    min.insync.replicas=1 loss: the leader, cut off, shrinks the ISR to itself, acknowledges alone,
+    and loses those writes with its power. With min.insync.replicas=2 and ELR nothing is lost."""
+    aimed = {"faults": ("partition", "power-loss"), "targets": ("leader",), "eligible_leader_replicas": True}
+    found = search(SimSettings(min_insync_replicas=1, **aimed), 1, budget_s=120, max_schedules=300).found  # type: ignore[arg-type]
+    assert found is not None and found.outcome.lost and len(found.minimal) <= 3
+    assert [s.fault for s in found.minimal if s.fault != "heal"] == ["partition", "power-loss"]
+    clean = search(SimSettings(min_insync_replicas=2, **aimed), 1, budget_s=120, max_schedules=100)  # type: ignore[arg-type]
+    assert clean.found is None and clean.schedules == 100

@@ -23,7 +23,7 @@ from nemesis import build_nemesis, check_config
 from nemesis.packages import PlanEnv
 from nemesis.packages.patterns import PATTERNS
 from nemesis.packages.sequence import Sight, Timing
-from nemesis.schedule import ALL_MIX
+from nemesis.schedule import ALL_MIX, deal
 from tests.support.nemesis_fakes import FakeSut, cluster, config
 
 TIMING = Timing(session_s=6.0, lag_s=10.0)
@@ -50,6 +50,8 @@ def test_each_pattern_is_a_sequence_aimed_at_the_partition_as_clients_see_it() -
     lagging = _plan("kill", "lagging-follower")
     assert _faults(lagging) == [("pause", "n2"), ("kill", ["n1", "n3"])]
     assert any(s.get("wait_until") == "out-of-isr" and s["required"] for s in lagging)
+    waits = [s.get("wait_until") for s in lagging if "wait_until" in s]
+    assert waits.index("hw-advancing") == waits.index("out-of-isr") + 1  # the in-sync ones acknowledge again
     powered = _plan("kill", "lagging-follower", power_loss=True)
     assert powered[0] == {"writeback": ["n1", "n2", "n3"]}
     assert ("lose-unsynced", ["n1", "n3"]) in _faults(powered)
@@ -59,7 +61,11 @@ def test_each_pattern_is_a_sequence_aimed_at_the_partition_as_clients_see_it() -
         ("partition", {"n1": ["n2", "n3"], "n2": ["n1"], "n3": ["n1"]}),
         ("lose-unsynced", ["n1"]),
     ]
-    assert [s.get("wait_until") for s in lonely if "wait_until" in s] == ["isr-shrunk-to-leader"]
+    # the ISR shrinks to the leader, then it acknowledges alone (its high watermark grows) first
+    assert [s.get("wait_until") for s in lonely if "wait_until" in s] == [
+        "isr-shrunk-to-leader",
+        "hw-advancing",
+    ]
     # the successor cut off from the leader, then the leader dies
     assert _faults(_plan("partition", "cut-off-failover")) == [
         ("partition", {"n1": ["n2"], "n2": ["n1"]}),
@@ -180,15 +186,35 @@ def test_all_draws_every_supported_fault_mostly_as_patterns(tmp_path: Path) -> N
         mix
     )
     steps = nem.steps()
-    drawn = Counter()
-    for step in (next(steps) for _ in range(3000)):
-        if "do" in step:
-            drawn[f"{step['do']}:{step.get('target', step.get('grudge'))}"] += 1
-    patterns = sum(v for k, v in drawn.items() if k.split(":", 1)[1] in {p for _, p in PATTERNS})
-    assert patterns > 0.6 * sum(drawn.values())
+    dealt = [
+        f"{step['do']}:{step.get('target', step.get('grudge'))}"
+        for step in (next(steps) for _ in range(3000))
+        if "do" in step
+    ]
+    groups = len(nem.mix())
     top = max(w for _, w in ALL_MIX)
     assert {k for k, w in ALL_MIX if w == top} == {"kill:lagging-follower", "kill:failover"}
-    assert {k for k, _ in drawn.most_common(2)} == {"kill:lagging-follower", "kill:failover"}
+    orders = set()
+    for start in range(0, len(dealt) - groups, groups):
+        cycle = dealt[start : start + groups]
+        # a deck: the two broadest patterns first in every cycle, in either order
+        assert set(cycle[:2]) == {"kill:lagging-follower", "kill:failover"}
+        orders.add(tuple(cycle))
+    assert len(orders) > 1  # shuffled anew each cycle
+    patterns = Counter(k.split(":", 1)[1] in {p for _, p in PATTERNS} for k in dealt)
+    assert patterns[True] > patterns[False]
+
+
+def test_the_deck_deals_every_group_once_per_cycle_higher_ranks_first() -> None:
+    rng = random.Random(7)
+    ranks = [1, 10, 3, 1, 10, 2, 3, 1]
+    cycles = [deal(rng, ranks) for _ in range(20)]
+    for cycle in cycles:
+        assert sorted(cycle) == list(range(len(ranks)))
+        assert [ranks[i] for i in cycle] == sorted(ranks, reverse=True)
+    assert len({tuple(c) for c in cycles}) > 1
+    firsts = Counter(c[0] for c in cycles)
+    assert set(firsts) == {1, 4}
 
 
 def test_bare_faults_draw_their_patterns_only_where_they_can_run() -> None:
@@ -226,3 +252,20 @@ def test_a_pattern_strikes_once_the_load_flows(tmp_path: Path) -> None:
     assert met == [False, False, True]  # baseline, +15, +30: twenty records acknowledged since
     conditions.close(nem.ctx)
     assert conditions.hw_advancing(nem.ctx, step) == (False, {"high_watermark": 60, "since_wait": 0})
+
+
+def test_a_pattern_that_holds_its_crash_gets_no_second_hold() -> None:
+    from nemesis.schedule import CRASH_MARGIN_S, random_steps
+
+    env = PlanEnv(("n1", "n2", "n3"), 1, 2, True, True, crash_noticed_s=6.0)
+    steps = random_steps(
+        [[("kill", "lagging-follower")], [("kill", "failover")]], env, random.Random(3), 10.0, [1, 1]
+    )
+    drawn = [next(steps) for _ in range(20)]
+    for i, step in enumerate(drawn[:-1]):
+        if "do" in step:
+            # lagging-follower waited for the election itself; failover's crash is held a session
+            if step["target"] == "lagging-follower":
+                assert drawn[i + 1] == {"wait": CRASH_MARGIN_S}
+            else:
+                assert drawn[i + 1]["wait"] >= 6.0 + CRASH_MARGIN_S

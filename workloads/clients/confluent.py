@@ -107,7 +107,7 @@ def producer_settings(config: TestConfig, bootstrap: list[str]) -> dict[str, Any
         "retry.backoff.ms": 100,
         "reconnect.backoff.max.ms": 1000,
         "topic.metadata.refresh.interval.ms": 10000,
-        "max.in.flight.requests.per.connection": 5 if config.idempotence else 1,
+        "max.in.flight.requests.per.connection": 5,
         "error_cb": _log_error,
     }
 
@@ -141,6 +141,10 @@ class ConfluentProducer:
         self._op_timeout = config.op_timeout
         if 0 < config.op_timeout < self._wait_s:
             self._wait_s = config.op_timeout
+        # librdkafka's fatal error (e.g. "Idempotent producer not supported by any of the 3
+        # connected broker(s)"): later sends only say _FATAL, so their error names it
+        self._fatal: str | None = None
+        settings["error_cb"] = self._on_error
         try:
             self._producer = confluent_kafka.Producer(settings)
         except (KafkaException, ValueError) as e:
@@ -155,8 +159,19 @@ class ConfluentProducer:
         while not self._closing.is_set():
             try:
                 self._producer.poll(0.1)
+            except KafkaException as e:  # a fatal error surfaces here too
+                self._on_error(e.args[0] if e.args else e)
             except Exception as e:
                 log.debug("producer poll: %s", e)
+
+    def _on_error(self, err: Any) -> None:
+        _log_error(err)
+        if isinstance(err, KafkaError) and err.fatal():
+            self._fatal = self._fatal or _error_text(err)
+
+    def _with_fatal(self, text: str, code: int | None) -> str:
+        """The error, with the fatal error behind it when librdkafka only says _FATAL."""
+        return f"{text} ({self._fatal})" if code == KafkaError._FATAL and self._fatal else text
 
     def send(self, topic: str, partition: int, value: int) -> SendOutcome:
         delivery = _Delivery()
@@ -165,7 +180,9 @@ class ConfluentProducer:
                 topic, value=str(value).encode("ascii"), partition=partition, on_delivery=delivery
             )
         except (BufferError, KafkaException, ValueError, TypeError) as e:
-            return SendOutcome("fail", error=describe(e))
+            err = e.args[0] if isinstance(e, KafkaException) and e.args else None
+            code = err.code() if isinstance(err, KafkaError) else None
+            return SendOutcome("fail", error=self._with_fatal(describe(e), code))
         if not delivery.done.wait(self._wait_s):
             if self._wait_s == self._op_timeout:
                 return SendOutcome("info", error=op_timeout_error(self._op_timeout))
@@ -173,7 +190,8 @@ class ConfluentProducer:
         if delivery.error is None:
             return SendOutcome("ok", offset=delivery.offset)
         err = delivery.error
-        return SendOutcome(classify_delivery_error(err.code(), self._retries), error=_error_text(err))
+        error = self._with_fatal(_error_text(err), err.code())
+        return SendOutcome(classify_delivery_error(err.code(), self._retries), error=error)
 
     def close(self) -> None:
         self._closing.set()
@@ -209,57 +227,82 @@ def _consume(consumer: Any, timeout_s: float, max_records: int) -> list[Record]:
     return records
 
 
+def _consumer(
+    config: TestConfig, bootstrap: list[str], group: str, extra: dict[str, Any] | None = None
+) -> Any:
+    """A librdkafka consumer with the settings both kinds of consumer share, plus `extra`."""
+    try:
+        return confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": ",".join(bootstrap),
+                "group.id": group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": False,
+                "fetch.wait.max.ms": 100,
+                # Prefetch little: an assign discards what was fetched ahead, and librdkafka's
+                # default (100,000 messages) re-fetches a whole partition after each one.
+                "queued.min.messages": PREFETCH_MESSAGES,
+                "max.partition.fetch.bytes": PREFETCH_BYTES,
+                "socket.timeout.ms": max(config.request_timeout_ms, 1000),
+                "reconnect.backoff.max.ms": 1000,
+                "topic.metadata.refresh.interval.ms": 10000,
+                "error_cb": _log_error,
+                **(extra or {}),
+            }
+        )
+    except (KafkaException, ValueError) as e:
+        raise ClientError(describe(e), definite=True) from e
+
+
+def _positions(consumer: Any, assigned: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """The consumer's positions on `assigned` (the next offset each poll would return)."""
+    if not assigned:
+        return {}
+    try:
+        tps = consumer.position([confluent_kafka.TopicPartition(t, p) for t, p in assigned])
+    except Exception as e:
+        log.debug("positions unknown: %s", e)
+        return {}
+    return {(str(tp.topic), int(tp.partition)): int(tp.offset) for tp in tps if tp.offset >= 0}
+
+
 class ConfluentConsumer:
     def __init__(self, config: TestConfig, bootstrap: list[str]):
-        try:
-            self._consumer = confluent_kafka.Consumer(
-                {
-                    "bootstrap.servers": ",".join(bootstrap),
-                    # librdkafka insists on a group id; assign() never joins the group.
-                    "group.id": "strandline-assign-only",
-                    "enable.auto.commit": False,
-                    "auto.offset.reset": "earliest",
-                    "enable.partition.eof": False,
-                    "fetch.wait.max.ms": 100,
-                    # Prefetch little: an assign discards what was fetched ahead, and librdkafka's
-                    # default (100,000 messages) re-fetches a whole partition after each one.
-                    "queued.min.messages": PREFETCH_MESSAGES,
-                    "max.partition.fetch.bytes": PREFETCH_BYTES,
-                    "socket.timeout.ms": max(config.request_timeout_ms, 1000),
-                    "reconnect.backoff.max.ms": 1000,
-                    "topic.metadata.refresh.interval.ms": 10000,
-                    "error_cb": _log_error,
-                }
-            )
-        except (KafkaException, ValueError) as e:
-            raise ClientError(describe(e), definite=True) from e
+        # librdkafka insists on a group id; assign() never joins the group.
+        self._consumer = _consumer(config, bootstrap, "strandline-assign-only")
         self._assigned: list[TopicPartition] = []
+        # A fresh consumer's first lookup also connects and reads metadata: as long as a commit may take.
+        self._timeout_s = 2 * max(config.request_timeout_ms, 1000) / 1000
 
     def assign(self, partitions: list[TopicPartition], positions: dict[TopicPartition, int] | None) -> None:
-        tps = []
-        for t, p in partitions:
-            offset = (positions or {}).get((t, p))
-            tps.append(
-                confluent_kafka.TopicPartition(
-                    t, p, confluent_kafka.OFFSET_BEGINNING if offset is None else offset
-                )
-            )
         try:
+            tps = [confluent_kafka.TopicPartition(t, p, self._start(t, p, positions)) for t, p in partitions]
             self._consumer.assign(tps)
         except Exception as e:
             raise ClientError(describe(e)) from e
         self._assigned = list(partitions)
 
+    def _start(self, topic: str, partition: int, positions: dict[TopicPartition, int] | None) -> int:
+        """Where to start: the given position, or the log start offset asked now.
+
+        Not librdkafka's logical OFFSET_BEGINNING: that is resolved later, asynchronously, and under
+        load a lookup of an earlier assign was seen to land after a newer assign had set an explicit
+        position, moving the consumer back to offset 0 in the middle of its reads.
+        """
+        offset = (positions or {}).get((topic, partition))
+        if offset is not None:
+            return offset
+        low, _high = self._consumer.get_watermark_offsets(
+            confluent_kafka.TopicPartition(topic, partition), timeout=self._timeout_s, cached=False
+        )
+        return int(low) if low >= 0 else confluent_kafka.OFFSET_BEGINNING
+
     def poll(self, timeout_s: float, max_records: int) -> list[Record]:
         return _consume(self._consumer, timeout_s, max_records)
 
     def positions(self) -> dict[TopicPartition, int]:
-        try:
-            tps = self._consumer.position([confluent_kafka.TopicPartition(t, p) for t, p in self._assigned])
-        except Exception as e:
-            log.debug("positions unknown: %s", e)
-            return {}
-        return {(tp.topic, tp.partition): tp.offset for tp in tps if tp.offset >= 0}
+        return _positions(self._consumer, self._assigned)
 
     def end_offsets(self, partitions: list[TopicPartition], timeout_s: float) -> dict[TopicPartition, int]:
         result: dict[TopicPartition, int] = {}
@@ -297,28 +340,16 @@ def _tps(partitions: Any) -> tuple[TopicPartition, ...]:
 
 class ConfluentGroupConsumer:
     def __init__(self, config: TestConfig, bootstrap: list[str], group: str):
-        try:
-            self._consumer = confluent_kafka.Consumer(
-                {
-                    "bootstrap.servers": ",".join(bootstrap),
-                    "group.id": group,
-                    "enable.auto.commit": False,
-                    "auto.offset.reset": "earliest",
-                    "enable.partition.eof": False,
-                    "session.timeout.ms": SESSION_TIMEOUT_MS,
-                    "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
-                    "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
-                    "fetch.wait.max.ms": 100,
-                    "queued.min.messages": PREFETCH_MESSAGES,
-                    "max.partition.fetch.bytes": PREFETCH_BYTES,
-                    "socket.timeout.ms": max(config.request_timeout_ms, 1000),
-                    "reconnect.backoff.max.ms": 1000,
-                    "topic.metadata.refresh.interval.ms": 10000,
-                    "error_cb": _log_error,
-                }
-            )
-        except (KafkaException, ValueError) as e:
-            raise ClientError(describe(e), definite=True) from e
+        self._consumer = _consumer(
+            config,
+            bootstrap,
+            group,
+            {
+                "session.timeout.ms": SESSION_TIMEOUT_MS,
+                "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
+                "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
+            },
+        )
         self._events: list[RebalanceEvent] = []
         self._assigned: list[TopicPartition] = []
 
@@ -346,14 +377,7 @@ class ConfluentGroupConsumer:
         return events
 
     def consumed_positions(self) -> dict[TopicPartition, int]:
-        if not self._assigned:
-            return {}
-        try:
-            tps = self._consumer.position([confluent_kafka.TopicPartition(t, p) for t, p in self._assigned])
-        except Exception as e:
-            log.debug("positions unknown: %s", e)
-            return {}
-        return {(str(tp.topic), int(tp.partition)): int(tp.offset) for tp in tps if tp.offset >= 0}
+        return _positions(self._consumer, self._assigned)
 
     def commit(self, offsets: dict[TopicPartition, int]) -> None:
         tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]

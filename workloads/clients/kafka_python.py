@@ -217,23 +217,41 @@ class KafkaPythonProducer:
             log.debug("closing producer: %s", e)
 
 
+def _consumer(config: TestConfig, bootstrap: list[str], **settings: Any) -> KafkaConsumer:
+    """A KafkaConsumer with the settings both kinds of consumer share, plus `settings`."""
+    return KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        request_timeout_ms=max(config.request_timeout_ms, 1000),
+        bootstrap_timeout_ms=max(config.request_timeout_ms, 1000),
+        fetch_max_wait_ms=100,
+        # Fetch ahead little: an assign discards what was fetched ahead (1 MiB by default).
+        max_partition_fetch_bytes=PREFETCH_BYTES,
+        retry_backoff_ms=100,
+        reconnect_backoff_max_ms=1000,
+        metadata_max_age_ms=10000,
+        metrics_enabled=False,
+        **settings,
+    )
+
+
+def _poll(consumer: KafkaConsumer, timeout_s: float, max_records: int) -> list[Record]:
+    """One poll of either kind of consumer, its records decoded; an error is a ClientError."""
+    try:
+        batches = consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+    except Exception as e:
+        raise ClientError(describe(e)) from e
+    return [
+        Record(tp.topic, tp.partition, m.offset, decode_value(m.value))
+        for tp, messages in batches.items()
+        for m in messages
+    ]
+
+
 class KafkaPythonConsumer:
     def __init__(self, config: TestConfig, bootstrap: list[str]):
-        self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            request_timeout_ms=max(config.request_timeout_ms, 1000),
-            bootstrap_timeout_ms=max(config.request_timeout_ms, 1000),
-            fetch_max_wait_ms=100,
-            # Fetch ahead little: an assign discards what was fetched ahead (1 MiB by default).
-            max_partition_fetch_bytes=PREFETCH_BYTES,
-            retry_backoff_ms=100,
-            reconnect_backoff_max_ms=1000,
-            metadata_max_age_ms=10000,
-            metrics_enabled=False,
-        )
+        self._consumer = _consumer(config, bootstrap, group_id=None)
         self._assigned: list[KTopicPartition] = []
 
     def assign(self, partitions: list[TopicPartition], positions: dict[TopicPartition, int] | None) -> None:
@@ -251,15 +269,7 @@ class KafkaPythonConsumer:
             raise ClientError(describe(e)) from e
 
     def poll(self, timeout_s: float, max_records: int) -> list[Record]:
-        try:
-            batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
-        except Exception as e:
-            raise ClientError(describe(e)) from e
-        records: list[Record] = []
-        for tp, messages in batches.items():
-            for m in messages:
-                records.append(Record(tp.topic, tp.partition, m.offset, decode_value(m.value)))
-        return records
+        return _poll(self._consumer, timeout_s, max_records)
 
     def positions(self) -> dict[TopicPartition, int]:
         result: dict[TopicPartition, int] = {}
@@ -312,22 +322,13 @@ def _tps(partitions: Any) -> tuple[TopicPartition, ...]:
 
 class KafkaPythonGroupConsumer:
     def __init__(self, config: TestConfig, bootstrap: list[str], group: str):
-        self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
+        self._consumer = _consumer(
+            config,
+            bootstrap,
             group_id=group,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
             session_timeout_ms=SESSION_TIMEOUT_MS,
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
             max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
-            request_timeout_ms=max(config.request_timeout_ms, 1000),
-            bootstrap_timeout_ms=max(config.request_timeout_ms, 1000),
-            fetch_max_wait_ms=100,
-            max_partition_fetch_bytes=PREFETCH_BYTES,
-            retry_backoff_ms=100,
-            reconnect_backoff_max_ms=1000,
-            metadata_max_age_ms=10000,
-            metrics_enabled=False,
         )
         self._events: list[RebalanceEvent] = []
         self._commit_timeout_ms = 2 * max(config.request_timeout_ms, 1000)
@@ -339,15 +340,7 @@ class KafkaPythonGroupConsumer:
             raise ClientError(describe(e)) from e
 
     def poll(self, timeout_s: float, max_records: int) -> list[Record]:
-        try:
-            batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
-        except Exception as e:
-            raise ClientError(describe(e)) from e
-        return [
-            Record(tp.topic, tp.partition, m.offset, decode_value(m.value))
-            for tp, messages in batches.items()
-            for m in messages
-        ]
+        return _poll(self._consumer, timeout_s, max_records)
 
     def rebalances(self) -> list[RebalanceEvent]:
         events, self._events[:] = list(self._events), []
