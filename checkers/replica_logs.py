@@ -65,6 +65,8 @@ class ReplicaLog:
     log_end: int = 0
     high_watermark: int | None = None  # from replication-offset-checkpoint
     problems: list[str] = field(default_factory=list)
+    # offset -> the partition leader epoch of its batch; only when read with `epochs` (the report).
+    record_epochs: dict[int, int] | None = None
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -99,9 +101,15 @@ def decode_value(raw: bytes | None) -> Value:
     return repr(text[:40])
 
 
-def read_replica(node: str, topic: str, partition: int, path: Path, hw: int | None) -> ReplicaLog:
-    """Read one partition directory: good batches in offset order, stopping at the first bad one."""
+def read_replica(
+    node: str, topic: str, partition: int, path: Path, hw: int | None, *, epochs: bool = False
+) -> ReplicaLog:
+    """Read one partition directory: good batches in offset order, stopping at the first bad one.
+
+    With `epochs`, each record's batch leader epoch is kept too (`record_epochs`)."""
     replica = ReplicaLog(node, topic, partition, path, high_watermark=hw)
+    if epochs:
+        replica.record_epochs = {}
     first = True
     for batch in iter_batches(path):
         if not batch.crc_ok:
@@ -117,6 +125,8 @@ def read_replica(node: str, topic: str, partition: int, path: Path, hw: int | No
             continue
         for offset, value in batch.records:
             replica.records[offset] = decode_value(value)
+            if replica.record_epochs is not None:
+                replica.record_epochs[offset] = batch.partition_leader_epoch
     return replica
 
 
@@ -128,11 +138,12 @@ def _data_roots(data_dir: Path) -> list[Path]:
 
 
 def read_replicas(
-    nodes_dir: Path, brokers: Iterable[str] | None = None
+    nodes_dir: Path, brokers: Iterable[str] | None = None, *, epochs: bool = False
 ) -> tuple[dict[TopicPartition, list[ReplicaLog]], list[str]]:
     """Every replica under `nodes/<node>/data/`, by partition, and what could not be read.
 
     `brokers`: the nodes that run brokers, when known; others (the ZooKeeper node) hold no data.
+    `epochs`: keep each record's batch leader epoch (`read_replica`).
     """
     incomplete: list[str] = []
     replicas: dict[TopicPartition, list[ReplicaLog]] = {}
@@ -155,7 +166,9 @@ def read_replicas(
             for topic, partition, path in iter_partition_dirs(root):
                 if topic.startswith("__"):
                     continue  # Kafka's internal topics (__consumer_offsets) are not the workload's
-                replica = read_replica(node_dir.name, topic, partition, path, hws.get((topic, partition)))
+                replica = read_replica(
+                    node_dir.name, topic, partition, path, hws.get((topic, partition)), epochs=epochs
+                )
                 replicas.setdefault((topic, partition), []).append(replica)
     return replicas, incomplete
 

@@ -20,7 +20,7 @@ from checkers.catalogue import EngineResult
 from checkers.parquet import convert
 from checkers.spark_engine import ParquetForm, check_parquet
 from checkers.spark_groups import check_groups, merge_into
-from checkers.spark_session import get_session
+from checkers.spark_session import get_session, size_shuffles
 from checkers.spark_stats import spark_facts
 from checkers.stats import Facts
 from foundation.errors import BadInput, InfrastructureError
@@ -127,6 +127,7 @@ def check(
         form = convert_with_spark(spark, os.fspath(history_path), reconvert)
         last_timings["convert"] = time.monotonic() - started
     last_timings["spark_start"] = float(box.get("seconds", 0.0))
+    size_shuffles(spark, form.ops)
     checking = time.monotonic()
     result = check_parquet(
         spark,

@@ -36,6 +36,7 @@ from checkers.catalogue import (
     BY_NAME,
     HISTORY_ANOMALIES,
     MAX_EXAMPLES,
+    MEMBER_COUNTED,
     AnomalyResult,
     EngineResult,
     EngineStats,
@@ -567,6 +568,10 @@ class SparkChecker:
         anomalies: dict[str, AnomalyResult] = {
             name: found.get(name, {"count": 0, "examples": []}) for name in HISTORY_ANOMALIES
         }
+        # Which poll anomalies are group members' needs the group operations' own fields: like the
+        # group anomalies, counted by checkers/spark_groups.py and merged in by checkers/spark.py.
+        for name in MEMBER_COUNTED:
+            anomalies[name]["members"] = 0
 
         # Why the history cannot be trusted whole: the reference's reasons, in its order.
         incomplete = _problem_reasons(self.problems)

@@ -81,6 +81,28 @@ def shuffle_partitions(master: str) -> int:
     return max(2, 4 * local_cores(master))
 
 
+# Operations per shuffle partition a check aims at: a small history's jobs then run few tasks (on
+# two cores each task's scheduling, not its rows, is what costs), a big one's as many as above.
+OPS_PER_PARTITION = 500_000
+
+
+def partitions_for(ops: int, master: str) -> int:
+    """The shuffle partitions for one check of `ops` operations (at least 2, at most the session's)."""
+    return min(shuffle_partitions(master), max(2, -(-ops // OPS_PER_PARTITION)))
+
+
+def size_shuffles(session: SparkSession, ops: int) -> None:
+    """Set the shuffle partitions of the next jobs by the history's size (a runtime setting, so one
+    session serves small and big checks alike), unless STRANDLINE_SPARK_SHUFFLE_PARTITIONS fixes them."""
+    if os.environ.get("STRANDLINE_SPARK_SHUFFLE_PARTITIONS"):
+        return
+    try:
+        master = session.conf.get("spark.master", None) or DEFAULT_MASTER
+        session.conf.set("spark.sql.shuffle.partitions", str(partitions_for(ops, master)))
+    except Exception as e:  # a server that refuses the setting: its own partitions, same results
+        log.info("shuffle partitions left as they are: %s", e)
+
+
 _REMOTE = re.compile(r"^sc://(?P<host>[^/:;\s]+|\[[0-9a-fA-F:]+\])(:(?P<port>[0-9]+))?/?(;\S*)?$")
 CONNECT_PORT = 15002
 # What pyspark's Connect client imports beyond pyspark itself (its `connect` extra).

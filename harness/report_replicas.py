@@ -2,27 +2,24 @@
 
 The layout is Kafka's: `<run>/nodes/<node>/data/<topic>-<partition>/*.log` (v2 record batches),
 `leader-epoch-checkpoint` in the partition dir, and `replication-offset-checkpoint` (the HW) in the
-data dir. The segments are read with the checker's kafka.record reader (`checkers.data_dirs`) and
-values decoded as the checker decodes them (`checkers.replica_logs.decode_value`). What is wrong
-on a replica (divergent offsets, acked records absent) is not judged here: it is what the
-replica-log checker recorded in results.json (`marks_from_results`).
+data dir. Each replica is read exactly as the replica-log checker reads it
+(`checkers.replica_logs.read_replicas`: the same partition dirs, the same values, its log up to the
+first batch that fails its CRC, `log_start`/`log_end` from its batches), with each record's batch
+leader epoch beside it; the picture shows the logs the checker judged. What is wrong on a replica
+(divergent offsets, acked records absent) is not judged here: it is what the replica-log checker
+recorded in results.json (`marks_from_results`).
 """
 
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.data_dirs import iter_batches
-from checkers.replica_logs import decode_value
+from checkers.replica_logs import ReplicaLog, read_replicas
 
 log = logging.getLogger(__name__)
-
-_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 
 @dataclass
@@ -60,55 +57,30 @@ def read_checkpoint(path: Path) -> list[list[str]]:
     return [line.split() for line in lines[2:] if line.strip()]
 
 
-def _iter_records(partition_dir: Path, problems: list[str]) -> Iterator[tuple[int, Any, int]]:
-    """(offset, value, leader epoch of its batch) for every record in the partition's segments."""
-    for batch in iter_batches(partition_dir):
-        if not batch.crc_ok:
-            problems.append(f"CRC mismatch in the batch at offset {batch.base_offset}")
-        if batch.is_control:
-            continue
-        for offset, value in batch.records:
-            yield int(offset), decode_value(value), int(batch.partition_leader_epoch)
-
-
 def read_partition_logs(nodes_dir: Path) -> dict[tuple[str, int], PartitionLogs]:
     """Every partition found under nodes/<node>/data/, with each node's replica."""
     found: dict[tuple[str, int], PartitionLogs] = {}
-    if not nodes_dir.is_dir():
-        return found
-    for node_dir in sorted(p for p in nodes_dir.iterdir() if p.is_dir()):
-        data = node_dir / "data"
-        if not data.is_dir():
-            continue
-        for pdir in sorted(p for p in data.rglob("*") if p.is_dir()):
-            m = _PARTITION_DIR.match(pdir.name)
-            if not m or not (any(pdir.glob("*.log")) or (pdir / "leader-epoch-checkpoint").exists()):
-                continue
-            key = (m["topic"], int(m["partition"]))
-            logs = found.setdefault(key, PartitionLogs(*key))
-            logs.replicas[node_dir.name] = _read_replica(node_dir.name, pdir, key)
+    replicas, _ = read_replicas(nodes_dir, epochs=True)
+    for key in sorted(replicas):
+        logs = found.setdefault(key, PartitionLogs(*key))
+        for replica in sorted(replicas[key], key=lambda r: r.node):
+            logs.replicas[replica.node] = _replica(replica)
     return found
 
 
-def _read_replica(node: str, pdir: Path, key: tuple[str, int]) -> Replica:
-    r = Replica(node=node)
-    problems: list[str] = []
-    try:
-        for offset, value, epoch in _iter_records(pdir, problems):
-            r.records[offset] = (value, epoch)
-    except Exception as e:  # show what could be read, and say why the rest could not
-        problems.append(f"could not decode: {type(e).__name__}: {e}")
-    if problems:
-        r.problem = "; ".join(problems[:3])
-    if r.records:
-        r.log_start = min(r.records)
-        r.log_end = max(r.records) + 1
-    for entry in read_checkpoint(pdir / "leader-epoch-checkpoint"):
+def _replica(log_: ReplicaLog) -> Replica:
+    epochs_of = log_.record_epochs or {}
+    r = Replica(
+        node=log_.node,
+        records={offset: (value, epochs_of.get(offset, -1)) for offset, value in log_.records.items()},
+        log_start=log_.log_start,
+        log_end=log_.log_end,
+        high_watermark=log_.high_watermark,
+        problem="; ".join(log_.problems[:3]) or None,
+    )
+    for entry in read_checkpoint(log_.path / "leader-epoch-checkpoint"):
         if len(entry) >= 2 and entry[0].lstrip("-").isdigit() and entry[1].isdigit():
             r.epochs.append((int(entry[0]), int(entry[1])))
-    for entry in read_checkpoint(pdir.parent / "replication-offset-checkpoint"):
-        if len(entry) >= 3 and entry[0] == key[0] and entry[1] == str(key[1]) and entry[2].isdigit():
-            r.high_watermark = int(entry[2])
     return r
 
 

@@ -99,6 +99,16 @@ class Corrupt(Package):
             raise BadInput(f"corrupt: where must be one of {', '.join(WHERE)} (index: bitflip only)")
         targets.check(step.get("target", "one"), ctx.names, ctx.sut, self.name)
 
+    def probe(self, ctx: Context) -> str | None:
+        """The damage runs with the nodes' Python (`python -c`): every broker node must have it."""
+
+        def one(node: Node) -> str | None:
+            if node.exec([ctx.python, "-c", "pass"], timeout=30, check=False).ok:
+                return None
+            return f"node {node.name} cannot run {ctx.python}, which damages its data dir"
+
+        return ctx.first_problem(one)
+
     def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
         return list(KINDS)
 

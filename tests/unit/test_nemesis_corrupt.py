@@ -119,3 +119,17 @@ class KillOnly:
 def test_a_corrupt_fault_is_refused_before_the_run_for_a_system_without_data_dirs() -> None:
     why = system_refusal(resolve(None, {"nemesis": "corrupt:bitflip-minority"}), KillOnly())
     assert why == "fault 'corrupt': corrupt needs a system with data dirs; KillOnly names none"
+
+
+def test_nodes_without_the_python_that_damages_are_refused_when_the_cluster_is_up() -> None:
+    from clusters.node import ExecResult
+    from nemesis.packages.base import Context
+
+    class NoPython:
+        name = "n1"
+
+        def exec(self, argv: list[str], **kw: Any) -> ExecResult:
+            return ExecResult(127, "", "not found")
+
+    ctx = Context(resolve(None, {}), [NoPython()], KillOnly(), None, list, None, "/opt/py")  # type: ignore[arg-type, list-item]
+    assert Corrupt().probe(ctx) == "node n1 cannot run /opt/py, which damages its data dir"

@@ -272,7 +272,8 @@ class ConfluentConsumer:
         # librdkafka insists on a group id; assign() never joins the group.
         self._consumer = _consumer(config, bootstrap, "strandline-assign-only")
         self._assigned: list[TopicPartition] = []
-        self._timeout_s = max(config.request_timeout_ms, 1000) / 1000
+        # A fresh consumer's first lookup also connects and reads metadata: as long as a commit may take.
+        self._timeout_s = 2 * max(config.request_timeout_ms, 1000) / 1000
 
     def assign(self, partitions: list[TopicPartition], positions: dict[TopicPartition, int] | None) -> None:
         try:
