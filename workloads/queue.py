@@ -367,21 +367,15 @@ class Slot:
 
     def _crash(self) -> None:
         """The process's client is in an unknown state: replace it under a new process number."""
-        if self.consumer is not None:
-            self.consumer.close()
-            self.consumer = None
         if self.group_consumer is not None:
-            self.group_consumer.close()
-            self.group_consumer = None
             self.assignment = set()
             self.read_up_to.clear()
-        if self.producer is not None and self.producer is not self.shared_producer:
-            self.producer.close()
-            self.producer = None
+        self.close()
         self.process = self._new_process()
         self.gen.crashed()
 
     def close(self) -> None:
+        """Close the clients this process owns (the shared producer stays with its owner)."""
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
