@@ -45,3 +45,8 @@ def test_kip_903_empty_disk_both_ways(tmp_path: Path, monkeypatch: pytest.Monkey
 @pytest.mark.slow
 def test_kip_279_fast_leader_change_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     reproduced("kip-279-fast-leader-change", tmp_path, monkeypatch)
+
+
+@pytest.mark.slow
+def test_kip_101_divergence_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reproduced("kip-101-divergence", tmp_path, monkeypatch)
