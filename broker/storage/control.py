@@ -10,10 +10,11 @@ from __future__ import annotations
 import struct
 import time
 
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.util import calc_crc32c
 
 from broker.storage.batches import CRC_COVERED_FROM, HEADER_SIZE, BatchHeader
+from broker.storage.build import build_batch
 
 ABORT = 0
 COMMIT = 1
@@ -26,23 +27,16 @@ _CRC_POSITION = DefaultRecordBatch.CRC_OFFSET  # 17
 
 def build_marker(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> bytes:
     """One control batch (base offset 0; the leader assigns the real one on append)."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=True,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=-1,
-        batch_size=1 << 20,
+    buf = bytearray(
+        build_batch(
+            [_VALUE.pack(0, coordinator_epoch)],
+            keys=[_KEY.pack(0, COMMIT if commit else ABORT)],
+            transactional=True,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            timestamp_ms=int(time.time() * 1000),
+        )
     )
-    builder.append(
-        0,
-        timestamp=int(time.time() * 1000),
-        key=_KEY.pack(0, COMMIT if commit else ABORT),
-        value=_VALUE.pack(0, coordinator_epoch),
-        headers=[],
-    )
-    buf = builder.build()
     attributes = _ATTRIBUTES.unpack_from(buf, CRC_COVERED_FROM)[0] | DefaultRecordBatch.CONTROL_MASK
     _ATTRIBUTES.pack_into(buf, CRC_COVERED_FROM, attributes)
     _CRC.pack_into(buf, _CRC_POSITION, calc_crc32c(bytes(buf[CRC_COVERED_FROM:])))

@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 import time
 
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
 
 from broker.storage import PartitionLog, parse_batches
+from broker.storage.build import build_batch
 from broker.storage.errors import StorageError
 from broker.transactions.coordinator import TxnMetadata
 
@@ -23,23 +24,9 @@ PARTITION = 0
 
 
 def state_batch(meta: TxnMetadata) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
+    return build_batch(
+        [meta.to_json()], keys=[meta.transactional_id.encode()], timestamp_ms=int(time.time() * 1000)
     )
-    builder.append(
-        0,
-        timestamp=int(time.time() * 1000),
-        key=meta.transactional_id.encode(),
-        value=meta.to_json(),
-        headers=[],
-    )
-    return bytes(builder.build())
 
 
 def replay(plog: PartitionLog) -> dict[str, TxnMetadata]:

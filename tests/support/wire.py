@@ -6,9 +6,8 @@ import socket
 import struct
 import time
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
-
 from broker import protocol as p
+from broker.storage.build import build_batch
 
 
 class Wire:
@@ -43,14 +42,4 @@ class Wire:
 
 
 def one_record_batch(value: bytes) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    builder.append(0, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
-    return bytes(builder.build())
+    return build_batch([value], timestamp_ms=int(time.time() * 1000))

@@ -127,20 +127,9 @@ def test_index_last_stable_offset_and_aborted_list() -> None:
 
 
 def _txn_batch(producer_id: int, epoch: int, sequence: int, values: list[bytes]) -> bytes:
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=True,
-        producer_id=producer_id,
-        producer_epoch=epoch,
-        base_sequence=sequence,
-        batch_size=1 << 20,
+    return build_batch(
+        values, transactional=True, producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence
     )
-    for delta, value in enumerate(values):
-        builder.append(delta, timestamp=0, key=None, value=value, headers=[])
-    return bytes(builder.build())
 
 
 def test_a_partition_tracks_transactions_across_a_restart(tmp_path: object) -> None:
