@@ -72,7 +72,32 @@ def nemesis_for(env: dict[str, Any], name: str, **changes: Any) -> tuple[Nemesis
     nem = build_nemesis(
         config, env["cluster"], history, random.Random(5), state_dir=env["root"] / f"state-{name}"
     )
+    env.setdefault("nemeses", []).append(nem)
     return nem, history
+
+
+@pytest.fixture(autouse=True)
+def restored(env: dict[str, Any]) -> Iterator[None]:
+    """After each test, pass or fail, heal what its nemeses did and bring every broker back.
+
+    The tests share one cluster: a test that fails half-way must not leave brokers dead or frozen
+    for the next ones (one such failure once took eight later tests down with it).
+    """
+    yield
+    cluster = env["cluster"]
+    problems: list[str] = []
+    for nem in env.pop("nemeses", []):
+        problems += nem.heal_all()
+    if (env["root"] / "crashed-state").exists():  # the SIGKILLed controller's ledger
+        heal_leftovers(env["root"] / "crashed-state")
+    for n in cluster.nodes:
+        if n.daemon_paused("broker"):
+            cluster.sut.resume(n)
+        if n.daemon_pid("broker") is None:
+            cluster.sut.start(n)
+    for n in cluster.nodes:
+        ready(env, n.name)
+    assert not problems, problems
 
 
 def node(env: dict[str, Any], name: str) -> Any:
@@ -113,7 +138,7 @@ def ready(env: dict[str, Any], name: str) -> None:
     """Wait until the broker is back; on failure show the lines of its log that explain why."""
     sut = env["cluster"].sut
     try:
-        sut.wait_ready(node(env, name), timeout=40)
+        sut.wait_ready(node(env, name), timeout=90)
     except Exception as e:
         log = Path(sut.layout(node(env, name)).log_path).read_text(errors="replace").splitlines()
         useful = [line for line in log if "Task was destroyed" not in line and "task: <Task" not in line]
@@ -240,7 +265,7 @@ def test_leader_kill_hits_the_current_leader(env: dict[str, Any]) -> None:
     assert ops[1]["value"]["nodes"] == [leader]
 
 
-def _full_isr(env: dict[str, Any], within: float = 60.0) -> None:
+def _full_isr(env: dict[str, Any], within: float = 120.0) -> None:
     sut = env["cluster"].sut
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -251,7 +276,7 @@ def _full_isr(env: dict[str, Any], within: float = 60.0) -> None:
     raise AssertionError(f"no full ISR within {within:g}s: {sut.partition_state()}")
 
 
-def _leader_becomes(env: dict[str, Any], key: tuple[str, int], name: str, within: float = 25.0) -> bool:
+def _leader_becomes(env: dict[str, Any], key: tuple[str, int], name: str, within: float = 60.0) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if env["cluster"].sut.leaders().get(key) == name:
@@ -290,9 +315,18 @@ def test_failovers_move_leadership_the_way_they_say(env: dict[str, Any], target:
             "broker"
         )
     elif target == "failover":
-        assert [o["value"]["target"] for o in invokes] == [leader, successor]
-        assert node(env, successor).daemon_pid("broker") is None
         survivor = next(n.name for n in env["cluster"].nodes if n.name not in (leader, successor))
+        if invokes[0]["value"]["pattern"]["aim"].get("variant") == "past-controller":
+            # the successor was the controller: the survivor is frozen while the controller elects itself
+            assert [(o["f"], o["value"]["target"]) for o in invokes] == [
+                ("kill", leader),
+                ("pause", survivor),
+                ("kill", successor),
+            ]
+            assert not node(env, survivor).daemon_paused("broker")
+        else:
+            assert [o["value"]["target"] for o in invokes] == [leader, successor]
+        assert node(env, successor).daemon_pid("broker") is None
         assert _leader_becomes(env, key, survivor), env["cluster"].sut.partition_state()
     else:
         assert [(o["f"], o["value"]["target"]) for o in invokes] == [("pause", successor), ("kill", leader)]
