@@ -18,6 +18,8 @@ Source = Literal["history", "replicas"]
 # "presence": the history lines that show it cannot be undone by lines the history lacks (a torn
 # tail); "absence": it claims something never happened, so a missing line could refute it.
 Evidence = Literal["presence", "absence"]
+# Where a record was acknowledged or read: the fields most examples start with.
+RECORD = ("index", "process", "topic", "partition", "offset", "value")
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ ANOMALIES: tuple[Anomaly, ...] = (
         "a value whose every send failed was read",
         "history",
         "presence",
-        ("index", "process", "topic", "partition", "offset", "value", "send_index", "send_process"),
+        (*RECORD, "send_index", "send_process"),
         ("index", "value"),
         "values",
     ),
@@ -96,7 +98,7 @@ ANOMALIES: tuple[Anomaly, ...] = (
         "a read value that no send ever carried",
         "history",
         "absence",
-        ("index", "process", "topic", "partition", "offset", "value"),
+        RECORD,
         ("index", "value"),
         "values",
     ),
@@ -124,12 +126,7 @@ ANOMALIES: tuple[Anomaly, ...] = (
         "history",
         "presence",
         (
-            "index",
-            "process",
-            "topic",
-            "partition",
-            "offset",
-            "value",
+            *RECORD,
             "prev_index",
             "prev_offset",
             "prev_value",
@@ -181,12 +178,7 @@ ANOMALIES: tuple[Anomaly, ...] = (
         "replicas",
         "presence",
         (
-            "index",
-            "process",
-            "topic",
-            "partition",
-            "offset",
-            "value",
+            *RECORD,
             "leader",
             "leader_log_end",
             "leader_known",

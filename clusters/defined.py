@@ -19,7 +19,7 @@ from pathlib import Path
 
 from clusters import daemon_control, kafka_config, lazyfs, lazyfs_mount
 from clusters.broker_ids import broker_id_of, node_of_broker_id
-from clusters.kafka_metadata import KafkaMetadata, node_answers
+from clusters.kafka_metadata import KafkaMetadata, LeadersFromMetadata, node_answers
 from clusters.node import Node, node_home
 from clusters.node_files import log_tail, put_text
 from clusters.own import CLOCK_UNSKEWED, LOSE_UNSYNCED, faketime_env, preload_library, wants_lazyfs
@@ -42,7 +42,7 @@ ZOOKEEPER_ROLE = "zookeeper"
 LAZYFS_DAEMON = "lazyfs"  # lazyfs0, lazyfs1 ...: one FUSE daemon per data dir of a `lazyfs` role
 
 
-class DefinedSystem:
+class DefinedSystem(LeadersFromMetadata):
     """Lifecycle, Killable, Pausable, HasLeaders (Kafka Metadata), HasLogs, HasDataDirs, roles."""
 
     def __init__(
@@ -343,16 +343,7 @@ class DefinedSystem:
         else:
             daemon_control.thaw(node, role.name)
 
-    # --- HasLeaders, HasBrokerRegistry ---------------------------------------------------------
-
-    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
-        return self.metadata.partition_state()
-
-    def leaders(self) -> dict[tuple[str, int], str | None]:
-        return self.metadata.leaders()
-
-    def controller(self) -> str | None:
-        return self.metadata.controller()
+    # --- HasBrokerRegistry (HasLeaders: LeadersFromMetadata) -------------------------------------
 
     def registered_brokers(self) -> list[int]:
         return self.metadata.registered_brokers()

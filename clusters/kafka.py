@@ -33,7 +33,7 @@ from pathlib import Path
 from clusters import daemon_control, kafka_config
 from clusters.broker_ids import broker_id_of, node_of_broker_id
 from clusters.kafka_config import BROKER_PORT, KafkaNodeLayout
-from clusters.kafka_metadata import KafkaMetadata
+from clusters.kafka_metadata import KafkaMetadata, LeadersFromMetadata
 from clusters.node import Node, node_home
 from clusters.node_files import log_tail, put_text
 from clusters.node_software import cache_root
@@ -88,8 +88,8 @@ def fetch_tarball(source: str, cache: Path | None = None) -> Path:
     return target
 
 
-class KafkaSystem:
-    """Lifecycle, Killable, Pausable, HasLeaders, HasLogs, HasDataDirs for a KRaft cluster."""
+class KafkaSystem(LeadersFromMetadata):
+    """Lifecycle, Killable, Pausable, HasLeaders (Kafka Metadata), HasLogs, HasDataDirs for a KRaft cluster."""
 
     def __init__(
         self,
@@ -243,18 +243,6 @@ class KafkaSystem:
 
     def resume(self, node: Node) -> None:
         daemon_control.thaw(node, KAFKA)
-
-    # --- HasLeaders -----------------------------------------------------------------------------
-
-    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
-        return self.metadata.partition_state()
-
-    def leaders(self) -> dict[tuple[str, int], str | None]:
-        return self.metadata.leaders()
-
-    def controller(self) -> str | None:
-        """The broker Metadata names as controller (in KRaft: any live broker, as Kafka reports it)."""
-        return self.metadata.controller()
 
     # --- HasLogs, HasDataDirs -------------------------------------------------------------------
 

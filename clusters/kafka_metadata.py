@@ -132,6 +132,22 @@ class KafkaMetadata:
         return self.node_of_broker(int(controller_id))
 
 
+class LeadersFromMetadata:
+    """HasLeaders for a system whose brokers answer Kafka Metadata: it asks its `metadata`."""
+
+    metadata: KafkaMetadata
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        return self.metadata.partition_state()
+
+    def leaders(self) -> dict[tuple[str, int], str | None]:
+        return self.metadata.leaders()
+
+    def controller(self) -> str | None:
+        """The broker Metadata names as controller (in KRaft: any live broker, as Kafka reports it)."""
+        return self.metadata.controller()
+
+
 # --- one question to one broker ------------------------------------------------------------------
 
 

@@ -12,7 +12,6 @@ import dataclasses
 import os
 import re
 import signal
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 from foundation.config import TestConfig
 from foundation.errors import BadInput
+from foundation.toml_file import read_toml
 
 READY_KINDS = ("kafka", "port", "command", "none")
 DATA_FORMATS = ("kafka", "other")
@@ -264,13 +264,7 @@ class _Reader:
 def load(path: str | Path) -> SystemDefinition:
     """Read and check a definition file (templates are checked against the values that exist)."""
     p = Path(path)
-    try:
-        raw = tomllib.loads(p.read_text())
-    except OSError as e:
-        raise BadInput(f"system definition {p}: cannot read it: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise BadInput(f"system definition {p}: malformed TOML: {e}") from None
-    return parse(raw, p)
+    return parse(read_toml(p, "system definition"), p)
 
 
 def parse(raw: Mapping[str, Any], path: Path) -> SystemDefinition:

@@ -28,7 +28,6 @@ import logging
 import os
 import re
 import time
-import tomllib
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,6 +40,7 @@ from rich.console import Console
 from foundation import run_files
 from foundation.config import TestConfig, validate
 from foundation.errors import BadInput
+from foundation.toml_file import read_toml
 from harness import rundir
 from harness.campaign_table import detection_rows, time_to_loss
 from harness.run import RunOutcome, precheck, run_test
@@ -138,12 +138,7 @@ def load_campaign(path: str | Path, store: str | None = None, checker: str | Non
     `checker` (the command line's) overrides the file's for every test.
     """
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except OSError as e:
-        raise BadInput(f"cannot read campaign {p}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise BadInput(f"malformed campaign {p}: {e}") from None
+    data = read_toml(p, "campaign")
     unknown = sorted(set(data) - {"name", "budget", "defaults", "test", "store"})
     if unknown:
         raise BadInput(

@@ -95,40 +95,20 @@ def interface_of(node: Node) -> str:
     raise InfrastructureError(f"node {node.name}: no interface carries its address {node.address}")
 
 
+def root_qdisc_argv(device: str, *qdisc: str) -> list[str]:
+    """Replace the device's root queueing discipline with `qdisc` (its name and parameters)."""
+    return ["tc", "qdisc", "replace", "dev", device, "root", *qdisc]
+
+
 def tbf_argv(device: str, rate: str) -> list[str]:
     """A token bucket on the device's egress: bandwidth limited to `rate` (tc units, e.g. 1mbit)."""
-    return [
-        "tc",
-        "qdisc",
-        "replace",
-        "dev",
-        device,
-        "root",
-        "tbf",
-        "rate",
-        rate,
-        "burst",
-        "32kbit",
-        "latency",
-        "400ms",
-    ]
+    return root_qdisc_argv(device, "tbf", "rate", rate, "burst", "32kbit", "latency", "400ms")
 
 
 def netem_argv(device: str, delay_ms: float, jitter_ms: float) -> list[str]:
-    return [
-        "tc",
-        "qdisc",
-        "replace",
-        "dev",
-        device,
-        "root",
-        "netem",
-        "delay",
-        f"{delay_ms:g}ms",
-        f"{jitter_ms:g}ms",
-        "distribution",
-        "normal",
-    ]
+    return root_qdisc_argv(
+        device, "netem", "delay", f"{delay_ms:g}ms", f"{jitter_ms:g}ms", "distribution", "normal"
+    )
 
 
 def qdisc_heal_argv(device: str) -> list[str]:

@@ -251,14 +251,20 @@ class Slot:
         try:
             self.consumer.assign(partitions, positions)
         except Exception as e:
-            definite = isinstance(e, ClientError) and e.definite
-            outcome = "fail" if definite else "info"
-            error = e.error if isinstance(e, ClientError) else describe(e)
-            self.journal.complete({**invoke, "type": outcome, "error": error}, time.monotonic() - started)
-            if outcome == "info":
-                self._crash()
+            self._failed(invoke, e, started)
             return
         self.journal.complete({**invoke, "type": "ok"}, time.monotonic() - started)
+
+    def _failed(self, invoke: dict[str, Any], e: Exception, started: float) -> str:
+        """Complete `invoke` after the client raised: `fail` if it certainly had no effect, else
+        `info`, which crashes this process (the next operation gets a new one). Returns the outcome."""
+        definite = isinstance(e, ClientError) and e.definite
+        outcome = "fail" if definite else "info"
+        error = e.error if isinstance(e, ClientError) else describe(e)
+        self.journal.complete({**invoke, "type": outcome, "error": error}, time.monotonic() - started)
+        if outcome == "info":
+            self._crash()
+        return outcome
 
     # --- group members -------------------------------------------------------------------------
     def _auto_commit_due(self) -> bool:
@@ -353,13 +359,7 @@ class Slot:
         try:
             self.group_consumer.commit(offsets)
         except Exception as e:
-            definite = isinstance(e, ClientError) and e.definite
-            outcome = "fail" if definite else "info"
-            error = e.error if isinstance(e, ClientError) else describe(e)
-            self.journal.complete({**invoke, "type": outcome, "error": error}, time.monotonic() - started)
-            if outcome == "info":
-                self._crash()
-            else:
+            if self._failed(invoke, e, started) == "fail":
                 self._rebalanced(self.group_consumer.rebalances())
             return
         self.journal.complete({**invoke, "type": "ok"}, time.monotonic() - started)

@@ -55,15 +55,9 @@ class Partition(Package):
     name = "partition"
     f = "partition"
     qualifiers = (*grudges.SHAPES, *ROLE_SHAPES, *names_of("partition"))
+    # Drawn at random: every shape but `successor` and `zk-all`, which run only when named.
     default_qualifiers = (
-        "one",
-        "halves",
-        "majority",
-        "ring",
-        "bridge",
-        "leader",
-        "zk-one",
-        "zk-leader",
+        *(shape for shape in grudges.SHAPES if shape not in ("successor", "zk-all")),
         *names_of("partition"),
     )
     shade = {"color": "#4c78a8", "label": "partition"}

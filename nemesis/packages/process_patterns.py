@@ -22,9 +22,9 @@ from nemesis.packages.sequence import (
     Timing,
     acknowledged_alone,
     aim_at,
+    aim_at_leader_and,
     crash,
     in_sync_followers,
-    leader_and_followers,
     where,
 )
 
@@ -127,11 +127,7 @@ def _stalled_failover_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
 
 
 def _choose_lagging(sight: Sight) -> Aim | None:
-    found = leader_and_followers(sight, 2)
-    if found is None:
-        return None
-    key, leader, followers = found
-    return aim_at(sight, key, {"leader": leader, "lagging": followers[0], "in_sync": followers[1]})
+    return aim_at_leader_and(sight, "lagging", "in_sync")
 
 
 def _lagging_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
@@ -168,11 +164,7 @@ def _lagging_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
 
 
 def _choose_restarted(sight: Sight) -> Aim | None:
-    found = leader_and_followers(sight, 2)
-    if found is None:
-        return None
-    key, leader, followers = found
-    return aim_at(sight, key, {"leader": leader, "restarted": followers[0], "other": followers[1]})
+    return aim_at_leader_and(sight, "restarted", "other")
 
 
 def _restarted_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:

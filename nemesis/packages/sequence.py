@@ -109,6 +109,15 @@ def leader_and_followers(sight: Sight, followers: int) -> tuple[tuple[str, int],
     return None
 
 
+def aim_at_leader_and(sight: Sight, *follower_roles: str) -> Aim | None:
+    """An aim at the first partition with a leader and an in-sync follower for each role named."""
+    found = leader_and_followers(sight, len(follower_roles))
+    if found is None:
+        return None
+    key, leader, followers = found
+    return aim_at(sight, key, {"leader": leader, **dict(zip(follower_roles, followers, strict=False))})
+
+
 def aim_at(sight: Sight, key: tuple[str, int], roles: dict[str, Any], variant: str = "") -> Aim:
     state = sight.states.get(key) or {}
     seen: dict[str, Any] = {k: state[k] for k in ("leader", "leader_epoch", "isr") if k in state}

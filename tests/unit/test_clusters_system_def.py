@@ -121,7 +121,7 @@ def test_an_upload_from_an_unset_variable_is_refused(tmp_path: Path, monkeypatch
 def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="cannot read"):
         system_def.load(tmp_path / "absent.toml")
-    assert "malformed TOML" in error_of(tmp_path, "[roles.broker\n")
+    assert "malformed system definition" in error_of(tmp_path, "[roles.broker\n")
 
 
 def test_config_accepts_a_definition_path_and_keeps_it_absolute(tmp_path: Path) -> None:

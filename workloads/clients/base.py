@@ -10,7 +10,9 @@ operation certainly had no effect.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, NamedTuple, Protocol
+from typing import ClassVar, Literal, NamedTuple, Protocol
+
+from foundation.config import TestConfig
 
 TopicPartition = tuple[str, int]
 OutcomeType = Literal["ok", "fail", "info"]
@@ -137,6 +139,28 @@ class Driver(Protocol):
     def consumer(self) -> Consumer: ...
 
     def group_consumer(self, group: str) -> GroupConsumer: ...
+
+
+class LibraryDriver:
+    """A `Driver` made of one library's three client classes, each built from the test's config."""
+
+    name: str
+    producer_class: ClassVar[type[Producer]]
+    consumer_class: ClassVar[type[Consumer]]
+    group_consumer_class: ClassVar[type[GroupConsumer]]
+
+    def __init__(self, config: TestConfig, bootstrap: list[str]):
+        self.config = config
+        self.bootstrap = bootstrap
+
+    def producer(self) -> Producer:
+        return self.producer_class(self.config, self.bootstrap)  # type: ignore[call-arg]  # a class, not the Protocol
+
+    def consumer(self) -> Consumer:
+        return self.consumer_class(self.config, self.bootstrap)  # type: ignore[call-arg]
+
+    def group_consumer(self, group: str) -> GroupConsumer:
+        return self.group_consumer_class(self.config, self.bootstrap, group)  # type: ignore[call-arg]
 
 
 # Group membership: a member that dies without leaving is noticed after the session timeout;

@@ -43,6 +43,7 @@ from workloads.clients.base import (
     MAX_POLL_INTERVAL_MS,
     SESSION_TIMEOUT_MS,
     ClientError,
+    LibraryDriver,
     OutcomeType,
     RebalanceEvent,
     Record,
@@ -401,18 +402,8 @@ class ConfluentGroupConsumer:
             log.debug("closing group consumer: %s", e)
 
 
-class ConfluentDriver:
+class ConfluentDriver(LibraryDriver):
     name = "confluent-kafka"
-
-    def __init__(self, config: TestConfig, bootstrap: list[str]):
-        self.config = config
-        self.bootstrap = bootstrap
-
-    def producer(self) -> ConfluentProducer:
-        return ConfluentProducer(self.config, self.bootstrap)
-
-    def consumer(self) -> ConfluentConsumer:
-        return ConfluentConsumer(self.config, self.bootstrap)
-
-    def group_consumer(self, group: str) -> ConfluentGroupConsumer:
-        return ConfluentGroupConsumer(self.config, self.bootstrap, group)
+    producer_class = ConfluentProducer
+    consumer_class = ConfluentConsumer
+    group_consumer_class = ConfluentGroupConsumer

@@ -45,6 +45,7 @@ from workloads.clients.base import (
     MAX_POLL_INTERVAL_MS,
     SESSION_TIMEOUT_MS,
     ClientError,
+    LibraryDriver,
     OutcomeType,
     RebalanceEvent,
     Record,
@@ -372,18 +373,8 @@ class KafkaPythonGroupConsumer:
             log.debug("closing group consumer: %s", e)
 
 
-class KafkaPythonDriver:
+class KafkaPythonDriver(LibraryDriver):
     name = "kafka-python"
-
-    def __init__(self, config: TestConfig, bootstrap: list[str]):
-        self.config = config
-        self.bootstrap = bootstrap
-
-    def producer(self) -> KafkaPythonProducer:
-        return KafkaPythonProducer(self.config, self.bootstrap)
-
-    def consumer(self) -> KafkaPythonConsumer:
-        return KafkaPythonConsumer(self.config, self.bootstrap)
-
-    def group_consumer(self, group: str) -> KafkaPythonGroupConsumer:
-        return KafkaPythonGroupConsumer(self.config, self.bootstrap, group)
+    producer_class = KafkaPythonProducer
+    consumer_class = KafkaPythonConsumer
+    group_consumer_class = KafkaPythonGroupConsumer
