@@ -146,20 +146,16 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
         if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
             return value.lower() in ("true", "yes", "1")
         raise BadInput(f"config key {key!r}: expected true or false, got {value!r}")
-    if annotation is int:
-        if isinstance(value, bool) or not isinstance(value, int | str):
-            raise BadInput(f"config key {key!r}: expected an integer, got {value!r}")
+    if annotation is int or annotation is float:
+        # an integer key takes an integer or its text; a number key also a float
+        accepted = (int, str) if annotation is int else (int, float, str)
+        expected = f"config key {key!r}: expected {'an integer' if annotation is int else 'a number'}"
+        if isinstance(value, bool) or not isinstance(value, accepted):
+            raise BadInput(f"{expected}, got {value!r}")
         try:
-            return int(value)
+            return annotation(value)
         except ValueError:
-            raise BadInput(f"config key {key!r}: expected an integer, got {value!r}") from None
-    if annotation is float:
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            raise BadInput(f"config key {key!r}: expected a number, got {value!r}")
-        try:
-            return float(value)
-        except ValueError:
-            raise BadInput(f"config key {key!r}: expected a number, got {value!r}") from None
+            raise BadInput(f"{expected}, got {value!r}") from None
     if annotation is str:
         if not isinstance(value, str):
             raise BadInput(f"config key {key!r}: expected a string, got {value!r}")

@@ -126,25 +126,26 @@ def start_node(ctx: Context, node: Node) -> None:
         log.info("%s: broker already running, not started again", node.name)
 
 
-def _need_killable(ctx: Context, what: str) -> None:
-    if not isinstance(ctx.sut, Killable):
-        raise BadInput(f"{what} needs a system that can kill and start its brokers (Killable)")
+class _StopsBrokers(_Targeted):
+    """A fault that stops broker processes and starts them again: the system must be Killable."""
+
+    weights = BUG_FINDING_WEIGHTS
+
+    def check(self, ctx: Context, step: dict[str, Any]) -> None:
+        if not isinstance(ctx.sut, Killable):
+            raise BadInput(f"{self.name} needs a system that can kill and start its brokers (Killable)")
+        super().check(ctx, step)
 
 
-class Kill(_Targeted):
+class Kill(_StopsBrokers):
     name = "kill"
     crashes = True
     qualifiers = (*targets.TARGETS, *role_targets.ROLE_TARGETS, *names_of("kill"))
     default_qualifiers = (*_Targeted.default_qualifiers, *names_of("kill"))
-    weights = BUG_FINDING_WEIGHTS
     f = "kill"
     heal_f = "start"
     shade = {"color": "#e45756", "label": "kill"}
     summary = "SIGKILL the broker process; restarted when healed"
-
-    def check(self, ctx: Context, step: dict[str, Any]) -> None:
-        _need_killable(ctx, "kill")
-        super().check(ctx, step)
 
     def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
         names = _resolve(ctx, step, pick)
@@ -158,18 +159,13 @@ class Kill(_Targeted):
         return Active(fault_id, self.name, self.heal_f, names, {"nodes": names}, heal)
 
 
-class Restart(_Targeted):
+class Restart(_StopsBrokers):
     name = "restart"
     qualifiers = (*targets.TARGETS, *role_targets.ROLE_TARGETS, *names_of("restart"))
     default_qualifiers = (*_Targeted.default_qualifiers, *names_of("restart"))
-    weights = BUG_FINDING_WEIGHTS
     f = "restart"
     shade = {"color": "#f58518", "label": "restart"}
     summary = "graceful stop (SIGTERM, wait) and start of the broker"
-
-    def check(self, ctx: Context, step: dict[str, Any]) -> None:
-        _need_killable(ctx, "restart")
-        super().check(ctx, step)
 
     def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
         names = _resolve(ctx, step, pick)
