@@ -81,7 +81,7 @@ class _Drainer:
     def _open(self) -> bool:
         """A fresh process with a consumer assigned to every partition; False if not possible yet."""
         try:
-            consumer = self.driver.consumer()
+            consumer = self.driver.consumer(bulk=True)
         except Exception as e:
             self.last_error = describe(e)
             return False

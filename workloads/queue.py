@@ -55,7 +55,10 @@ from workloads.workers import WorkerPool, default_workers
 log = logging.getLogger(__name__)
 
 POLL_TIMEOUT_S = 0.1
-MAX_POLL_RECORDS = 100
+# A poll returns at most this many records. Every consumer reads every partition it is assigned
+# (Jepsen's queue workload), so each acknowledged value is read tens of times; a poll of 100 made
+# reading, not sending, what the run's CPU went to (docs/workloads.md, Rate).
+MAX_POLL_RECORDS = 10
 # When a slot falls this far behind its schedule, it forgets the debt instead of bursting.
 MAX_SCHEDULE_DEBT_S = 1.0
 # With crash_clients, at most this many client worker processes.

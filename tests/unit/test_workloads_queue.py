@@ -98,7 +98,7 @@ class FakeDriver:
     def producer(self) -> FakeProducer:
         return FakeProducer(self.log)
 
-    def consumer(self) -> FakeConsumer:
+    def consumer(self, bulk: bool = False) -> FakeConsumer:
         return FakeConsumer(self.log, self.stuck)
 
 

@@ -136,7 +136,10 @@ class Driver(Protocol):
 
     def producer(self) -> Producer: ...
 
-    def consumer(self) -> Consumer: ...
+    def consumer(self, bulk: bool = False) -> Consumer:
+        """An assigning consumer; `bulk`: one that reads whole partitions (the final drain), so it
+        fetches far ahead, where a workload's consumer fetches little ahead of what it polls."""
+        ...
 
     def group_consumer(self, group: str) -> GroupConsumer: ...
 
@@ -156,8 +159,8 @@ class LibraryDriver:
     def producer(self) -> Producer:
         return self.producer_class(self.config, self.bootstrap)  # type: ignore[call-arg]  # a class, not the Protocol
 
-    def consumer(self) -> Consumer:
-        return self.consumer_class(self.config, self.bootstrap)  # type: ignore[call-arg]
+    def consumer(self, bulk: bool = False) -> Consumer:
+        return self.consumer_class(self.config, self.bootstrap, bulk=bulk)  # type: ignore[call-arg]
 
     def group_consumer(self, group: str) -> GroupConsumer:
         return self.group_consumer_class(self.config, self.bootstrap, group)  # type: ignore[call-arg]

@@ -71,9 +71,14 @@ DEFINITE_BROKER_ERRORS = frozenset(
         KafkaError.UNSUPPORTED_VERSION,
     }
 )
-# Consumers fetch ahead this much (polls take at most a few hundred records; see the consumer).
-PREFETCH_MESSAGES = 1000
-PREFETCH_BYTES = 64 * 1024
+# A workload's consumers fetch ahead this much per partition: a poll takes at most
+# workloads.queue.MAX_POLL_RECORDS, and whatever librdkafka fetches ahead the brokers serve and the
+# controller decodes (fetching 1,000 messages ahead cost a third of the run's acknowledged sends).
+PREFETCH_MESSAGES = 50
+PREFETCH_BYTES = 8 * 1024
+# The final drain's consumers read whole partitions as fast as they can.
+BULK_PREFETCH_MESSAGES = 1000
+BULK_PREFETCH_BYTES = 64 * 1024
 # Local errors reported for messages that never left the client.
 NEVER_SENT_ERRORS = frozenset({KafkaError._PURGE_QUEUE})
 
@@ -269,9 +274,13 @@ def _positions(consumer: Any, assigned: list[TopicPartition]) -> dict[TopicParti
 
 
 class ConfluentConsumer:
-    def __init__(self, config: TestConfig, bootstrap: list[str]):
+    def __init__(self, config: TestConfig, bootstrap: list[str], bulk: bool = False):
         # librdkafka insists on a group id; assign() never joins the group.
-        self._consumer = _consumer(config, bootstrap, "strandline-assign-only")
+        ahead = {
+            "queued.min.messages": BULK_PREFETCH_MESSAGES,
+            "max.partition.fetch.bytes": BULK_PREFETCH_BYTES,
+        }
+        self._consumer = _consumer(config, bootstrap, "strandline-assign-only", ahead if bulk else None)
         self._assigned: list[TopicPartition] = []
         # A fresh consumer's first lookup also connects and reads metadata: as long as a commit may take.
         self._timeout_s = 2 * max(config.request_timeout_ms, 1000) / 1000

@@ -251,7 +251,8 @@ def _poll(consumer: KafkaConsumer, timeout_s: float, max_records: int) -> list[R
 
 
 class KafkaPythonConsumer:
-    def __init__(self, config: TestConfig, bootstrap: list[str]):
+    def __init__(self, config: TestConfig, bootstrap: list[str], bulk: bool = False):
+        # `bulk` changes nothing here: kafka-python fetches inside poll(), never far ahead of it.
         self._consumer = _consumer(config, bootstrap, group_id=None)
         self._assigned: list[KTopicPartition] = []
 
