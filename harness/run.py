@@ -553,7 +553,8 @@ def _load(
         finally:
             stop.set()
             for t in threads:
-                t.join(timeout=config.request_timeout_ms / 1000 * (config.retries + 2) + 30)
+                if t.ident is not None:  # a Ctrl-C between two starts leaves the later ones unstarted
+                    t.join(timeout=config.request_timeout_ms / 1000 * (config.retries + 2) + 30)
             progress.stop()
     if errors:
         e = errors[0]

@@ -319,3 +319,21 @@ def test_a_run_that_fails_during_setup_gets_a_report_naming_the_phase(tmp_path: 
         "The run failed during set-up (cluster up), before any load: RuntimeError: zookeeper did not start."
         in page
     )
+
+
+def test_sigterm_as_the_load_starts_is_an_interruption(tmp_path: Path) -> None:
+    """A signal between the workload's start and the nemesis's (its thread not started yet) is
+    still an interruption: the clean-up joins only the threads that started."""
+    calls: list[str] = []
+    p = pieces(calls)
+    plain = p.run_workload
+
+    def signal_at_once(config: Any, bootstrap: list[str], history: Any, stop: threading.Event, progress: Any) -> None:  # fmt: skip
+        os.kill(os.getpid(), signal.SIGTERM)
+        plain(config, bootstrap, history, stop, progress)
+
+    p = dataclasses.replace(p, run_workload=signal_at_once)
+    config = resolve(None, {"store": str(tmp_path), "time_limit": 30, "nemesis": "kill"})
+    outcome = run_test(config, console=quiet(), pieces=p, screenshot=False)
+    assert (outcome.status, outcome.exit_code) == ("interrupted", 130), outcome.reason
+    assert "heal_all" in calls and "down" in calls
