@@ -18,8 +18,9 @@ Rules (docs/checkers.md):
   yet, so its records at or above its own checkpointed HW are an unacknowledged tail it has still to
   truncate: an offset where only such a tail differs is not divergence "after the final reads"; it
   is said in `notes` instead. Divergence among the other replicas, and anything below an HW, counts.
-* lost-committed-on-replicas (per ok send with an offset): the acked value is nowhere in the final
-  log of the partition's leader, although the leader's log starts at or below the acked offset.
+* lost-committed-on-replicas (per ack: an ok send operation with an offset >= 0, paired as the
+  history engines pair it, `iter_acks`): the acked value is nowhere in the final log of the
+  partition's leader, although the leader's log starts at or below the acked offset.
   The leader is the one named by the collected cluster state; when unknown, the replica with the
   longest log (ties: the smallest node name), and the example says `leader_known: false`.
 * What cannot be read (no `nodes/`, a node without `data/`, a partition with fewer replicas than
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,8 @@ from checkers.data_dirs import (
     read_offset_checkpoint,
 )
 from checkers.reference import Examples
+from history.format import NEMESIS_PROCESS
+from history.pairing import Pairing, outcome_of
 from history.reader import iter_ops
 
 log = logging.getLogger(__name__)
@@ -91,6 +94,18 @@ class ReplicaFindings:
     lost_by_second: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ReplicaInputs:
+    """What the replica-log checks read besides the history: the collected data dirs and the
+    cluster's final state, and what the test's settings say should be there."""
+
+    nodes_dir: Path
+    final_state: Any = None
+    expected: tuple[TopicPartition, ...] = ()
+    replication_factor: int = 1
+    brokers: tuple[str, ...] | None = None
+
+
 def decode_value(raw: bytes | None) -> Value:
     """The workload's ASCII decimal value as an int; anything else as a short repr."""
     if raw is None:
@@ -99,6 +114,36 @@ def decode_value(raw: bytes | None) -> Value:
     if text.isdigit() or (text[:1] == b"-" and text[1:].isdigit()):
         return int(text)
     return repr(text[:40])
+
+
+@dataclass
+class ReplicaScan:
+    """What reading one replica's log found besides its records (`iter_replica_records` fills it)."""
+
+    log_start: int = 0
+    log_end: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def iter_replica_records(path: Path, scan: ReplicaScan) -> Iterator[tuple[int, bytes | None, int]]:
+    """(offset, raw value, batch leader epoch) of every record of a replica's good batches, in file
+    order, stopping at the first batch that fails its CRC; `scan` receives the log's bounds and
+    problems. The one reading rule of both engines (the reference's `read_replica`, Spark's reader)."""
+    first = True
+    for batch in iter_batches(path):
+        if not batch.crc_ok:
+            scan.problems.append(
+                f"{batch.segment.name}: batch at offset {batch.base_offset} fails its CRC; log read up to it"
+            )
+            return
+        if first:
+            scan.log_start = batch.base_offset
+            first = False
+        scan.log_end = batch.last_offset + 1
+        if batch.is_control:
+            continue
+        for offset, value in batch.records:
+            yield offset, value, batch.partition_leader_epoch
 
 
 def read_replica(
@@ -110,23 +155,12 @@ def read_replica(
     replica = ReplicaLog(node, topic, partition, path, high_watermark=hw)
     if epochs:
         replica.record_epochs = {}
-    first = True
-    for batch in iter_batches(path):
-        if not batch.crc_ok:
-            replica.problems.append(
-                f"{batch.segment.name}: batch at offset {batch.base_offset} fails its CRC; log read up to it"
-            )
-            break
-        if first:
-            replica.log_start = batch.base_offset
-            first = False
-        replica.log_end = batch.last_offset + 1
-        if batch.is_control:
-            continue
-        for offset, value in batch.records:
-            replica.records[offset] = decode_value(value)
-            if replica.record_epochs is not None:
-                replica.record_epochs[offset] = batch.partition_leader_epoch
+    scan = ReplicaScan()
+    for offset, value, epoch in iter_replica_records(path, scan):
+        replica.records[offset] = decode_value(value)
+        if replica.record_epochs is not None:
+            replica.record_epochs[offset] = epoch
+    replica.log_start, replica.log_end, replica.problems = scan.log_start, scan.log_end, scan.problems
     return replica
 
 
@@ -137,18 +171,29 @@ def _data_roots(data_dir: Path) -> list[Path]:
     return sorted(p for p in data_dir.iterdir() if p.is_dir() and any(True for _ in iter_partition_dirs(p)))
 
 
-def read_replicas(
-    nodes_dir: Path, brokers: Iterable[str] | None = None, *, epochs: bool = False
-) -> tuple[dict[TopicPartition, list[ReplicaLog]], list[str]]:
-    """Every replica under `nodes/<node>/data/`, by partition, and what could not be read.
+@dataclass(frozen=True)
+class ReplicaDir:
+    """One replica's partition directory as collected, with its checkpointed HW."""
+
+    node: str
+    topic: str
+    partition: int
+    path: Path
+    high_watermark: int | None
+
+
+def list_replicas(
+    nodes_dir: Path, brokers: Iterable[str] | None = None
+) -> tuple[list[ReplicaDir], list[str]]:
+    """Every replica directory under `nodes/<node>/data/` (names and checkpoints only, no log is
+    read), and what could not be read. Both engines judge exactly these replicas.
 
     `brokers`: the nodes that run brokers, when known; others (the ZooKeeper node) hold no data.
-    `epochs`: keep each record's batch leader epoch (`read_replica`).
     """
     incomplete: list[str] = []
-    replicas: dict[TopicPartition, list[ReplicaLog]] = {}
+    found: list[ReplicaDir] = []
     if not nodes_dir.is_dir():
-        return {}, [f"replicas: no replica data collected ({nodes_dir} is missing)"]
+        return [], [f"replicas: no replica data collected ({nodes_dir} is missing)"]
     broker_names = set(brokers) if brokers is not None else None
     for node_dir in sorted(p for p in nodes_dir.iterdir() if p.is_dir()):
         if broker_names is not None and node_dir.name not in broker_names:
@@ -166,10 +211,23 @@ def read_replicas(
             for topic, partition, path in iter_partition_dirs(root):
                 if topic.startswith("__"):
                     continue  # Kafka's internal topics (__consumer_offsets) are not the workload's
-                replica = read_replica(
-                    node_dir.name, topic, partition, path, hws.get((topic, partition)), epochs=epochs
-                )
-                replicas.setdefault((topic, partition), []).append(replica)
+                found.append(ReplicaDir(node_dir.name, topic, partition, path, hws.get((topic, partition))))
+    return found, incomplete
+
+
+def read_replicas(
+    nodes_dir: Path, brokers: Iterable[str] | None = None, *, epochs: bool = False
+) -> tuple[dict[TopicPartition, list[ReplicaLog]], list[str]]:
+    """Every replica under `nodes/<node>/data/`, by partition, and what could not be read.
+
+    `brokers`: the nodes that run brokers, when known; others (the ZooKeeper node) hold no data.
+    `epochs`: keep each record's batch leader epoch (`read_replica`).
+    """
+    listed, incomplete = list_replicas(nodes_dir, brokers)
+    replicas: dict[TopicPartition, list[ReplicaLog]] = {}
+    for d in listed:
+        replica = read_replica(d.node, d.topic, d.partition, d.path, d.high_watermark, epochs=epochs)
+        replicas.setdefault((d.topic, d.partition), []).append(replica)
     return replicas, incomplete
 
 
@@ -179,7 +237,7 @@ def expected_partitions(topics: int, partitions: int) -> list[TopicPartition]:
 
 
 def missing_replicas(
-    replicas: Mapping[TopicPartition, list[ReplicaLog]],
+    replicas: Mapping[TopicPartition, Sequence[ReplicaLog | ReplicaDir]],
     expected: Iterable[TopicPartition],
     replication_factor: int,
 ) -> list[str]:
@@ -292,14 +350,22 @@ Ack = tuple[int, Any, str, int, int, int, int]  # index, process, topic, partiti
 
 
 def iter_acks(history_path: str | os.PathLike[str]) -> Iterator[Ack]:
-    """(index, process, topic, partition, offset, value, time) of every ok send with an offset."""
+    """(index, process, topic, partition, offset, value, time) of every ack, as the history engines
+    define one (docs/checkers.md, "Terms"): an `ok` send operation (`history.pairing`) with an integer
+    offset >= 0; its topic, partition and value from its invocation, the rest from its completion."""
+    pairing = Pairing()
     for op in iter_ops(history_path, problems=[]):
-        if op["type"] != "ok" or op["f"] != "send":
+        if op["process"] == NEMESIS_PROCESS:
             continue
-        topic, partition, offset, value = (op.get(k) for k in ("topic", "partition", "offset", "value"))
-        if isinstance(topic, str) and all(
-            isinstance(x, int) and not isinstance(x, bool) for x in (partition, offset, value)
-        ):
+        if op["type"] == "invoke":
+            pairing.invoke(op)
+            continue
+        invocation = pairing.complete(op)
+        if invocation is None or invocation["f"] != "send" or outcome_of(op) != "ok":
+            continue
+        topic, partition, value = (invocation.get(k) for k in ("topic", "partition", "value"))
+        offset = op.get("offset")
+        if isinstance(topic, str) and all(type(x) is int for x in (partition, offset, value)):
             if offset >= 0:  # type: ignore[operator]
                 yield op["index"], op["process"], topic, partition, offset, value, int(op["time"])  # type: ignore[misc]
 
