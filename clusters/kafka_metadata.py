@@ -171,6 +171,33 @@ def metadata_of(
         return _exchange(sock, request, MetadataResponse, version, 2)
 
 
+def high_watermark_of(
+    host: str, port: int, topic: str, partition: int, timeout: float = ANSWER_TIMEOUT_S
+) -> int | None:
+    """The partition's high watermark as the broker at host:port answers ListOffsets (latest, read
+    uncommitted: what a consumer may read up to); None when that broker does not lead it now."""
+    from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+
+    with socket.create_connection((host, port), timeout=min(timeout, CONNECT_TIMEOUT_S)) as sock:
+        sock.settimeout(timeout)
+        offered = _offered(sock)
+        if ListOffsetsRequest.API_KEY not in offered:
+            raise ConnectionError("the broker offers no ListOffsets API")
+        low, high = offered[ListOffsetsRequest.API_KEY]
+        version = max(low, min(high, ListOffsetsRequest.max_version))
+        topics = ListOffsetsRequest.ListOffsetsTopic
+        wanted = topics(
+            name=topic, partitions=[topics.ListOffsetsPartition(partition_index=partition, timestamp=-1)]
+        )
+        request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[wanted])
+        answer = _exchange(sock, request, ListOffsetsResponse, version, 3)
+    for t in answer["topics"]:
+        for p in t["partitions"]:
+            if t["name"] == topic and int(p["partition_index"]) == partition and not p["error_code"]:
+                return int(p["offset"])
+    return None
+
+
 def offered_apis(host: str, port: int, timeout: float = ANSWER_TIMEOUT_S) -> dict[int, tuple[int, int]]:
     """The APIs (key -> (min, max) version) the broker at host:port lists in ApiVersions: what a
     Kafka-compatible system implements (a feature whose API is missing is one it lacks)."""
