@@ -70,7 +70,9 @@ def test_reassignment_moves_a_partition_and_loses_nothing() -> None:
             epoch_before = c.partition_state("moved", 0)["leader_epoch"]  # type: ignore[index]
             request = {"version": 1, "partitions": [{"topic": "moved", "partition": 0, "replicas": target}]}
             zk.create("/admin/reassign_partitions", json.dumps(request).encode(), makepath=True)
-            c.wait_for(lambda: zk.exists("/admin/reassign_partitions") is None, 90, "the reassignment to finish")
+            c.wait_for(
+                lambda: zk.exists("/admin/reassign_partitions") is None, 90, "the reassignment to finish"
+            )
             time.sleep(1)
         finally:
             stop.set()
@@ -81,7 +83,9 @@ def test_reassignment_moves_a_partition_and_loses_nothing() -> None:
         state = c.partition_state("moved", 0)
         assert state is not None and state["leader"] in target and state["leader"] != leader
         assert sorted(state["isr"]) == sorted(target) and state["leader_epoch"] > epoch_before
-        c.wait_for(lambda: not (c.data_dir(leader) / "moved-0").exists(), 30, "the removed replica's log gone")
+        c.wait_for(
+            lambda: not (c.data_dir(leader) / "moved-0").exists(), 30, "the removed replica's log gone"
+        )
         assert (c.data_dir(spare) / "moved-0").is_dir()
         seen = _read_all(c.bootstrap, "moved")
         assert len(acked) > 500 and not set(acked) - seen
