@@ -132,34 +132,32 @@ def test_a_refused_and_a_silent_broker_are_skipped(
     assert metadata.controller() == "n3"
 
 
-def test_the_newest_leader_epoch_wins_over_a_live_brokers_old_view() -> None:
-    """A broker cut off from the cluster (or just restarted) still says n2 leads in epoch 7; the
-    others know n3 leads in epoch 8 with ISR [3]: whichever answers first, epoch 8 is the state."""
-    old = StandInBroker(view=View(leader=2, epoch=7, isr=(2, 3), me=2))
-    new = StandInBroker(view=View(leader=3, epoch=8, isr=(3,), me=3))
+@pytest.mark.parametrize(
+    ("views", "expected"),
+    [
+        # A broker cut off from the cluster (or just restarted) still says n2 leads in epoch 7; the
+        # other knows n3 leads in epoch 8 with ISR [3]: epoch 8 is the state.
+        ((View(leader=2, epoch=7, isr=(2, 3), me=2), View(leader=3, epoch=8, isr=(3,), me=3)),
+         {"leader": "n3", "leader_epoch": 8, "isr": ["n3"]}),
+        # Same epoch, different ISRs (the leader shrank it; a follower has not heard yet): the
+        # leader's ISR.
+        ((View(leader=2, epoch=7, isr=(2, 3), me=3), View(leader=2, epoch=7, isr=(2,), me=2)),
+         {"leader": "n2", "leader_epoch": 7, "isr": ["n2"]}),
+    ],
+)  # fmt: skip
+def test_the_newest_leader_epoch_wins_over_a_live_brokers_old_view(
+    views: tuple[View, View], expected: dict[str, object]
+) -> None:
+    """Whichever broker answers first."""
+    brokers = [StandInBroker(view=v) for v in views]
     try:
-        for first, second in ((old, new), (new, old)):
-            addresses = [f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"]
+        for order in (brokers, brokers[::-1]):
+            addresses = [f"127.0.0.1:{b.port}" for b in order]
             state = KafkaMetadata(lambda a=addresses: a, nodes, deadline=10).partition_state()  # type: ignore[misc]
-            assert state == {("t0", 0): {"leader": "n3", "leader_epoch": 8, "isr": ["n3"]}}
+            assert state == {("t0", 0): expected}
     finally:
-        old.close()
-        new.close()
-
-
-def test_between_equal_epochs_the_leaders_own_answer_names_the_isr() -> None:
-    """Same leader epoch, different ISRs (the leader shrank it; a follower has not heard yet): the
-    ISR is the leader's."""
-    follower = StandInBroker(view=View(leader=2, epoch=7, isr=(2, 3), me=3))
-    leader = StandInBroker(view=View(leader=2, epoch=7, isr=(2,), me=2))
-    try:
-        for first, second in ((follower, leader), (leader, follower)):
-            addresses = [f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"]
-            state = KafkaMetadata(lambda a=addresses: a, nodes, deadline=10).partition_state()  # type: ignore[misc]
-            assert state == {("t0", 0): {"leader": "n2", "leader_epoch": 7, "isr": ["n2"]}}
-    finally:
-        follower.close()
-        leader.close()
+        for b in brokers:
+            b.close()
 
 
 def test_no_broker_answering_is_one_error_naming_each_address(refusing: int) -> None:
