@@ -279,18 +279,32 @@ def test_kafka_kraft_definition_lifecycle_with_a_stand_in_distribution(
 
 @pytest.mark.docker
 def test_the_definition_runs_on_docker_and_the_zookeeper_role_is_killed_and_healed(tmp_path: Path) -> None:
-    """The same file on the docker backend (containers, process groups instead of cgroups)."""
+    """The same file on the docker backend (containers, process groups instead of cgroups), three
+    brokers with the safe settings: the zookeeper role killed, the leader cut off from the other
+    brokers, the leader killed (both aimed from Kafka Metadata): valid, each healed."""
+    config = tmp_path / "docker.toml"
+    config.write_text(
+        "schedule = [\n"
+        '  { wait = 2 }, { do = "kill", target = "role=zookeeper" }, { wait = 2 }, { heal = "all" },\n'
+        '  { do = "partition", grudge = "leader" }, { wait = 2 }, { heal = "all" },\n'
+        '  { do = "kill", target = "leader" }, { wait = 2 }, { heal = "all" },\n'
+        "]\n"
+    )
     started = time.monotonic()
-    out = cli(["run", "--system", OWN, "--backend", "docker", "--name", "dockzk", "--nodes", "1",
-               "--replication-factor", "1", "--min-insync", "1", "--time-limit", "10", "--nemesis",
-               "kill:role=zookeeper", "--nemesis-interval", "3", "--store", str(tmp_path / "store"),
-               *LOAD], environment(tmp_path), timeout=280)  # fmt: skip
+    out = cli(["run", "--config", str(config), "--system", OWN, "--backend", "docker", "--name", "dockzk",
+               "--time-limit", "16", "--store", str(tmp_path / "store"), *LOAD], environment(tmp_path),
+              timeout=280)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     run = run_dir(out)
     assert out.stdout.strip().splitlines()[-1] == f"verdict: valid {run}"
     ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
-    kills = [op for op in ops if op["process"] == "nemesis" and op["f"] == "kill" and op["type"] == "ok"]
-    assert kills and all(op["value"]["nodes"] == ["zk"] for op in kills)
+    ok = [op for op in ops if op["process"] == "nemesis" and op["type"] == "ok"]
+    kills = [op["value"]["nodes"] for op in ok if op["f"] == "kill"]
+    starts = [op["value"]["nodes"] for op in ok if op["f"] == "start"]
+    assert kills[0] == ["zk"] and len(kills) == 2 and kills[1][0] in ("n1", "n2", "n3") and starts == kills
+    [cut] = [op["value"]["grudge"] for op in ok if op["f"] == "partition"]
+    brokers = {"n1", "n2", "n3"}
+    assert len([n for n in brokers if set(cut.get(n, [])) >= brokers - {n}]) == 1, cut
     nothing_left(tmp_path)
     print(f"docker run through systems/own.toml: {time.monotonic() - started:.0f} s")
 
