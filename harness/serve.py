@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jinja2
 
+from foundation import run_files
 from harness.store import list_campaigns, list_runs, trends
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,8 @@ class StoreHandler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.FORBIDDEN, b"outside the store\n", "text/plain; charset=utf-8")
             return
         if target.is_dir():
-            target = target / "index.html" if (target / "index.html").exists() else target / "report.html"
+            page = target / run_files.CAMPAIGN_PAGE
+            target = page if page.exists() else target / run_files.REPORT
         if not target.is_file():
             self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")
             return

@@ -145,7 +145,7 @@ def _summaries(store: Path) -> list[Path]:
     root = store / "campaigns"
     if not root.is_dir():
         return []
-    return sorted(s for s in root.glob("*/*/summary.json") if not s.parent.is_symlink())
+    return sorted(s for s in root.glob(f"*/*/{run_files.CAMPAIGN_SUMMARY}") if not s.parent.is_symlink())
 
 
 def expectations(store: Path) -> dict[str, tuple[tuple[str, ...], bool | None]]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from foundation import run_files
 from foundation.errors import EXIT_INVALID, EXIT_VALID
 from harness.campaign import load_campaign, run_campaign, table
 from harness.campaign_table import render
@@ -32,7 +33,7 @@ def main(args: argparse.Namespace) -> int:
     print()
     print(render(table(results)))
     print()
-    print(f"campaign: {out_dir / 'index.html'}")
+    print(f"campaign: {out_dir / run_files.CAMPAIGN_PAGE}")
     ran = len(results) - len(refused)
     print(
         f"campaign {campaign.name}: {ran - len(missed)}/{ran} as expected"
