@@ -304,6 +304,26 @@ class ReplicaManager:
             replica.isr, replica.zk_version = state.isr, state.zk_version
         partition.wake_readers()
 
+    def remove_replica(self, topic: str, index: int, reason: str) -> None:
+        """Stop replicating a partition this broker no longer holds a replica of and delete its log
+        (Kafka's StopReplica with delete=true, sent to the removed replicas of a reassignment)."""
+        partition = self.partitions.pop((topic, index), None)
+        if partition is None:
+            return
+        log.warning("%s-%d: deleting this broker's replica (%s)", topic, index, reason)
+        self._fail_ack_waiters(partition, NOT_LEADER_OR_FOLLOWER)
+        if self.follower_listener and partition.state is not None:
+            self.follower_listener(partition, partition.state, False)  # leaves every fetcher
+        partition.replica.become_follower(
+            leader_id=-1, leader_epoch=partition.replica.leader_epoch, isr=(), replicas=(), zk_version=-1
+        )
+        partition.wake_readers()
+        self._dir_of.pop((topic, index), None)
+        try:
+            partition.log.delete()
+        except OSError:
+            log.exception("deleting the log of %s-%d", topic, index)
+
     # --- the state machine's actions ------------------------------------------------------------
     def _run(self, partition: Partition, actions: list[Action]) -> None:
         for action in actions:

@@ -27,17 +27,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from foundation.errors import BadInput, InfrastructureError, StrandlineError
+from foundation.run_files import ANALYSIS, ANALYSIS_PAGE
 from harness.analyze_page import render_page
 from harness.analyze_runs import RUN_COLUMNS, read_store
 from harness.analyze_spark import HISTORY_COLUMNS, NIGHTS_TABLE, SETTINGS_TABLE, Tables, run_job
-from harness.store import ANALYSIS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
-PAGE = "index.html"
 TABLES = (
     ("runs", (*RUN_COLUMNS, *HISTORY_COLUMNS)),
     ("settings", SETTINGS_TABLE),
@@ -53,7 +52,7 @@ class Analysis:
 
     @property
     def page(self) -> Path:
-        return self.directory / PAGE
+        return self.directory / ANALYSIS_PAGE
 
 
 def _cell(value: Any) -> Any:
@@ -129,7 +128,7 @@ def analyze(
             write_parquet(work / f"{name}.parquet", tables.schemas[name], getattr(tables, name))
         files = [f"{name}.{kind}" for name, _ in TABLES for kind in ("csv", "parquet")]
         seconds = time.monotonic() - started
-        (work / PAGE).write_text(render_page(store, data, tables, files, seconds), encoding="utf-8")
+        (work / ANALYSIS_PAGE).write_text(render_page(store, data, tables, files, seconds), encoding="utf-8")
         _replace(work, store / ANALYSIS)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)

@@ -362,7 +362,7 @@ def read_nights(store: Path, rows: dict[str, RunRow]) -> list[Night]:
                 as_expected=sum(1 for t in tests if t.get("as_expected") is True),
                 skipped=sum(1 for t in tests if t.get("verdict") == "skipped"),
                 seconds=_num(data.get("seconds")),
-                summary=f"campaigns/{campaign}/{night}/index.html",
+                summary=f"campaigns/{campaign}/{night}/{run_files.CAMPAIGN_PAGE}",
             )
         )
     return nights

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import jinja2
 
-from harness.store import ANALYSIS, list_campaigns, list_runs, trends
+from foundation import run_files
+from harness.store import list_campaigns, list_runs, trends
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,9 @@ def render_index(store: Path, verdict: str = "", name: str = "") -> str:
         .get_template("serve_index.html.j2")
         .render(
             store=str(store),
-            analysis=f"/files/{ANALYSIS}/index.html" if (store / ANALYSIS / "index.html").is_file() else None,
+            analysis=f"/files/{run_files.ANALYSIS}/{run_files.ANALYSIS_PAGE}"
+            if (store / run_files.ANALYSIS / run_files.ANALYSIS_PAGE).is_file()
+            else None,
             runs=shown[:500],
             total=len(runs),
             campaigns=list_campaigns(store)[:50],
@@ -95,7 +98,8 @@ class StoreHandler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.FORBIDDEN, b"outside the store\n", "text/plain; charset=utf-8")
             return
         if target.is_dir():
-            target = target / "index.html" if (target / "index.html").exists() else target / "report.html"
+            page = target / run_files.CAMPAIGN_PAGE
+            target = page if page.exists() else target / run_files.REPORT
         if not target.is_file():
             self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")
             return

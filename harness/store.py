@@ -15,8 +15,7 @@ from typing import Any
 from foundation import run_files
 from harness import rundir
 
-ANALYSIS = "analysis"  # <store>/analysis/: what `strandline analyze` writes (harness/analyze.py)
-SKIP = {"campaigns", "latest", ".work", ANALYSIS}
+SKIP = {"campaigns", "latest", ".work", run_files.ANALYSIS}
 
 
 @dataclass
@@ -151,7 +150,7 @@ def summaries(store: Path) -> list[Path]:
     root = store / "campaigns"
     if not root.is_dir():
         return []
-    return sorted(s for s in root.glob("*/*/summary.json") if not s.parent.is_symlink())
+    return sorted(s for s in root.glob(f"*/*/{run_files.CAMPAIGN_SUMMARY}") if not s.parent.is_symlink())
 
 
 def expectations(store: Path) -> dict[str, tuple[tuple[str, ...], bool | None]]:

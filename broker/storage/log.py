@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import shutil
 import threading
 from pathlib import Path
 
@@ -260,6 +261,15 @@ class PartitionLog:
                 self._dir_dirty = False
             self._unflushed_messages = 0
             self.recovery_point = self.log_end_offset
+
+    def delete(self) -> None:
+        """Close the log and remove its directory (the replica was moved away)."""
+        with self._lock:
+            self.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            parent = self.dir.parent
+            if parent.is_dir():
+                fsync_dir(parent)
 
     def close(self) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from foundation import run_files
 from foundation.errors import EXIT_INVALID, EXIT_VALID, StrandlineError
 from harness.analyze import analyze, summary_line
 from harness.campaign import Campaign, load_campaign, run_campaign, table
@@ -33,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
     print()
     print(render(table(results)))
     print()
-    print(f"campaign: {out_dir / 'index.html'}")
+    print(f"campaign: {out_dir / run_files.CAMPAIGN_PAGE}")
     analyze_store(campaign, store, console)
     ran = len(results) - len(refused)
     print(
