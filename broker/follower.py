@@ -44,6 +44,59 @@ class FollowerLog(Protocol):
     def end_offset_for(self, epoch: int) -> tuple[int, int]: ...
 
 
+class _Epochs(Protocol):
+    def latest_epoch(self) -> int: ...
+
+    def end_offset_for(self, epoch: int) -> tuple[int, int]: ...
+
+
+class _Log(Protocol):
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def epochs(self) -> _Epochs: ...
+
+
+class _Replica(Protocol):
+    @property
+    def high_watermark(self) -> int: ...
+
+
+class HoldsReplica(Protocol):
+    """What holds a replica: a broker's partition (broker.replica_manager), a simulated broker."""
+
+    @property
+    def log(self) -> _Log: ...
+
+    @property
+    def replica(self) -> _Replica: ...
+
+
+class ReplicaView:
+    """A replica as the follower's decisions read it (`FollowerLog`), through what holds it, afresh
+    each time: the broker's fetcher and the simulator read their replicas the same way."""
+
+    __slots__ = ("holder",)
+
+    def __init__(self, holder: HoldsReplica) -> None:
+        self.holder = holder
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.holder.log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.holder.replica.high_watermark
+
+    def latest_epoch(self) -> int:
+        return self.holder.log.epochs.latest_epoch()
+
+    def end_offset_for(self, epoch: int) -> tuple[int, int]:
+        return self.holder.log.epochs.end_offset_for(epoch)
+
+
 class Phase(Enum):
     ASK_EPOCH = "ask-epoch"  # must ask the leader OffsetForLeaderEpoch before fetching
     FETCH = "fetch"

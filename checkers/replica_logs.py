@@ -37,10 +37,12 @@ from typing import Any
 
 from checkers.catalogue import REPLICA_ANOMALIES, AnomalyResult
 from checkers.data_dirs import (
+    LEADER_EPOCH_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     CheckpointError,
     iter_batches,
     iter_partition_dirs,
+    read_epoch_checkpoint,
     read_offset_checkpoint,
 )
 from checkers.reference import Examples
@@ -67,6 +69,8 @@ class ReplicaLog:
     problems: list[str] = field(default_factory=list)
     # offset -> the partition leader epoch of its batch; only when read with `epochs` (the report).
     record_epochs: dict[int, int] | None = None
+    # the leader-epoch-checkpoint's (epoch, start offset) entries; only when read with `epochs`.
+    epoch_checkpoint: list[tuple[int, int]] | None = None
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -106,10 +110,16 @@ def read_replica(
 ) -> ReplicaLog:
     """Read one partition directory: good batches in offset order, stopping at the first bad one.
 
-    With `epochs`, each record's batch leader epoch is kept too (`record_epochs`)."""
+    With `epochs`, each record's batch leader epoch is kept too (`record_epochs`), and the
+    partition's leader-epoch-checkpoint (`epoch_checkpoint`)."""
     replica = ReplicaLog(node, topic, partition, path, high_watermark=hw)
     if epochs:
         replica.record_epochs = {}
+        try:
+            replica.epoch_checkpoint = read_epoch_checkpoint(path / LEADER_EPOCH_CHECKPOINT)
+        except CheckpointError as e:
+            log.warning("%s", e)
+            replica.epoch_checkpoint = []
     first = True
     for batch in iter_batches(path):
         if not batch.crc_ok:

@@ -8,7 +8,8 @@ to the brokers themselves, one address at a time: a broker that refuses the conn
 killed), hangs (paused) or breaks off is skipped and the next is asked; when none answers, the
 round is tried again with a growing pause until a deadline. The requests are encoded and the
 answers decoded with kafka-python's protocol classes (generated from Kafka's message schemas).
-A node's own readiness is asked of that node alone (`node_answers`).
+A node's own readiness is asked of that node alone (`node_answers`), and so is the coordinator of
+a group or transactional id (`coordinator_of`, for the nemesis's role targets).
 """
 
 from __future__ import annotations
@@ -177,6 +178,20 @@ def offered_apis(host: str, port: int, timeout: float = ANSWER_TIMEOUT_S) -> dic
     with socket.create_connection((host, port), timeout=min(timeout, CONNECT_TIMEOUT_S)) as sock:
         sock.settimeout(timeout)
         return _offered(sock)
+
+
+def coordinator_of(host: str, port: int, key: str, key_type: int, timeout: float = 3.0) -> int | None:
+    """Kafka's FindCoordinator v1 (key type 0: a group, 1: a transactional id) asked of the broker at
+    host:port: the coordinating broker's id, or None when the broker answers with an error (e.g.
+    COORDINATOR_NOT_AVAILABLE). One of NO_ANSWER when it does not answer."""
+    from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.settimeout(timeout)
+        request = FindCoordinatorRequest(key=key, key_type=key_type)
+        answer = _exchange(sock, request, FindCoordinatorResponse, 1, 1)
+    node_id = int(answer["node_id"])
+    return None if answer["error_code"] or node_id < 0 else node_id
 
 
 def _offered(sock: socket.socket) -> dict[int, tuple[int, int]]:

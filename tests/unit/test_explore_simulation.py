@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.config import BrokerConfig, Listener
-from broker.fetcher import LeaderFetcher, _Followed, _ReplicaView
-from broker.follower import FollowerReplica
+from broker.fetcher import LeaderFetcher, _Followed
+from broker.follower import FollowerReplica, ReplicaView
 from broker.partition_state import PartitionState
 from broker.replica_manager import ReplicaManager
 from broker.replication import WriteIsr
@@ -230,7 +230,7 @@ class RealFollower:
         self.partition.replica.high_watermark = hw
         self.fetcher = LeaderFetcher(2, config, self.replicas, dict)
         self.follower = FollowerReplica(truncation, 2, 99)
-        self.view = _ReplicaView(self.partition)
+        self.view = ReplicaView(self.partition)
         self.followed = _Followed(self.partition, self.follower, self.view)
         self.actions: list[object] = []
 
