@@ -7,7 +7,7 @@ this fault drives, through the system's `HasMembership`:
 - `member:add` starts a broker on a spare node (`spare_nodes`) and waits until it has registered;
   from then on it is a node like the others for every fault (and a target of the next moves).
 - `member:move` moves one replica of a partition (drawn, or the step's `topic`/`partition`, and
-  `from`/`to` nodes) to a broker that holds none: the reassignment runs while the fault is active,
+  `from`/`to` nodes; `from` may be a target such as `leader`) to a broker that holds none: the reassignment runs while the fault is active,
   and its heal waits until it finished (the new replica caught up and joined the ISR, the
   controller moved leadership if needed and dropped the old replica).
 - `member:decommission` moves every replica of one broker (drawn among those no other fault holds,
@@ -31,6 +31,7 @@ from typing import Any
 from clusters.node import Node
 from clusters.sut import HasMembership
 from foundation.errors import BadInput
+from nemesis import targets
 from nemesis.packages.base import Active, Context, NoTarget, Package, PlanEnv
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ class Membership(Package):
             raise NoTarget("no partition has a broker to move to")
         key = sorted(movable)[pick.randrange(len(movable))]
         replicas = movable[key]
-        source = str(step["from"]) if "from" in step else pick.choice(replicas)
+        source = _node_named_by(ctx, step["from"], key, pick) if "from" in step else pick.choice(replicas)
         free = [m for m in members if m not in replicas]
         dest = str(step["to"]) if "to" in step else pick.choice(free)
         if source not in replicas or dest in replicas or dest not in members:
@@ -173,7 +174,12 @@ class Membership(Package):
         moves = {f"{key[0]}-{key[1]}": {"from": replicas, "to": target}}
         value = {"action": "move", "nodes": [source, dest], "moves": moves}
         return Active(
-            fault_id, self.name, self.heal_f, [source, dest], value, lambda: _settle(sut, [key], moves)
+            fault_id,
+            self.name,
+            self.heal_f,
+            [source, dest],
+            value,
+            lambda: _settle(sut, {key: target}, moves),
         )
 
     def _decommission(
@@ -209,7 +215,14 @@ class Membership(Package):
             sut.reassign(targets)
 
         def heal() -> dict[str, Any]:
-            value = _settle(sut, list(targets), moves)
+            try:
+                value = _settle(sut, targets, moves)
+            except Exception:
+                # its replicas did not all move: it stays a member (stopping it would leave a
+                # partition short of a replica)
+                _leaving(ctx).discard(leaving)
+                ctx.nodes.append(node)
+                raise
             sut.remove_broker(node)
             _leaving(ctx).discard(leaving)
             return {**value, "removed": leaving}
@@ -218,20 +231,42 @@ class Membership(Package):
         return Active(fault_id, self.name, self.heal_f, [leaving], value, heal)
 
 
+def _node_named_by(ctx: Context, named: Any, key: tuple[str, int], pick: random.Random) -> str:
+    """A node name, or a target such as `leader` resolved for the partition now."""
+    name = str(named)
+    if name in ctx.names:
+        return name
+    nodes = targets.resolve(name, ctx.names, ctx.sut, pick, key[0], key[1])
+    if not nodes:
+        raise NoTarget(f"{name!r} names no node of {key[0]}-{key[1]} now")
+    return str(nodes[0])
+
+
 def _leaving(ctx: Context) -> set[str]:
     """Members being decommissioned: not members any more, not spares yet."""
     leaving: set[str] = ctx.cache.setdefault("member-leaving", set())
     return leaving
 
 
-def _settle(sut: HasMembership, keys: list[tuple[str, int]], moves: dict[str, Any]) -> dict[str, Any]:
-    """Wait until none of these partitions is being reassigned; raises when they still are."""
+def _settle(
+    sut: HasMembership, targets: dict[tuple[str, int], list[str]], moves: dict[str, Any]
+) -> dict[str, Any]:
+    """Wait until none of these partitions is being reassigned, and check they ended on their
+    targets (a cluster may drop a request); raises when they did not."""
     started = time.monotonic()
     deadline = started + SETTLE_TIMEOUT_S
-    pending = set(keys)
+    pending = set(targets)
     while True:
         pending &= set(sut.reassigning())
         if not pending:
+            ended = sut.assignment()
+            wrong = {k: ended.get(k) for k, t in targets.items() if ended.get(k) != t}
+            if wrong:
+                said = "; ".join(
+                    f"{t}-{p} ended on {nodes}, not {targets[(t, p)]}"
+                    for (t, p), nodes in sorted(wrong.items())
+                )
+                raise RuntimeError(f"reassignment not carried out: {said}")
             return {"moves": moves, "seconds": round(time.monotonic() - started, 2)}
         if time.monotonic() > deadline:
             names = ", ".join(f"{t}-{p}" for t, p in sorted(pending))

@@ -85,6 +85,7 @@ def test_add_then_move_then_decommission(tmp_path: Path) -> None:
     assert ("add", "n4") in sut.events and "n4" in nem.ctx.names
     nem.apply({"do": "member", "action": "move", "topic": "t0", "partition": 0, "from": "n1", "to": "n4"})
     assert sut.assigned[("t0", 0)] == ["n4", "n2", "n3"]
+    nem.heal("member")  # the move settles
     nem.apply({"do": "member", "action": "decommission", "target": "n2"})
     assert "n2" not in nem.ctx.names and ("remove", "n2") not in sut.events  # removed at its heal
     nem.heal_all()
@@ -111,6 +112,19 @@ def test_an_unfinished_reassignment_is_journaled_info_at_its_heal(
     nem.heal()
     assert ops[-1]["f"] == "member-settled" and ops[-1]["type"] == "info"
     assert "not finished" in ops[-1]["error"]
+
+
+def test_a_decommission_whose_moves_did_not_happen_keeps_the_broker(tmp_path: Path) -> None:
+    """A cluster may drop a request: the broker is not stopped, it stays a member."""
+    nem, sut, ops = _nemesis(tmp_path, spare_nodes=1)
+    nem.apply({"do": "member", "action": "add"})
+    sut.reassign = lambda targets: None  # type: ignore[method-assign]  # dropped
+    nem.apply({"do": "member", "action": "decommission", "target": "n3"})
+    assert "n3" not in nem.ctx.names
+    nem.heal_all()
+    assert ops[-1]["f"] == "member-settled" and ops[-1]["type"] == "info"
+    assert "reassignment not carried out: t0-0 ended on ['n1', 'n2', 'n3']" in ops[-1]["error"]
+    assert "n3" in nem.ctx.names and ("remove", "n3") not in sut.events
 
 
 def test_a_bare_member_draws_what_is_possible_now(tmp_path: Path) -> None:
