@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 CONFIG = """
 name = "membership"
-time_limit = 40
+time_limit = 30
 rate = 80
 concurrency = 4
 partitions = 2
