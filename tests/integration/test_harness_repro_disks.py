@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -15,16 +16,17 @@ from harness.scenarios import scenario
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
+def _reproduce(name: str, tmp_path: Path) -> Any:
+    """Both twins of the scenario (seed 7), the unsafe one within its budget."""
+    return reproduce(
+        scenario(name), seed=7, store=str(tmp_path), console=Console(quiet=True), checker="reference"
+    )
+
+
 def test_bitflip_minority_is_lost_with_unclean_elections_and_survived_with_the_safe_settings(
     tmp_path: Path,
 ) -> None:
-    result = reproduce(
-        scenario("bitflip-minority"),
-        seed=7,
-        store=str(tmp_path),
-        console=Console(quiet=True),
-        checker="reference",
-    )
+    result = _reproduce("bitflip-minority", tmp_path)
     assert (
         result.unsafe[-1].verdict == "invalid" and result.safe is not None and result.safe.verdict == "valid"
     )
