@@ -136,6 +136,7 @@ def broker_settings(
             config.replica_high_watermark_checkpoint_interval_ms
         ),
         "replica.lag.time.max.ms": str(config.replica_lag_time_max_ms),
+        "transaction.version": str(config.transaction_version),
         "auto.create.topics.enable": "false",
     }
     if config.log_flush_interval_messages > 0:  # unset: never fsync on append, Kafka's default

@@ -95,6 +95,9 @@ class TestConfig:
     # KIP-903: a broker that registered again leaves the ISR (isr.broker.epoch.check.enable)
     isr_broker_epoch_check: bool = False
     replica_high_watermark_checkpoint_interval_ms: int = 5000
+    # Kafka's transaction.version feature (own broker): 1, one producer epoch spans a producer's
+    # transactions (before KIP-890 part 2); 2, EndTxn v5+ bumps it with every transaction.
+    transaction_version: int = 2
     zookeeper_session_timeout_ms: int = 6000
     replica_lag_time_max_ms: int = 10000
     # The final drain: how long fresh consumers may take to read every partition to its HW.
@@ -250,6 +253,9 @@ def _check_ranges(c: TestConfig) -> None:
     need(c.retries >= 0, "retries", "must not be negative")
     need(c.op_timeout >= 0, "op_timeout", "must not be negative (0: the producer's delivery bound)")
     need(c.drain_timeout > 0, "drain_timeout", "must be positive")
+    need(
+        c.transaction_version in (1, 2), "transaction_version", f"must be 1 or 2, got {c.transaction_version}"
+    )
     need(bool(c.name) and "/" not in c.name and c.name not in (".", ".."), "name", "must be a plain name")
     if c.backend == "ssh":
         need(len(c.ssh_hosts) >= c.nodes, "ssh_hosts", f"the ssh backend needs {c.nodes} hosts")
