@@ -97,7 +97,7 @@ def test_impossible_requests_are_dropped() -> None:
     cases = {
         (): "an empty replica list",
         (1, 1, 2): "replicas [1, 1, 2] name a broker twice",
-        (1, 2, 9): "brokers [9] are not registered",
+        (1, 2, 9): "brokers [9] are unknown (neither registered nor holding replicas)",
     }
     for target, reason in cases.items():
         assert plan(requested={K: target}, assignments=assignments, states=states, live=LIVE) == [
@@ -106,6 +106,9 @@ def test_impossible_requests_are_dropped() -> None:
     assert plan(requested={("t9", 0): (1, 2, 3)}, assignments=assignments, states=states, live=LIVE) == [
         DropRequest("t9", 0, "no such partition")
     ]
+    # a replica's broker that is down (not registered) is still a valid target: it is waited for
+    down = plan(requested={K: (1, 3, 2)}, assignments=assignments, states=states, live={1, 2})
+    assert down == [StartReassignment("t0", 0, ReplicaAssignment((1, 3, 2)))]
 
 
 def test_the_request_and_topic_znodes_round_trip() -> None:
