@@ -183,6 +183,11 @@ OTHER_SETTINGS: tuple[tuple[str, Any, Callable[[Any], str]], ...] = (
     ("eligible_leader_replicas", False, lambda v: "elr" if v else "no-elr"),
     ("isr_broker_epoch_check", False, lambda v: "kip-903" if v else "no-kip-903"),
     ("idempotence", False, lambda v: "idempotence" if v else "no-idempotence"),
+    (
+        "leader_epoch_checkpoint_fsync",
+        True,
+        lambda v: "epoch-checkpoint-fsync" if v else "no-epoch-checkpoint-fsync",
+    ),
 )
 
 
