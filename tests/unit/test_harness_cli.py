@@ -95,3 +95,15 @@ def test_scenarios_build_valid_configs() -> None:
             for i, step in enumerate(config.schedule):
                 schedule.step_kind(step, i)
         assert s.config(False).to_json() != s.config(True).to_json()
+
+
+def test_a_membership_change_that_leaves_fewer_brokers_than_rf_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "member.toml"
+    config.write_text('spare_nodes = 0\nnemesis = ["member:decommission"]\n')
+    out = strandline("run", "--config", str(config), "--store", str(tmp_path / "store"))
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "strandline run: fault 'member': member:decommission would leave 2 brokers, fewer than the "
+        "replication factor 3 (nodes 3 + spare_nodes 0)"
+    ]
+    assert not (tmp_path / "store").exists()
