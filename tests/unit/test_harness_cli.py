@@ -80,8 +80,13 @@ def test_repro_list_names_every_scenario() -> None:
         "kip-966-last-replica-standing",
         "kip-903-empty-disk",
         "kip-279-fast-leader-change",
+        "bitflip-minority",
+        "kafka-16541-epoch-checkpoint",
+        "membership-kill",
     ):
         assert name in out.stdout
+    # each with its story: how the schedule provokes the loss
+    assert "decommission a broker while the leader is killed" in " ".join(out.stdout.split())
 
 
 def test_scenarios_build_valid_configs() -> None:
