@@ -269,6 +269,7 @@ class ReplicaManager:
         old = partition.state
         partition.state = state
         replica = partition.replica
+        replica.removing = state.removing
         change = role_change(self.broker_id, old, state, replica.role)
         if change is RoleChange.BECOME_LEADER:
             if replica.role is Role.FOLLOWER and self.follower_listener:

@@ -405,7 +405,7 @@ MEMBERSHIP_KILL = Scenario(
         {"wait": 3},
         {"do": "member", "action": "add"},
         {"do": "kill", "target": "stalled-failover", **P0},
-        {"wait": 5},  # the successor is elected (the session timeout after the kill)
+        {"wait": 7},  # the successor is elected (the session timeout after the kill)
         {"do": "member", "action": "move", **P0, "from": "leader", "to": "n4"},
         {"wait": 6},
         {"heal": "all"},
