@@ -40,6 +40,7 @@ FAULTS = (
     "clock-strobe",
     "lose-unsynced",
     "corrupt",
+    "member",
 )
 
 RUN_EXAMPLES = """\
