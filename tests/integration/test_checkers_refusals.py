@@ -1,5 +1,5 @@
 """A real own broker that offers InitProducerId but refuses it with CLUSTER_AUTHORIZATION_FAILED
-(`refused.apis`, as Kafka refuses a principal without the IdempotentWrite ACL), driven by each
+(`denied.apis`, as Kafka refuses a principal without the IdempotentWrite ACL), driven by each
 real client with `idempotence = true`: every send ends `fail` or `info` with the client's account
 of the refusal, nothing is appended, and checkers.refusals names idempotence with those operations
 (the ApiVersions lack nothing). The `unsupported.apis` shape (the API left out) runs end to end
@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 @pytest.fixture(scope="module")
 def refusing() -> Iterator[LocalCluster]:
-    with LocalCluster(brokers=1, settings={"refused.apis": "InitProducerId", "min.insync.replicas": 1}) as c:
+    with LocalCluster(brokers=1, settings={"denied.apis": "InitProducerId", "min.insync.replicas": 1}) as c:
         yield c
 
 

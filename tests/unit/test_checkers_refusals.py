@@ -55,7 +55,7 @@ def test_an_offered_api_refused_by_an_error_still_counts(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(
     "error",
-    [  # an offered InitProducerId answered CLUSTER_AUTHORIZATION_FAILED (the broker's refused.apis)
+    [  # an offered InitProducerId answered CLUSTER_AUTHORIZATION_FAILED (the broker's denied.apis)
         'KafkaException: KafkaError{code=_FATAL,val=-150,str="Unable to produce message: Local: Fatal error"} '
         "(CLUSTER_AUTHORIZATION_FAILED: Failed to acquire idempotence PID from broker 10.0.0.1:9092/1: "
         "Broker: Cluster authorization failed)",
