@@ -291,11 +291,13 @@ def test_failovers_move_leadership_the_way_they_say(
 ) -> None:
     """failover: leader and successor die, the survivor leads; stalled-failover: the thawed successor
     leads; lagging-follower: the frozen follower left the ISR before the others died."""
-    from nemesis import choreography
+    from nemesis import choreography, conditions
 
     monkeypatch.setattr(choreography, "LOAD_TIMEOUT_S", 1.0)  # no load here: strike at once
     _full_isr(env)
     nem, history = nemesis_for(env, target)
+    # the waits read high watermarks from the brokers themselves (ListOffsets, leader first)
+    assert isinstance(conditions.high_watermark(nem.ctx, {"topic": "t0", "partition": 0}), int)
     nem.execute({"do": "kill", "target": target, "topic": "t0", "partition": 0, "pick": 1})
     history.close()
     crashes = ("kill", "pause", "lose-unsynced")
