@@ -259,13 +259,12 @@ def _results(row: RunRow, results: dict[str, Any]) -> None:
     row.fault_to_loss_s = round(to_loss, 3) if to_loss is not None else None
     gaps = stats.get("unavailable")
     if isinstance(gaps, list):
-        row.unavailable_s = round(
-            sum(s for g in gaps if isinstance(g, dict) and (s := _num(g.get("seconds"))) is not None), 3
-        )
+        seconds = [s for g in gaps if isinstance(g, dict) and (s := _num(g.get("seconds"))) is not None]
+        row.unavailable_s = round(sum(seconds, 0.0), 3)  # a float even with no stretch at all
         if row.time_limit_s:
             row.availability = round(max(0.0, 1.0 - row.unavailable_s / row.time_limit_s), 4)
     row.windows = merged_windows(stats, row.time_limit_s)
-    row.faulted_s = round(sum(end - start for start, end in row.windows), 3)
+    row.faulted_s = round(sum((end - start for start, end in row.windows), 0.0), 3)
     checker = results.get("checker") if isinstance(results.get("checker"), dict) else {}
     assert isinstance(checker, dict)
     row.check_s = _num(checker.get("seconds"))

@@ -11,7 +11,7 @@ import pytest
 
 from harness.analyze_page import setting_labels
 from harness.analyze_runs import fault_mix, merged_windows, read_run, read_store, relative_link
-from harness.analyze_spark import local_path, spark_path
+from harness.analyze_spark import RUN_COLUMNS, local_path, spark_path, spark_row
 from harness.cli import main
 
 
@@ -148,3 +148,32 @@ def test_a_run_row_knows_its_report_and_campaign_free_state(tmp_path: Path) -> N
         "pause",
         "2026-01-01 00:00:00",
     )
+
+
+def test_whole_numbers_reach_spark_as_floats_in_float_columns(tmp_path: Path) -> None:
+    # A fault-free run: no stretch without acknowledged sends, no fault window (sums of nothing).
+    run = _run(
+        tmp_path,
+        "calm",
+        test_json={"config": {"time_limit": 20, "nemesis": []}},
+        outcome_json={"status": "completed", "timings": {"total": 31}},
+        results_json={
+            "valid": True,
+            "stats": {"unavailable": [], "fault_windows": [], "first_fault_s": 3},
+            "checker": {"seconds": 2},
+        },
+    )
+    row = read_run(run)
+    assert (row.unavailable_s, row.availability, row.faulted_s) == (0.0, 1.0, 0.0)
+    values = dict(zip(RUN_COLUMNS, spark_row(row), strict=True))
+    for name in (
+        "unavailable_s",
+        "faulted_s",
+        "time_limit_s",
+        "first_fault_s",
+        "run_s",
+        "check_s",
+        "availability",
+    ):
+        assert type(values[name]) is float, name
+    assert type(values["acked"]) is not float and values["unclean_election"] is None
