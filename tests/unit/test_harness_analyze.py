@@ -55,7 +55,16 @@ def test_torn_and_hostile_run_directories_become_rows_never_errors(tmp_path: Pat
         "interrupted",
         test_json={"config": config},
         outcome_json={"status": "interrupted", "timings": {"total": 5}},
-        results_json={"valid": True, "stats": {"unavailable": [{"seconds": 5.0}]}},
+        # Stretches without an acknowledged send count within the load only (0 to 20 s): 3 + 5 s.
+        results_json={
+            "valid": True,
+            "stats": {
+                "unavailable": [
+                    {"start_s": 2.0, "end_s": 5.0, "seconds": 3.0},
+                    {"start_s": 15.0, "end_s": 31.0, "seconds": 16.0},
+                ]
+            },
+        },
     )
     _run(
         tmp_path,
@@ -78,7 +87,8 @@ def test_torn_and_hostile_run_directories_become_rows_never_errors(tmp_path: Pat
         "hostile": ("killed", "invalid", ""),
         "torn": ("killed", "", "no readable test.json; results.json unreadable"),
     }
-    assert rows["interrupted"].availability == 0.75 and rows["interrupted"].run_s == 5
+    assert rows["interrupted"].unavailable_s == 8.0 and rows["interrupted"].availability == 0.6
+    assert rows["interrupted"].run_s == 5
     hostile = rows["hostile"]
     assert (hostile.time_limit_s, hostile.min_insync, hostile.mix, hostile.seed) == (None, None, "", None)
     assert (
