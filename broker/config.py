@@ -86,6 +86,10 @@ class BrokerConfig:
     # system that lacks a feature does: not in ApiVersions, and a request for one closes the
     # connection. For trying how the harness reports what a system refuses.
     unsupported_apis: tuple[str, ...] = ()
+    # APIs this broker offers in ApiVersions but refuses every request of with an authorization
+    # error, as Kafka refuses a principal without the ACL (and Redpanda with idempotence off
+    # refuses idempotent writes): today InitProducerId, answered CLUSTER_AUTHORIZATION_FAILED.
+    denied_apis: tuple[str, ...] = ()
 
     @property
     def elr_min_insync(self) -> int:
@@ -98,6 +102,9 @@ class BrokerConfig:
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
+        def names(key: str) -> tuple[str, ...]:
+            return tuple(name.strip() for name in props.get(key, "").split(",") if name.strip())
+
         def integer(key: str, default: int, minimum: int = 0) -> int:
             raw = props.get(key)
             if raw is None or raw == "":
@@ -167,9 +174,8 @@ class BrokerConfig:
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, 1
             ),
             transaction_state_replication_factor=integer("transaction.state.log.replication.factor", 3, 1),
-            unsupported_apis=tuple(
-                name.strip() for name in props.get("unsupported.apis", "").split(",") if name.strip()
-            ),
+            unsupported_apis=names("unsupported.apis"),
+            denied_apis=names("denied.apis"),
         )
 
     @classmethod

@@ -102,11 +102,17 @@ def classify_send_error(
 
 
 class AttemptLog:
-    """The error of every failed attempt, per batch (keyed by the batch's produce future)."""
+    """The error of every failed attempt, per batch (keyed by the batch's produce future).
+
+    Several client slots share one producer: a batch's errors stay until two prunes have seen its
+    future done (prunes run every 1,000 sends), so a prune
+    triggered by another slot cannot forget a batch whose sender has not read it yet (which made a
+    retried send whose first attempt had timed out look as if every attempt was refused)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._errors: dict[int, tuple[Any, list[type[BaseException]]]] = {}
+        self._seen_done: set[int] = set()  # done at the last prune, unread
 
     def record(self, produce_future: Any, error_cls: type[BaseException]) -> None:
         with self._lock:
@@ -114,9 +120,12 @@ class AttemptLog:
             if entry is None or entry[0] is not produce_future:
                 entry = (produce_future, [])
                 self._errors[id(produce_future)] = entry
+                self._seen_done.discard(id(produce_future))
             entry[1].append(error_cls)
 
     def errors(self, produce_future: Any) -> list[type[BaseException]]:
+        """The batch's attempt errors (kept until pruned: every record of a batch shares its
+        future, and the sender of each reads them)."""
         with self._lock:
             entry = self._errors.get(id(produce_future))
             if entry is None or entry[0] is not produce_future:
@@ -124,10 +133,12 @@ class AttemptLog:
             return list(entry[1])
 
     def prune(self) -> None:
-        """Forget batches that are complete (their futures are done and were read)."""
+        """Forget batches whose futures were already done at the previous prune."""
         with self._lock:
-            for key in [k for k, (f, _) in self._errors.items() if getattr(f, "is_done", False)]:
+            done = {k for k, (f, _) in self._errors.items() if getattr(f, "is_done", False)}
+            for key in done & self._seen_done:
                 del self._errors[key]
+            self._seen_done = done - self._seen_done
 
 
 def _hook_sender(producer: KafkaProducer, attempts: AttemptLog) -> bool:
