@@ -76,6 +76,7 @@ def test_member_resumes_from_the_groups_commit_after_a_rejoin_that_spanned_gener
             rival.poll(timeout_ms=100)  # its JoinGroup starts a rebalance
             coordinator = member._consumer._coordinator
             wait_for(lambda: coordinator.rejoin_needed, "the member's heartbeat to see the rebalance")
+
             # One short poll at a time until the member has revoked and sent its JoinGroup; the
             # poll returns before the join completes, so no new assignment is applied.
             def rejoining() -> bool:
