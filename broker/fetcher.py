@@ -23,6 +23,7 @@ from broker.follower import (
     FollowerAction,
     FollowerReplica,
     ListLeaderOffsets,
+    ReplicaView,
     RestartAt,
     Truncate,
 )
@@ -45,34 +46,11 @@ FETCH_MAX_BYTES = 16 * 1024 * 1024
 PARTITION_MAX_BYTES = 4 * 1024 * 1024
 
 
-class _ReplicaView:
-    """A partition's log and replica as the follower's decisions read them (broker.follower.FollowerLog)."""
-
-    __slots__ = ("partition",)
-
-    def __init__(self, partition: Partition) -> None:
-        self.partition = partition
-
-    @property
-    def log_end_offset(self) -> int:
-        return self.partition.log.log_end_offset
-
-    @property
-    def high_watermark(self) -> int:
-        return self.partition.replica.high_watermark
-
-    def latest_epoch(self) -> int:
-        return self.partition.log.epochs.latest_epoch()
-
-    def end_offset_for(self, epoch: int) -> tuple[int, int]:
-        return self.partition.log.epochs.end_offset_for(epoch)
-
-
 @dataclass(eq=False)
 class _Followed:
     partition: Partition
     follower: FollowerReplica
-    view: _ReplicaView
+    view: ReplicaView
 
     @property
     def leader_epoch(self) -> int:
@@ -102,7 +80,7 @@ class LeaderFetcher:
 
     def add(self, partition: Partition, leader_epoch: int) -> None:
         follower = FollowerReplica(self.config.truncation, self.leader_id, leader_epoch)
-        followed = _Followed(partition, follower, _ReplicaView(partition))
+        followed = _Followed(partition, follower, ReplicaView(partition))
         self._carry_out(followed, follower.start(followed.view), b"")
         self.followed[partition.key] = followed
         self._changed.set()

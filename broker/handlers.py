@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -18,6 +19,7 @@ from broker import wire
 from broker.config import BrokerConfig
 from broker.errors import BadBrokerConfig
 from broker.kafka_errors import (
+    CLUSTER_AUTHORIZATION_FAILED,
     INVALID_PARTITIONS,
     INVALID_REPLICATION_FACTOR,
     INVALID_TOPIC_EXCEPTION,
@@ -34,6 +36,7 @@ from broker.metadata import (
     validate_topic_name,
 )
 from broker.replica_manager import DEBUG_REPLICA_ID, Partition, ReplicaManager
+from broker.transactions.refusal import REFUSALS, Refusal
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,13 @@ ZERO_UUID = uuid.UUID(int=0)
 EARLIEST_LOCAL_TIMESTAMP = -4  # ListOffsets v8+ (KIP-405): no tiered storage, so the log start
 LATEST_TIERED_TIMESTAMP = -5  # ListOffsets v9+ (KIP-1005): nothing is tiered, so offset -1
 READ_COMMITTED = 1  # Fetch's isolation level (KIP-98)
+
+
+async def _refuse(refusal: Refusal, request: p.Request) -> dict[str, Any]:
+    log.info(
+        "refused %s v%d: not offered (unsupported.apis)", p.api_name(request.api_key), request.api_version
+    )
+    return refusal(request.body, request.api_version)
 
 
 def millis(value: Any) -> int:
@@ -57,6 +67,8 @@ class ApiHandlers:
         self.replicas = replicas
         self.metadata = metadata
         self.versions: dict[int, tuple[int, int]] = dict(p.CORE_VERSIONS)
+        # Withdrawn APIs still answered, with their error response (`withdraw`): not offered.
+        self.refused: dict[int, tuple[int, int]] = {}
         self._handlers: dict[int, Handler] = {
             p.API_PRODUCE: self.produce,
             p.API_FETCH: self.fetch,
@@ -74,7 +86,9 @@ class ApiHandlers:
         self._handlers[api_key] = handler
 
     def withdraw(self, names: tuple[str, ...]) -> None:
-        """Leave out the APIs named (`unsupported.apis`): not offered, a request for one is refused."""
+        """Leave out the APIs named (`unsupported.apis`): not offered in ApiVersions. A request for a
+        transactional one is answered with its error response (UNSUPPORTED_VERSION, on a connection
+        that stays open, broker.transactions.refusal); for any other the connection closes."""
         keys = {name: key for key, name in p.API_NAMES.items() if key != p.API_API_VERSIONS}
         unknown = [name for name in names if name not in keys]
         if unknown:
@@ -82,8 +96,39 @@ class ApiHandlers:
                 f"unsupported.apis: unknown API {', '.join(unknown)} (known: {', '.join(sorted(keys))})"
             )
         for name in names:
-            self.versions.pop(keys[name], None)
-            self._handlers.pop(keys[name], None)
+            key = keys[name]
+            versions = self.versions.pop(key, None)
+            self._handlers.pop(key, None)
+            refusal = REFUSALS.get(key)
+            if refusal is not None and versions is not None:
+                self.refused[key] = versions
+                self._handlers[key] = functools.partial(_refuse, refusal)
+
+    @property
+    def accepted(self) -> dict[int, tuple[int, int]]:
+        """The versions a request may have to be read: those offered and those refused."""
+        return {**self.versions, **self.refused}
+
+    def deny(self, names: tuple[str, ...]) -> None:
+        """Keep offering the APIs named (`denied.apis`) but answer each request with an
+        authorization error, as Kafka answers a principal without the ACL: InitProducerId gets
+        CLUSTER_AUTHORIZATION_FAILED (TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a transactional
+        id), so an idempotent producer cannot start."""
+        deniable = {p.API_NAMES[p.API_INIT_PRODUCER_ID]: (p.API_INIT_PRODUCER_ID, self._deny_producer_id)}
+        unknown = [name for name in names if name not in deniable]
+        if unknown:
+            raise BadBrokerConfig(
+                f"denied.apis: cannot deny {', '.join(unknown)} (deniable: {', '.join(deniable)}; "
+                "unsupported.apis leaves any API out)"
+            )
+        for name in names:
+            key, handler = deniable[name]
+            self._handlers[key] = handler
+
+    async def _deny_producer_id(self, request: p.Request) -> dict[str, Any]:
+        transactional = getattr(request.body, "transactional_id", None) is not None
+        error = TRANSACTIONAL_ID_AUTHORIZATION_FAILED if transactional else CLUSTER_AUTHORIZATION_FAILED
+        return {"error_code": error, "producer_id": -1, "producer_epoch": -1}
 
     async def handle(self, request: p.Request) -> Any:
         """Returns the response body (a kio dataclass) or None when no response is due."""

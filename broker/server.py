@@ -83,7 +83,7 @@ class Connection:
             except (asyncio.IncompleteReadError, ConnectionError):
                 return
             try:
-                request = p.parse_request(frame, self.handlers.versions)
+                request = p.parse_request(frame, self.handlers.accepted)
             except p.UnsupportedVersion as exc:
                 if exc.api_key == p.API_API_VERSIONS:
                     # Kafka's answer: UNSUPPORTED_VERSION in an ApiVersions v0 body with our ranges,

@@ -20,7 +20,13 @@ from checkers.catalogue import EngineResult
 from checkers.damage import attribute, damaged_replicas
 from checkers.refusals import describe as describe_refusal
 from checkers.refusals import refusals
-from checkers.replica_logs import ReplicaFindings, ReplicaInputs, check_replica_logs, expected_partitions
+from checkers.replica_logs import (
+    ReplicaFindings,
+    ReplicaInputs,
+    assigned_nodes,
+    check_replica_logs,
+    expected_partitions,
+)
 from checkers.stats import Facts, assemble, history_facts
 from checkers.verdict import decide
 from foundation.config import TestConfig, load_file, validate
@@ -186,7 +192,8 @@ def check_run(
             final_state=state,
             expected=tuple(expected_partitions(config.topics, config.partitions)),
             replication_factor=config.replication_factor,
-            brokers=tuple(f"n{i}" for i in range(1, config.nodes + 1)),  # node nN runs broker N
+            # node nN runs broker N; brokers added during the run hold replicas of the final assignment
+            brokers=tuple(sorted({f"n{i}" for i in range(1, config.nodes + 1)} | assigned_nodes(state))),
         )
     judged = run_engine(engine, history, spark_master, spark_remote, inputs)
     result, facts, replicas = judged.result, judged.facts, judged.replicas

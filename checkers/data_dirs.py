@@ -2,8 +2,9 @@
 
 The run's `nodes/<node>/data/` directories hold Kafka's on-disk format: `<topic>-<partition>/`
 directories of `<20-digit base offset>.log` segments of v2 record batches, and text checkpoints
-(`replication-offset-checkpoint`). The own broker and Apache Kafka write the same files, and the
-checker judges both with this independent reader. Nothing is modified (no recovery, no truncation):
+(`replication-offset-checkpoint` per data dir, `leader-epoch-checkpoint` per partition). The own
+broker and Apache Kafka write the same files, and the checker judges both with this independent
+reader. Nothing is modified (no recovery, no truncation):
 a batch whose CRC fails is flagged, a torn or malformed batch ends its segment.
 """
 
@@ -19,6 +20,7 @@ from kafka.record.default_records import DefaultRecordBatch
 log = logging.getLogger(__name__)
 
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 SEGMENT_SUFFIX = ".log"
 CHECKPOINT_VERSION = "0"
 
@@ -129,15 +131,13 @@ def iter_batches(log_dir: Path, *, decode: bool = True) -> Iterator[BatchInfo]:
         del data
 
 
-def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
-    """A `replication-offset-checkpoint`: (topic, partition) -> offset; {} when the file is missing.
-
-    Kafka's text format: a version line (0), a count line, then `topic partition offset` lines.
-    """
+def _checkpoint_entries(path: Path, fields: int) -> list[list[str]] | None:
+    """The entries of one of Kafka's text checkpoints: a version line (0), a count line, then that
+    many entries of `fields` space-separated fields; None when the file is missing."""
     try:
         text = Path(path).read_text()
     except FileNotFoundError:
-        return {}
+        return None
     lines = text.splitlines()
     if len(lines) < 2:
         raise CheckpointError(f"{path}: missing version or count line")
@@ -150,14 +150,31 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     body = [line for line in lines[2:] if line.strip()]
     if len(body) != count:
         raise CheckpointError(f"{path}: expected {count} entries, found {len(body)}")
+    entries = [line.split() for line in body]
+    for entry in entries:
+        if len(entry) != fields:
+            raise CheckpointError(f"{path}: malformed entry {' '.join(entry)!r}")
+    return entries
+
+
+def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """A `replication-offset-checkpoint`: (topic, partition) -> offset; {} when the file is missing.
+
+    Kafka's text format: a version line (0), a count line, then `topic partition offset` lines.
+    """
     offsets: dict[tuple[str, int], int] = {}
-    for line in body:
-        parts = line.split()
-        if len(parts) != 3:
-            raise CheckpointError(f"{path}: malformed entry {line!r}")
-        topic, partition, offset = parts
+    for topic, partition, offset in _checkpoint_entries(path, 3) or []:
         try:
             offsets[(topic, int(partition))] = int(offset)
         except ValueError:
             raise CheckpointError(f"{path}: malformed entry {topic} {partition} {offset}") from None
     return offsets
+
+
+def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
+    """A partition's `leader-epoch-checkpoint`: (leader epoch, start offset) entries in file order;
+    [] when the file is missing. The same text format, with `epoch start-offset` lines."""
+    try:
+        return [(int(epoch), int(start)) for epoch, start in _checkpoint_entries(path, 2) or []]
+    except ValueError:
+        raise CheckpointError(f"{path}: malformed entry (epoch and start offset are integers)") from None

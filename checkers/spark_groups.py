@@ -16,7 +16,7 @@ scan of the operations' `f` column says whether there are any.
   past o. Every position of the final log (the first read of each by the final drain's processes,
   those of the `final: true` assigns, or by any process in a history without them) is matched to
   the steps of its partition (the steps are few: broadcast), then the values some member of the
-  group returned are taken out (an anti join).
+  group returned (read after it subscribed) are taken out (an anti join).
 * members of poll-skip and nonmonotonic-poll: the linked reads that are one or the other (as the
   engine found them, `checkers/spark_engine.py`) whose process had subscribed before the read.
 """
@@ -133,7 +133,6 @@ def check_groups(
     subscribes = lines.filter((col("f") == "subscribe") & col("group").isNotNull()).select(
         "process", "group", "index"
     )
-    members = subscribes.select("process", "group").distinct()
     reads = spark.read.parquet(reads_path)
     member_polls = _member_polls(subscribes, reads)
     if "commit" not in kinds:
@@ -226,7 +225,14 @@ def check_groups(
             col("first.value").alias("value"),
         )
     )
-    returned = reads.join(members, "process").select("group", "value").distinct()
+    # A value a member returned: read by the process after it subscribed to the group.
+    joined = subscribes.groupBy("process", "group").agg(F.min("index").alias("member_since"))
+    returned = (
+        reads.join(F.broadcast(joined), "process")
+        .filter(col("member_since") < col("index"))
+        .select("group", "value")
+        .distinct()
+    )
     skips = (
         first_reads.join(
             F.broadcast(steps),

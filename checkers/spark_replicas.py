@@ -42,7 +42,9 @@ from checkers.replica_logs import (
     ReplicaScan,
     TopicPartition,
     Value,
+    assignments_from_state,
     decode_value,
+    follow_assignment,
     isrs_from_state,
     iter_replica_records,
     leaders_from_state,
@@ -208,26 +210,31 @@ def check_replicas(
     `operations_path`: the history's Parquet operations (the acks; None: no history to judge
     against), `topics`: its topic names by id."""
     listed, incomplete = list_replicas(nodes_dir, brokers)
+    node_names = [p.name for p in nodes_dir.iterdir()] if nodes_dir.is_dir() else []
+    dirs: dict[TopicPartition, list[ReplicaDir]] = {}
+    for d in listed:
+        dirs.setdefault((d.topic, d.partition), []).append(d)
+    notes: list[str] = []
+    if final_state is not None:
+        dirs = follow_assignment(dirs, assignments_from_state(final_state, node_names), notes)
+    if nodes_dir.is_dir():
+        incomplete += missing_replicas(dirs, expected, replication_factor)
+    replicas = [_Replica(i, d) for i, d in enumerate(d for same in dirs.values() for d in same)]
     by_tp: dict[TopicPartition, list[_Replica]] = {}
-    replicas = [_Replica(i, d) for i, d in enumerate(listed)]
     for r in replicas:
         same = by_tp.setdefault((r.dir.topic, r.dir.partition), [])
         r.slot = len(same)
         same.append(r)
-    if nodes_dir.is_dir():
-        dirs = {tp: [r.dir for r in rs] for tp, rs in by_tp.items()}
-        incomplete += missing_replicas(dirs, expected, replication_factor)
-    node_names = [p.name for p in nodes_dir.iterdir()] if nodes_dir.is_dir() else []
     leaders = leaders_from_state(final_state, node_names) if final_state is not None else {}
     isrs = isrs_from_state(final_state, node_names) if final_state is not None else {}
     if not replicas:
         anomalies: dict[str, AnomalyResult] = {
             name: {"count": 0, "examples": []} for name in REPLICA_ANOMALIES
         }
-        return ReplicaFindings(anomalies, {}, incomplete, [], {})
+        return ReplicaFindings(anomalies, {}, incomplete, notes, {})
     job = _Job(spark, replicas, by_tp, leaders, isrs, topics)
     try:
-        return job.run(operations_path, incomplete)
+        return job.run(operations_path, incomplete, notes)
     finally:
         job.close()
 
@@ -289,7 +296,8 @@ class _Job:
         numbers = self.spark.range(0, len(paths), 1, tasks)
         return self._persist(numbers.mapInArrow(partial(read_replica_rows, paths), ROWS_SCHEMA))
 
-    def run(self, operations_path: str | None, incomplete: list[str]) -> ReplicaFindings:
+    def run(self, operations_path: str | None, incomplete: list[str], notes: list[str]) -> ReplicaFindings:
+        """The findings; `notes` so far (the copies set aside) come first."""
         from pyspark.sql import functions as F
 
         col = F.col
@@ -329,7 +337,7 @@ class _Job:
             if acks is not None and totals["suspect"]:
                 # --- Action 4: which suspect acks are nowhere in the leader's log ----------------
                 self._lost(found, wrong, records, acks)
-        return self._findings(found, incomplete)
+        return self._findings(found, incomplete, notes)
 
     # --- the pieces ------------------------------------------------------------------------------
 
@@ -601,9 +609,9 @@ class _Job:
             )
         found.lost_examples = sorted(found.lost_examples, key=lambda e: e["index"])[:MAX_EXAMPLES]
 
-    def _findings(self, found: _Found, incomplete: list[str]) -> ReplicaFindings:
+    def _findings(self, found: _Found, incomplete: list[str], notes: list[str]) -> ReplicaFindings:
         """The reference's ReplicaFindings from the findings and the summaries."""
-        notes = self._pending_notes(found.pending)
+        notes = notes + self._pending_notes(found.pending)
         partitions: dict[str, dict[str, Any]] = {}
         for tp, rs in sorted(self.by_tp.items()):
             leader, known = self.chosen[tp]

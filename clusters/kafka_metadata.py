@@ -4,15 +4,22 @@ shows them to clients.
 Used by every system that speaks Kafka's protocol without a ZooKeeper the harness reads directly:
 Apache Kafka in KRaft mode (clusters/kafka.py) and systems from a definition file
 (clusters/defined.py). Faults kill, pause and cut brokers while this is asked, so a question goes
-to the brokers themselves, one address at a time: a broker that refuses the connection (just
-killed), hangs (paused) or breaks off is skipped and the next is asked; when none answers, the
-round is tried again with a growing pause until a deadline. The requests are encoded and the
-answers decoded with kafka-python's protocol classes (generated from Kafka's message schemas).
-A node's own readiness is asked of that node alone (`node_answers`).
+to every broker at once: a broker that refuses the connection (just killed), hangs (paused) or
+breaks off gives no answer, and the answers that arrive within GRACE_S of the first one count;
+when none answers, the round is tried again with a growing pause until a deadline.
+
+A live broker may still answer with an old view (one cut off from the cluster's metadata, one
+just restarted), so a partition's state is taken from the answer with the highest leader epoch,
+as a Kafka client keeps the newest leader epoch it has seen (KIP-320); between answers with the
+same epoch, the leader's own (the leader keeps the ISR). The requests are encoded and the answers
+decoded with kafka-python's protocol classes (generated from Kafka's message schemas). A node's
+own readiness is asked of that node alone (`node_answers`), and so is the coordinator of
+a group or transactional id (`coordinator_of`, for the nemesis's role targets).
 """
 
 from __future__ import annotations
 
+import queue
 import socket
 import struct
 import threading
@@ -25,6 +32,7 @@ from foundation.errors import InfrastructureError
 ASK_DEADLINE_S = 30.0  # how long one question keeps asking the brokers
 CONNECT_TIMEOUT_S = 2.0  # a refused connection fails at once; a dropped SYN waits this long
 ANSWER_TIMEOUT_S = 5.0  # a paused broker accepts the connection and never answers
+GRACE_S = 0.25  # after the first answer, how long the other brokers' answers are waited for
 FIRST_PAUSE_S = 0.1  # between rounds in which no broker answered; doubled up to LAST_PAUSE_S
 LAST_PAUSE_S = 2.0
 CLIENT_ID = "strandline-controller"
@@ -44,44 +52,30 @@ class KafkaMetadata:
         self.bootstrap = bootstrap
         self.node_of_broker = node_of_broker
         self.deadline = deadline
-        self._lock = threading.Lock()
-        self._answered: str | None = None  # the address that answered last: asked first next time
 
     def close(self) -> None:
         """Nothing stays open between questions (kept for the systems' close())."""
 
     def ask(self, deadline: float | None = None) -> dict[str, Any]:
-        """One Metadata answer (all topics) from the first broker that gives one; raises
-        InfrastructureError naming each address and why when none did before the deadline."""
+        """One Metadata answer (all topics): the first that arrives (see `answers`)."""
+        return self.answers(deadline)[0][1]
+
+    def answers(self, deadline: float | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """(address, Metadata answer) of every broker that answers in a round, first arrival
+        first; raises InfrastructureError naming each address and why when none did before the
+        deadline."""
         limit = time.monotonic() + (self.deadline if deadline is None else deadline)
         pause = FIRST_PAUSE_S
         while True:
-            why: dict[str, str] = {}
-            for address in self._order():
-                host, _, port = address.rpartition(":")
-                try:
-                    answer = metadata_of(host, int(port), timeout=ANSWER_TIMEOUT_S)
-                except NO_ANSWER as e:
-                    why[address] = f"{type(e).__name__} {e}"
-                    continue
-                with self._lock:
-                    self._answered = address
-                return answer
+            answered, why = _ask_every(list(self.bootstrap()))
+            if answered:
+                return answered
             left = limit - time.monotonic()
             if left <= 0:
                 detail = "; ".join(f"{a}: {w}" for a, w in why.items()) or "no broker addresses"
                 raise InfrastructureError(f"no broker answered Kafka Metadata ({detail})")
             time.sleep(min(pause, left))
             pause = min(pause * 2, LAST_PAUSE_S)
-
-    def _order(self) -> list[str]:
-        addresses = list(self.bootstrap())
-        with self._lock:
-            first = self._answered
-        if first in addresses:
-            addresses.remove(first)
-            addresses.insert(0, first)
-        return addresses
 
     def registered_brokers(self) -> list[int]:
         """The brokers the metadata lists now (KRaft leaves out a broker whose session is fenced)."""
@@ -106,19 +100,33 @@ class KafkaMetadata:
             time.sleep(0.5)
 
     def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
-        """Each partition's leader (node name), leader epoch (-1 before Metadata v7) and ISR."""
+        """Each partition's leader (node name), leader epoch (-1 before Metadata v7) and ISR, from
+        the answer that shows the highest leader epoch (the leader's, between equal ones)."""
+        newest: dict[tuple[str, int], tuple[tuple[int, bool], dict[str, Any]]] = {}
+        for address, answer in self.answers():
+            answerer = next(
+                (int(b["node_id"]) for b in answer["brokers"] if f"{b['host']}:{b['port']}" == address), None
+            )
+            for topic in answer["topics"]:
+                name = topic.get("name")
+                if name is None or topic.get("is_internal") or str(name).startswith("__"):
+                    continue
+                for p in topic["partitions"]:
+                    key = (str(name), int(p["partition_index"]))
+                    rank = (
+                        int(p.get("leader_epoch", -1)),
+                        answerer is not None and answerer == p["leader_id"],
+                    )
+                    if key not in newest or rank > newest[key][0]:
+                        newest[key] = (rank, p)
         result: dict[tuple[str, int], dict[str, object]] = {}
-        for topic in self.ask()["topics"]:
-            name = topic.get("name")
-            if name is None or topic.get("is_internal") or str(name).startswith("__"):
-                continue
-            for p in topic["partitions"]:
-                leader = int(p["leader_id"])
-                result[(str(name), int(p["partition_index"]))] = {
-                    "leader": self.node_of_broker(leader) if leader >= 0 else None,
-                    "leader_epoch": int(p.get("leader_epoch", -1)),
-                    "isr": [self.node_of_broker(int(b)) or str(b) for b in p.get("isr_nodes") or []],
-                }
+        for key, ((epoch, _), p) in newest.items():
+            leader = int(p["leader_id"])
+            result[key] = {
+                "leader": self.node_of_broker(leader) if leader >= 0 else None,
+                "leader_epoch": epoch,
+                "isr": [self.node_of_broker(int(b)) or str(b) for b in p.get("isr_nodes") or []],
+            }
         return result
 
     def leaders(self) -> dict[tuple[str, int], str | None]:
@@ -148,6 +156,41 @@ class LeadersFromMetadata:
         return self.metadata.controller()
 
 
+# --- one question to every broker ----------------------------------------------------------------
+
+
+def _ask_every(addresses: list[str]) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, str]]:
+    """Metadata of each address, asked at once: the answers that arrived until GRACE_S after the
+    first (first arrival first), and why each other address gave none (so far)."""
+    arrivals: queue.Queue[tuple[str, dict[str, Any] | None, str]] = queue.Queue()
+
+    def one(address: str) -> None:
+        host, _, port = address.rpartition(":")
+        try:
+            arrivals.put((address, metadata_of(host, int(port), timeout=ANSWER_TIMEOUT_S), ""))
+        except NO_ANSWER as e:
+            arrivals.put((address, None, f"{type(e).__name__} {e}"))
+
+    for address in addresses:  # a paused broker's question ends by its own timeout
+        threading.Thread(target=one, args=(address,), name=f"metadata {address}", daemon=True).start()
+    answered: list[tuple[str, dict[str, Any]]] = []
+    why = dict.fromkeys(addresses, "no answer in time")
+    wait_until = time.monotonic() + CONNECT_TIMEOUT_S + ANSWER_TIMEOUT_S + 1.0
+    for _ in addresses:
+        try:
+            address, answer, error = arrivals.get(timeout=max(0.0, wait_until - time.monotonic()))
+        except queue.Empty:
+            break
+        if answer is None:
+            why[address] = error
+            continue
+        del why[address]
+        if not answered:
+            wait_until = min(wait_until, time.monotonic() + GRACE_S)
+        answered.append((address, answer))
+    return answered, why
+
+
 # --- one question to one broker ------------------------------------------------------------------
 
 
@@ -158,17 +201,42 @@ def metadata_of(
     the highest version both sides know; `topics=False` asks for the brokers only."""
     from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+    request = MetadataRequest(topics=None if topics else [], allow_auto_topic_creation=False)
+    return _ask(host, port, request, MetadataResponse, timeout, "Metadata")
+
+
+def high_watermark_of(
+    host: str, port: int, topic: str, partition: int, timeout: float = ANSWER_TIMEOUT_S
+) -> int | None:
+    """The partition's high watermark as the broker at host:port answers ListOffsets (latest, read
+    uncommitted: what a consumer may read up to); None when that broker does not lead it now."""
+    from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+
+    topics = ListOffsetsRequest.ListOffsetsTopic
+    wanted = topics(
+        name=topic, partitions=[topics.ListOffsetsPartition(partition_index=partition, timestamp=-1)]
+    )
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[wanted])
+    answer = _ask(host, port, request, ListOffsetsResponse, timeout, "ListOffsets")
+    for t in answer["topics"]:
+        for p in t["partitions"]:
+            if t["name"] == topic and int(p["partition_index"]) == partition and not p["error_code"]:
+                return int(p["offset"])
+    return None
+
+
+def _ask(host: str, port: int, request: Any, response: Any, timeout: float, name: str) -> dict[str, Any]:
+    """One request on a fresh connection, at the highest version both sides know."""
     with socket.create_connection((host, port), timeout=min(timeout, CONNECT_TIMEOUT_S)) as sock:
         sock.settimeout(timeout)
         offered = _offered(sock)
-        if MetadataRequest.API_KEY not in offered:
-            raise ConnectionError("the broker offers no Metadata API")
-        low, high = offered[MetadataRequest.API_KEY]
-        version = min(high, MetadataRequest.max_version)
+        if request.API_KEY not in offered:
+            raise ConnectionError(f"the broker offers no {name} API")
+        low, high = offered[request.API_KEY]
+        version = min(high, request.max_version)
         if version < low:
-            raise ConnectionError(f"the broker's Metadata versions start at {low}")
-        request = MetadataRequest(topics=None if topics else [], allow_auto_topic_creation=False)
-        return _exchange(sock, request, MetadataResponse, version, 2)
+            raise ConnectionError(f"the broker's {name} versions start at {low}")
+        return _exchange(sock, request, response, version, 2)
 
 
 def offered_apis(host: str, port: int, timeout: float = ANSWER_TIMEOUT_S) -> dict[int, tuple[int, int]]:
@@ -177,6 +245,20 @@ def offered_apis(host: str, port: int, timeout: float = ANSWER_TIMEOUT_S) -> dic
     with socket.create_connection((host, port), timeout=min(timeout, CONNECT_TIMEOUT_S)) as sock:
         sock.settimeout(timeout)
         return _offered(sock)
+
+
+def coordinator_of(host: str, port: int, key: str, key_type: int, timeout: float = 3.0) -> int | None:
+    """Kafka's FindCoordinator v1 (key type 0: a group, 1: a transactional id) asked of the broker at
+    host:port: the coordinating broker's id, or None when the broker answers with an error (e.g.
+    COORDINATOR_NOT_AVAILABLE). One of NO_ANSWER when it does not answer."""
+    from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.settimeout(timeout)
+        request = FindCoordinatorRequest(key=key, key_type=key_type)
+        answer = _exchange(sock, request, FindCoordinatorResponse, 1, 1)
+    node_id = int(answer["node_id"])
+    return None if answer["error_code"] or node_id < 0 else node_id
 
 
 def _offered(sock: socket.socket) -> dict[int, tuple[int, int]]:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.follower import FollowerReplica
+from broker.follower import FollowerReplica, ReplicaView
 from broker.partition_state import PartitionState
 from broker.replication import PartitionReplica
 from explore.log import SimLog
@@ -29,29 +29,6 @@ class FiredStep:
     at_ms: float
     nodes: list[str]
     text: str
-
-
-class BrokerView:
-    """A SimBroker as broker.follower.FollowerLog."""
-
-    __slots__ = ("b",)
-
-    def __init__(self, b: SimBroker) -> None:
-        self.b = b
-
-    @property
-    def log_end_offset(self) -> int:
-        return len(self.b.log.values)
-
-    @property
-    def high_watermark(self) -> int:
-        return self.b.replica.high_watermark
-
-    def latest_epoch(self) -> int:
-        return self.b.log.epochs.latest_epoch()
-
-    def end_offset_for(self, epoch: int) -> tuple[int, int]:
-        return self.b.log.epochs.end_offset_for(epoch)
 
 
 @dataclass(eq=False)
@@ -110,7 +87,7 @@ class SimBroker:
     parked: list[Parked] = field(default_factory=list)
     held: list[tuple[Callable[..., None], tuple[Any, ...]]] = field(default_factory=list)
     tick_gen: int = 0
-    view: BrokerView = field(init=False)
+    view: ReplicaView = field(init=False)
     pending: Pending | None = None
     pending_deadline: float = 0.0
     watchdog_armed: bool = False
@@ -118,4 +95,4 @@ class SimBroker:
     registered_zxid: int = 0  # when its current registration was made (Kafka's broker epoch)
 
     def __post_init__(self) -> None:
-        self.view = BrokerView(self)
+        self.view = ReplicaView(self)

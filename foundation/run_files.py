@@ -23,3 +23,12 @@ REPLICAS_UNAVAILABLE = "replicas-unavailable.txt"
 # what the system implements, so the checkers can say which feature the test asked for it lacks.
 API_VERSIONS = "api-versions.json"
 OUTCOME = "outcome.json"  # how the run itself ended (completed, interrupted, failed) and why
+
+# A campaign directory (<store>/campaigns/<name>/<time>/): written by the campaign, read by the
+# store and by `serve`.
+CAMPAIGN_SUMMARY = "summary.json"
+CAMPAIGN_PAGE = "index.html"
+
+# The store's analysis (<store>/analysis/): written by `strandline analyze`, linked by `serve`.
+ANALYSIS = "analysis"
+ANALYSIS_PAGE = "index.html"

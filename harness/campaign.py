@@ -404,6 +404,8 @@ def index_html(campaign: Campaign, results: list[TestResult], seconds: float, ou
 
 
 def write_outputs(campaign: Campaign, out_dir: Path, results: list[TestResult], seconds: float) -> None:
-    rundir.write_json(out_dir / "summary.json", summary_json(campaign, results, seconds))
+    rundir.write_json(out_dir / run_files.CAMPAIGN_SUMMARY, summary_json(campaign, results, seconds))
     (out_dir / "junit.xml").write_bytes(junit_xml(campaign, results, seconds))
-    (out_dir / "index.html").write_text(index_html(campaign, results, seconds, out_dir), encoding="utf-8")
+    (out_dir / run_files.CAMPAIGN_PAGE).write_text(
+        index_html(campaign, results, seconds, out_dir), encoding="utf-8"
+    )

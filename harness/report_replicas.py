@@ -5,9 +5,9 @@ The layout is Kafka's: `<run>/nodes/<node>/data/<topic>-<partition>/*.log` (v2 r
 data dir. Each replica is read exactly as the replica-log checker reads it
 (`checkers.replica_logs.read_replicas`: the same partition dirs, the same values, its log up to the
 first batch that fails its CRC, `log_start`/`log_end` from its batches), with each record's batch
-leader epoch beside it; the picture shows the logs the checker judged. What is wrong on a replica
-(divergent offsets, acked records absent) is not judged here: it is what the replica-log checker
-recorded in results.json (`marks_from_results`).
+leader epoch and the partition's leader-epoch-checkpoint beside it; the picture shows the logs the
+checker judged. What is wrong on a replica (divergent offsets, acked records absent) is not judged
+here: it is what the replica-log checker recorded in results.json (`marks_from_results`).
 """
 
 from __future__ import annotations
@@ -46,17 +46,6 @@ class PartitionLogs:
         return f"{self.topic}-{self.partition}"
 
 
-def read_checkpoint(path: Path) -> list[list[str]]:
-    """Kafka's text checkpoint: version line, count line, then entries of space-separated fields."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return []
-    if len(lines) < 2:
-        return []
-    return [line.split() for line in lines[2:] if line.strip()]
-
-
 def read_partition_logs(nodes_dir: Path) -> dict[tuple[str, int], PartitionLogs]:
     """Every partition found under nodes/<node>/data/, with each node's replica."""
     found: dict[tuple[str, int], PartitionLogs] = {}
@@ -70,18 +59,15 @@ def read_partition_logs(nodes_dir: Path) -> dict[tuple[str, int], PartitionLogs]
 
 def _replica(log_: ReplicaLog) -> Replica:
     epochs_of = log_.record_epochs or {}
-    r = Replica(
+    return Replica(
         node=log_.node,
         records={offset: (value, epochs_of.get(offset, -1)) for offset, value in log_.records.items()},
         log_start=log_.log_start,
         log_end=log_.log_end,
         high_watermark=log_.high_watermark,
+        epochs=list(log_.epoch_checkpoint or []),
         problem="; ".join(log_.problems[:3]) or None,
     )
-    for entry in read_checkpoint(log_.path / "leader-epoch-checkpoint"):
-        if len(entry) >= 2 and entry[0].lstrip("-").isdigit() and entry[1].isdigit():
-            r.epochs.append((int(entry[0]), int(entry[1])))
-    return r
 
 
 @dataclass

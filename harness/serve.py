@@ -1,6 +1,7 @@
 """`strandline serve`: a small web server over the results store (127.0.0.1 by default).
 
-`/` lists campaigns, per-test verdict trends and runs (filters: `?verdict=invalid&name=kip`);
+`/` lists campaigns, per-test verdict trends and runs (filters: `?verdict=invalid&name=kip`) and
+links the store's analysis page (`strandline analyze`) when there is one;
 `/files/<path>` serves a stored file (reports, histories, logs) from inside the store only. The
 pages are rendered on the server: no script, nothing from the network.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import jinja2
 
+from foundation import run_files
 from harness.store import list_campaigns, list_runs, trends
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,9 @@ def render_index(store: Path, verdict: str = "", name: str = "") -> str:
         .get_template("serve_index.html.j2")
         .render(
             store=str(store),
+            analysis=f"/files/{run_files.ANALYSIS}/{run_files.ANALYSIS_PAGE}"
+            if (store / run_files.ANALYSIS / run_files.ANALYSIS_PAGE).is_file()
+            else None,
             runs=shown[:500],
             total=len(runs),
             campaigns=list_campaigns(store)[:50],
@@ -93,7 +98,8 @@ class StoreHandler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.FORBIDDEN, b"outside the store\n", "text/plain; charset=utf-8")
             return
         if target.is_dir():
-            target = target / "index.html" if (target / "index.html").exists() else target / "report.html"
+            page = target / run_files.CAMPAIGN_PAGE
+            target = page if page.exists() else target / run_files.REPORT
         if not target.is_file():
             self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")
             return

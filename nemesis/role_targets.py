@@ -13,10 +13,9 @@ error (e.g. no transaction coordinator) names no node, and the fault is journale
 
 from __future__ import annotations
 
-import socket
-import struct
 from typing import Any
 
+from clusters.kafka_metadata import NO_ANSWER, coordinator_of
 from clusters.sut import HasRoles, NamesBrokers
 from foundation.errors import BadInput
 
@@ -27,8 +26,6 @@ ROLE_TARGETS = (ZOOKEEPER, COORDINATOR, TXN_COORDINATOR)
 DEFAULT_GROUP = "strandline-g0"  # workloads.generator.group_of's first group
 DEFAULT_TRANSACTIONAL_ID = "strandline-txn-0"
 KEY_TYPES = {COORDINATOR: 0, TXN_COORDINATOR: 1}
-FIND_COORDINATOR = 10
-CLIENT_ID = b"strandline-nemesis"
 
 
 def is_role_target(target: Any) -> bool:
@@ -70,40 +67,11 @@ def resolve(target: str, ctx: Any, step: dict[str, Any]) -> list[str]:
     for server in ctx.bootstrap():
         host, _, port = server.rpartition(":")
         try:
-            broker_id = find_coordinator(host, int(port), key, KEY_TYPES[target])
-        except OSError:
+            broker_id = coordinator_of(host, int(port), key, KEY_TYPES[target])
+        except NO_ANSWER:
             continue  # that broker is down or cut off: ask the next one
         if broker_id is None:
             return []
         name = ctx.sut.node_of_broker(broker_id)
         return [name] if name else []
     return []
-
-
-def find_coordinator(host: str, port: int, key: str, key_type: int, timeout: float = 3.0) -> int | None:
-    """Kafka's FindCoordinator v1: the coordinating broker's id, or None when the broker answers
-    with an error (e.g. COORDINATOR_NOT_AVAILABLE). OSError when it does not answer."""
-    raw = key.encode()
-    header = struct.pack(">hhih", FIND_COORDINATOR, 1, 1, len(CLIENT_ID)) + CLIENT_ID
-    body = struct.pack(">h", len(raw)) + raw + struct.pack(">b", key_type)
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.settimeout(timeout)
-        s.sendall(struct.pack(">i", len(header + body)) + header + body)
-        size = struct.unpack(">i", _read(s, 4))[0]
-        data = _read(s, size)
-    _correlation, _throttle, error = struct.unpack_from(">iih", data, 0)
-    pos = 10
-    (message_len,) = struct.unpack_from(">h", data, pos)
-    pos += 2 + max(message_len, 0)
-    (node_id,) = struct.unpack_from(">i", data, pos)
-    return None if error or node_id < 0 else int(node_id)
-
-
-def _read(s: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        out += chunk
-    return out

@@ -1,7 +1,8 @@
 """The broker's view of the cluster, kept current by ZooKeeper watches.
 
-Every broker watches the registrations, the topics and every partition state; each state is pushed
-into the ReplicaManager (`apply_state`), which decides the broker's role. Watch callbacks arrive on
+Every broker watches the registrations, the topics (their assignments change when partitions are
+reassigned: broker.reassignment) and every partition state; each state is pushed into the
+ReplicaManager (`apply_state`), which decides the broker's role. Watch callbacks arrive on
 kazoo's threads and are posted to the loop by the session.
 """
 
@@ -11,6 +12,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from kazoo.exceptions import NoNodeError
@@ -18,8 +20,9 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from broker.metadata import BrokerAddress
 from broker.partition_state import PartitionState, leadership_granted
+from broker.reassignment import ReplicaAssignment
 from broker.replica_manager import ReplicaManager
-from broker.zookeeper.layout import IDS, TOPICS, decode_state, decode_topic, parse_json, state_path
+from broker.zookeeper.layout import IDS, TOPICS, decode_assignments, decode_state, parse_json, state_path
 from broker.zookeeper.session import ZkSession
 
 log = logging.getLogger(__name__)
@@ -33,17 +36,22 @@ class MetadataCache:
         self.zk = session.zk
         self.replicas = replicas
         self.brokers: dict[int, BrokerAddress] = {}
-        self.topics: dict[str, dict[int, tuple[int, ...]]] = {}
+        self.topics: dict[str, dict[int, tuple[int, ...]]] = {}  # each partition's replicas (RS)
+        self.assignments: dict[str, dict[int, ReplicaAssignment]] = {}  # with reassignments
+        self.topic_versions: dict[str, int] = {}  # the topic znode's version (compare-and-set)
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.topic_names: dict[uuid.UUID, str] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
         self._watched_topics: set[str] = set()
+        self._watched_states: set[tuple[str, int]] = set()
         self._state_waiters: set[asyncio.Event] = set()
         self._brokers_lock = asyncio.Lock()
         # what changed, for the fetchers and the controller
         self.on_brokers_changed: Callable[[], None] = lambda: None
         self.on_topics_changed: Callable[[], None] = lambda: None
-        self.on_state_changed: Callable[[PartitionState | None], None] = lambda _state: None
+        self.on_state_changed: Callable[[PartitionState | None, tuple[str, int] | None], None] = (
+            lambda _state, _key: None
+        )
 
     def watch(self) -> None:
         """Start the watches (they last for the client's life)."""
@@ -84,19 +92,50 @@ class MetadataCache:
                 self.session.spawn(self._watch_topic(name))
 
     async def _watch_topic(self, name: str) -> None:
-        try:
-            data, _ = await asyncio.to_thread(self.zk.get, f"{TOPICS}/{name}")
-        except NoNodeError:
-            self._watched_topics.discard(name)
-            return
-        topic_id, assignment = decode_topic(name, parse_json(data) or {})
-        self.topics[name] = assignment
+        """Watch the topic znode: its assignment changes when partitions are reassigned."""
+
+        def callback(data: bytes | None, stat: Any) -> None:
+            self.session.post(self._on_topic, name, data, stat)
+
+        await asyncio.to_thread(DataWatch, self.zk, f"{TOPICS}/{name}", callback)
+
+    def _on_topic(self, name: str, data: bytes | None, stat: Any) -> None:
+        if data is None or stat is None:
+            return  # topics are never deleted here; a missing znode is one being created
+        topic_id, assignments = decode_assignments(name, parse_json(data) or {})
+        self.assignments[name] = assignments
+        self.topics[name] = {index: a.replicas for index, a in assignments.items()}
+        self.topic_versions[name] = int(stat.version)
         self.topic_ids[name] = topic_id
         self.topic_names[topic_id] = name
-        for index in assignment:
-            path = state_path(name, index)
-            await asyncio.to_thread(DataWatch, self.zk, path, self._state_callback(name, index))
+        for index, assignment in sorted(assignments.items()):
+            if (name, index) not in self._watched_states:
+                self._watched_states.add((name, index))
+                self.session.spawn(self._watch_state(name, index))
+            state = self.states.get((name, index))
+            if state is not None and (state.replicas, state.removing) != (
+                assignment.replicas,
+                assignment.removing,
+            ):
+                log.info(
+                    "%s-%d: replicas %s -> %s", name, index, list(state.replicas), list(assignment.replicas)
+                )
+                state = replace(state, replicas=assignment.replicas, removing=assignment.removing)
+                self.states[(name, index)] = state
+                self._apply(name, index, state)
+        # A replica the assignment no longer lists (reassigned away, maybe while this broker was
+        # down) is stopped and its log deleted, as Kafka's StopReplica with delete does.
+        for index, assignment in assignments.items():
+            if self.replicas.broker_id not in assignment.replicas:
+                self.replicas.remove_replica(
+                    name, index, f"not in the assignment {list(assignment.replicas)}"
+                )
         self.on_topics_changed()
+
+    async def _watch_state(self, name: str, index: int) -> None:
+        await asyncio.to_thread(
+            DataWatch, self.zk, state_path(name, index), self._state_callback(name, index)
+        )
 
     def _state_callback(self, topic: str, index: int) -> Callable[[bytes | None, Any], None]:
         # exactly two parameters: kazoo passes a third (the event) to functions that take more
@@ -109,14 +148,23 @@ class MetadataCache:
         info = parse_json(data)
         if info is None or stat is None:
             self.states.pop((topic, index), None)
-            self.on_state_changed(None)
+            self.on_state_changed(None, (topic, index))
             return
-        replicas = self.topics.get(topic, {}).get(index, ())
+        assignment = self.assignments.get(topic, {}).get(index)
+        replicas = assignment.replicas if assignment is not None else ()
         state = decode_state(info, replicas, int(stat.version), int(getattr(stat, "mzxid", 0)))
+        if assignment is not None and assignment.removing:
+            state = replace(state, removing=assignment.removing)
         old = self.states.get((topic, index))
         if old is not None and old.zk_version > state.zk_version:
             return  # a late notification
         self.states[(topic, index)] = state
+        self._apply(topic, index, state)
+        for event in self._state_waiters:
+            event.set()
+        self.on_state_changed(state, (topic, index))
+
+    def _apply(self, topic: str, index: int, state: PartitionState) -> None:
         try:
             granted = leadership_granted(self.replicas.broker_id, state, self.session.registered_zxid)
             if granted is not state:
@@ -130,9 +178,6 @@ class MetadataCache:
             self.replicas.apply_state(topic, index, granted)
         except Exception:
             log.exception("applying state of %s-%d failed", topic, index)
-        for event in self._state_waiters:
-            event.set()
-        self.on_state_changed(state)
 
     async def wait_for_states(self, seconds: float) -> None:
         """Wait (at most `seconds`, at most 0.5 s) for the next partition state to arrive."""

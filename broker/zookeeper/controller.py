@@ -5,12 +5,14 @@ The broker that creates the ephemeral /controller znode is the controller (its e
 reads the live registrations (and when each was made: a broker that registered again restarted),
 asks broker.controller.reconcile what to do, and writes each partition state it returns with
 compare-and-set on the znode version: new states, elections (a dead or restarted leader), and
-ISRs without the brokers whose sessions expired (docs/broker-variants.md).
+ISRs without the brokers whose sessions expired (docs/broker-variants.md). It also carries out the
+partition reassignments asked for in /admin/reassign_partitions (broker.reassignment).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 
@@ -31,11 +33,25 @@ from broker.controller import (
     reconcile,
 )
 from broker.partition_state import PartitionState
+from broker.reassignment import (
+    CompleteReassignment,
+    DropRequest,
+    MoveLeadershipAndShrinkIsr,
+    PartitionView,
+    ReplicaAssignment,
+    StartReassignment,
+    encode_request,
+    parse_request,
+    plan,
+)
 from broker.zookeeper.cache import MetadataCache
 from broker.zookeeper.layout import (
     CONTROLLER,
     CONTROLLER_EPOCH,
     IDS,
+    REASSIGN_PARTITIONS,
+    TOPICS,
+    encode_assignments,
     encode_controller,
     encode_state,
     parse_json,
@@ -65,6 +81,7 @@ class ControllerDriver:
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
         DataWatch(self.zk, CONTROLLER, lambda data, stat: self.session.post(self._on_controller, data))
+        DataWatch(self.zk, REASSIGN_PARTITIONS, lambda data, stat: self.session.post(self.needed))
 
     def stop(self) -> None:
         if self._task is not None:
@@ -74,9 +91,13 @@ class ControllerDriver:
         """Something changed: reconcile soon (if controller)."""
         self._reconcile_needed.set()
 
-    def state_changed(self, state: PartitionState | None) -> None:
+    def state_changed(self, state: PartitionState | None, key: tuple[str, int] | None = None) -> None:
         if state is None or (self.is_controller and needs_election(state.leader, self.cache.brokers)):
             self._reconcile_needed.set()
+        elif self.is_controller and key is not None:
+            assignment = self.cache.assignments.get(key[0], {}).get(key[1])
+            if assignment is not None and assignment.reassigning:
+                self._reconcile_needed.set()  # an adding replica may have joined the ISR
 
     def session_lost(self) -> None:
         if self.is_controller:
@@ -170,7 +191,7 @@ class ControllerDriver:
             log_ends = {
                 key: await self._log_end_offsets(*key, candidates) for key, candidates in offline.items()
             }
-        actions = reconcile(
+        reconciled = reconcile(
             assignments=assignments,
             states=states,
             live=live,
@@ -182,11 +203,121 @@ class ControllerDriver:
             isr_broker_epoch_check=self.config.isr_broker_epoch_check,
         )
         retry = False
-        for action in actions:
+        for action in reconciled:
             if not self.is_controller:
                 return False
             retry |= not await self._write(action, log_ends)
+        busy = {(a.topic, a.index) for a in reconciled}
+        return await self._reassign(live, busy) or retry
+
+    # --- partition reassignment (broker.reassignment) -------------------------------------------
+    async def _reassign(self, live: set[int], busy: set[tuple[str, int]]) -> bool:
+        """The next step of every requested or unfinished reassignment; True: try again soon."""
+        requested, version = await asyncio.to_thread(self._read_request)
+        assignments = {
+            (topic, index): a for topic, parts in self.cache.assignments.items() for index, a in parts.items()
+        }
+        if not requested and not any(a.reassigning for a in assignments.values()):
+            return False
+        states = {
+            key: PartitionView(s.leader, s.leader_epoch, s.isr, s.zk_version)
+            for key, s in self.cache.states.items()
+        }
+        actions = [
+            a
+            for a in plan(requested=requested, assignments=assignments, states=states, live=live)
+            if (a.topic, a.index) not in busy
+        ]
+        retry = False
+        topic_writes: dict[str, dict[int, ReplicaAssignment]] = {}
+        finished: dict[tuple[str, int], str] = {}
+        for action in actions:
+            key = (action.topic, action.index)
+            if isinstance(action, StartReassignment):
+                log.warning(
+                    "%s-%d: reassigning to %s: replicas %s, adding %s, removing %s",
+                    *key,
+                    list(requested[key]),
+                    list(action.assignment.replicas),
+                    list(action.assignment.adding),
+                    list(action.assignment.removing),
+                )
+                topic_writes.setdefault(action.topic, {})[action.index] = action.assignment
+            elif isinstance(action, CompleteReassignment):
+                log.warning(
+                    "%s-%d: reassignment complete: replicas %s", *key, list(action.assignment.replicas)
+                )
+                topic_writes.setdefault(action.topic, {})[action.index] = action.assignment
+                finished[key] = "complete"
+            elif isinstance(action, DropRequest):
+                if action.reason != "done":
+                    log.warning("%s-%d: reassignment request dropped: %s", *key, action.reason)
+                finished[key] = action.reason
+            elif isinstance(action, MoveLeadershipAndShrinkIsr):
+                state = self.cache.states.get(key)
+                elr = tuple(r for r in (state.elr if state else ()) if r in action.isr)
+                data = encode_state(
+                    action.leader, action.leader_epoch, action.isr, self.controller_epoch, elr
+                )
+                if not await self._replace_state(action.topic, action.index, data, action.zk_version):
+                    retry = True
+                    continue
+                log.warning(
+                    "%s-%d: reassignment: leader %d -> %d, epoch %d, isr %s",
+                    *key,
+                    action.previous_leader,
+                    action.leader,
+                    action.leader_epoch,
+                    list(action.isr),
+                )
+        for topic, changed in topic_writes.items():
+            if not await self._write_assignment(topic, changed):
+                retry = True
+                finished = {k: v for k, v in finished.items() if k[0] != topic or v != "complete"}
+        if finished:
+            await asyncio.to_thread(self._remove_from_request, set(finished), version)
         return retry
+
+    def _read_request(self) -> tuple[dict[tuple[str, int], tuple[int, ...]], int]:
+        """The entries of /admin/reassign_partitions and the znode's version (-1: none)."""
+        try:
+            data, stat = self.zk.get(REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return {}, -1
+        targets, problems = parse_request(parse_json(data))
+        for problem in problems:
+            log.warning("%s: %s", REASSIGN_PARTITIONS, problem)
+        return targets, int(stat.version)
+
+    def _remove_from_request(self, keys: set[tuple[str, int]], version: int) -> None:
+        """Drop finished partitions from the request (the znode goes when it is empty), as Kafka's
+        controller does; a request rewritten meanwhile is read again at the next pass."""
+        if version < 0:
+            return
+        try:
+            data, stat = self.zk.get(REASSIGN_PARTITIONS)
+            targets, _ = parse_request(parse_json(data))
+            left = {k: v for k, v in targets.items() if k not in keys}
+            if left:
+                self.zk.set(REASSIGN_PARTITIONS, json.dumps(encode_request(left)).encode(), stat.version)
+            else:
+                self.zk.delete(REASSIGN_PARTITIONS, stat.version)
+        except (NoNodeError, BadVersionError):
+            self._reconcile_needed.set()
+
+    async def _write_assignment(self, topic: str, changed: dict[int, ReplicaAssignment]) -> bool:
+        """Compare-and-set of the topic znode with some partitions' new assignments."""
+        current = dict(self.cache.assignments.get(topic, {}))
+        version = self.cache.topic_versions.get(topic)
+        if version is None:
+            return False
+        current.update(changed)
+        data = encode_assignments(self.cache.topic_ids[topic], current)
+        try:
+            await asyncio.to_thread(self.zk.set, f"{TOPICS}/{topic}", data, version)
+        except (BadVersionError, NoNodeError):
+            return False
+        return True
 
     def _registrations(self) -> dict[int, int]:
         """The live brokers and when each registered (its znode's czxid: Kafka's broker epoch)."""

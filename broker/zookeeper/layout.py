@@ -3,10 +3,12 @@
 /brokers/ids/<id>                          ephemeral, {"host", "port", "endpoints", ...}
 /controller                                ephemeral, {"version":1,"brokerid":N,"timestamp":..}
 /controller_epoch                          "N"
-/brokers/topics/<t>                        {"version":3,"topic_id":..,"partitions":{"0":[1,2,3]}, ...}
+/brokers/topics/<t>                        {"version":3,"topic_id":..,"partitions":{"0":[1,2,3]},
+                                            "adding_replicas":{..},"removing_replicas":{..}}
 /brokers/topics/<t>/partitions/<p>/state   {"controller_epoch","leader","version":1,"leader_epoch","isr"}
 /latest_producer_id_block                  {"version":1,"broker":N,"block_start":"..","block_end":".."}
 /cluster/id                                {"version":"1","id":".."}
+/admin/reassign_partitions                 {"version":1,"partitions":[{"topic","partition","replicas"}]}
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from broker.partition_state import PartitionState
+from broker.reassignment import ReplicaAssignment
 
 IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
@@ -24,6 +28,7 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CLUSTER_ID = "/cluster/id"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 
 
 def state_path(topic: str, index: int) -> str:
@@ -64,27 +69,59 @@ def decode_state(
     )
 
 
-def encode_topic(topic_id: uuid.UUID, assignment: dict[int, tuple[int, ...]]) -> bytes:
+def encode_topic(
+    topic_id: uuid.UUID,
+    assignment: Mapping[int, tuple[int, ...]],
+    adding: Mapping[int, tuple[int, ...]] | None = None,
+    removing: Mapping[int, tuple[int, ...]] | None = None,
+) -> bytes:
+    """Kafka's topic znode (version 3): the replicas of each partition and, for partitions being
+    reassigned (KIP-455), the adding and removing replicas among them."""
     return json.dumps(
         {
             "version": 3,
             "topic_id": base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("="),
             "partitions": {str(p): list(r) for p, r in assignment.items()},
-            "adding_replicas": {},
-            "removing_replicas": {},
+            "adding_replicas": {str(p): list(r) for p, r in (adding or {}).items() if r},
+            "removing_replicas": {str(p): list(r) for p, r in (removing or {}).items() if r},
         }
     ).encode()
 
 
+def encode_assignments(topic_id: uuid.UUID, assignments: Mapping[int, ReplicaAssignment]) -> bytes:
+    return encode_topic(
+        topic_id,
+        {p: a.replicas for p, a in assignments.items()},
+        {p: a.adding for p, a in assignments.items()},
+        {p: a.removing for p, a in assignments.items()},
+    )
+
+
 def decode_topic(name: str, info: dict[str, Any]) -> tuple[uuid.UUID, dict[int, tuple[int, ...]]]:
     """(topic id, assignment); a topic written without an id gets a stable one from its name."""
-    assignment = {int(k): tuple(int(b) for b in v) for k, v in (info.get("partitions") or {}).items()}
+    topic_id, assignments = decode_assignments(name, info)
+    return topic_id, {p: a.replicas for p, a in assignments.items()}
+
+
+def decode_assignments(name: str, info: dict[str, Any]) -> tuple[uuid.UUID, dict[int, ReplicaAssignment]]:
+    """(topic id, each partition's replicas with the adding and removing ones of a reassignment)."""
+
+    def by_partition(field: str) -> dict[int, tuple[int, ...]]:
+        raw = info.get(field) or {}
+        return {int(k): tuple(int(b) for b in v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+    replicas, adding, removing = (
+        by_partition(f) for f in ("partitions", "adding_replicas", "removing_replicas")
+    )
     raw_id = str(info.get("topic_id") or "")
     try:
         topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(raw_id + "=" * (-len(raw_id) % 4)))
     except (TypeError, ValueError):
         topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"strandline:{name}")
-    return topic_id, assignment
+    assignments = {
+        p: ReplicaAssignment(r, adding.get(p, ()), removing.get(p, ())) for p, r in replicas.items()
+    }
+    return topic_id, assignments
 
 
 def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:

@@ -91,8 +91,9 @@ def config_toml(config: TestConfig) -> str:
     """The replay's settings and schedule as a TOML config for `strandline run --config`."""
     keys = ("system", "backend", "nodes", "topics", "partitions", "replication_factor", "variant", "acks",
             "min_insync", "unclean_election", "eligible_leader_replicas", "isr_broker_epoch_check",
-            "log_flush_interval_messages",
-            "time_limit", "seed", "name")  # fmt: skip
+            "leader_election_policy", "log_flush_interval_messages", "zookeeper_session_timeout_ms",
+            "replica_lag_time_max_ms", "replica_high_watermark_checkpoint_interval_ms",
+            "client", "rate", "concurrency", "time_limit", "seed", "name")  # fmt: skip
     lines = []
     for key in keys:
         value = getattr(config, key)
@@ -169,6 +170,10 @@ def main(args: argparse.Namespace) -> int:
 
     print("replaying on a real cluster ...", flush=True)
     real = run_test(replay)
+    if real.status != "completed":  # refused (2), failed (4) or interrupted: the replay did not run
+        print(f"the real run did not run to its verdict ({real.status}: {real.reason})")
+        print(real.verdict_line, flush=True)
+        return real.exit_code
     lost_too = "lost data too" if real.verdict == "invalid" else f"did not lose data ({real.verdict})"
     print(f"the real run {lost_too}")
     print(real.verdict_line, flush=True)

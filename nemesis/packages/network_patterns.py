@@ -21,6 +21,7 @@ from nemesis.packages.sequence import (
     acknowledged_alone,
     aim_at,
     crash,
+    cut,
     leader_and_followers,
     where,
 )
@@ -29,16 +30,6 @@ CUT_OFF_FAILOVER = "cut-off-failover"
 LEADER_ISOLATED = "leader-isolated"
 LONELY_LEADER = "lonely-leader"
 ZOOKEEPER = "zookeeper"  # the grudge's name for the ZooKeeper node
-
-
-def _cut(nodes: list[str], others: list[str]) -> dict[str, list[str]]:
-    """A grudge cutting `nodes` from `others`, both ways."""
-    grudge: dict[str, list[str]] = {}
-    for a in nodes:
-        for b in others:
-            grudge.setdefault(a, []).append(b)
-            grudge.setdefault(b, []).append(a)
-    return {k: sorted(set(v)) for k, v in sorted(grudge.items())}
 
 
 def _choose_cut_off(sight: Sight) -> Aim | None:
@@ -57,7 +48,7 @@ def _cut_off_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
     leader, successor = aim.roles["leader"], aim.roles["successor"]
     quarter = round(timing.session_s / 4, 3)
     return [
-        {"do": "partition", "grudge": _cut([successor], [leader]), "as": "cut", **at},
+        {"do": "partition", "grudge": cut([successor], [leader]), "as": "cut", **at},
         {"wait": quarter},
         {"do": "kill", "target": leader, **at},
         {"wait": quarter},
@@ -85,7 +76,7 @@ def _isolated_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
     leader, followers = aim.roles["leader"], list(aim.roles["followers"])
     others = [*followers, ZOOKEEPER] if aim.variant == "zookeeper-too" else followers
     return [
-        {"do": "partition", "grudge": _cut([leader], others), "as": "cut", **at},
+        {"do": "partition", "grudge": cut([leader], others), "as": "cut", **at},
         {"wait": round(timing.session_s * 0.75, 3)},
         {"do": "kill", "target": leader, **at},
         {"wait": round(timing.session_s / 4, 3)},
@@ -111,7 +102,7 @@ def _lonely_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
     at = where(aim)
     leader, followers = aim.roles["leader"], list(aim.roles["followers"])
     return [
-        {"do": "partition", "grudge": _cut([leader], followers), "as": "cut", **at},
+        {"do": "partition", "grudge": cut([leader], followers), "as": "cut", **at},
         {"writeback": [leader]},
         {
             "wait_until": "isr-shrunk-to-leader",

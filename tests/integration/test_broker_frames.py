@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker import protocol as p
-from clusters.local import REPO_ROOT
-from clusters.ports import free_port, port_open
+from tests.support.standalone import standalone_broker
 from tests.support.wire import Wire, one_record_batch
 
 pytestmark = pytest.mark.integration
@@ -30,19 +26,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path]]:
     base = tmp_path_factory.mktemp("fuzzbroker")
-    port = free_port()
-    config = base / "server.properties"
-    config.write_text(f"broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={base / 'data'}\n")
-    with open(base / "broker.log", "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "broker", "--config", str(config)], cwd=REPO_ROOT, stdout=out, stderr=out
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while not port_open("127.0.0.1", port):
-            assert proc.poll() is None, (base / "broker.log").read_text()
-            assert time.monotonic() < deadline, "broker did not start"
-            time.sleep(0.05)
+    with standalone_broker(base) as port:
         wire = Wire(port)
         created = wire.call(
             p.API_CREATE_TOPICS,
@@ -52,10 +36,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path
         assert created.topics[0].error_code.value == 0  # type: ignore[attr-defined]
         wire.close()
         yield port, base
-        assert proc.poll() is None, "the broker died"
-    finally:
-        proc.kill()
-        proc.wait(10)
 
 
 def valid_frames() -> list[bytes]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,21 @@ def cluster() -> Iterator[LocalCluster]:
     }
     with LocalCluster(3, settings=settings) as c:
         yield c
+
+
+def kill_coordinator(cluster: LocalCluster) -> int:
+    """Kill the transaction coordinator (the leader of __transaction_state-0) and wait for its
+    successor; returns the killed broker."""
+    coordinator = cluster.wait_for_leader("__transaction_state", 0)
+    cluster.kill(coordinator)
+    cluster.wait_for(
+        lambda: (
+            (s := cluster.partition_state("__transaction_state", 0)) and s["leader"] not in (-1, coordinator)
+        ),
+        30,
+        "a new transaction coordinator",
+    )
+    return coordinator
 
 
 def read_values(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[int]:
@@ -82,12 +98,27 @@ def test_kafka_python_commit_abort_and_fencing(cluster: LocalCluster) -> None:
     successor.begin_transaction()
     successor.send("txkp", b"5", partition=1)
     successor.commit_transaction()
-    successor.close()
-    assert read_values(cluster.bootstrap, "txkp", 2, "read_committed") == [1, 2, 3, 4, 5]
+
+    # the coordinator dies with the transaction open and so does its producer: the successor (the
+    # new leader of __transaction_state-0) loads the state, and a new instance's InitProducerId
+    # makes it abort the orphaned transaction before the new one begins
+    successor.begin_transaction()
+    successor.send("txkp", b"6", partition=0)
+    successor.flush()
+    coordinator = kill_coordinator(cluster)
+    third = KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="kp-1")
+    third.init_transactions()
+    third.begin_transaction()
+    third.send("txkp", b"7", partition=0)
+    third.commit_transaction()
+    third.close()
+    successor.close(timeout=1)
+    cluster.start(coordinator)
+    assert read_values(cluster.bootstrap, "txkp", 2, "read_committed") == [1, 2, 3, 4, 5, 7]
 
 
-def test_confluent_kafka_commit_abort_and_coordinator_failover(cluster: LocalCluster) -> None:
-    from confluent_kafka import Consumer, Producer, TopicPartition
+def test_confluent_kafka_commit_abort_coordinator_failover_and_fencing(cluster: LocalCluster) -> None:
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
     cluster.create_topic("txck", 2, 3)
     conf = {
@@ -111,17 +142,23 @@ def test_confluent_kafka_commit_abort_and_coordinator_failover(cluster: LocalClu
     producer.begin_transaction()
     producer.produce("txck", b"4", partition=1)
     producer.flush(10)
-    coordinator = cluster.wait_for_leader("__transaction_state", 0)
-    cluster.kill(coordinator)
-    cluster.wait_for(
-        lambda: (
-            (s := cluster.partition_state("__transaction_state", 0)) and s["leader"] not in (-1, coordinator)
-        ),
-        30,
-        "a new transaction coordinator",
-    )
+    coordinator = kill_coordinator(cluster)
     producer.commit_transaction(60)
     cluster.start(coordinator)
+
+    # a second instance with the same transactional.id fences the first (a zombie): the zombie's
+    # open transaction is aborted, its commit refused
+    producer.begin_transaction()
+    producer.produce("txck", b"30", partition=0)
+    producer.flush(10)
+    successor = Producer(conf)
+    successor.init_transactions(30)
+    with pytest.raises(KafkaException) as fenced:
+        producer.commit_transaction(30)
+    assert fenced.value.args[0].fatal() or fenced.value.args[0].txn_requires_abort()
+    successor.begin_transaction()
+    successor.produce("txck", b"5", partition=0)
+    successor.commit_transaction(30)
 
     consumer = Consumer(
         {
@@ -134,12 +171,16 @@ def test_confluent_kafka_commit_abort_and_coordinator_failover(cluster: LocalClu
     consumer.assign([TopicPartition("txck", p, 0) for p in range(2)])
     values: list[int] = []
     deadline = time.monotonic() + 20
-    while len(values) < 4 and time.monotonic() < deadline:
+    while len(values) < 5 and time.monotonic() < deadline:
         msg = consumer.poll(0.5)
         if msg is not None and msg.error() is None:
             values.append(int(msg.value()))
+    time.sleep(0.5)  # the zombie's 30 must not follow
+    while (msg := consumer.poll(0.5)) is not None:
+        if msg.error() is None:
+            values.append(int(msg.value()))
     consumer.close()
-    assert sorted(values) == [1, 2, 3, 4]
+    assert sorted(values) == [1, 2, 3, 4, 5]
 
 
 def test_abandoned_transaction_times_out(cluster: LocalCluster) -> None:
@@ -242,3 +283,53 @@ def test_offsets_committed_with_the_transaction(cluster: LocalCluster) -> None:
     time.sleep(1)  # the aborted transaction's markers are written by now: its 7 must not appear
     assert consumer.committed(tp) == 5
     consumer.close()
+
+
+def test_a_transactional_api_left_out_is_answered_with_its_error(tmp_path: Path) -> None:
+    """A system without transactions (`unsupported.apis`): a client that asks anyway gets
+    UNSUPPORTED_VERSION in the API's own response on a connection that stays open; ApiVersions
+    leaves the APIs out, so kafka-python refuses the transaction itself, naming the API."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    from broker import protocol as p
+    from tests.support.standalone import standalone_broker
+    from tests.support.wire import Wire
+
+    txn_apis = "AddPartitionsToTxn,AddOffsetsToTxn,EndTxn,TxnOffsetCommit,WriteTxnMarkers"
+    with standalone_broker(tmp_path, f"unsupported.apis={txn_apis}\n") as port:
+        wire = Wire(port)
+        wire.call(
+            p.API_CREATE_TOPICS,
+            5,
+            {"topics": [{"name": "t", "num_partitions": 2, "replication_factor": 1}], "timeout": 5000},
+        )
+        end = wire.call(
+            26, 3, {"transactional_id": "x", "producer_id": 1, "producer_epoch": 0, "committed": True}
+        )
+        assert int(end.error_code) == 35  # type: ignore[attr-defined]
+        added = wire.call(
+            24,
+            3,
+            {
+                "v3_and_below_transactional_id": "x",
+                "v3_and_below_producer_id": 1,
+                "v3_and_below_producer_epoch": 0,
+                "v3_and_below_topics": [{"name": "t", "partitions": [0, 1]}],
+            },
+        )
+        (topic,) = added.results_by_topic_v3_and_below  # type: ignore[attr-defined]
+        assert [int(r.partition_error_code) for r in topic.results_by_partition] == [35, 35]
+        offered = wire.call(p.API_API_VERSIONS, 3, {})  # the same connection still serves
+        keys = {int(k.api_key) for k in offered.api_keys}  # type: ignore[attr-defined]
+        assert p.API_PRODUCE in keys and not keys & {24, 25, 26, 27, 28}
+        wire.close()
+        producer = KafkaProducer(
+            bootstrap_servers=f"127.0.0.1:{port}", transactional_id="x", max_block_ms=5000
+        )
+        with pytest.raises(KafkaError, match="AddPartitionsToTxn|EndTxn|not support"):
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send("t", b"1", partition=0)
+            producer.commit_transaction()
+        producer.close(timeout=1)

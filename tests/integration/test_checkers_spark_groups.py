@@ -1,6 +1,7 @@
 """The consumer-group rules on Spark agree with the reference: a planted group-skip and a
 nonmonotonic commit are judged alike by both engines (`==`), and so is which poll anomalies are
-group members' reads (`members`), beside an assigning process's."""
+group members' reads (`members`), beside an assigning process's; a value a process read before
+it joined the group is not one the group returned."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def test_planted_group_skip_and_nonmonotonic_commit_agree(spark: Any, tmp_path: 
     b.commit(2, "g", [("t0", 0, 3)])
     b.commit(2, "g", [("t0", 0, 1)])  # goes back: nonmonotonic-commit
     b.commit(1, "g", [("t0", 0, 4)], outcome="fail")  # refused: no skip of 13
+    b.poll(8, [(0, 10)])  # process 8 read 10 before it joined g: g did not return 10
+    b.subscribe(8, "g")
     # Group h returned everything it committed past.
     b.subscribe(3, "h")
     b.poll(3, [(0, 10), (1, 11)])

@@ -113,6 +113,12 @@ def scenarios(tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
     write_replica(nodes, "n3", "t0", 9, [(0, values(*range(100, 130)))], hw=30)
     acks(9, *[(o, 100 + o) for o in range(30)])
     leader(9, "n3")
+    # 10: moved off n3 (the final assignment is n1, n2): n3's stray copy is not judged.
+    write_replica(nodes, "n1", "t0", 10, [(0, values(10, 11))])
+    write_replica(nodes, "n2", "t0", 10, [(0, values(10, 11))])
+    write_replica(nodes, "n3", "t0", 10, [(0, values(10, 99, 98))])
+    acks(10, (1, 11))
+    state.append({"topic": "t0", "partition": 10, "leader": 2, "isr": [1, 2], "replicas": [1, 2]})
     # t1-0: one replica of three (incomplete), with a lost ack; n4 has no data dir at all.
     write_replica(nodes, "n1", "t1", 0, [(0, values(1))])
     acks(0, (0, 1), (1, 2), topic="t1")
@@ -141,7 +147,7 @@ def both(
 
 def test_every_replica_rule_agrees_with_the_reference(spark: Any, tmp_path: Path) -> None:
     nodes, history, state = scenarios(tmp_path)
-    expected = [("t0", p) for p in range(10)] + [("t1", 0)]
+    expected = [("t0", p) for p in range(11)] + [("t1", 0)]
     got, want = both(spark, nodes, history, state, expected=expected, replication_factor=3, brokers=BROKERS)
     assert got == want
     counts = {name: a["count"] for name, a in got.anomalies.items()}
@@ -150,6 +156,7 @@ def test_every_replica_rule_agrees_with_the_reference(spark: Any, tmp_path: Path
     assert got.partitions["t0-7"]["replicas"][0]["records"] == 3  # offsets 1 and 2 read twice
     assert any("n2 is outside the final ISR" in n for n in got.notes)
     assert any("fails its CRC" in n for n in got.notes)
+    assert any("t0-10: the copy on n3 is not judged" in n for n in got.notes)
     assert any("t1-0: 1 of 3 replicas collected" in r for r in got.incomplete)
     assert any("n4 has no data dir" in r for r in got.incomplete)
     assert got.lost_by_second

@@ -1,7 +1,9 @@
 """The own broker and ZooKeeper started only through systems/own.toml (a system definition file),
-on netns: `cluster up` prints the bootstrap line; a run with `kill:role=zookeeper` is valid, shows
-the kill of node zk in the history and heals; a system that never becomes ready is exit 4 with its
-log's last lines in harness.log and nothing left running; a bad definition is exit 2 in one line;
+on netns: `cluster up` prints the bootstrap line; a run with `kill:role=zookeeper` (and pause, a cut
+between the roles, the leader cut off and the leader killed, aimed from Kafka Metadata) is valid,
+shows the kill of node zk in the history and heals; a system that never becomes ready is exit 4
+with its log's last lines in harness.log and nothing left running; a bad definition (unknown key,
+no start command, unknown template value, count below one) is exit 2 in one line;
 a system without InitProducerId and group APIs refuses them and the report says so; lose-unsynced puts the
 broker role's data dirs on lazyfs. Marker kafka: real Apache Kafka through systems/kafka-kraft.toml.
 Slow: a kill and partition run with the safe settings is valid, and kip-101-truncation with the high-watermark
@@ -90,8 +92,10 @@ def test_cluster_up_through_the_definition_prints_the_bootstrap_line(tmp_path: P
 
 
 def test_faults_aimed_at_the_zookeeper_role_show_in_the_history_and_heal(tmp_path: Path) -> None:
-    """`kill:role=zookeeper` from the random schedule, then scripted `pause` of the role and a cut
-    between the roles (`partition` with grudge `broker|zookeeper`): each hits node zk, each heals."""
+    """`kill` of the zookeeper role (`role=zookeeper`), `pause` of the role and a cut between the
+    roles (`partition` with grudge `broker|zookeeper`): each hits node zk, each heals. Then the
+    leader-aimed faults, aimed from Kafka Metadata as clients see it: the leader cut off from
+    everyone, and the leader killed: each finds a broker, the run heals and is valid (safe settings)."""
     env = environment(tmp_path)
     config = tmp_path / "roles.toml"
     config.write_text(
@@ -99,17 +103,30 @@ def test_faults_aimed_at_the_zookeeper_role_show_in_the_history_and_heal(tmp_pat
         '  { wait = 2 }, { do = "kill", target = "role=zookeeper" }, { wait = 2 }, { heal = "all" },\n'
         '  { do = "pause", target = "role=zookeeper" }, { wait = 2 }, { heal = "all" },\n'
         '  { do = "partition", grudge = "broker|zookeeper" }, { wait = 2 }, { heal = "all" },\n'
+        '  { do = "partition", grudge = "leader" }, { wait = 2 }, { heal = "all" },\n'
+        '  { do = "kill", target = "leader" }, { wait = 2 }, { heal = "all" },\n'
         "]\n"
     )
     started = time.monotonic()
-    out = cli(["run", "--config", str(config), "--system", OWN, "--name", "zkrole", "--time-limit", "14",
+    out = cli(["run", "--config", str(config), "--system", OWN, "--name", "zkrole", "--time-limit", "22",
                "--store", str(tmp_path / "store"), *LOAD], env)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     run = run_dir(out)
     assert out.stdout.strip().splitlines()[-1] == f"verdict: valid {run}"
     nemesis = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
-    done = {op["f"]: op["value"] for op in nemesis if op["process"] == "nemesis" and op["type"] == "ok"}
-    assert done["kill"]["nodes"] == ["zk"] and done["start"]["nodes"] == ["zk"]
+    ok = [op for op in nemesis if op["process"] == "nemesis" and op["type"] == "ok"]
+    kills = [op["value"]["nodes"] for op in ok if op["f"] == "kill"]
+    starts = [op["value"]["nodes"] for op in ok if op["f"] == "start"]
+    assert kills[0] == ["zk"] and starts[0] == ["zk"]
+    assert len(kills) == 2 and len(kills[1]) == 1 and kills[1][0] in ("n1", "n2", "n3")  # the leader
+    assert starts[1] == kills[1]
+    cuts = [op["value"]["grudge"] for op in ok if op["f"] == "partition"]
+    assert len(cuts) == 2
+    brokers = {"n1", "n2", "n3"}
+    isolated = [n for n in sorted(brokers) if set(cuts[1].get(n, [])) >= brokers - {n}]
+    assert len(isolated) == 1, cuts[1]  # the leader, cut from the other brokers
+    done = {op["f"]: op["value"] for op in ok if op["f"] not in ("kill", "start", "partition")}
+    done["partition"] = {"grudge": cuts[0]}
     assert done["pause"]["nodes"] == ["zk"] and done["resume"]["nodes"] == ["zk"]
     cut = done["partition"]["grudge"]
     assert cut["zk"] == ["n1", "n2", "n3"] and all(cut[n] == ["zk"] for n in ("n1", "n2", "n3"))
@@ -157,14 +174,27 @@ def test_a_system_that_never_becomes_ready_is_exit_4_with_its_log(tmp_path: Path
     assert not any(ns.startswith("sl-") and "stuck" in ns for ns in namespaces())
 
 
-def test_a_bad_definition_is_one_line_and_exit_2(tmp_path: Path) -> None:
+GOOD_BROKER = "[roles.broker]\nport = 9092\nstart = 'b --id {id}'\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "what"),
+    [
+        (GOOD_BROKER + "colour = 'red'\n", "roles.broker.colour", "unknown key"),
+        ("[roles.broker]\nport = 9092\n", "roles.broker.start", "missing start command"),
+        (GOOD_BROKER.replace("{id}", "{node_number}"), "roles.broker.start", "unknown template value {node_number}"),
+        (GOOD_BROKER + "[roles.zookeeper]\ncount = 0\nport = 2181\nstart = 'zk'\n", "roles.zookeeper.count",
+         "must be at least 1"),
+    ],
+)  # fmt: skip
+def test_a_bad_definition_is_one_line_and_exit_2(tmp_path: Path, text: str, key: str, what: str) -> None:
     definition = tmp_path / "bad.toml"
-    definition.write_text("[roles.broker]\nport = 9092\nstart = 'b --id {node_number}'\n")
+    definition.write_text(text)
     store = tmp_path / "store"
     out = cli(["run", "--system", str(definition), "--time-limit", "5", "--store", str(store)],
               environment(tmp_path), timeout=60)  # fmt: skip
-    assert out.returncode == 2
-    assert f"{definition}: roles.broker.start: unknown template value {{node_number}}" in out.stderr
+    assert out.returncode == 2, out.stderr
+    assert f"{definition}: {key}: {what}" in out.stderr, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and not store.exists()  # refused before a run dir
     nothing_left(tmp_path)
 
@@ -249,18 +279,32 @@ def test_kafka_kraft_definition_lifecycle_with_a_stand_in_distribution(
 
 @pytest.mark.docker
 def test_the_definition_runs_on_docker_and_the_zookeeper_role_is_killed_and_healed(tmp_path: Path) -> None:
-    """The same file on the docker backend (containers, process groups instead of cgroups)."""
+    """The same file on the docker backend (containers, process groups instead of cgroups), three
+    brokers with the safe settings: the zookeeper role killed, the leader cut off from the other
+    brokers, the leader killed (both aimed from Kafka Metadata): valid, each healed."""
+    config = tmp_path / "docker.toml"
+    config.write_text(
+        "schedule = [\n"
+        '  { wait = 2 }, { do = "kill", target = "role=zookeeper" }, { wait = 2 }, { heal = "all" },\n'
+        '  { do = "partition", grudge = "leader" }, { wait = 2 }, { heal = "all" },\n'
+        '  { do = "kill", target = "leader" }, { wait = 2 }, { heal = "all" },\n'
+        "]\n"
+    )
     started = time.monotonic()
-    out = cli(["run", "--system", OWN, "--backend", "docker", "--name", "dockzk", "--nodes", "1",
-               "--replication-factor", "1", "--min-insync", "1", "--time-limit", "10", "--nemesis",
-               "kill:role=zookeeper", "--nemesis-interval", "3", "--store", str(tmp_path / "store"),
-               *LOAD], environment(tmp_path), timeout=280)  # fmt: skip
+    out = cli(["run", "--config", str(config), "--system", OWN, "--backend", "docker", "--name", "dockzk",
+               "--time-limit", "16", "--store", str(tmp_path / "store"), *LOAD], environment(tmp_path),
+              timeout=280)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     run = run_dir(out)
     assert out.stdout.strip().splitlines()[-1] == f"verdict: valid {run}"
     ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
-    kills = [op for op in ops if op["process"] == "nemesis" and op["f"] == "kill" and op["type"] == "ok"]
-    assert kills and all(op["value"]["nodes"] == ["zk"] for op in kills)
+    ok = [op for op in ops if op["process"] == "nemesis" and op["type"] == "ok"]
+    kills = [op["value"]["nodes"] for op in ok if op["f"] == "kill"]
+    starts = [op["value"]["nodes"] for op in ok if op["f"] == "start"]
+    assert kills[0] == ["zk"] and len(kills) == 2 and kills[1][0] in ("n1", "n2", "n3") and starts == kills
+    [cut] = [op["value"]["grudge"] for op in ok if op["f"] == "partition"]
+    brokers = {"n1", "n2", "n3"}
+    assert len([n for n in brokers if set(cut.get(n, [])) >= brokers - {n}]) == 1, cut
     nothing_left(tmp_path)
     print(f"docker run through systems/own.toml: {time.monotonic() - started:.0f} s")
 

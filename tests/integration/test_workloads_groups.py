@@ -47,9 +47,13 @@ def outcomes(path: Path) -> Counter[str]:
 
 
 def enough(path: Path) -> bool:
-    """Crashes, rebalances, both kinds of commit, and some load: what the test looks at."""
+    """Crashes and their replacements, rebalances, both kinds of commit, and some load: what the
+    test looks at (six slots: each crash adds a process)."""
     counts: Counter[str] = Counter()
+    processes = set()
     for op in iter_ops(path, problems=[]):
+        if op["process"] != "nemesis":
+            processes.add(op["process"])
         if op["type"] == "ok" and op["f"] == "commit":
             counts[f"commit:{op['mode']}"] += 1
         elif op["type"] != "invoke":
@@ -61,6 +65,8 @@ def enough(path: Path) -> bool:
         and counts["commit:explicit"] >= 1
         and counts["poll:ok"] >= 30
         and counts["send:ok"] >= 30
+        # every crashed process's replacement has started (a new worker process: slow under load)
+        and len(processes) >= 6 + counts["crash:info"]
     )
 
 

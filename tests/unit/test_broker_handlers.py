@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from kio.schema.errors import ErrorCode
 
 from broker import protocol as p
 from broker.config import BrokerConfig, Listener
@@ -245,16 +246,54 @@ def test_standalone_topic_ids_survive_a_restart(tmp_path: Path) -> None:
 
 
 def test_unsupported_apis_are_left_out_of_api_versions_and_refused(tmp_path: Path) -> None:
-    """`unsupported.apis=InitProducerId`: the broker imitates a system without idempotence."""
-    config = BrokerConfig.from_properties({"broker.id": "1", "unsupported.apis": "InitProducerId"})
-    assert config.unsupported_apis == ("InitProducerId",)
+    """`unsupported.apis=InitProducerId`: the broker imitates a system without idempotence. A
+    transactional API is answered with its error (UNSUPPORTED_VERSION); any other closes."""
+    config = BrokerConfig.from_properties(
+        {"broker.id": "1", "unsupported.apis": "InitProducerId,CreateTopics"}
+    )
+    assert config.unsupported_apis == ("InitProducerId", "CreateTopics")
     handlers, _ = setup(tmp_path)
     handlers.withdraw(config.unsupported_apis)
     offered = asyncio.run(handlers.api_versions(request(p.API_API_VERSIONS, 3, {})))
     keys = {k["api_key"] for k in offered["api_keys"]}
-    assert p.API_INIT_PRODUCER_ID not in keys and p.API_PRODUCE in keys
-    header = p.KEY_VERSION_CID.pack(p.API_INIT_PRODUCER_ID, 4, 7)
-    with pytest.raises(p.FrameError, match="unknown or unsupported api key 22"):  # the connection closes
-        p.parse_request(header + b"\0" * 16, handlers.versions)
+    assert p.API_INIT_PRODUCER_ID not in keys and p.API_CREATE_TOPICS not in keys and p.API_PRODUCE in keys
+    # InitProducerId is read and answered with Kafka's error for it: the connection stays open
+    parsed = p.parse_request(
+        p.encode_request(
+            p.API_INIT_PRODUCER_ID,
+            4,
+            7,
+            "test",
+            p.build_request(
+                p.API_INIT_PRODUCER_ID, 4, {"transactional_id": "t-1", "transaction_timeout": 1000}
+            ),
+        )[4:],
+        handlers.accepted,
+    )
+    answer = asyncio.run(handlers.handle(parsed))
+    assert (int(answer.error_code), answer.producer_id) == (35, -1)  # UNSUPPORTED_VERSION
+    header = p.KEY_VERSION_CID.pack(p.API_CREATE_TOPICS, 5, 7)
+    with pytest.raises(p.FrameError, match="unknown or unsupported api key 19"):  # the connection closes
+        p.parse_request(header + b"\0" * 16, handlers.accepted)
     with pytest.raises(BadBrokerConfig, match="unsupported.apis: unknown API Transactions"):
         handlers.withdraw(("Transactions",))
+
+
+def test_denied_apis_are_offered_but_answered_with_an_authorization_error(tmp_path: Path) -> None:
+    """`denied.apis=InitProducerId`: the broker imitates a system that lists producer ids but
+    refuses them (Kafka without the IdempotentWrite ACL): an idempotent producer cannot start."""
+    config = BrokerConfig.from_properties({"broker.id": "1", "denied.apis": "InitProducerId"})
+    assert config.denied_apis == ("InitProducerId",)
+    handlers, _ = setup(tmp_path)
+    handlers.deny(config.denied_apis)
+    offered = asyncio.run(handlers.api_versions(request(p.API_API_VERSIONS, 3, {})))
+    assert p.API_INIT_PRODUCER_ID in {k["api_key"] for k in offered["api_keys"]}
+    body = {"transactional_id": None, "transaction_timeout_ms": -1, "producer_id": -1, "producer_epoch": -1}
+    answer = asyncio.run(handlers.handle(request(p.API_INIT_PRODUCER_ID, 4, body)))
+    assert (answer.error_code, answer.producer_id) == (ErrorCode.cluster_authorization_failed, -1)
+    answer = asyncio.run(
+        handlers.handle(request(p.API_INIT_PRODUCER_ID, 4, {**body, "transactional_id": "tx"}))
+    )
+    assert answer.error_code == ErrorCode.transactional_id_authorization_failed
+    with pytest.raises(BadBrokerConfig, match="denied.apis: cannot deny Produce"):
+        handlers.deny(("Produce",))

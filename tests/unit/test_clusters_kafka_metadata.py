@@ -1,8 +1,10 @@
-"""clusters/kafka_metadata.py asks the brokers one address at a time: a refused connection (a
-killed broker) and a broker that accepts but never answers (a paused one) are skipped, the next
-address answers; when none answers before the deadline the error names every address and why.
-The answering broker here is a stand-in on 127.0.0.1 that encodes its answers with kafka-python's
-protocol classes."""
+"""clusters/kafka_metadata.py asks every broker at once: a refused connection (a killed broker)
+and a broker that accepts but never answers (a paused one) give no answer and cost no more than
+the grace after the first answer; when none answers before the deadline the error names every
+address and why. Of live brokers' answers, a partition's state is the one with the highest leader
+epoch (an old view of a broker cut off or just restarted loses), the leader's own between equal
+epochs. The answering brokers here are stand-ins on 127.0.0.1 that encode their answers with
+kafka-python's protocol classes."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
@@ -22,7 +25,17 @@ M = MetadataResponse
 Partition = M.MetadataResponseTopic.MetadataResponsePartition
 
 
-def _answer(api_key: int, version: int) -> bytes:
+@dataclass(frozen=True)
+class View:
+    """What a stand-in broker believes of partition t0-0, and which broker (id) it is."""
+
+    leader: int = 2
+    epoch: int = 7
+    isr: tuple[int, ...] = (2, 3)
+    me: int = 2
+
+
+def _answer(api_key: int, version: int, view: View, port: int) -> bytes:
     if api_key == 18:
         versions = [ApiVersionsResponse.ApiVersion(api_key=3, min_version=0, max_version=12)]
         return bytes(ApiVersionsResponse(error_code=0, api_keys=versions).encode(version=0))
@@ -30,10 +43,10 @@ def _answer(api_key: int, version: int) -> bytes:
         Partition(
             error_code=0,
             partition_index=0,
-            leader_id=2,
-            leader_epoch=7,
+            leader_id=view.leader,
+            leader_epoch=view.epoch,
             replica_nodes=[1, 2, 3],
-            isr_nodes=[2, 3],
+            isr_nodes=list(view.isr),
             offline_replicas=[],
         )  # fmt: skip
     ]
@@ -41,7 +54,10 @@ def _answer(api_key: int, version: int) -> bytes:
         M.MetadataResponseTopic(error_code=0, name="t0", is_internal=False, partitions=partitions),
         M.MetadataResponseTopic(error_code=0, name="__consumer_offsets", is_internal=True, partitions=[]),
     ]
-    brokers = [M.MetadataResponseBroker(node_id=i, host="127.0.0.1", port=1) for i in (2, 3)]
+    brokers = [
+        M.MetadataResponseBroker(node_id=i, host="127.0.0.1", port=port if i == view.me else 1)
+        for i in (2, 3)
+    ]
     body = M(brokers=brokers, controller_id=3, cluster_id="c", topics=topics)
     return bytes(body.encode(version=version))
 
@@ -49,9 +65,10 @@ def _answer(api_key: int, version: int) -> bytes:
 class StandInBroker:
     """Answers ApiVersions and Metadata on 127.0.0.1 (a flexible answer's header has a tag byte)."""
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, view: View = View()) -> None:
         self.server = socket.create_server(("127.0.0.1", port))
         self.port = self.server.getsockname()[1]
+        self.view = view
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -69,7 +86,7 @@ class StandInBroker:
                         header = struct.pack(">i", correlation) + (
                             b"\x00" if api_key == 3 and version >= 9 else b""
                         )
-                        answer = header + _answer(api_key, version)
+                        answer = header + _answer(api_key, version, self.view, self.port)
                         conn.sendall(struct.pack(">i", len(answer)) + answer)
                 except (OSError, struct.error):
                     continue
@@ -104,16 +121,43 @@ def nodes(i: int) -> str:
 
 
 def test_a_refused_and_a_silent_broker_are_skipped(
-    answering: StandInBroker, refusing: int, hanging: int, monkeypatch: pytest.MonkeyPatch
+    answering: StandInBroker, refusing: int, hanging: int
 ) -> None:
-    monkeypatch.setattr("clusters.kafka_metadata.ANSWER_TIMEOUT_S", 0.5)
     addresses = [f"127.0.0.1:{refusing}", f"127.0.0.1:{hanging}", f"127.0.0.1:{answering.port}"]
     metadata = KafkaMetadata(lambda: addresses, nodes, deadline=10)
-    assert metadata.partition_state() == {("t0", 0): {"leader": "n2", "leader_epoch": 7, "isr": ["n2", "n3"]}}
-    assert metadata.registered_brokers() == [2, 3]
     started = time.monotonic()
-    assert metadata.controller() == "n3"  # the address that answered is asked first now
-    assert time.monotonic() - started < 0.5
+    assert metadata.partition_state() == {("t0", 0): {"leader": "n2", "leader_epoch": 7, "isr": ["n2", "n3"]}}
+    assert time.monotonic() - started < 4  # the silent broker's 5 s answer timeout was not waited for
+    assert metadata.registered_brokers() == [2, 3]
+    assert metadata.controller() == "n3"
+
+
+@pytest.mark.parametrize(
+    ("views", "expected"),
+    [
+        # A broker cut off from the cluster (or just restarted) still says n2 leads in epoch 7; the
+        # other knows n3 leads in epoch 8 with ISR [3]: epoch 8 is the state.
+        ((View(leader=2, epoch=7, isr=(2, 3), me=2), View(leader=3, epoch=8, isr=(3,), me=3)),
+         {"leader": "n3", "leader_epoch": 8, "isr": ["n3"]}),
+        # Same epoch, different ISRs (the leader shrank it; a follower has not heard yet): the
+        # leader's ISR.
+        ((View(leader=2, epoch=7, isr=(2, 3), me=3), View(leader=2, epoch=7, isr=(2,), me=2)),
+         {"leader": "n2", "leader_epoch": 7, "isr": ["n2"]}),
+    ],
+)  # fmt: skip
+def test_the_newest_leader_epoch_wins_over_a_live_brokers_old_view(
+    views: tuple[View, View], expected: dict[str, object]
+) -> None:
+    """Whichever broker answers first."""
+    brokers = [StandInBroker(view=v) for v in views]
+    try:
+        for order in (brokers, brokers[::-1]):
+            addresses = [f"127.0.0.1:{b.port}" for b in order]
+            state = KafkaMetadata(lambda a=addresses: a, nodes, deadline=10).partition_state()  # type: ignore[misc]
+            assert state == {("t0", 0): expected}
+    finally:
+        for b in brokers:
+            b.close()
 
 
 def test_no_broker_answering_is_one_error_naming_each_address(refusing: int) -> None:

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.config import BrokerConfig, Listener
-from broker.fetcher import LeaderFetcher, _Followed, _ReplicaView
-from broker.follower import FollowerReplica
+from broker.fetcher import LeaderFetcher, _Followed
+from broker.follower import FollowerReplica, ReplicaView
 from broker.partition_state import PartitionState
 from broker.replica_manager import ReplicaManager
 from broker.replication import WriteIsr
@@ -124,6 +124,47 @@ def test_explore_command_prints_the_minimal_schedule_and_exits_1(tmp_path: Path,
     assert "schedule = [" in written.read_text()
 
 
+@pytest.mark.parametrize(
+    ("status", "verdict", "exit_code", "says"),
+    [
+        ("completed", "invalid", 1, "the real run lost data too"),
+        ("failed", "unknown", 4, "the real run did not run to its verdict (failed: no cluster)"),
+    ],
+)
+def test_explore_replays_the_written_schedule_and_reports_the_real_verdict(  # type: ignore[no-untyped-def]
+    tmp_path: Path, capsys, monkeypatch, status: str, verdict: str, exit_code: int, says: str
+) -> None:
+    """The replay path, up to the real run (tests/integration/test_explore_replay.py runs it for
+    real): the run it starts is the written test.toml, and its verdict closes the output."""
+    import tomllib
+
+    import harness.run
+    from harness.cli import build_parser
+
+    started = []
+
+    def run_test(config, **_):  # type: ignore[no-untyped-def]
+        started.append(config)
+        return harness.run.RunOutcome(
+            run_dir=tmp_path / "real",
+            verdict=verdict,
+            status=status,
+            reason="no cluster",
+            exit_code=exit_code,
+        )
+
+    monkeypatch.setattr(harness.run, "run_test", run_test)
+    argv = ["explore", "--variant", "high-watermark", "--nemesis", "kill,restart", "--seed", "3"]
+    args = build_parser().parse_args([*argv, "--budget", "60", "--store", str(tmp_path)])
+    assert explore_main(args) == exit_code
+    out = capsys.readouterr().out.splitlines()
+    (written,) = tmp_path.glob("explore/*/test.toml")
+    (replayed,) = started
+    assert replayed == validate({**tomllib.loads(written.read_text()), "store": str(tmp_path)})
+    assert replayed.schedule and replayed.nemesis == () and replayed.variant == "high-watermark"
+    assert out[-3:] == ["replaying on a real cluster ...", says, f"verdict: {verdict} {tmp_path / 'real'}"]
+
+
 def test_explore_command_finds_nothing_with_leader_epochs_within_a_small_budget(
     tmp_path: Path, capsys
 ) -> None:  # type: ignore[no-untyped-def]
@@ -189,7 +230,7 @@ class RealFollower:
         self.partition.replica.high_watermark = hw
         self.fetcher = LeaderFetcher(2, config, self.replicas, dict)
         self.follower = FollowerReplica(truncation, 2, 99)
-        self.view = _ReplicaView(self.partition)
+        self.view = ReplicaView(self.partition)
         self.followed = _Followed(self.partition, self.follower, self.view)
         self.actions: list[object] = []
 
