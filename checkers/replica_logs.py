@@ -271,6 +271,59 @@ def _pending_tail(r: ReplicaLog, offset: int, isr: set[str] | None) -> bool:
     )
 
 
+def pending_note(
+    tp: TopicPartition, node: str, isr: set[str] | None, hw: int | None, offsets: tuple[int, int, int]
+) -> str:
+    """The note for a lagging replica's pending tail: (how many offsets, first, last)."""
+    n, first, last = offsets
+    return (
+        f"{tp[0]}-{tp[1]}: {node} is outside the final ISR [{', '.join(sorted(isr or ()))}]"
+        f" and still held an untruncated tail above its HW {hw} that differs at"
+        f" {n} offset(s) {first}..{last}; not counted as log-divergence"
+    )
+
+
+def divergence_example(
+    tp: TopicPartition, offset: int, covering: list[tuple[str, Value, int, int | None]]
+) -> dict[str, Any]:
+    """A log-divergence example: every covering replica's (node, value, log end, HW), by node."""
+    hws = [hw for _, _, _, hw in covering]
+    return {
+        "topic": tp[0],
+        "partition": tp[1],
+        "offset": offset,
+        # Below every covering replica's checkpointed HW: a committed record diverged (None: some
+        # HW unknown). False: an uncommitted tail not truncated yet.
+        "below_high_watermarks": None if None in hws else all(offset < hw for hw in hws),  # type: ignore[operator]
+        "replicas": [
+            {"node": node, "value": value, "log_end": log_end, "high_watermark": hw}
+            for node, value, log_end, hw in sorted(covering, key=lambda c: c[0])
+        ],
+    }
+
+
+def partition_summary(
+    tp: TopicPartition,
+    leader: str,
+    known: bool,
+    divergent: list[list[int]],
+    replicas: list[dict[str, Any]],
+    notes: list[str],
+) -> dict[str, Any]:
+    """One partition of `stats.replicas` (`replicas`: each replica's summary with `absent_acked`,
+    in listing order); the notes it calls for (leader unknown, problems) are appended to `notes`."""
+    if not known:
+        notes.append(f"{tp[0]}-{tp[1]}: leader unknown; acks judged against {leader}, the longest log")
+    for r in replicas:
+        notes += [f"{r['node']} {tp[0]}-{tp[1]}: {p}" for p in r["problems"]]
+    return {
+        "leader": leader,
+        "leader_known": known,
+        "divergent": divergent,
+        "replicas": sorted(replicas, key=lambda r: r["node"]),
+    }
+
+
 def find_divergence(
     replicas: Mapping[TopicPartition, list[ReplicaLog]],
     isrs: Mapping[TopicPartition, set[str]] | None = None,
@@ -304,35 +357,20 @@ def find_divergence(
                         if r not in settled:
                             pending.setdefault(r.node, []).append(offset)
                     continue
-                hws = [r.high_watermark for r in covering]
                 if divergent_offsets is not None:
                     divergent_offsets.setdefault((topic, partition), []).append(offset)
                 found.add(
-                    {
-                        "topic": topic,
-                        "partition": partition,
-                        "offset": offset,
-                        # Below every covering replica's checkpointed HW: a committed record diverged
-                        # (None: some HW unknown). False: an uncommitted tail not truncated yet.
-                        "below_high_watermarks": None if None in hws else all(offset < hw for hw in hws),  # type: ignore[operator]
-                        "replicas": [
-                            {
-                                "node": r.node,
-                                "value": r.records.get(offset),
-                                "log_end": r.log_end,
-                                "high_watermark": r.high_watermark,
-                            }
-                            for r in sorted(covering, key=lambda r: r.node)
-                        ],
-                    }
+                    divergence_example(
+                        (topic, partition),
+                        offset,
+                        [(r.node, r.records.get(offset), r.log_end, r.high_watermark) for r in covering],
+                    )
                 )
         if notes is not None:
             for node, offsets in sorted(pending.items()):
                 hw = next(r.high_watermark for r in logs if r.node == node)
                 notes.append(
-                    f"{topic}-{partition}: {node} is outside the final ISR [{', '.join(sorted(isr or ()))}]"
-                    f" and still held an untruncated tail above its HW {hw} that differs at"
-                    f" {len(offsets)} offset(s) {offsets[0]}..{offsets[-1]}; not counted as log-divergence"
+                    pending_note((topic, partition), node, isr, hw, (len(offsets), offsets[0], offsets[-1]))
                 )
     return found.result()
 
@@ -579,21 +617,17 @@ def check_replica_logs(
     partitions: dict[str, dict[str, Any]] = {}
     for (topic, partition), logs in sorted(replicas.items()):
         leader, known = chosen[(topic, partition)]
-        if not known:
-            notes.append(
-                f"{topic}-{partition}: leader unknown; acks judged against {leader.node}, the longest log"
-            )
-        for r in logs:
-            notes += [f"{r.node} {topic}-{partition}: {p}" for p in r.problems]
-        partitions[f"{topic}-{partition}"] = {
-            "leader": leader.node,
-            "leader_known": known,
-            "divergent": offset_ranges(divergent.get((topic, partition), [])),
-            "replicas": [
+        partitions[f"{topic}-{partition}"] = partition_summary(
+            (topic, partition),
+            leader.node,
+            known,
+            offset_ranges(divergent.get((topic, partition), [])),
+            [
                 {**r.summary(), "absent_acked": offset_ranges(absent.get((topic, partition, r.node), []))}
-                for r in sorted(logs, key=lambda r: r.node)
+                for r in logs
             ],
-        }
+            notes,
+        )
     anomalies = {"log-divergence": divergence, "lost-committed-on-replicas": lost}
     assert set(anomalies) == set(REPLICA_ANOMALIES)
     return ReplicaFindings(anomalies, partitions, incomplete, notes, lost_by_second)

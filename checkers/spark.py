@@ -101,24 +101,10 @@ class SparkRun:
     nemesis: list[dict[str, Any]]
 
 
-def check(
-    history_path: str | os.PathLike[str],
-    *,
-    spark_master: str | None = None,
-    driver_memory: str | None = None,
-    reconvert: bool = False,
-    facts: bool = False,
-    spark_remote: str | None = None,
-) -> tuple[EngineResult, Facts | None]:
-    """The anomalies of one history and, with `facts`, its statistics' facts, all from Spark."""
-    run = check_run(
-        history_path,
-        spark_master=spark_master,
-        driver_memory=driver_memory,
-        reconvert=reconvert,
-        facts=facts,
-        spark_remote=spark_remote,
-    )
+def check(history_path: str | os.PathLike[str], **options: Any) -> tuple[EngineResult, Facts | None]:
+    """The anomalies of one history and, with `facts=True`, its statistics' facts (`check_run`'s
+    options but `replicas`)."""
+    run = check_run(history_path, **options)
     return run.result, run.facts
 
 

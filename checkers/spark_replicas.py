@@ -44,12 +44,15 @@ from checkers.replica_logs import (
     Value,
     assignments_from_state,
     decode_value,
+    divergence_example,
     follow_assignment,
     isrs_from_state,
     iter_replica_records,
     leaders_from_state,
     list_replicas,
     missing_replicas,
+    partition_summary,
+    pending_note,
 )
 
 if TYPE_CHECKING:
@@ -615,29 +618,21 @@ class _Job:
         partitions: dict[str, dict[str, Any]] = {}
         for tp, rs in sorted(self.by_tp.items()):
             leader, known = self.chosen[tp]
-            if not known:
-                notes.append(
-                    f"{tp[0]}-{tp[1]}: leader unknown; acks judged against {leader.node}, the longest log"
-                )
-            for r in rs:
-                notes += [f"{r.node} {tp[0]}-{tp[1]}: {p}" for p in r.problems]
-            partitions[f"{tp[0]}-{tp[1]}"] = {
-                "leader": leader.node,
-                "leader_known": known,
-                "divergent": found.divergent_ranges.get(tp, []),
-                "replicas": [
-                    {
-                        "node": r.node,
-                        "log_start": r.log_start,
-                        "log_end": r.log_end,
-                        "high_watermark": r.dir.high_watermark,
-                        "records": r.records,
-                        "problems": list(r.problems),
-                        "absent_acked": found.absent.get((tp, r.slot), []),
-                    }
-                    for r in sorted(rs, key=lambda r: r.node)
-                ],
-            }
+            summaries = [
+                {
+                    "node": r.node,
+                    "log_start": r.log_start,
+                    "log_end": r.log_end,
+                    "high_watermark": r.dir.high_watermark,
+                    "records": r.records,
+                    "problems": list(r.problems),
+                    "absent_acked": found.absent.get((tp, r.slot), []),
+                }
+                for r in rs
+            ]
+            partitions[f"{tp[0]}-{tp[1]}"] = partition_summary(
+                tp, leader.node, known, found.divergent_ranges.get(tp, []), summaries, notes
+            )
         anomalies: dict[str, AnomalyResult] = {
             "log-divergence": {"count": found.divergent, "examples": self._divergence_examples(found.at)},
             "lost-committed-on-replicas": {
@@ -651,44 +646,23 @@ class _Job:
     def _pending_notes(self, pending: dict[TopicPartition, dict[str, tuple[int, int, int]]]) -> list[str]:
         notes = []
         for tp in sorted(pending):
-            isr = self.isrs.get(tp)
-            for node, (n, lo, hi) in sorted(pending[tp].items()):
+            for node, offsets in sorted(pending[tp].items()):
                 hw = next(r.dir.high_watermark for r in self.by_tp[tp] if r.node == node)
-                notes.append(
-                    f"{tp[0]}-{tp[1]}: {node} is outside the final ISR [{', '.join(sorted(isr or ()))}]"
-                    f" and still held an untruncated tail above its HW {hw} that differs at"
-                    f" {n} offset(s) {lo}..{hi}; not counted as log-divergence"
-                )
+                notes.append(pending_note(tp, node, self.isrs.get(tp), hw, offsets))
         return notes
 
     def _divergence_examples(self, at: dict[tuple[int, int], dict[int, Value]]) -> list[dict[str, Any]]:
         """The first examples (by partition, then offset), with every covering replica's record."""
         examples = []
         for tp_id, offset in sorted(at):
-            topic, partition = self.tp_of[tp_id]
+            tp = self.tp_of[tp_id]
             held = at[(tp_id, offset)]
-            covering = sorted(
-                (r for r in self.by_tp[(topic, partition)] if r.log_start <= offset < r.log_end),
-                key=lambda r: r.node,
-            )
-            hws = [r.dir.high_watermark for r in covering]
-            examples.append(
-                {
-                    "topic": topic,
-                    "partition": partition,
-                    "offset": offset,
-                    "below_high_watermarks": None if None in hws else all(offset < hw for hw in hws),  # type: ignore[operator]
-                    "replicas": [
-                        {
-                            "node": r.node,
-                            "value": held.get(r.slot),
-                            "log_end": r.log_end,
-                            "high_watermark": r.dir.high_watermark,
-                        }
-                        for r in covering
-                    ],
-                }
-            )
+            covering = [
+                (r.node, held.get(r.slot), r.log_end, r.dir.high_watermark)
+                for r in self.by_tp[tp]
+                if r.log_start <= offset < r.log_end
+            ]
+            examples.append(divergence_example(tp, offset, covering))
         return examples
 
 
