@@ -41,7 +41,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from checkers.parquet_pipeline import write
+from checkers.parquet_pairing import ChunkPairing
+from checkers.parquet_pipeline import Counts, write
 from checkers.parquet_schema import FORMAT_VERSION, META, cache_name
 from history.format import ReadProblem
 
@@ -105,30 +106,42 @@ def convert(history: str | os.PathLike[str], dest: Path | None = None, *, force:
             counts, pairing, problems = write(history, tmp, CHUNK_BYTES)
         finally:
             pa.set_memory_pool(pool)
-        meta = {
-            "version": FORMAT_VERSION,
-            "source_size": stat.st_size,
-            "source_mtime_ns": stat.st_mtime_ns,
-            "ops": counts.ops,
-            "operations": counts.operations,
-            "reads": counts.reads,
-            "orphans": pairing.orphans,
-            "first_orphan": pairing.first_orphan,
-            "problems": [[p.line_no, p.reason, p.torn_tail] for p in problems],
-            "figures": counts.figures.as_dict(),
-            "topics": counts.topics,
-            "max_time": counts.max_time,
-            "nemesis": counts.nemesis,
-        }
-        (tmp / META).write_text(json.dumps(meta))
-        if parent is not None:
-            shutil.rmtree(dest, ignore_errors=True)
-            os.replace(tmp, dest)
-        else:
-            dest = tmp  # not writable beside the history: a temporary, uncached conversion
+        return publish(tmp, dest if parent is not None else None, stat, counts, pairing, problems)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def publish(
+    tmp: Path,
+    dest: Path | None,
+    stat: os.stat_result,
+    counts: Counts,
+    pairing: ChunkPairing,
+    problems: list[ReadProblem],
+) -> Converted:
+    """A finished conversion in `tmp`: its meta.json written (naming the source's size and mtime,
+    `stat`) and the directory moved to `dest` (None: left where it is, uncached)."""
+    meta = {
+        "version": FORMAT_VERSION,
+        "source_size": stat.st_size,
+        "source_mtime_ns": stat.st_mtime_ns,
+        "ops": counts.ops,
+        "operations": counts.operations,
+        "reads": counts.reads,
+        "orphans": pairing.orphans,
+        "first_orphan": pairing.first_orphan,
+        "problems": [[p.line_no, p.reason, p.torn_tail] for p in problems],
+        "figures": counts.figures.as_dict(),
+        "topics": counts.topics,
+        "max_time": counts.max_time,
+        "nemesis": counts.nemesis,
+    }
+    (tmp / META).write_text(json.dumps(meta))
+    if dest is None:
+        return _from_meta(tmp, meta, reused=False)
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(tmp, dest)
     return _from_meta(dest, meta, reused=False)
 
 

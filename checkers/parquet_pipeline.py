@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty, Queue
@@ -105,31 +106,89 @@ class Counts:
     nemesis: list[list[Any]] = field(default_factory=list)  # nemesis ops (see `nemesis_row`)
 
 
+WRITE_OPTIONS: dict[str, Any] = {"compression": "snappy", "use_dictionary": ["f", "topic", "outcome"]}
+
+
+class TableWriter:
+    """The two Parquet files of the form, written table by table; counts what it writes."""
+
+    def __init__(self, dest: Path, counts: Counts) -> None:
+        self.counts = counts
+        self.operations = pq.ParquetWriter(dest / "operations.parquet", OPERATIONS_SCHEMA, **WRITE_OPTIONS)
+        self.reads = pq.ParquetWriter(dest / "reads.parquet", READS_SCHEMA, **WRITE_OPTIONS)
+
+    def write(self, operations: pa.Table, reads: pa.Table) -> None:
+        if operations.num_rows:
+            self.operations.write_table(operations)
+        if reads.num_rows:
+            self.reads.write_table(reads)
+        self.counts.operations += operations.num_rows
+        self.counts.reads += reads.num_rows
+        self.counts.figures.add_operations(operations)
+        self.counts.figures.add_reads(reads)
+
+    def close(self) -> None:
+        self.operations.close()
+        self.reads.close()
+
+
+Parsed = tuple[pa.Table, list[bytes]] | None  # parse_fast's answer (None: read the chunk line by line)
+
+
+class Converter:
+    """The conversion's state from chunk to chunk: chunks of whole lines are fed in history order
+    (the last one may end torn), each handed to `sink` as (operations, reads) tables; `finish`
+    hands over the operations still open. Used whole (`write`) and as a history grows
+    (`checkers.parquet_journal`)."""
+
+    def __init__(self, sink: Callable[[pa.Table, pa.Table], None]) -> None:
+        self.sink = sink
+        self.problems: list[ReadProblem] = []
+        self.counts = Counts()
+        self.state = ConversionState()
+        self.stopped = False  # a torn line ended the history
+
+    def feed(self, chunk: bytes, first_line: int, at_end: bool, fast: Parsed | bool = True) -> bool:
+        """Convert one chunk (`fast`: Arrow's parse when the caller made it; True: parse here).
+        Returns True when a torn last line ends the history."""
+        if fast is True:
+            fast = None if (at_end and not chunk.endswith(b"\n")) else parse_fast(chunk)
+        stop = False
+        if fast is None or fast is False:
+            table, stop = parse_slow(chunk, first_line, at_end, self.problems, self.counts.nemesis)
+        else:
+            table, nemesis_lines = fast
+            self.counts.nemesis += nemesis_rows(nemesis_lines)
+        self.counts.ops += table.num_rows
+        if table.num_rows:
+            top = pc.max(table.column("time")).as_py()
+            if top is not None and (self.counts.max_time is None or top > self.counts.max_time):
+                self.counts.max_time = top
+        self.sink(*split_chunk(table, self.state))
+        self.stopped = stop
+        return stop
+
+    def finish(self) -> tuple[Counts, ChunkPairing, list[ReadProblem]]:
+        """The operations still open go to the sink; what the conversion found."""
+        self.sink(self.state.pairing.finish(), READS_SCHEMA.empty_table())
+        self.counts.topics = self.state.topics.known.to_pylist()
+        return self.counts, self.state.pairing, self.problems
+
+
 def write(history: Path, dest: Path, chunk_bytes: int) -> tuple[Counts, ChunkPairing, list[ReadProblem]]:
     """Parse in one thread (chunks of about `chunk_bytes`), pair in this one, write Parquet in a third."""
-    problems: list[ReadProblem] = []
-    counts = Counts()
-    state = ConversionState()
     queue: Queue[tuple[pa.Table, pa.Table] | None] = Queue(maxsize=2)
     failure: list[BaseException] = []
+    converter = Converter(lambda operations, reads: queue.put((operations, reads)))
 
     def writer() -> None:
-        options: dict[str, Any] = {"compression": "snappy", "use_dictionary": ["f", "topic", "outcome"]}
         try:
-            with (
-                pq.ParquetWriter(dest / "operations.parquet", OPERATIONS_SCHEMA, **options) as ops_out,
-                pq.ParquetWriter(dest / "reads.parquet", READS_SCHEMA, **options) as reads_out,
-            ):
+            out = TableWriter(dest, converter.counts)
+            try:
                 while (item := queue.get()) is not None:
-                    operations, reads = item
-                    if operations.num_rows:
-                        ops_out.write_table(operations)
-                    if reads.num_rows:
-                        reads_out.write_table(reads)
-                    counts.operations += operations.num_rows
-                    counts.reads += reads.num_rows
-                    counts.figures.add_operations(operations)
-                    counts.figures.add_reads(reads)
+                    out.write(*item)
+            finally:
+                out.close()
         except BaseException as e:  # handed to the parsing thread, which raises it
             failure.append(e)
             while queue.get() is not None:
@@ -137,7 +196,7 @@ def write(history: Path, dest: Path, chunk_bytes: int) -> tuple[Counts, ChunkPai
 
     thread = threading.Thread(target=writer, name="parquet-writer", daemon=True)
     thread.start()
-    parsed: Queue[tuple[bytes, int, bool, tuple[pa.Table, list[bytes]] | None] | None] = Queue(maxsize=1)
+    parsed: Queue[tuple[bytes, int, bool, Parsed] | None] = Queue(maxsize=1)
     done = threading.Event()
 
     def parser() -> None:
@@ -156,22 +215,10 @@ def write(history: Path, dest: Path, chunk_bytes: int) -> tuple[Counts, ChunkPai
     try:
         while (item := parsed.get()) is not None:
             chunk, first_line, at_end, fast = item
-            stop = False
-            if fast is None:
-                table, stop = parse_slow(chunk, first_line, at_end, problems, counts.nemesis)
-            else:
-                table, nemesis_lines = fast
-                counts.nemesis += nemesis_rows(nemesis_lines)
-            counts.ops += table.num_rows
-            if table.num_rows:
-                top = pc.max(table.column("time")).as_py()
-                if top is not None and (counts.max_time is None or top > counts.max_time):
-                    counts.max_time = top
-            queue.put(split_chunk(table, state))
-            if stop or failure:
+            if converter.feed(chunk, first_line, at_end, fast) or failure:
                 break
         if not failure:
-            queue.put((state.pairing.finish(), READS_SCHEMA.empty_table()))
+            found = converter.finish()
     finally:
         done.set()
         while reader.is_alive():  # unblock a parser waiting to hand over a chunk
@@ -183,5 +230,4 @@ def write(history: Path, dest: Path, chunk_bytes: int) -> tuple[Counts, ChunkPai
         thread.join()
     if failure:
         raise failure[0]
-    counts.topics = state.topics.known.to_pylist()
-    return counts, state.pairing, problems
+    return found
