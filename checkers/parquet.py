@@ -71,6 +71,9 @@ class Converted:
     # ([index, time, type, f, value]: a few dozen lines, which the fault windows are paired from).
     max_time: int | None = None
     nemesis: list[list[Any]] = field(default_factory=list)
+    # Ok sends' completion times never go back in history order (`prev_ok_time` is then their
+    # predecessor in time too).
+    ok_sends_in_order: bool = False
 
     @property
     def operations_path(self) -> Path:
@@ -136,6 +139,7 @@ def publish(
         "topics": counts.topics,
         "max_time": counts.max_time,
         "nemesis": counts.nemesis,
+        "ok_sends_in_order": counts.ok_sends_in_order,
     }
     (tmp / META).write_text(json.dumps(meta))
     if dest is None:
@@ -160,6 +164,7 @@ def _from_meta(dest: Path, meta: dict[str, Any], reused: bool) -> Converted:
         list(meta.get("topics", [])),
         meta.get("max_time"),
         list(meta.get("nemesis", [])),
+        bool(meta.get("ok_sends_in_order", False)),
     )
 
 

@@ -18,7 +18,7 @@ from checkers.parquet_figures import Figures
 from checkers.parquet_lines import chunks, nemesis_rows, parse_fast, parse_slow
 from checkers.parquet_links import Links, TopicIds, with_columns
 from checkers.parquet_pairing import ChunkPairing
-from checkers.parquet_schema import NEMESIS_SENTINEL, OPERATIONS_SCHEMA, READS_SCHEMA
+from checkers.parquet_schema import F_CODES, NEMESIS_SENTINEL, OPERATIONS_SCHEMA, OUTCOME_CODES, READS_SCHEMA
 from history.format import ReadProblem
 
 
@@ -30,6 +30,44 @@ class ConversionState:
         self.topics = TopicIds()
         self.acks = Links(("index", "offset", "value"))
         self.reads = Links(("offset", "index"))
+        # The last ok send's completion time so far, and whether those times never went back.
+        self.last_ok_time: int | None = None
+        self.ok_sends_in_order = True
+
+
+_SEND, _OK = F_CODES.index("send"), OUTCOME_CODES.index("ok")
+
+
+def link_ok_sends(operations: pa.Table, state: ConversionState) -> pa.Table:
+    """Each ok send with the completion time of the ok send before it in history order
+    (`prev_ok_time`): the statistics' longest gaps without an ok send, summed up without sorting."""
+    ok = pc.fill_null(
+        pc.and_(
+            pc.equal(operations.column("f_code"), _SEND), pc.equal(operations.column("outcome_code"), _OK)
+        ),
+        False,
+    )
+    at = pc.indices_nonzero(ok)  # the ok sends' rows, in table order
+    if len(at) == 0:
+        return operations
+    order = pc.sort_indices(pc.take(operations.column("index"), at))  # by completion index
+    times = pc.take(operations.column("time"), pc.take(at, order)).combine_chunks()
+    before = pa.array([state.last_ok_time], pa.int64())
+    prev = pa.concat_arrays([before, times.slice(0, len(times) - 1)])
+    went_back = pc.any(pc.less(times, pc.fill_null(prev, times))).as_py()
+    if went_back or times.null_count:
+        state.ok_sends_in_order = False
+    state.last_ok_time = times[len(times) - 1].as_py()
+    # Back to table order: the j-th ok row (in table order) is number rank[j] in completion order.
+    rank = pc.sort_indices(order)
+    prev_by_ok_row = pc.take(prev, rank)
+    nth = pc.subtract(pc.cumulative_sum(ok.cast(pa.int64())), 1)
+    spread = pc.take(prev_by_ok_row, pc.max_element_wise(nth, 0))
+    column = pc.if_else(ok, spread, pa.scalar(None, pa.int64()))
+    return with_columns(
+        operations,
+        {"prev_ok_time": column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column},
+    )
 
 
 def link_acks(operations: pa.Table, state: ConversionState) -> pa.Table:
@@ -56,7 +94,7 @@ def split_chunk(table: pa.Table, state: ConversionState) -> tuple[pa.Table, pa.T
     client = table.filter(pc.invert(nemesis))
     tp = state.topics.tp(client.column("topic"), client.column("partition"))
     operations, reads_ok, epoch = state.pairing.feed(client, tp)
-    operations = link_acks(operations, state)
+    operations = link_ok_sends(link_acks(operations, state), state)
     take = pc.and_(reads_ok, pc.is_valid(client.column("records")))
     polls = client.filter(take)
     epochs = pc.filter(epoch, take)
@@ -104,6 +142,7 @@ class Counts:
     topics: list[str] = field(default_factory=list)
     max_time: int | None = None  # the largest `time` of any line
     nemesis: list[list[Any]] = field(default_factory=list)  # nemesis ops (see `nemesis_row`)
+    ok_sends_in_order: bool = True  # ok sends' completion times never go back in history order
 
 
 WRITE_OPTIONS: dict[str, Any] = {"compression": "snappy", "use_dictionary": ["f", "topic", "outcome"]}
@@ -172,6 +211,7 @@ class Converter:
         """The operations still open go to the sink; what the conversion found."""
         self.sink(self.state.pairing.finish(), READS_SCHEMA.empty_table())
         self.counts.topics = self.state.topics.known.to_pylist()
+        self.counts.ok_sends_in_order = self.state.ok_sends_in_order
         return self.counts, self.state.pairing, self.problems
 
 

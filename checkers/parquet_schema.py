@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 # Bumped whenever the layout or what is derived into it changes: older caches are then rebuilt.
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 # The integer `process` a nemesis line gets while being parsed by Arrow (client processes are >= 0).
 NEMESIS_SENTINEL = -(2**62)
 
@@ -62,6 +62,8 @@ OPERATIONS_SCHEMA = pa.schema(
         ("f_code", pa.int8()),
         ("outcome_code", pa.int8()),
         ("invoke_time", pa.int64()),
+        # On an ok send: the completion time of the ok send before it in history order (any process).
+        ("prev_ok_time", pa.int64()),
     ]
 )
 # `f` and `outcome` again as small integers (their index in these), cheaper for Spark to compare.
