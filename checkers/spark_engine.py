@@ -548,6 +548,7 @@ class SparkChecker:
             "assigns": empty_counts(),
             "records_read": counts.get("records_read", 0),
             "acked": counts.get("acked", 0),
+            "txns": empty_counts(),  # counted by checkers/spark_txn.py, merged in by checkers/spark.py
             "lost_by_second": {},
         }
         by_f: dict[str, OutcomeCounts] = {
