@@ -80,6 +80,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from checkers import txn_checks
 from checkers.catalogue import (
     HISTORY_ANOMALIES,
     MAX_EXAMPLES,
@@ -91,7 +92,6 @@ from checkers.catalogue import (
     empty_stats,
     select_examples,
 )
-from checkers import txn_checks
 from checkers.txn_checks import TxnRecord
 from history.format import NEMESIS_PROCESS, ReadProblem
 from history.pairing import CRASH, OPEN, Pairing, ProcessLinks, outcome_of

@@ -107,7 +107,9 @@ class _Simulation:
                 if state == PENDING:
                     break  # the last stable offset
                 if state == COMMITTED:
-                    records.append({"topic": topic, "partition": partition, "offset": position, "value": value})
+                    records.append(
+                        {"topic": topic, "partition": partition, "offset": position, "value": value}
+                    )
                 position += 1
             c.positions[part] = position
         txn["done"][i]["records"] = records
@@ -142,7 +144,9 @@ class _Simulation:
                 self.poll(txn, i, c)
         r = self.rng.random()
         outcome = "ok" if r < 0.8 else "fail" if r < 0.92 else "info"
-        self.end(c, txn, outcome, committed=outcome == "ok" or (outcome == "info" and self.rng.random() < 0.5))
+        self.end(
+            c, txn, outcome, committed=outcome == "ok" or (outcome == "info" and self.rng.random() < 0.5)
+        )
         if outcome == "info":
             clients[k] = self.client()
 
@@ -192,7 +196,9 @@ class _Simulation:
 
     def _read_of(self, txn: dict[str, Any], i: int, part: int, offset: int, value: int) -> None:
         topic, partition = self.parts[part]
-        txn["done"][i]["records"] = [{"topic": topic, "partition": partition, "offset": offset, "value": value}]
+        txn["done"][i]["records"] = [
+            {"topic": topic, "partition": partition, "offset": offset, "value": value}
+        ]
 
     def plant_g1c(self) -> None:
         a, b = self.client(), self.client()
@@ -247,7 +253,11 @@ class _Simulation:
 
 
 def generate_txn_ops(
-    seed: int, transactions: int = 60, plants: dict[str, int] | None = None, partitions: int = 3, clients: int = 4
+    seed: int,
+    transactions: int = 60,
+    plants: dict[str, int] | None = None,
+    partitions: int = 3,
+    clients: int = 4,
 ) -> tuple[list[dict[str, Any]], TxnPlanted]:
     """A transactional history (ops in memory) with `plants` (kind -> count, kinds of
     TXN_PLANTABLE) planted at random points among `transactions` ordinary ones."""
