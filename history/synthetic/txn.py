@@ -98,7 +98,7 @@ class _Simulation:
         return len(log) - 1
 
     def poll(self, txn: dict[str, Any], i: int, c: _Client) -> None:
-        records = []
+        records: list[dict[str, Any]] = []
         for part, (topic, partition) in enumerate(self.parts):
             log = self.logs[part]
             position = c.positions[part]
