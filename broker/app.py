@@ -59,6 +59,7 @@ class Broker:
         self.txns, txn_timeouts = install_txn_apis(handlers, config, metadata, self.groups)
         self._timers.append(txn_timeouts)
         handlers.withdraw(config.unsupported_apis)
+        handlers.deny(config.denied_apis)
         self.server = BrokerServer(
             handlers, config.listener.host, config.listener.port, config.socket_request_max_bytes
         )

@@ -67,6 +67,10 @@ class BrokerConfig:
     truncation: str = "leader-epoch"
     election_policy: str = "first-in-isr"
     flush_interval_messages: int = 0  # 0 = never fsync on append
+    segment_bytes: int = 64 * 1024 * 1024  # log.segment.bytes: a full segment is rolled (and fsynced)
+    # KAFKA-16541: fsync the leader-epoch checkpoint when it is replaced (false: Kafka 3.7.0's
+    # KAFKA-15046, whose rewrite on truncation skipped it, so an OS crash could lose the file)
+    leader_epoch_checkpoint_fsync: bool = True
     hw_checkpoint_interval_ms: int = 5000
     replica_lag_time_max_ms: int = 10000
     replica_fetch_wait_max_ms: int = 500
@@ -82,6 +86,10 @@ class BrokerConfig:
     # system that lacks a feature does: not in ApiVersions, and a request for one closes the
     # connection. For trying how the harness reports what a system refuses.
     unsupported_apis: tuple[str, ...] = ()
+    # APIs this broker offers in ApiVersions but refuses every request of with an authorization
+    # error, as Kafka refuses a principal without the ACL (and Redpanda with idempotence off
+    # refuses idempotent writes): today InitProducerId, answered CLUSTER_AUTHORIZATION_FAILED.
+    denied_apis: tuple[str, ...] = ()
 
     @property
     def elr_min_insync(self) -> int:
@@ -94,6 +102,9 @@ class BrokerConfig:
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
+        def names(key: str) -> tuple[str, ...]:
+            return tuple(name.strip() for name in props.get(key, "").split(",") if name.strip())
+
         def integer(key: str, default: int, minimum: int = 0) -> int:
             raw = props.get(key)
             if raw is None or raw == "":
@@ -149,6 +160,8 @@ class BrokerConfig:
             truncation=choice("replication.truncation", "leader-epoch", TRUNCATION_MODES),
             election_policy=choice("leader.election.policy", "first-in-isr", ELECTION_POLICIES),
             flush_interval_messages=flush,
+            segment_bytes=integer("log.segment.bytes", 64 * 1024 * 1024, 1024),
+            leader_epoch_checkpoint_fsync=boolean("leader.epoch.checkpoint.fsync", True),
             hw_checkpoint_interval_ms=integer("replica.high.watermark.checkpoint.interval.ms", 5000, 1),
             replica_lag_time_max_ms=integer("replica.lag.time.max.ms", 10000, 1),
             replica_fetch_wait_max_ms=integer("replica.fetch.wait.max.ms", 500, 0),
@@ -161,9 +174,8 @@ class BrokerConfig:
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, 1
             ),
             transaction_state_replication_factor=integer("transaction.state.log.replication.factor", 3, 1),
-            unsupported_apis=tuple(
-                name.strip() for name in props.get("unsupported.apis", "").split(",") if name.strip()
-            ),
+            unsupported_apis=names("unsupported.apis"),
+            denied_apis=names("denied.apis"),
         )
 
     @classmethod

@@ -8,7 +8,9 @@ On becoming a follower a partition first truncates, by the configured protocol:
 - `high-watermark` (pre-KIP-101): at once, to its own high watermark (after a restart that is
   the checkpointed, possibly stale, HW) — without asking anyone;
 - `leader-epoch` (KIP-101): it asks the leader OffsetForLeaderEpoch for its latest epoch and
-  truncates only what the leader does not have (several rounds when the epochs differ).
+  truncates only what the leader does not have (several rounds when the epochs differ); a log
+  with records but no epochs (its checkpoint lost, KAFKA-16541) falls back to its high watermark,
+  as Kafka's fetcher does.
 Then it fetches from its log end offset, appends what comes back and takes the leader's HW. A fetch
 offset outside the leader's log (OFFSET_OUT_OF_RANGE) makes it ask the leader for its log start and
 end: past the end, a leader-epoch follower truncates by epoch again and a high-watermark follower
@@ -232,6 +234,13 @@ class FollowerReplica:
         if self.truncation == "high-watermark":
             self.phase = Phase.FETCH
             return [Truncate(log.high_watermark, "high-watermark truncation on becoming follower")]
+        if log.latest_epoch() == UNDEFINED_EPOCH and log.log_end_offset > 0:
+            # Records but no epochs to ask about (a lost leader-epoch checkpoint, KAFKA-16541):
+            # Kafka's fetcher truncates such a partition to its high watermark.
+            self.phase = Phase.FETCH
+            return [
+                Truncate(log.high_watermark, "no leader epochs in this log: truncating to the high watermark")
+            ]
         self.phase = Phase.ASK_EPOCH
         return []
 
@@ -286,7 +295,7 @@ class FollowerReplica:
     def on_leader_offsets(self, leader_start: int, leader_end: int, log: FollowerLog) -> list[FollowerAction]:
         """The leader's log start and end, asked after OFFSET_OUT_OF_RANGE."""
         if log.log_end_offset > leader_end:
-            if self.truncation != "high-watermark":
+            if self.truncation != "high-watermark" and log.latest_epoch() != UNDEFINED_EPOCH:
                 self.phase = Phase.ASK_EPOCH
                 return []
             return [Truncate(leader_end, "fetch offset past the leader's log end")]

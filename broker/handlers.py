@@ -19,6 +19,7 @@ from broker import wire
 from broker.config import BrokerConfig
 from broker.errors import BadBrokerConfig
 from broker.kafka_errors import (
+    CLUSTER_AUTHORIZATION_FAILED,
     INVALID_PARTITIONS,
     INVALID_REPLICATION_FACTOR,
     INVALID_TOPIC_EXCEPTION,
@@ -107,6 +108,27 @@ class ApiHandlers:
     def accepted(self) -> dict[int, tuple[int, int]]:
         """The versions a request may have to be read: those offered and those refused."""
         return {**self.versions, **self.refused}
+
+    def deny(self, names: tuple[str, ...]) -> None:
+        """Keep offering the APIs named (`denied.apis`) but answer each request with an
+        authorization error, as Kafka answers a principal without the ACL: InitProducerId gets
+        CLUSTER_AUTHORIZATION_FAILED (TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a transactional
+        id), so an idempotent producer cannot start."""
+        deniable = {p.API_NAMES[p.API_INIT_PRODUCER_ID]: (p.API_INIT_PRODUCER_ID, self._deny_producer_id)}
+        unknown = [name for name in names if name not in deniable]
+        if unknown:
+            raise BadBrokerConfig(
+                f"denied.apis: cannot deny {', '.join(unknown)} (deniable: {', '.join(deniable)}; "
+                "unsupported.apis leaves any API out)"
+            )
+        for name in names:
+            key, handler = deniable[name]
+            self._handlers[key] = handler
+
+    async def _deny_producer_id(self, request: p.Request) -> dict[str, Any]:
+        transactional = getattr(request.body, "transactional_id", None) is not None
+        error = TRANSACTIONAL_ID_AUTHORIZATION_FAILED if transactional else CLUSTER_AUTHORIZATION_FAILED
+        return {"error_code": error, "producer_id": -1, "producer_epoch": -1}
 
     async def handle(self, request: p.Request) -> Any:
         """Returns the response body (a kio dataclass) or None when no response is due."""

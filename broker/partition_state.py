@@ -25,6 +25,7 @@ class PartitionState:
     controller_epoch: int = 0
     written: int = 0  # when it was last written (ZooKeeper's mzxid); 0: unknown
     elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966; empty when off)
+    removing: tuple[int, ...] = ()  # replicas a reassignment is removing (broker.reassignment)
 
 
 def leadership_granted(broker_id: int, state: PartitionState, registered: int) -> PartitionState:

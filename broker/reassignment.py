@@ -164,12 +164,15 @@ def plan(
     assignment in its topic znode; `states`: the partition states; `live`: registered brokers.
     """
     actions: list[ReassignmentAction] = []
+    # A target broker must be one the cluster knows: registered now, or holding replicas (a broker
+    # that is down for a while is waited for, as Kafka's controller waits for a dead new replica).
+    known = set(live) | {b for a in assignments.values() for b in a.replicas}
     for key, target in sorted(requested.items()):
         current = assignments.get(key)
         if current is None:
             actions.append(DropRequest(*key, "no such partition"))
             continue
-        why = _invalid_target(target, live)
+        why = _invalid_target(target, known)
         if why is not None and current.target != target:
             actions.append(DropRequest(*key, why))
             continue
@@ -189,14 +192,14 @@ def plan(
     return actions
 
 
-def _invalid_target(target: tuple[int, ...], live: Collection[int]) -> str | None:
+def _invalid_target(target: tuple[int, ...], known: Collection[int]) -> str | None:
     if not target:
         return "an empty replica list"
     if len(set(target)) != len(target):
         return f"replicas {list(target)} name a broker twice"
-    absent = [b for b in target if b not in live]
+    absent = [b for b in target if b not in known]
     if absent:
-        return f"brokers {absent} are not registered"
+        return f"brokers {absent} are unknown (neither registered nor holding replicas)"
     return None
 
 

@@ -215,11 +215,16 @@ class ReplicaManager:
             except StorageError as exc:
                 log.warning("ignoring unreadable HW checkpoint in %s: %s", log_dir, exc)
                 checkpoint = {}
+            try:
+                recovery_points = OffsetCheckpoint(log_dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read()
+            except StorageError as exc:
+                log.warning("ignoring unreadable recovery point checkpoint in %s: %s", log_dir, exc)
+                recovery_points = {}
             for child in sorted(log_dir.iterdir()):
                 parsed = parse_partition_dir(child.name) if child.is_dir() else None
                 if parsed is None:
                     continue
-                partition = self._open(log_dir, *parsed)
+                partition = self._open(log_dir, *parsed, recovery_points.get(parsed, 0))
                 hw = checkpoint.get(parsed, 0)
                 partition.replica.high_watermark = min(hw, partition.log.log_end_offset)
                 log.info(
@@ -231,9 +236,13 @@ class ReplicaManager:
                     hw,
                 )
 
-    def _open(self, log_dir: Path, topic: str, index: int) -> Partition:
+    def _open(self, log_dir: Path, topic: str, index: int, recovery_point: int = 0) -> Partition:
         plog = PartitionLog(
-            log_dir / f"{topic}-{index}", flush_interval_messages=self.config.flush_interval_messages
+            log_dir / f"{topic}-{index}",
+            flush_interval_messages=self.config.flush_interval_messages,
+            segment_bytes=self.config.segment_bytes,
+            recovery_point=recovery_point,
+            epoch_checkpoint_fsync=self.config.leader_epoch_checkpoint_fsync,
         )
         replica = PartitionReplica(
             self.broker_id, self.config.replica_lag_time_max_ms, elr_min_insync=self.config.elr_min_insync
@@ -260,6 +269,7 @@ class ReplicaManager:
         old = partition.state
         partition.state = state
         replica = partition.replica
+        replica.removing = state.removing
         change = role_change(self.broker_id, old, state, replica.role)
         if change is RoleChange.BECOME_LEADER:
             if replica.role is Role.FOLLOWER and self.follower_listener:

@@ -92,6 +92,9 @@ class PartitionReplica:
     # HW stands still and replicas leaving the ISR become eligible leader replicas; 0: off
     elr_min_insync: int = 0
     elr: tuple[int, ...] = ()
+    # Replicas a reassignment is removing: the leader does not add them back into the ISR (Kafka's
+    # controller sends the leader the target replica set for that, phase B3 of a reassignment).
+    removing: tuple[int, ...] = ()
 
     # --- role changes -------------------------------------------------------------------------
     def become_leader(
@@ -276,6 +279,8 @@ class PartitionReplica:
 
     def _maybe_expand_isr(self, replica_id: int, progress: FollowerProgress) -> list[Action]:
         if replica_id in self.isr or replica_id not in self.replicas or self.isr_write_in_flight:
+            return []
+        if replica_id in self.removing:
             return []
         if progress.log_end_offset < max(self.high_watermark, self.epoch_start_offset):
             return []

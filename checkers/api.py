@@ -17,7 +17,7 @@ from checkers.catalogue import EngineResult
 from checkers.damage import find_damage
 from checkers.refusals import describe as describe_refusal
 from checkers.refusals import refusals
-from checkers.replica_logs import check_replica_logs, expected_partitions
+from checkers.replica_logs import assigned_nodes, check_replica_logs, expected_partitions
 from checkers.stats import Facts, assemble, history_facts
 from checkers.verdict import decide
 from foundation.config import TestConfig, load_file, validate
@@ -146,7 +146,8 @@ def check_run(
             final_state=state,
             expected=expected_partitions(config.topics, config.partitions),
             replication_factor=config.replication_factor,
-            brokers=[f"n{i}" for i in range(1, config.nodes + 1)],  # node nN runs broker N
+            # node nN runs broker N; brokers added during the run hold replicas of the final assignment
+            brokers=sorted({f"n{i}" for i in range(1, config.nodes + 1)} | assigned_nodes(state)),
         )
     verdict = decide(result, replicas, config, drain, replicas_unavailable=unavailable)
     counts = {name: a["count"] for name, a in verdict["anomalies"].items()}

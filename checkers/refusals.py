@@ -38,9 +38,14 @@ FEATURES = (
         "idempotence",
         {22: "InitProducerId"},
         lambda c: "idempotence = true" if c.idempotence else None,
-        # kafka-python: "does not support the 'InitProducerIdRequest'"; librdkafka: "Idempotent
-        # producer not supported by any of the N connected broker(s)"; a refusing InitProducerId
-        re.compile(r"InitProducerId|idempotent producer not supported|idempotence not supported", re.I),
+        # Left out of ApiVersions: kafka-python "does not support the 'InitProducerIdRequest'",
+        # librdkafka "Idempotent producer not supported by any of the N connected broker(s)".
+        # Offered but refused (an authorization error): kafka-python "Unexpected error in
+        # InitProducerIdResponse", librdkafka "Failed to acquire idempotence PID from broker".
+        re.compile(
+            r"InitProducerId|idempotent producer not supported|idempotence not supported|idempotence PID",
+            re.I,
+        ),
     ),
     Feature(
         "consumer groups",

@@ -381,13 +381,30 @@ def isrs_from_state(state: Any, node_names: Iterable[str] = ()) -> dict[TopicPar
 
     Same shapes as `leaders_from_state`; the plain {(topic, partition): leader} mapping has no ISR.
     """
+    return _node_sets_from_state(state, node_names, "isr")
+
+
+def assignments_from_state(state: Any, node_names: Iterable[str] = ()) -> dict[TopicPartition, set[str]]:
+    """(topic, partition) -> the nodes of its final replica set, where the state names one (after
+    partition reassignments the replicas may sit elsewhere than where the run began)."""
+    return _node_sets_from_state(state, node_names, "replicas")
+
+
+def assigned_nodes(state: Any) -> set[str]:
+    """Every node a final replica set names (brokers added during the run included)."""
+    return {n for nodes in assignments_from_state(state).values() for n in nodes}
+
+
+def _node_sets_from_state(
+    state: Any, node_names: Iterable[str], field: str
+) -> dict[TopicPartition, set[str]]:
     names = set(node_names)
     partitions = state.get("partitions") if isinstance(state, Mapping) else None
     entries: list[tuple[str, int, Any]] = []
     if isinstance(partitions, list):
         for p in partitions:
             if isinstance(p, Mapping) and "topic" in p and "partition" in p:
-                entries.append((str(p["topic"]), int(p["partition"]), p.get("isr")))
+                entries.append((str(p["topic"]), int(p["partition"]), p.get(field)))
     elif isinstance(partitions, Mapping):
         for name, p in partitions.items():
             if isinstance(p, Mapping):
@@ -395,7 +412,7 @@ def isrs_from_state(state: Any, node_names: Iterable[str] = ()) -> dict[TopicPar
                 if "topic" in p and "partition" in p:
                     topic, number = str(p["topic"]), str(p["partition"])
                 if topic and number.isdigit():
-                    entries.append((topic, int(number), p.get("isr")))
+                    entries.append((topic, int(number), p.get(field)))
     result: dict[TopicPartition, set[str]] = {}
     for topic, partition, isr in entries:
         if isinstance(isr, list):
@@ -443,6 +460,29 @@ def leaders_from_state(state: Any, node_names: Iterable[str] = ()) -> dict[Topic
     return result
 
 
+def follow_assignment(
+    replicas: Mapping[TopicPartition, list[ReplicaLog]],
+    assignments: Mapping[TopicPartition, set[str]],
+    notes: list[str],
+) -> dict[TopicPartition, list[ReplicaLog]]:
+    """Each partition judged on the replicas of its final assignment: a copy left on a node the
+    partition was moved away from (a stray log its broker had not deleted) is set aside, noted."""
+    kept: dict[TopicPartition, list[ReplicaLog]] = {}
+    for (topic, partition), logs in replicas.items():
+        assigned = assignments.get((topic, partition))
+        if not assigned:
+            kept[(topic, partition)] = list(logs)
+            continue
+        for r in logs:
+            if r.node not in assigned:
+                notes.append(
+                    f"{topic}-{partition}: the copy on {r.node} is not judged: the partition ended on "
+                    f"{', '.join(sorted(assigned))}"
+                )
+        kept[(topic, partition)] = [r for r in logs if r.node in assigned]
+    return kept
+
+
 def check_replica_logs(
     nodes_dir: Path,
     history_path: str | os.PathLike[str] | None,
@@ -453,12 +493,14 @@ def check_replica_logs(
 ) -> ReplicaFindings:
     """Read every replica, find divergence and acked records missing on the leader."""
     replicas, incomplete = read_replicas(nodes_dir, brokers)
+    node_names = [p.name for p in nodes_dir.iterdir()] if nodes_dir.is_dir() else []
+    notes: list[str] = []
+    if final_state is not None:
+        replicas = follow_assignment(replicas, assignments_from_state(final_state, node_names), notes)
     if nodes_dir.is_dir():
         incomplete += missing_replicas(replicas, expected, replication_factor)
-    node_names = [p.name for p in nodes_dir.iterdir()] if nodes_dir.is_dir() else []
     leaders = leaders_from_state(final_state, node_names) if final_state is not None else {}
     isrs = isrs_from_state(final_state, node_names) if final_state is not None else {}
-    notes: list[str] = []
     divergent: dict[TopicPartition, list[int]] = {}
     divergence = find_divergence(replicas, isrs, notes, divergent)
     acks = iter_acks(history_path) if history_path is not None else iter(())

@@ -71,6 +71,13 @@ def broker_node_names(config: TestConfig) -> list[str]:
     return [f"n{i}" for i in range(1, config.nodes + 1)]
 
 
+def spare_node_names(config: TestConfig) -> list[str]:
+    """Nodes that run no broker at the start; the membership fault adds them (own system only)."""
+    if config.system != "own":
+        return []
+    return [f"n{i}" for i in range(config.nodes + 1, config.nodes + max(0, config.spare_nodes) + 1)]
+
+
 class Cluster:
     """Nodes, the system under test on them, and the state file that makes cleanup certain."""
 
@@ -228,8 +235,9 @@ def _sut(config: TestConfig, network: Network) -> Any:
         return KafkaSystem(config, [network.nodes[n] for n in broker_node_names(config)])
     if config.system == "own":
         brokers = [network.nodes[n] for n in broker_node_names(config)]
+        spares = [network.nodes[n] for n in spare_node_names(config)]
         python = _nodes_python(network) or sys.executable
-        return OwnSystem(config, brokers, network.nodes[ZOOKEEPER_NODE], python=python)
+        return OwnSystem(config, brokers, network.nodes[ZOOKEEPER_NODE], python=python, spares=spares)
     raise BadInput(f"system {config.system!r} is not available (use --system own, kafka or a PATH.toml)")
 
 
@@ -242,7 +250,7 @@ def _node_names(config: TestConfig) -> list[str]:
         others = [r for r in definition.roles if r.name != definition.brokers]
         return [*names, *(n for r in others for n in definition.node_names(r, config))]
     brokers = broker_node_names(config)
-    return [ZOOKEEPER_NODE, *brokers] if config.system == "own" else brokers
+    return [ZOOKEEPER_NODE, *brokers, *spare_node_names(config)] if config.system == "own" else brokers
 
 
 def _network(

@@ -25,6 +25,7 @@ from broker.config import render_properties
 from clusters import daemon_control, zookeeper
 from clusters.broker_ids import broker_id_of, node_of_broker_id
 from clusters.node import CarriesFaketime, Node, node_home
+from clusters.own_membership import OwnMembership
 from clusters.ports import port_open
 from foundation.config import TestConfig
 from foundation.errors import BadInput, InfrastructureError
@@ -141,6 +142,10 @@ def broker_settings(
     }
     if config.log_flush_interval_messages > 0:  # unset: never fsync on append, Kafka's default
         settings["log.flush.interval.messages"] = str(config.log_flush_interval_messages)
+    if config.log_segment_bytes > 0:
+        settings["log.segment.bytes"] = str(config.log_segment_bytes)
+    if not config.leader_epoch_checkpoint_fsync:  # KAFKA-16541's unsafe twin
+        settings["leader.epoch.checkpoint.fsync"] = "false"
     return settings
 
 
@@ -164,8 +169,10 @@ def _tail(path: Path, lines: int = 8) -> str:
     return " | ".join(tail) if tail else "(empty log)"
 
 
-class OwnSystem:
-    """ZooKeeper + own brokers; implements Lifecycle, Killable, Pausable, HasLeaders, HasLogs, HasDataDirs."""
+class OwnSystem(OwnMembership):
+    """ZooKeeper + own brokers; implements Lifecycle, Killable, Pausable, HasLeaders, HasLogs,
+    HasDataDirs, HasMembership (clusters/own_membership.py: spare nodes join, brokers leave,
+    partitions are reassigned)."""
 
     def __init__(
         self,
@@ -175,9 +182,12 @@ class OwnSystem:
         *,
         python: str = sys.executable,
         ready_timeout: float = 60.0,
+        spares: Sequence[Node] = (),
     ) -> None:
         self.config = config
-        self.brokers = list(brokers)
+        self.initial_brokers = list(brokers)  # started by setup; the spares wait for `add_broker`
+        self.brokers = [*brokers, *spares]  # broker i runs on the i-th of these
+        self._installed_spares: set[str] = set()
         self.zookeeper_node = zookeeper_node
         self.python = python
         self.ready_timeout = ready_timeout
@@ -210,7 +220,7 @@ class OwnSystem:
         return f"{self.zookeeper_node.address}:{ZOOKEEPER_PORT}"
 
     def bootstrap_servers(self) -> list[str]:
-        return [f"{b.address}:{BROKER_PORT}" for b in self.brokers]
+        return [f"{b.address}:{BROKER_PORT}" for b in self.initial_brokers]
 
     def clock_file(self, node: Node) -> str:
         """The file holding this broker's clock offset (libfaketime syntax, e.g. "+30s")."""
@@ -223,11 +233,11 @@ class OwnSystem:
         # start everything at once and wait afterwards, so the JVM and the imports overlap.
         deadline = time.monotonic() + self.ready_timeout
         self.start_zookeeper(wait=False)
-        for node in self.brokers:
+        for node in self.initial_brokers:
             self._install_broker(node)
             self._start_broker(node, fresh=True)
         self.wait_zookeeper(timeout=max(1.0, deadline - time.monotonic()))
-        for node in self.brokers:
+        for node in self.initial_brokers:
             self.wait_ready(node, timeout=max(1.0, deadline - time.monotonic()))
 
     def teardown(self) -> None:
@@ -478,6 +488,7 @@ class OwnSystem:
         except NoNodeError:
             return result
         for topic in topics:
+            replicas = self._topic_replicas(zk, topic)
             path = f"/brokers/topics/{topic}/partitions"
             try:  # a topic being created may not have its partitions (or their states) yet
                 partitions = sorted(zk.get_children(path), key=int)
@@ -495,6 +506,7 @@ class OwnSystem:
                     "leader_epoch": int(state.get("leader_epoch", -1)),
                     "isr": [self.node_of_broker(int(b)) or str(b) for b in state.get("isr", [])],
                     "controller_epoch": state.get("controller_epoch"),
+                    "replicas": [self.node_of_broker(b) or str(b) for b in replicas.get(int(p), ())],
                 }
         return result
 

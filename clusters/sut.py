@@ -66,6 +66,40 @@ class HasLeaders(Protocol):
 
 
 @runtime_checkable
+class HasMembership(Protocol):
+    """Brokers join and leave, and partitions move between them (Kafka's partition reassignment):
+    what the membership fault (`member`) needs. Node names stand for brokers throughout."""
+
+    def broker_nodes(self) -> list[Node]:
+        """Every node that may run a broker: the first `nodes`, then the spare ones."""
+        ...
+
+    def members(self) -> list[str]:
+        """The nodes whose brokers are registered now."""
+        ...
+
+    def add_broker(self, node: Node) -> None:
+        """Start a broker on a node that runs none and wait until it is registered."""
+        ...
+
+    def remove_broker(self, node: Node) -> None:
+        """Stop the broker on `node` for good (its partitions were moved away first)."""
+        ...
+
+    def assignment(self) -> dict[tuple[str, int], list[str]]:
+        """Each partition's replicas now (during a reassignment: the target and the original)."""
+        ...
+
+    def reassign(self, targets: dict[tuple[str, int], list[str]]) -> None:
+        """Ask the cluster to move these partitions to these replicas (in this order)."""
+        ...
+
+    def reassigning(self) -> list[tuple[str, int]]:
+        """The partitions whose reassignment has not finished."""
+        ...
+
+
+@runtime_checkable
 class HasLogs(Protocol):
     def log_files(self, node: Node) -> list[str]:
         """Paths on the node of the logs worth collecting."""

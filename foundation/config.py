@@ -102,6 +102,14 @@ class TestConfig:
     eligible_leader_replicas: bool = False
     # KIP-903: a broker that registered again leaves the ISR (isr.broker.epoch.check.enable)
     isr_broker_epoch_check: bool = False
+    # KAFKA-16541: fsync the leader-epoch checkpoint (leader.epoch.checkpoint.fsync); false is
+    # Kafka 3.7.0's missing fsync, unsafe under an OS crash or power loss
+    leader_epoch_checkpoint_fsync: bool = True
+    # log.segment.bytes of the own broker; 0: its default (64 MiB)
+    log_segment_bytes: int = 0
+    # Broker nodes beyond `nodes` that run no broker at the start: the membership fault (`member`)
+    # adds them. -1: one when a membership fault is asked for, else none.
+    spare_nodes: int = -1
     replica_high_watermark_checkpoint_interval_ms: int = 5000
     # Kafka's transaction.version feature (own broker): 1, one producer epoch spans a producer's
     # transactions (before KIP-890 part 2); 2, EndTxn v5+ bumps it with every transaction.
@@ -220,12 +228,23 @@ def validate(raw: Mapping[str, Any]) -> TestConfig:
             raise BadInput(f"config key {raw_key!r}: unsupported type")
         values[key] = _coerce(raw_key, value, annotation)
     config = TestConfig(**values)
+    if config.spare_nodes < 0:
+        config = dataclasses.replace(config, spare_nodes=1 if wants_membership(config) else 0)
     _check_ranges(config)
     if config.system not in SYSTEMS:  # a definition file: kept absolute, so test.json reruns it
         config = dataclasses.replace(config, system=str(Path(config.system).expanduser().resolve()))
     if config.seed == 0:
         config = dataclasses.replace(config, seed=random.SystemRandom().randrange(1, 2**31))
     return config
+
+
+MEMBERSHIP_FAULT = "member"
+
+
+def wants_membership(config: TestConfig) -> bool:
+    """Does this test ask for the membership fault (so a spare broker node by default)?"""
+    names = {part.split(":", 1)[0].strip() for spec in config.nemesis for part in spec.split("+")}
+    return MEMBERSHIP_FAULT in names or any(s.get("do") == MEMBERSHIP_FAULT for s in config.schedule)
 
 
 def _check_ranges(c: TestConfig) -> None:
@@ -241,6 +260,16 @@ def _check_ranges(c: TestConfig) -> None:
     if c.system not in SYSTEMS:
         need(Path(c.system).expanduser().is_file(), "system", f"no system definition file {c.system}")
     need(1 <= c.nodes <= 32, "nodes", f"must be between 1 and 32, got {c.nodes}")
+    need(
+        0 <= c.spare_nodes <= 32 - c.nodes,
+        "spare_nodes",
+        f"must be between 0 and {32 - c.nodes} (nodes + spare_nodes at most 32), or -1 (auto), got {c.spare_nodes}",
+    )
+    need(
+        c.log_segment_bytes == 0 or c.log_segment_bytes >= 1024,
+        "log_segment_bytes",
+        f"must be 0 (the broker's default) or at least 1024, got {c.log_segment_bytes}",
+    )
     need(c.topics >= 1, "topics", f"must be at least 1, got {c.topics}")
     need(c.partitions >= 1, "partitions", f"must be at least 1, got {c.partitions}")
     need(

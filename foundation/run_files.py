@@ -28,3 +28,7 @@ OUTCOME = "outcome.json"  # how the run itself ended (completed, interrupted, fa
 # store and by `serve`.
 CAMPAIGN_SUMMARY = "summary.json"
 CAMPAIGN_PAGE = "index.html"
+
+# The store's analysis (<store>/analysis/): written by `strandline analyze`, linked by `serve`.
+ANALYSIS = "analysis"
+ANALYSIS_PAGE = "index.html"

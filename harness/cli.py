@@ -49,6 +49,7 @@ FAULTS = (
     "clock-strobe",
     "lose-unsynced",
     "corrupt",
+    "member",
 )
 
 RUN_EXAMPLES = """\
@@ -216,6 +217,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", metavar="DIR", default="results")
     p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080)
+
+    p = sub.add_parser(
+        "analyze",
+        help="a Spark job over every stored run: tables (Parquet, CSV) and a page with plots, in <store>/analysis/",
+    )
+    p.add_argument("--store", metavar="DIR", default="results", help="the results store (default results/)")
+    p.epilog = (
+        "Spark: local[*], or $STRANDLINE_SPARK_MASTER / $STRANDLINE_SPARK_REMOTE. See docs/analyze.md.\n"
+        "exit codes: 0 written, 2 no such store or no run in it, 4 Spark failed."
+    )
 
     p = sub.add_parser("cluster", help="bring a cluster up or down, or show its state")
     p.add_argument("action", choices=("up", "down", "status"))

@@ -23,7 +23,7 @@ W = 1080
 LEFT, RIGHT, TOP, BOTTOM = 64, 20, 52, 36
 
 
-def _nice_ticks(lo: float, hi: float, n: int = 8) -> list[float]:
+def nice_ticks(lo: float, hi: float, n: int = 8) -> list[float]:
     if hi <= lo:
         return [lo]
     raw = (hi - lo) / n
@@ -38,7 +38,7 @@ def _nice_ticks(lo: float, hi: float, n: int = 8) -> list[float]:
     return ticks
 
 
-def _fmt(v: float) -> str:
+def fmt_number(v: float) -> str:
     return f"{v:g}" if abs(v) < 1e5 else f"{v:.3g}"
 
 
@@ -67,11 +67,11 @@ class _Frame:
 
     def axes(self, y_label: str) -> list[str]:
         out = []
-        for t in _nice_ticks(0, self.t_end, 12):
+        for t in nice_ticks(0, self.t_end, 12):
             x = self.x(t)
             out.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + self.ph}" class="grid"/>')
             out.append(
-                f'<text x="{x:.1f}" y="{TOP + self.ph + 16}" class="tick" text-anchor="middle">{_fmt(t)}</text>'
+                f'<text x="{x:.1f}" y="{TOP + self.ph + 16}" class="tick" text-anchor="middle">{fmt_number(t)}</text>'
             )
         if self.log_y:
             ticks = [
@@ -79,14 +79,14 @@ class _Frame:
                 for e in range(math.floor(math.log10(self.y_min)), math.ceil(math.log10(self.y_max)) + 1)
             ]
         else:
-            ticks = _nice_ticks(self.y_min, self.y_max, 5)
+            ticks = nice_ticks(self.y_min, self.y_max, 5)
         for v in ticks:
             if not (self.y_min <= v <= self.y_max * 1.0001):
                 continue
             y = self.y(v)
             out.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + self.pw}" y2="{y:.1f}" class="grid"/>')
             out.append(
-                f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">{_fmt(v)}</text>'
+                f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">{fmt_number(v)}</text>'
             )
         out.append(f'<rect x="{LEFT}" y="{TOP}" width="{self.pw}" height="{self.ph}" class="frame"/>')
         out.append(
@@ -134,7 +134,7 @@ class _Frame:
         return out
 
 
-def _svg(height: int, parts: Iterable[str], title: str) -> Markup:
+def svg_chart(height: int, parts: Iterable[str], title: str) -> Markup:
     body = "\n".join(parts)
     return Markup(
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {height}" class="chart" role="img" '
@@ -167,7 +167,7 @@ def rate_chart(
         pts = " ".join(f"{fr.x(i + 0.5):.1f},{fr.y(c):.1f}" for i, c in enumerate(counts))
         dash = ' stroke-dasharray="5 3"' if dashed else ""
         parts.append(f'<polyline points="{pts}" fill="none" stroke="{colour}" stroke-width="1.8"{dash}/>')
-    return _svg(260, parts, "throughput over time")
+    return svg_chart(260, parts, "throughput over time")
 
 
 def latency_chart(
@@ -191,7 +191,7 @@ def latency_chart(
         if dots:
             opacity = "0.45" if kind == "ok" else "0.85"
             parts.append(f'<g fill="{colour}" fill-opacity="{opacity}">{"".join(dots)}</g>')
-    return _svg(300, parts, "latency over time")
+    return svg_chart(300, parts, "latency over time")
 
 
 def replica_chart(logs: PartitionLogs, marks: dict[str, Marks], leader: str | None) -> Markup:
@@ -217,10 +217,10 @@ def replica_chart(logs: PartitionLogs, marks: dict[str, Marks], leader: str | No
     def x(offset: float) -> float:
         return left + pw * (min(max(offset, lo), end) - lo) / (end - lo)
 
-    for t in _nice_ticks(lo, end, 10):
+    for t in nice_ticks(lo, end, 10):
         parts.append(f'<line x1="{x(t):.1f}" y1="{top}" x2="{x(t):.1f}" y2="{height - 30}" class="grid"/>')
         parts.append(
-            f'<text x="{x(t):.1f}" y="{height - 16}" class="tick" text-anchor="middle">{_fmt(t)}</text>'
+            f'<text x="{x(t):.1f}" y="{height - 16}" class="tick" text-anchor="middle">{fmt_number(t)}</text>'
         )
     axis = f"offset (zoomed in: offsets below {lo} agree and are not drawn)" if lo > 0 else "offset"
     parts.append(
@@ -309,7 +309,7 @@ def replica_chart(logs: PartitionLogs, marks: dict[str, Marks], leader: str | No
             parts.append(
                 f'<text x="{left + pw + 8:.1f}" y="{y + row_h + 13}" class="marklabel">{escape(r.problem[:40])}<title>{escape(r.problem)}</title></text>'
             )
-    return _svg(height, parts, f"replica logs of {logs.name}")
+    return svg_chart(height, parts, f"replica logs of {logs.name}")
 
 
 def _zoom_start(replicas: Sequence[Replica], marks: dict[str, Marks], end: int) -> int:

@@ -284,7 +284,8 @@ def wait_for_recovery(
 
 
 def final_state_json(sut: Any) -> dict[str, Any]:
-    """Leaders, epochs and ISRs at the end, in the shape checkers.replica_logs and the report read."""
+    """Leaders, epochs, ISRs and (where the system names them) replica sets at the end, in the shape
+    checkers.replica_logs and the report read: the replica-log checks follow the final assignment."""
     state = sut.partition_state()
     controller = None
     try:
@@ -300,6 +301,7 @@ def final_state_json(sut: Any) -> dict[str, Any]:
                 "leader": s.get("leader"),
                 "leader_epoch": s.get("leader_epoch"),
                 "isr": list(s.get("isr") or []),
+                **({"replicas": list(s["replicas"])} if s.get("replicas") else {}),
             }
             for tp, s in sorted(state.items())
         ],

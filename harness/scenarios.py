@@ -341,6 +341,86 @@ BITFLIP_MINORITY = Scenario(
     time_limit=34.0,
 )
 
+KAFKA_16541_EPOCH_CHECKPOINT = Scenario(
+    name="kafka-16541-epoch-checkpoint",
+    summary="the leader-epoch checkpoint is replaced without fsync (Kafka 3.7.0, KAFKA-15046); an OS "
+    "crash empties it, the new leader answers OffsetForLeaderEpoch from the few epochs it rebuilt, "
+    "and a returning replica keeps records the others overwrote (fixed by KAFKA-16541)",
+    story=(
+        "Cut the leader off from its followers: it goes on appending what producers send (never "
+        "acknowledged) past where the others stop. Kill it; a follower is elected in epoch 1 and "
+        "takes acknowledged writes at the same offsets, over several small segments. Power-cut every "
+        "broker (every append is fsynced, so no acknowledged record is lost by the cut) and start "
+        "the new leader alone: without the fsync its leader-epoch checkpoint comes back empty, and "
+        "recovery, like Kafka's, rebuilds epochs only from the segments past the last recovery "
+        "point, so epoch 1 seems to start later than it did. Start the old leader: asked where its "
+        "epoch 0 ended, the new leader names that later offset, and the old leader keeps its "
+        "unacknowledged epoch-0 tail where the others hold acknowledged epoch-1 records "
+        "(log-divergence; elected later, it would serve them as the log). With the checkpoint "
+        "fsynced the answer is where epoch 1 really starts, and the old leader truncates there."
+    ),
+    unsafe={"leader_epoch_checkpoint_fsync": False},
+    safe={"leader_epoch_checkpoint_fsync": True},
+    # fsync every append: acknowledged records survive the power cuts, so what goes wrong is the
+    # epoch checkpoint's; small segments roll several times while epoch 1 is led, so the recovery
+    # point passes the segment where epoch 1 starts
+    extra={"log_flush_interval_messages": 1, "log_segment_bytes": 8192},
+    schedule=(
+        {"wait": 3},
+        {"do": "partition", "grudge": "leader", **P0},
+        {"wait": 4},
+        {"do": "kill", "target": "leader", **P0},
+        {"heal": "partition"},
+        {"wait": 16},
+        # every broker loses what it never fsynced (the old leader is down already), then the
+        # new leader comes back alone and is elected again, in epoch 2
+        {"do": "lose-unsynced", "target": "all"},
+        {"do": "start", "target": "leader", **P0},
+        {"wait": 8},
+        {"heal": "all"},
+        {"wait": 6},
+    ),
+    time_limit=50.0,
+    budget=170.0,
+)
+
+MEMBERSHIP_KILL = Scenario(
+    name="membership-kill",
+    summary="partition reassignment while brokers are killed (Jepsen's Redpanda analysis lost writes "
+    "only once membership changes joined the kills): the safe settings keep every acknowledged write",
+    story=(
+        "Add a broker on a spare node. Freeze the successor, kill the leader and thaw the successor "
+        "(the failover to a stalled replica); with the old leader still down, move the new leader's "
+        "replica onto the added broker: the reassignment finishes without the dead replica, once "
+        "the new one is in sync, and the controller moves leadership onto the target set. Start "
+        "the dead broker, then decommission a broker while the leader is killed again: its "
+        "replicas move to the others and it is stopped once they have. With acks=all and "
+        "min.insync.replicas=2 nothing acknowledged is lost; with acks=1 the leader acknowledged "
+        "alone what the stalled successor, elected, never had."
+    ),
+    unsafe={"acks": "1"},
+    safe={"acks": "all"},
+    extra={"spare_nodes": 1},
+    schedule=(
+        {"wait": 3},
+        {"do": "member", "action": "add"},
+        {"do": "kill", "target": "stalled-failover", **P0},
+        {"wait": 7},  # the successor is elected (the session timeout after the kill)
+        {"do": "member", "action": "move", **P0, "from": "leader", "to": "n4"},
+        {"wait": 6},
+        {"heal": "all"},
+        {"wait_until": "brokers-ready", "timeout": 30},
+        {"wait": 2},
+        {"do": "member", "action": "decommission"},
+        {"do": "kill", "target": "leader", **P0},
+        {"wait": 8},
+        {"heal": "all"},
+        {"wait": 3},
+    ),
+    time_limit=60.0,
+    budget=170.0,
+)
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -354,6 +434,8 @@ SCENARIOS: dict[str, Scenario] = {
         KIP_279_FAST_LEADER_CHANGE,
         UNCLEAN_ELECTION,
         BITFLIP_MINORITY,
+        KAFKA_16541_EPOCH_CHECKPOINT,
+        MEMBERSHIP_KILL,
     )
 }
 SEED_SCENARIO = KIP_101_TRUNCATION.name

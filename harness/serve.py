@@ -1,6 +1,7 @@
 """`strandline serve`: a small web server over the results store (127.0.0.1 by default).
 
-`/` lists campaigns, per-test verdict trends and runs (filters: `?verdict=invalid&name=kip`);
+`/` lists campaigns, per-test verdict trends and runs (filters: `?verdict=invalid&name=kip`) and
+links the store's analysis page (`strandline analyze`) when there is one;
 `/files/<path>` serves a stored file (reports, histories, logs) from inside the store only. The
 pages are rendered on the server: no script, nothing from the network.
 """
@@ -47,6 +48,9 @@ def render_index(store: Path, verdict: str = "", name: str = "") -> str:
         .get_template("serve_index.html.j2")
         .render(
             store=str(store),
+            analysis=f"/files/{run_files.ANALYSIS}/{run_files.ANALYSIS_PAGE}"
+            if (store / run_files.ANALYSIS / run_files.ANALYSIS_PAGE).is_file()
+            else None,
             runs=shown[:500],
             total=len(runs),
             campaigns=list_campaigns(store)[:50],

@@ -7,6 +7,7 @@ still running, is listed with what it has.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from foundation import run_files
 from harness import rundir
 
-SKIP = {"campaigns", "latest", ".work"}
+SKIP = {"campaigns", "latest", ".work", run_files.ANALYSIS}
 
 
 @dataclass
@@ -112,12 +113,11 @@ def read_run(store: Path, run: Path) -> RunInfo:
     )
 
 
-def list_runs(store: Path) -> list[RunInfo]:
-    """Every run in the store, newest first."""
-    runs: list[RunInfo] = []
+def run_dirs(store: Path) -> Iterator[Path]:
+    """Every run directory of the store: `<name>/<stamp>/` with a test.json or a history."""
     if not store.is_dir():
-        return runs
-    for name_dir in store.iterdir():
+        return
+    for name_dir in sorted(store.iterdir()):
         if (
             name_dir.name in SKIP
             or name_dir.name.startswith(".")
@@ -125,13 +125,18 @@ def list_runs(store: Path) -> list[RunInfo]:
             or name_dir.is_symlink()
         ):
             continue
-        for run in name_dir.iterdir():
+        for run in sorted(name_dir.iterdir()):
             if (
                 run.is_dir()
                 and not run.is_symlink()
                 and ((run / run_files.TEST_JSON).exists() or (run / run_files.HISTORY).exists())
             ):
-                runs.append(read_run(store, run))
+                yield run
+
+
+def list_runs(store: Path) -> list[RunInfo]:
+    """Every run in the store, newest first."""
+    runs = [read_run(store, run) for run in run_dirs(store)]
     expected = expectations(store)
     for r in runs:
         found = expected.get(str((store / r.path).resolve()))
@@ -140,7 +145,7 @@ def list_runs(store: Path) -> list[RunInfo]:
     return sorted(runs, key=lambda r: (r.stamp, r.name), reverse=True)
 
 
-def _summaries(store: Path) -> list[Path]:
+def summaries(store: Path) -> list[Path]:
     """Every campaign summary.json, not counting the `latest` symlinks (no duplicate rows)."""
     root = store / "campaigns"
     if not root.is_dir():
@@ -151,7 +156,7 @@ def _summaries(store: Path) -> list[Path]:
 def expectations(store: Path) -> dict[str, tuple[tuple[str, ...], bool | None]]:
     """Resolved run dir -> (expected verdicts, as expected?) from every campaign that ran it."""
     out: dict[str, tuple[tuple[str, ...], bool | None]] = {}
-    for summary in _summaries(store):
+    for summary in summaries(store):
         data = rundir.read_json(summary) or {}
         for t in data.get("tests") or []:
             if isinstance(t, dict) and t.get("run_dir"):
@@ -165,7 +170,7 @@ def expectations(store: Path) -> dict[str, tuple[tuple[str, ...], bool | None]]:
 
 def list_campaigns(store: Path) -> list[CampaignInfo]:
     out: list[CampaignInfo] = []
-    for summary in _summaries(store):
+    for summary in summaries(store):
         data = rundir.read_json(summary) or {}
         tests = [t for t in data.get("tests") or [] if isinstance(t, dict)]
         out.append(

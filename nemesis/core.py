@@ -40,7 +40,19 @@ log = logging.getLogger(__name__)
 
 NEMESIS = "nemesis"
 # Heal order: the network first (so restarted brokers can reach each other), processes last.
-HEAL_ORDER = ("clock", "partition", "loss", "bandwidth", "delay", "pause", "kill", "lose-unsynced", "corrupt")
+# A membership change settles last: its reassignment needs the target brokers running again.
+HEAL_ORDER = (
+    "clock",
+    "partition",
+    "loss",
+    "bandwidth",
+    "delay",
+    "pause",
+    "kill",
+    "lose-unsynced",
+    "corrupt",
+    "member",
+)
 
 
 class Nemesis(Requested):
@@ -71,6 +83,7 @@ class Nemesis(Requested):
         )
         self._lock = threading.RLock()
         self._active: dict[str, Active] = {}
+        self.ctx.busy = lambda: {n for a in list(self._active.values()) for n in a.nodes}
         self._counter = 0
         self._closing = False
         self._touched_qdisc = False

@@ -53,6 +53,22 @@ class _CapableSut:
     def node_named(self, name: str) -> Any:
         return None
 
+    # Membership (`member`): the counts of the config decide what is refused.
+    def broker_nodes(self) -> list[Any]:
+        return []
+
+    def members(self) -> list[str]:
+        return []
+
+    def add_broker(self, node: Any) -> None: ...
+    def remove_broker(self, node: Any) -> None: ...
+    def assignment(self) -> dict[tuple[str, int], list[str]]:
+        return {}
+
+    def reassign(self, targets: dict[tuple[str, int], list[str]]) -> None: ...
+    def reassigning(self) -> list[tuple[str, int]]:
+        return []
+
 
 class ShapeCluster:
     """A cluster of the config's shape that is not up: enough for the static checks (`ClusterView`).

@@ -26,7 +26,9 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str, *, fsync: bool = True) -> None:
+    """Write a temporary file and rename it over `path`. Without `fsync` the rename may reach the
+    disk before the contents do: after an OS crash the file can be empty (KAFKA-16541)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -34,16 +36,19 @@ def write_atomically(path: Path, text: str) -> None:
         while data:
             written = os.write(fd, data)
             data = data[written:]
-        os.fsync(fd)
+        if fsync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if fsync:
+        fsync_dir(path.parent)
 
 
-def write_entries(path: Path, entries: Iterable[Sequence[object]]) -> None:
+def write_entries(path: Path, entries: Iterable[Sequence[object]], *, fsync: bool = True) -> None:
     lines = [" ".join(str(field) for field in entry) for entry in entries]
-    write_atomically(path, f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + "".join(line + "\n" for line in lines))
+    text = f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
+    write_atomically(path, text, fsync=fsync)
 
 
 def read_entries(path: Path, fields: int) -> list[list[str]]:

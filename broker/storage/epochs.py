@@ -25,9 +25,11 @@ CHECKPOINT_NAME = "leader-epoch-checkpoint"
 class LeaderEpochCache:
     """Epoch -> start offset, sorted; `log_end_offset` is asked when the latest epoch is queried."""
 
-    def __init__(self, path: Path | None, log_end_offset: Callable[[], int]) -> None:
-        """`path` None: kept in memory only (the simulator of strandline explore uses that)."""
+    def __init__(self, path: Path | None, log_end_offset: Callable[[], int], *, fsync: bool = True) -> None:
+        """`path` None: kept in memory only (the simulator of strandline explore uses that).
+        `fsync` False: the checkpoint is replaced without fsync (leader.epoch.checkpoint.fsync)."""
         self.path = Path(path) if path is not None else None
+        self.fsync = fsync
         self._log_end_offset = log_end_offset
         self._epochs: list[int] = []
         self._starts: list[int] = []
@@ -36,8 +38,9 @@ class LeaderEpochCache:
         try:
             entries = read_entries(self.path, 2)
         except CheckpointError as exc:
-            # Written atomically, so this only happens if someone else wrote it; recovery re-derives
-            # the epochs from the batches of the log.
+            # Written atomically and fsynced, so this happens only when the fsync was left out and
+            # the OS crashed (KAFKA-16541: an empty file), or someone else wrote it; recovery
+            # re-derives the epochs from the batches past the recovery point only, as Kafka's does.
             log.warning("ignoring unreadable leader epoch checkpoint: %s", exc)
             entries = []
         for epoch, start in entries:
@@ -130,7 +133,7 @@ class LeaderEpochCache:
 
     def _flush(self) -> None:
         if self.path is not None:
-            write_entries(self.path, self.entries())
+            write_entries(self.path, self.entries(), fsync=self.fsync)
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self.entries()})"

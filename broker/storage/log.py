@@ -45,6 +45,8 @@ class PartitionLog:
         *,
         flush_interval_messages: int = 0,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        recovery_point: int = 0,
+        epoch_checkpoint_fsync: bool = True,
     ) -> None:
         self.dir = Path(dir)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -61,11 +63,17 @@ class PartitionLog:
         self.log_end_offset = 0
         self.recovery_point = 0
         self.recovered_problem: str | None = None  # why recovery truncated, if it did
-        self.epochs = LeaderEpochCache(self.dir / CHECKPOINT_NAME, lambda: self.log_end_offset)
-        self._recover()
+        self.epochs = LeaderEpochCache(
+            self.dir / CHECKPOINT_NAME, lambda: self.log_end_offset, fsync=epoch_checkpoint_fsync
+        )
+        self._recover(max(0, recovery_point))
 
     # -- recovery --------------------------------------------------------------------------------
-    def _recover(self) -> None:
+    def _recover(self, recovery_point: int) -> None:
+        """Check every segment (CRC, offsets; stricter than Kafka, which trusts the segments below
+        its recovery point) and cut at the first bad batch. Leader epochs missing from the
+        checkpoint are taken only from the segments Kafka's LogLoader recovers: those that reach
+        past the last checkpointed recovery point."""
         bases = sorted(
             base for base in (parse_segment_name(p.name) for p in self.dir.iterdir()) if base is not None
         )
@@ -81,7 +89,8 @@ class PartitionLog:
                 break
             self._add_segment(segment)
             seen, problem = segment.recover()
-            transitions.extend(seen)
+            if segment.next_offset > recovery_point or i == len(bases) - 1:
+                transitions.extend(seen)
             if problem is not None:
                 log.warning(
                     "%s: truncated %s at %d bytes: %s", self.dir, segment.path.name, segment.size, problem

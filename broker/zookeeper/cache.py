@@ -103,7 +103,6 @@ class MetadataCache:
         if data is None or stat is None:
             return  # topics are never deleted here; a missing znode is one being created
         topic_id, assignments = decode_assignments(name, parse_json(data) or {})
-        before = self.topics.get(name, {})
         self.assignments[name] = assignments
         self.topics[name] = {index: a.replicas for index, a in assignments.items()}
         self.topic_versions[name] = int(stat.version)
@@ -114,11 +113,14 @@ class MetadataCache:
                 self._watched_states.add((name, index))
                 self.session.spawn(self._watch_state(name, index))
             state = self.states.get((name, index))
-            if state is not None and before.get(index) not in (None, assignment.replicas):
+            if state is not None and (state.replicas, state.removing) != (
+                assignment.replicas,
+                assignment.removing,
+            ):
                 log.info(
-                    "%s-%d: replicas %s -> %s", name, index, list(before[index]), list(assignment.replicas)
+                    "%s-%d: replicas %s -> %s", name, index, list(state.replicas), list(assignment.replicas)
                 )
-                state = replace(state, replicas=assignment.replicas)
+                state = replace(state, replicas=assignment.replicas, removing=assignment.removing)
                 self.states[(name, index)] = state
                 self._apply(name, index, state)
         # A replica the assignment no longer lists (reassigned away, maybe while this broker was
@@ -148,8 +150,11 @@ class MetadataCache:
             self.states.pop((topic, index), None)
             self.on_state_changed(None, (topic, index))
             return
-        replicas = self.topics.get(topic, {}).get(index, ())
+        assignment = self.assignments.get(topic, {}).get(index)
+        replicas = assignment.replicas if assignment is not None else ()
         state = decode_state(info, replicas, int(stat.version), int(getattr(stat, "mzxid", 0)))
+        if assignment is not None and assignment.removing:
+            state = replace(state, removing=assignment.removing)
         old = self.states.get((topic, index))
         if old is not None and old.zk_version > state.zk_version:
             return  # a late notification

@@ -8,8 +8,9 @@ from pathlib import Path
 from rich.console import Console
 
 from foundation import run_files
-from foundation.errors import EXIT_INVALID, EXIT_VALID
-from harness.campaign import load_campaign, run_campaign, table
+from foundation.errors import EXIT_INVALID, EXIT_VALID, StrandlineError
+from harness.analyze import analyze, summary_line
+from harness.campaign import Campaign, load_campaign, run_campaign, table
 from harness.campaign_table import render
 
 
@@ -34,9 +35,29 @@ def main(args: argparse.Namespace) -> int:
     print(render(table(results)))
     print()
     print(f"campaign: {out_dir / run_files.CAMPAIGN_PAGE}")
+    analyze_store(campaign, store, console)
     ran = len(results) - len(refused)
     print(
         f"campaign {campaign.name}: {ran - len(missed)}/{ran} as expected"
         + (f", {len(refused)} refused (cannot run here)" if refused else "")
     )
     return EXIT_INVALID if missed else EXIT_VALID
+
+
+def analyze_store(campaign: Campaign, store: Path, console: Console) -> None:
+    """`strandline analyze` over the store, in the Spark session the campaign's checks started.
+
+    Its failure is reported in one line and does not change the campaign's verdict.
+    """
+    console.rule(f"{campaign.name}: analysis of every run in {store}")
+    try:
+        analysis = analyze(
+            store,
+            lambda text: console.print(f"analyze: {text}", highlight=False, markup=False, soft_wrap=True),
+            master=campaign.tests[0].config.spark_master,
+        )
+    except StrandlineError as e:
+        print(f"analysis: not written: {e}")
+        return
+    print(summary_line(analysis))
+    print(f"analysis: {analysis.page}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 
 from rich.console import Console
 
@@ -19,7 +20,10 @@ def main(args: argparse.Namespace) -> int:
         for s in SCENARIOS.values():
             unsafe = ", ".join(f"{k}={v}" for k, v in s.unsafe.items())
             safe = ", ".join(f"{k}={v}" for k, v in s.safe.items())
-            print(f"{s.name:<22} {s.summary}\n{'':<22} unsafe: {unsafe} (invalid) · safe: {safe} (valid)")
+            story = textwrap.fill(s.story, width=100, initial_indent=" " * 23, subsequent_indent=" " * 23)
+            print(
+                f"{s.name:<22} {s.summary}\n{story}\n{'':<22} unsafe: {unsafe} (invalid) · safe: {safe} (valid)"
+            )
         return EXIT_VALID
     s = scenario(args.scenario)
     console = Console(stderr=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nemesis.packages import clockskew, corrupt, disk, link, partition, process
+from nemesis.packages import clockskew, corrupt, disk, link, membership, partition, process
 from nemesis.packages.base import Active, Context, NoTarget, Package, PlanEnv
 
 PACKAGES: dict[str, Package] = {
@@ -14,6 +14,7 @@ PACKAGES: dict[str, Package] = {
         *clockskew.PACKAGES,
         *disk.PACKAGES,
         *corrupt.PACKAGES,
+        *membership.PACKAGES,
     )
 }
 ALIASES = {"disk": "lose-unsynced", "power-loss": "lose-unsynced", "skew": "clock"}

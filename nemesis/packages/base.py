@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from clusters.node import Node
-from clusters.sut import HasRoles
+from clusters.sut import HasMembership, HasRoles
 from foundation.config import TestConfig
 from foundation.errors import BadInput
 from nemesis.state import FaultLedger, recipe_step
@@ -39,6 +39,8 @@ class Context:
     ledger: FaultLedger
     python: str
     cache: dict[str, Any] = field(default_factory=dict)  # e.g. a Kafka client kept across polls
+    # The nodes active faults hold now (the nemesis sets it; a decommission leaves them alone).
+    busy: Callable[[], set[str]] = field(default=lambda: set())
 
     @property
     def names(self) -> list[str]:
@@ -53,6 +55,10 @@ class Context:
         other = self.sut.node_named(name) if isinstance(self.sut, HasRoles) else None
         if other is not None:  # a node of another role of a defined system
             return other
+        if isinstance(self.sut, HasMembership):  # a spare or a decommissioned broker node
+            for n in self.sut.broker_nodes():
+                if n.name == name:
+                    return n
         raise BadInput(f"unknown node {name!r} (nodes: {', '.join(self.names)})")
 
     def topic_partition(self, step: dict[str, Any]) -> tuple[str, int]:

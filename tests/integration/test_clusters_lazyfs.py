@@ -86,3 +86,32 @@ def test_clean_unmount_keeps_everything(tmp_path: Path) -> None:
     proc.wait(timeout=10)
     assert not os.path.ismount(mount)
     assert (backing / "f").read_bytes() == b"unsynced but cleanly unmounted"
+
+
+def test_a_leader_epoch_checkpoint_without_fsync_comes_back_empty_after_a_power_cut(mounted) -> None:  # type: ignore[no-untyped-def]
+    """KAFKA-16541's mechanism on a real FUSE mount: the checkpoint replaced without fsync (tmp
+    file, rename) is empty after a drop; written with fsync it survives. The log (fsynced per
+    append) survives both, and reopening rebuilds epochs only past the recovery point."""
+    from broker.storage import PartitionLog
+    from broker.storage.build import build_batch
+
+    _, mount, sock = mounted
+    for fsync, survives in ((False, False), (True, True)):
+        log_dir = mount / f"t{int(fsync)}-0"
+        size = len(build_batch([b"00"]))
+        log = PartitionLog(
+            log_dir, flush_interval_messages=1, segment_bytes=2 * size, epoch_checkpoint_fsync=fsync
+        )
+        for i in range(6):  # segments of two batches, epochs 0, 1, 2 starting at 0, 2, 4
+            log.append_as_leader(build_batch([b"%02d" % i]), i // 2)
+        assert log.epochs.entries() == [(0, 0), (1, 2), (2, 4)]
+        log.close()
+        ctl(sock, "drop")
+        text = (log_dir / "leader-epoch-checkpoint").read_text()
+        assert (text != "") is survives, text
+        reopened = PartitionLog(
+            log_dir, segment_bytes=2 * size, recovery_point=6, epoch_checkpoint_fsync=fsync
+        )
+        assert reopened.log_end_offset == 6
+        assert reopened.epochs.entries() == ([(0, 0), (1, 2), (2, 4)] if survives else [(2, 4)])
+        reopened.close()

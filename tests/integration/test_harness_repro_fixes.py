@@ -50,3 +50,8 @@ def test_kip_279_fast_leader_change_both_ways(tmp_path: Path, monkeypatch: pytes
 @pytest.mark.slow
 def test_kip_101_divergence_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     reproduced("kip-101-divergence", tmp_path, monkeypatch)
+
+
+@pytest.mark.slow
+def test_kafka_16541_epoch_checkpoint_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reproduced("kafka-16541-epoch-checkpoint", tmp_path, monkeypatch)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from kio.schema.errors import ErrorCode
 
 from broker import protocol as p
 from broker.config import BrokerConfig, Listener
@@ -276,3 +277,23 @@ def test_unsupported_apis_are_left_out_of_api_versions_and_refused(tmp_path: Pat
         p.parse_request(header + b"\0" * 16, handlers.accepted)
     with pytest.raises(BadBrokerConfig, match="unsupported.apis: unknown API Transactions"):
         handlers.withdraw(("Transactions",))
+
+
+def test_denied_apis_are_offered_but_answered_with_an_authorization_error(tmp_path: Path) -> None:
+    """`denied.apis=InitProducerId`: the broker imitates a system that lists producer ids but
+    refuses them (Kafka without the IdempotentWrite ACL): an idempotent producer cannot start."""
+    config = BrokerConfig.from_properties({"broker.id": "1", "denied.apis": "InitProducerId"})
+    assert config.denied_apis == ("InitProducerId",)
+    handlers, _ = setup(tmp_path)
+    handlers.deny(config.denied_apis)
+    offered = asyncio.run(handlers.api_versions(request(p.API_API_VERSIONS, 3, {})))
+    assert p.API_INIT_PRODUCER_ID in {k["api_key"] for k in offered["api_keys"]}
+    body = {"transactional_id": None, "transaction_timeout_ms": -1, "producer_id": -1, "producer_epoch": -1}
+    answer = asyncio.run(handlers.handle(request(p.API_INIT_PRODUCER_ID, 4, body)))
+    assert (answer.error_code, answer.producer_id) == (ErrorCode.cluster_authorization_failed, -1)
+    answer = asyncio.run(
+        handlers.handle(request(p.API_INIT_PRODUCER_ID, 4, {**body, "transactional_id": "tx"}))
+    )
+    assert answer.error_code == ErrorCode.transactional_id_authorization_failed
+    with pytest.raises(BadBrokerConfig, match="denied.apis: cannot deny Produce"):
+        handlers.deny(("Produce",))

@@ -97,7 +97,7 @@ def test_impossible_requests_are_dropped() -> None:
     cases = {
         (): "an empty replica list",
         (1, 1, 2): "replicas [1, 1, 2] name a broker twice",
-        (1, 2, 9): "brokers [9] are not registered",
+        (1, 2, 9): "brokers [9] are unknown (neither registered nor holding replicas)",
     }
     for target, reason in cases.items():
         assert plan(requested={K: target}, assignments=assignments, states=states, live=LIVE) == [
@@ -106,6 +106,9 @@ def test_impossible_requests_are_dropped() -> None:
     assert plan(requested={("t9", 0): (1, 2, 3)}, assignments=assignments, states=states, live=LIVE) == [
         DropRequest("t9", 0, "no such partition")
     ]
+    # a replica's broker that is down (not registered) is still a valid target: it is waited for
+    down = plan(requested={K: (1, 3, 2)}, assignments=assignments, states=states, live={1, 2})
+    assert down == [StartReassignment("t0", 0, ReplicaAssignment((1, 3, 2)))]
 
 
 def test_the_request_and_topic_znodes_round_trip() -> None:
@@ -119,3 +122,22 @@ def test_the_request_and_topic_znodes_round_trip() -> None:
     assignments = {0: ReplicaAssignment((1, 2, 4, 3), (4,), (3,)), 1: ReplicaAssignment((2, 3, 1))}
     decoded = decode_assignments("t0", json.loads(encode_assignments(topic_id, assignments)))
     assert decoded == (topic_id, assignments)
+
+
+def test_the_leader_does_not_add_a_replica_being_removed_back_into_the_isr() -> None:
+    from broker.replication import PartitionReplica, WriteIsr
+
+    leader = PartitionReplica(4, lag_time_max_ms=10_000)
+    leader.become_leader(
+        leader_epoch=6,
+        isr=(4, 2),
+        replicas=(4, 2, 1),
+        zk_version=3,
+        log_end_offset=10,
+        high_watermark=10,
+        now_ms=0,
+    )
+    leader.removing = (1,)
+    assert not [a for a in leader.on_follower_fetch(1, 10, 1.0) if isinstance(a, WriteIsr)]
+    leader.removing = ()
+    assert [a.isr for a in leader.on_follower_fetch(1, 10, 2.0) if isinstance(a, WriteIsr)] == [(4, 2, 1)]

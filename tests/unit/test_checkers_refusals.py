@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from checkers.refusals import describe, refusals
 from foundation.config import TestConfig
 
@@ -49,6 +51,22 @@ def test_an_offered_api_refused_by_an_error_still_counts(tmp_path: Path) -> None
     )
     found = refusals(TestConfig(idempotence=True), history(tmp_path, librdkafka), OFFERED)
     assert found["idempotence"]["missing_apis"] == [] and found["idempotence"]["ops"]["fail"] == 1
+
+
+@pytest.mark.parametrize(
+    "error",
+    [  # an offered InitProducerId answered CLUSTER_AUTHORIZATION_FAILED (the broker's denied.apis)
+        'KafkaException: KafkaError{code=_FATAL,val=-150,str="Unable to produce message: Local: Fatal error"} '
+        "(CLUSTER_AUTHORIZATION_FAILED: Failed to acquire idempotence PID from broker 10.0.0.1:9092/1: "
+        "Broker: Cluster authorization failed)",
+        "KafkaError: KafkaError: Unexpected error in InitProducerIdResponse: [Error 31] ClusterAuthorizationFailedError",
+    ],
+)
+def test_an_authorization_refusal_of_producer_ids_counts_in_each_clients_words(
+    tmp_path: Path, error: str
+) -> None:
+    found = refusals(TestConfig(idempotence=True), history(tmp_path, error), OFFERED)
+    assert found["idempotence"]["ops"]["fail"] == 1 and found["idempotence"]["error"] == error
 
 
 def test_nothing_asked_or_nothing_refused_is_empty(tmp_path: Path) -> None:

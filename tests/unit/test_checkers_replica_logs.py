@@ -173,3 +173,41 @@ def test_divergence_below_a_lagging_replicas_hw_still_counts(tmp_path: Path) -> 
     divergence = findings.anomalies["log-divergence"]
     assert [e["offset"] for e in divergence["examples"]] == [1, 2]  # 3: only n2's pending tail differs
     assert any("n2 is outside" in n and "3..3" in n for n in findings.notes)
+
+
+def test_partitions_are_judged_where_the_final_assignment_put_them(tmp_path: Path) -> None:
+    """After a reassignment the partition lives on n2, n3, n4 (n4 added during the run); a stale
+    copy left on n1 would diverge, but it is not a replica any more: set aside, noted."""
+    nodes = tmp_path / "nodes"
+    write_replica(nodes, "n1", "t0", 0, [(0, values(10, 99))], hw=1)
+    for node in ("n2", "n3", "n4"):
+        write_replica(nodes, node, "t0", 0, [(0, values(10, 11, 12))], hw=3)
+    state = {
+        "partitions": [
+            {
+                "topic": "t0",
+                "partition": 0,
+                "leader": "n4",
+                "isr": ["n2", "n3", "n4"],
+                "replicas": ["n4", "n2", "n3"],
+            }
+        ]
+    }
+    findings = check_replica_logs(
+        nodes,
+        history(tmp_path, [(0, 0, 10), (0, 1, 11), (0, 2, 12)]),
+        final_state=state,
+        expected=[("t0", 0)],
+        replication_factor=3,
+        brokers=["n1", "n2", "n3", "n4"],
+    )
+    assert {k: v["count"] for k, v in findings.anomalies.items()} == {
+        "log-divergence": 0,
+        "lost-committed-on-replicas": 0,
+    }
+    assert findings.incomplete == []
+    assert [r["node"] for r in findings.partitions["t0-0"]["replicas"]] == ["n2", "n3", "n4"]
+    assert "t0-0: the copy on n1 is not judged: the partition ended on n2, n3, n4" in findings.notes
+    # without the final assignment every copy is judged, and n1's diverges
+    judged = check_replica_logs(nodes, None, final_state={("t0", 0): "n4"})
+    assert judged.anomalies["log-divergence"]["count"] == 1

@@ -80,8 +80,13 @@ def test_repro_list_names_every_scenario() -> None:
         "kip-966-last-replica-standing",
         "kip-903-empty-disk",
         "kip-279-fast-leader-change",
+        "bitflip-minority",
+        "kafka-16541-epoch-checkpoint",
+        "membership-kill",
     ):
         assert name in out.stdout
+    # each with its story: how the schedule provokes the loss
+    assert "decommission a broker while the leader is killed" in " ".join(out.stdout.split())
 
 
 def test_scenarios_build_valid_configs() -> None:
@@ -95,3 +100,15 @@ def test_scenarios_build_valid_configs() -> None:
             for i, step in enumerate(config.schedule):
                 schedule.step_kind(step, i)
         assert s.config(False).to_json() != s.config(True).to_json()
+
+
+def test_a_membership_change_that_leaves_fewer_brokers_than_rf_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "member.toml"
+    config.write_text('spare_nodes = 0\nnemesis = ["member:decommission"]\n')
+    out = strandline("run", "--config", str(config), "--store", str(tmp_path / "store"))
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "strandline run: fault 'member': member:decommission would leave 2 brokers, fewer than the "
+        "replication factor 3 (nodes 3 + spare_nodes 0)"
+    ]
+    assert not (tmp_path / "store").exists()

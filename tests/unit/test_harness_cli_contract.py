@@ -12,7 +12,7 @@ from foundation.config import TestConfig, load_file, resolve, validate
 from foundation.errors import BadInput
 from harness.cli import build_parser, main
 
-CONTRACT_COMMANDS = ("run", "check", "report", "campaign", "repro", "serve", "cluster", "bench")
+CONTRACT_COMMANDS = ("run", "check", "report", "campaign", "repro", "serve", "cluster", "bench", "analyze")
 
 
 def test_help_lists_every_contract_command(capsys: pytest.CaptureFixture[str]) -> None:
