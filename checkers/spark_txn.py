@@ -25,9 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from checkers.catalogue import AnomalyResult, OutcomeCounts, empty_counts
+from checkers.catalogue import BY_NAME, MAX_EXAMPLES, AnomalyResult, OutcomeCounts, empty_counts
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
-from checkers.spark_groups import anomaly_result
 from checkers.txn_graph import Edge, cycles
 
 if TYPE_CHECKING:
@@ -297,7 +296,7 @@ def judge(
             col("r.w.value").alias("write_value"),
         )
     )
-    found["precommitted-read"] = anomaly_result("precommitted-read", early)
+    frames = {"precommitted-read": early}
 
     # torn-transaction: a committed transaction with a value read and an acknowledged one lost
     # (never read although some read of its partition went past its offset).
@@ -318,7 +317,7 @@ def judge(
         .filter((F.size("visible") > 0) & (F.size("lost") > 0))
         .select(col("txn").alias("index"), "process", "visible", "lost")
     )
-    found["torn-transaction"] = anomaly_result("torn-transaction", torn)
+    frames["torn-transaction"] = torn
 
     # The dependency edges between the graph's transactions (committed, or may have).
     writer = (
@@ -407,12 +406,63 @@ def judge(
         .withColumn("skipped", col("r") - col("pr") - 1)
         .filter(col("skipped") > 0)
     )
-    found["poll-skip"] = anomaly_result("poll-skip", skips)
+    frames["poll-skip"] = skips
+    gathered, figures = _gather(frames, {"acked": txn_acks, "records_read": parts.txn_reads})
+    found.update(gathered)
+    return found, figures
 
-    figures = {
-        "acked": txn_acks.count(),
-        "records_read": parts.txn_reads.count(),
-    }
+
+def _gather(
+    anomalies: dict[str, DataFrame], counted: dict[str, DataFrame]
+) -> tuple[dict[str, AnomalyResult], dict[str, int]]:
+    """Every anomaly's count and MAX_EXAMPLES smallest examples (the catalogue's order), and the
+    row counts of `counted`, in one Spark action (each action costs seconds on a loaded machine)."""
+    import json
+
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    col = F.col
+    parts = []
+    for name, df in anomalies.items():
+        order = list(BY_NAME[name].order)
+        ints = [col(f).cast("long") for f in order if f != "topic"]
+        topic = col("topic") if "topic" in order else F.lit(None).cast("string")
+        key = F.struct(ints[0].alias("k0"), topic.alias("ks"), *[
+            (ints[i] if i < len(ints) else F.lit(None).cast("long")).alias(f"k{i}") for i in range(1, 6)
+        ])  # fmt: skip
+        example = F.to_json(
+            F.struct(*[col(f) for f in BY_NAME[name].example_fields]), {"ignoreNullFields": "false"}
+        )
+        parts.append(df.select(F.lit(name).alias("name"), key.alias("k"), example.alias("e")))
+    rows = parts[0]
+    for part in parts[1:]:
+        rows = rows.unionByName(part)
+    ranked = rows.select(
+        "name",
+        "e",
+        F.row_number().over(Window.partitionBy("name").orderBy("k")).alias("rank"),
+        F.count(F.lit(1)).over(Window.partitionBy("name")).alias("n"),
+    ).filter(col("rank") <= MAX_EXAMPLES)
+    for name, df in counted.items():
+        ranked = ranked.unionByName(
+            df.agg(F.count(F.lit(1)).alias("n")).select(
+                F.lit(name).alias("name"),
+                F.lit(None).cast("string").alias("e"),
+                F.lit(0).alias("rank"),
+                "n",
+            )
+        )
+    found: dict[str, AnomalyResult] = {name: {"count": 0, "examples": []} for name in anomalies}
+    figures: dict[str, int] = {}
+    for row in ranked.collect():
+        if row["name"] in counted:
+            figures[row["name"]] = int(row["n"])
+        else:
+            found[row["name"]]["count"] = int(row["n"])
+            found[row["name"]]["examples"].append(json.loads(row["e"]))
+    for name, result in found.items():
+        result["examples"].sort(key=lambda e: tuple(e[f] for f in BY_NAME[name].order))
     return found, figures
 
 
