@@ -223,6 +223,10 @@ class ConfluentTxnProducer(ConfluentProducer):
                 "transactional.id": transactional_id,
                 "transaction.timeout.ms": config.transaction_timeout_ms,
                 "enable.idempotence": True,
+                # librdkafka insists that a record not outlive its transaction
+                "message.timeout.ms": min(
+                    config.request_timeout_ms * (config.retries + 1) + 1000, config.transaction_timeout_ms
+                ),
             },
         )
         self._end_s = config.request_timeout_ms * (config.retries + 1) / 1000 + 5
