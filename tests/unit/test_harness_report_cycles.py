@@ -38,7 +38,9 @@ def test_a_cycle_in_a_sentence() -> None:
 
 def test_the_drawing_escapes_the_results() -> None:
     svg = str(cycle_svg(wr_cycle(topic="<script>alert(1)</script>")))
-    assert svg.startswith("<svg") and svg.count('marker-end="url(#arrow-wr)"') == 2 and svg.count("<circle") == 2
+    assert (
+        svg.startswith("<svg") and svg.count('marker-end="url(#arrow-wr)"') == 2 and svg.count("<circle") == 2
+    )
     assert "<script>" not in svg and "&lt;script&gt;alert(1)&lt;/script&gt;" in svg
     assert cycle_svg({"cycle": [1], "steps": []}) is None
 
