@@ -152,7 +152,6 @@ def check(
             result["anomalies"],
             check_groups(spark, os.fspath(history_path), form.operations_path, form.reads_path),
         )
-        result["anomalies"]["G1c"]["wr_only"] = 0  # as the reference: counted, if any, by spark_txn
         if txns is not None:
             found, figures = spark_txn.judge(spark, txns, form.operations_path, form.reads_path, txns.topics)
             spark_txn.merge_into(result, txns, found, figures)

@@ -580,6 +580,9 @@ class SparkChecker:
         # group anomalies, counted by checkers/spark_groups.py and merged in by checkers/spark.py.
         for name in MEMBER_COUNTED:
             anomalies[name]["members"] = 0
+        # Cycles between transactions are found by checkers/spark_txn.py (with `wr_only`), merged in
+        # by checkers/spark.py; a history without transactions has none.
+        anomalies["G1c"]["wr_only"] = 0
 
         # Why the history cannot be trusted whole: the reference's reasons, in its order.
         incomplete = _problem_reasons(self.problems)

@@ -43,6 +43,7 @@ FAULTS = (
     "partition",
     "loss",
     "delay",
+    "hold",
     "bandwidth",
     "clock",
     "clock-bump",
