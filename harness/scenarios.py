@@ -428,9 +428,9 @@ MEMBERSHIP_KILL = Scenario(
 # broker, and holding it again would swallow the retransmission.
 HOLD_COORDINATOR = (
     {"do": "hold", "target": "txn-coordinator"},
-    {"wait": 5},
+    {"wait": 4},
     {"heal": "all"},
-    {"wait": 10},
+    {"wait": 8},
 )
 
 KAFKA_17754_DELAYED_END_TXN = Scenario(
@@ -457,15 +457,21 @@ KAFKA_17754_DELAYED_END_TXN = Scenario(
     extra={
         "workload": "txn",
         "client": "kafka-python",
-        "abort_p": 0.5,
-        "concurrency": 5,
-        "rate": 200.0,
+        # Every producer whose EndTxn is held gets one late EndTxn; it shows when it lands in that
+        # producer's next transaction (which is open for a part of the time) and that one then
+        # sends to a partition it had not yet (a transaction the coordinator starts afresh, which
+        # the producer's own end then commits or aborts alone), polls its own record, or aborts:
+        # many producers, several partitions, mostly aborting.
+        "partitions": 4,
+        "abort_p": 0.7,
+        "concurrency": 10,
+        "rate": 300.0,
         "request_timeout_ms": 2000,
         "transaction_timeout_ms": 15000,
     },
-    schedule=({"wait": 4}, *HOLD_COORDINATOR, *HOLD_COORDINATOR, *HOLD_COORDINATOR),
-    time_limit=50.0,
-    budget=100.0,
+    schedule=({"wait": 4}, *HOLD_COORDINATOR, *HOLD_COORDINATOR, *HOLD_COORDINATOR, *HOLD_COORDINATOR),
+    time_limit=52.0,
+    budget=170.0,
 )
 
 SCENARIOS: dict[str, Scenario] = {
