@@ -93,17 +93,23 @@ def _choose_lonely(sight: Sight) -> Aim | None:
 
 
 def _lonely_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
-    """Cut the leader off from its followers (it still reaches ZooKeeper and the clients), flush
-    its page cache (the kernel's writeback: what it acknowledged so far is on disk), wait until it
-    has shrunk the ISR to itself, let it acknowledge alone if its settings let it (acks=1,
-    min.insync.replicas=1: until its high watermark grew, at most `lag_s`), then cut its power and heal the cut. It is the only in-sync replica,
-    so a clean election waits for it and makes it leader again without what it acknowledged
-    alone; the followers truncate to it."""
+    """Cut the leader off from its followers (it still reaches ZooKeeper and the clients), wait
+    until it has shrunk the ISR to itself, flush its page cache (the kernel's writeback, which
+    writes dirty pages within seconds: what it appended before, which the shrink just brought
+    below the high watermark, is on disk), let it acknowledge alone if its settings let it
+    (acks=1, min.insync.replicas=1: until its high watermark grew, at most `lag_s`), then cut its
+    power and heal the cut. It is the only in-sync replica, so a clean election waits for it and
+    makes it leader again without what it acknowledged alone; the followers truncate to it.
+
+    The flush comes after the shrink: the records appended while the followers were cut off are
+    not acknowledged (min.insync.replicas=2 refuses them once the ISR is short), but the shrink
+    lifts the high watermark over them and consumers read them. Flushed at the cut instead, a
+    power loss took them from under the consumers' feet (`inconsistent-offsets`): a loss of the
+    missing fsync, not of min.insync.replicas=1, and not the shape this pattern is for."""
     at = where(aim)
     leader, followers = aim.roles["leader"], list(aim.roles["followers"])
     return [
         {"do": "partition", "grudge": cut([leader], followers), "as": "cut", **at},
-        {"writeback": [leader]},
         {
             "wait_until": "isr-shrunk-to-leader",
             "node": leader,
@@ -111,6 +117,7 @@ def _lonely_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
             "required": True,
             **at,
         },
+        {"writeback": [leader]},
         acknowledged_alone(aim, timing),
         crash(aim, [leader]),
         {"undo": "cut"},
