@@ -9,15 +9,24 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from checkers.catalogue import EngineResult
-from checkers.damage import find_damage
+from checkers.damage import attribute, damaged_replicas
 from checkers.refusals import describe as describe_refusal
 from checkers.refusals import refusals
-from checkers.replica_logs import assigned_nodes, check_replica_logs, expected_partitions
+from checkers.replica_logs import (
+    ReplicaFindings,
+    ReplicaInputs,
+    assigned_nodes,
+    check_replica_logs,
+    expected_partitions,
+)
 from checkers.stats import Facts, assemble, history_facts
 from checkers.verdict import decide
 from foundation.config import TestConfig, load_file, validate
@@ -32,6 +41,8 @@ from foundation.run_files import (
     RESULTS,
     TEST_JSON,
 )
+from history.format import NEMESIS_PROCESS
+from history.reader import iter_ops
 
 log = logging.getLogger(__name__)
 
@@ -48,21 +59,55 @@ def resolve_engine(engine: str, history: Path) -> str:
     return "spark" if history.stat().st_size >= AUTO_SPARK_BYTES else "reference"
 
 
-def run_engine(
-    engine: str, history: Path, spark_master: str | None, spark_remote: str | None = None
-) -> tuple[EngineResult, Facts]:
-    """Run one engine on a history file: its anomalies and the facts of the statistics.
+@dataclass
+class EngineRun:
+    """What one engine found in a run: the history's anomalies, the statistics' facts, the
+    replica-log findings (None: not asked for), the nemesis ops (for the damage report) and how to
+    get the ops whose lines match some patterns (for the refusals)."""
 
-    The reference counts the facts in one Python pass; Spark computes them from the history's
-    Parquet form. The Spark engine is imported only when asked for.
+    result: EngineResult
+    facts: Facts
+    replicas: ReplicaFindings | None
+    nemesis: Iterable[dict[str, Any]]
+    ops_matching: Callable[[list[re.Pattern[str]]], Iterable[dict[str, Any]]]
+
+
+def run_engine(
+    engine: str,
+    history: Path,
+    spark_master: str | None,
+    spark_remote: str | None = None,
+    replicas: ReplicaInputs | None = None,
+) -> EngineRun:
+    """Run one engine on a run's history (and, with `replicas`, its data dirs).
+
+    The reference reads the history in Python passes; Spark computes everything from the history's
+    Parquet form and the data dirs' rows, and the driver keeps only summaries and the few nemesis
+    lines. The Spark engine is imported only when asked for.
     """
     if engine == "reference":
         from checkers.reference import check_history
 
-        return check_history(history), history_facts(history)
+        def every_op(_: list[re.Pattern[str]]) -> Iterable[dict[str, Any]]:
+            return iter_ops(history, problems=[])
+
+        found = None
+        if replicas is not None:
+            found = check_replica_logs(
+                replicas.nodes_dir,
+                history,
+                final_state=replicas.final_state,
+                expected=replicas.expected,
+                replication_factor=replicas.replication_factor,
+                brokers=replicas.brokers,
+            )
+        nemesis = (op for op in iter_ops(history, problems=[]) if op["process"] == NEMESIS_PROCESS)
+        return EngineRun(check_history(history), history_facts(history), found, nemesis, every_op)
     if engine == "spark":
         try:
-            from checkers.spark import check as spark_check  # type: ignore[import-not-found,unused-ignore]
+            from checkers import spark as spark_checker  # type: ignore[import-not-found,unused-ignore]
+            from checkers.spark_lines import ops_matching
+            from checkers.spark_session import get_session
         except ModuleNotFoundError as e:
             if e.name not in ("checkers.spark", "pyspark"):
                 raise
@@ -70,9 +115,15 @@ def run_engine(
                 f"the Spark checker is not available ({e}); use --checker reference"
             ) from None
 
-        result, facts = spark_check(history, spark_master=spark_master, facts=True, spark_remote=spark_remote)
-        assert facts is not None
-        return result, facts
+        run = spark_checker.check_run(
+            history, spark_master=spark_master, facts=True, spark_remote=spark_remote, replicas=replicas
+        )
+        assert run.facts is not None
+
+        def matching(patterns: list[re.Pattern[str]]) -> Iterable[dict[str, Any]]:
+            return ops_matching(get_session(spark_master, None, spark_remote), str(history), patterns)
+
+        return EngineRun(run.result, run.facts, run.replicas, run.nemesis, matching)
     raise BadInput(f"unknown checker {engine!r} (one of {', '.join(ENGINES)})")
 
 
@@ -132,29 +183,30 @@ def check_run(
     started = time.monotonic()
     spark_master = spark_master or config.spark_master
     spark_remote = spark_remote or os.environ.get("STRANDLINE_SPARK_REMOTE") or None
-    result, facts = run_engine(engine, history, spark_master, spark_remote)
+    state, _ = read_optional_json(run / CLUSTER_STATE)
+    unavailable = _replicas_unavailable(run / NODES)
+    inputs = None
+    if replica_logs and unavailable is None:
+        inputs = ReplicaInputs(
+            run / NODES,
+            final_state=state,
+            expected=tuple(expected_partitions(config.topics, config.partitions)),
+            replication_factor=config.replication_factor,
+            # node nN runs broker N; brokers added during the run hold replicas of the final assignment
+            brokers=tuple(sorted({f"n{i}" for i in range(1, config.nodes + 1)} | assigned_nodes(state))),
+        )
+    judged = run_engine(engine, history, spark_master, spark_remote, inputs)
+    result, facts, replicas = judged.result, judged.facts, judged.replicas
     engine_seconds = time.monotonic() - started
 
     drain, _ = read_optional_json(run / DRAIN)
-    state, _ = read_optional_json(run / CLUSTER_STATE)
-    replicas = None
-    unavailable = _replicas_unavailable(run / NODES)
-    if replica_logs and unavailable is None:
-        replicas = check_replica_logs(
-            run / NODES,
-            history,
-            final_state=state,
-            expected=expected_partitions(config.topics, config.partitions),
-            replication_factor=config.replication_factor,
-            # node nN runs broker N; brokers added during the run hold replicas of the final assignment
-            brokers=sorted({f"n{i}" for i in range(1, config.nodes + 1)} | assigned_nodes(state)),
-        )
     verdict = decide(result, replicas, config, drain, replicas_unavailable=unavailable)
     counts = {name: a["count"] for name, a in verdict["anomalies"].items()}
     stats = assemble(facts, result["stats"], counts, replicas.lost_by_second if replicas else None)
     if replicas is not None:
         stats["replicas"] = replicas.partitions
-    damaged, damage_notes = find_damage(history, verdict["anomalies"])
+    damaged = damaged_replicas(judged.nemesis)
+    damage_notes = attribute(damaged, verdict["anomalies"])
     if damaged:
         stats["damaged_replicas"] = damaged
     unsettled_notes: list[str] = []
@@ -190,7 +242,9 @@ def check_run(
     }
     if "replicas_unavailable" in verdict:
         results["replicas_unavailable"] = verdict["replicas_unavailable"]
-    refused = refusals(config, history, read_optional_json(run / NODES / API_VERSIONS)[0])
+    refused = refusals(
+        config, history, read_optional_json(run / NODES / API_VERSIONS)[0], judged.ops_matching
+    )
     if refused:  # the system's answer, not an anomaly: the verdict stays the history's
         results["refused"] = refused
         results["notes"] += [f"refused: {describe_refusal(name, r)}" for name, r in refused.items()]

@@ -6,8 +6,9 @@ drain.json) and checks it exactly as `strandline check` does (`checkers.api.chec
 conversion, Spark start, anomalies, statistics, replica logs, results.json), each engine in a
 fresh Python process, with the chosen engine (Spark by default) first, then DuckDB (the same JSON
 lines, the same anomaly rules, 2 threads; a development dependency, for comparison only) and the
-reference checker. Prints each one's wall time, ops/s and peak memory: the Python driver's and the
-whole process tree's (Python and its JVM, sampled). Exit 1 unless the chosen engine found exactly
+reference checker. Prints each one's wall time, ops/s, the CPU time its process tree used (Python,
+JVM and Spark's Python workers: sampled, so it holds on a busy machine where wall time does not)
+and peak memory: the Python driver's and the whole process tree's. Exit 1 unless the chosen engine found exactly
 what was planted and its results.json equals the reference's (but for `checker`).
 
 The synthetic run has no replica data (`nodes/`): the replica-log part only notes that.
@@ -67,11 +68,13 @@ def _child(engine: str, run: str) -> dict[str, Any]:
     }
 
 
-def _tree_rss(root: int) -> int:
-    """Resident memory of a process and all its descendants (from /proc), in bytes."""
+def _tree(root: int) -> dict[int, tuple[int, float]]:
+    """Resident memory (bytes) and CPU time used so far (user + system, s) of a process and all its
+    descendants, by pid (from /proc)."""
     parents: dict[int, int] = {}
-    rss: dict[int, int] = {}
+    figures: dict[int, tuple[int, float]] = {}
     page = os.sysconf("SC_PAGE_SIZE")
+    tick = os.sysconf("SC_CLK_TCK")
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -81,7 +84,7 @@ def _tree_rss(root: int) -> int:
         except OSError:
             continue
         parents[int(entry)] = int(fields[1])
-        rss[int(entry)] = int(fields[21]) * page
+        figures[int(entry)] = (int(fields[21]) * page, (int(fields[11]) + int(fields[12])) / tick)
     tree, frontier = {root}, [root]
     while frontier:
         pid = frontier.pop()
@@ -89,7 +92,7 @@ def _tree_rss(root: int) -> int:
             if parent == pid and child not in tree:
                 tree.add(child)
                 frontier.append(child)
-    return sum(rss.get(pid, 0) for pid in tree)
+    return {pid: figures[pid] for pid in tree if pid in figures}
 
 
 def _measure(engine: str, run: Path, in_process: bool = False) -> dict[str, Any]:
@@ -101,6 +104,7 @@ def _measure(engine: str, run: Path, in_process: bool = False) -> dict[str, Any]
         here: dict[str, Any] = json.loads(json.dumps(_child(engine, str(run)), default=str))
         here["wall"] = time.monotonic() - started
         here["tree_peak"] = None
+        here["cpu"] = None
         return here
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(
@@ -111,12 +115,15 @@ def _measure(engine: str, run: Path, in_process: bool = False) -> dict[str, Any]
             env={**os.environ, "PYSPARK_PYTHON": sys.executable},
         )
         peak = 0
+        cpu: dict[int, float] = {}  # pid -> CPU seconds at its last sample
         stop = threading.Event()
 
         def sample() -> None:
             nonlocal peak
             while not stop.is_set():
-                peak = max(peak, _tree_rss(proc.pid))
+                now = _tree(proc.pid)
+                peak = max(peak, sum(rss for rss, _ in now.values()))
+                cpu.update({pid: seconds for pid, (_, seconds) in now.items()})
                 stop.wait(SAMPLE_S)
 
         sampler = threading.Thread(target=sample, name="tree-rss", daemon=True)
@@ -134,6 +141,7 @@ def _measure(engine: str, run: Path, in_process: bool = False) -> dict[str, Any]
     figures: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
     figures["wall"] = wall
     figures["tree_peak"] = peak or None
+    figures["cpu"] = sum(cpu.values()) or None
     return figures
 
 
@@ -237,7 +245,7 @@ def main(args: argparse.Namespace) -> int:
             figures["load"] = (load, os.getloadavg()[0])
             runs.append(figures)
     table = Table(title=f"checker benchmark, end to end: {planted.ops:,} ops, {os.cpu_count()} cores")
-    for column in ("engine", "wall s", "ops/s", "driver peak", "tree peak", "load 1m", "phases"):
+    for column in ("engine", "wall s", "ops/s", "CPU s", "driver peak", "tree peak", "load 1m", "phases"):
         table.add_column(column)
     for r in runs:
         phases = ", ".join(f"{k} {v:.1f}s" for k, v in r["timings"].items() if k != "reused_parquet")
@@ -245,6 +253,7 @@ def main(args: argparse.Namespace) -> int:
             r["engine"],
             f"{r['wall']:.1f}",
             f"{planted.ops / r['wall']:,.0f}",
+            "n/a" if r.get("cpu") is None else f"{r['cpu']:.0f}",
             _gib(r["driver_peak"]),
             _gib(r["tree_peak"]),
             f"{r['load'][0]:.1f}-{r['load'][1]:.1f}",

@@ -9,12 +9,10 @@ them), so a verdict of lost data says whether a damaged replica can explain it, 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import Any
 
 from history.format import NEMESIS_PROCESS
-from history.reader import iter_ops
 
 CORRUPT = "corrupt"
 LOSS_ANOMALIES = ("lost-write", "lost-committed-on-replicas", "inconsistent-offsets", "log-divergence")
@@ -77,11 +75,3 @@ def attribute(entries: list[dict[str, Any]], anomalies: dict[str, Any]) -> list[
             )
         notes.append(said)
     return notes
-
-
-def find_damage(
-    history: str | os.PathLike[str], anomalies: dict[str, Any]
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """The damaged replicas of a run and the notes naming them."""
-    entries = damaged_replicas(iter_ops(history))
-    return entries, attribute(entries, anomalies)

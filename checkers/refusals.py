@@ -12,7 +12,7 @@ history lines show it (docs/results-format.md).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,10 +57,18 @@ FEATURES = (
 )
 
 
-def refusals(config: TestConfig, history: Path, api_versions: Any) -> dict[str, dict[str, Any]]:
+def refusals(
+    config: TestConfig,
+    history: Path,
+    api_versions: Any,
+    ops: Callable[[list[re.Pattern[str]]], Iterable[dict[str, Any]]] | None = None,
+) -> dict[str, dict[str, Any]]:
     """{feature: {asked, missing_apis, ops, error, examples}} for each feature the test asked for
     and the system refused; {} when it refused nothing (or nothing was asked: then the history is
-    not read)."""
+    not read).
+
+    `ops(patterns)`: the history's ops in order, or at least every one whose line matches one of
+    the patterns (Spark hands over just those); by default every op of `history`, read here."""
     asked = {f.name: why for f in FEATURES if (why := f.asked(config)) is not None}
     if not asked:
         return {}
@@ -77,7 +85,9 @@ def refusals(config: TestConfig, history: Path, api_versions: Any) -> dict[str, 
             "error": "",
             "examples": [],
         }
-    _count_refused_ops(history, [f for f in FEATURES if f.name in found], found)
+    features = [f for f in FEATURES if f.name in found]
+    candidates = ops([f.refusal for f in features]) if ops is not None else iter_ops(history, problems=[])
+    _count_refused_ops(candidates, features, found)
     return {name: r for name, r in found.items() if r["missing_apis"] or sum(r["ops"].values())}
 
 
@@ -91,8 +101,10 @@ def _offered(api_versions: Any) -> set[int] | None:
         return None
 
 
-def _count_refused_ops(history: Path, features: list[Feature], found: dict[str, dict[str, Any]]) -> None:
-    for op in iter_ops(history, problems=[]):
+def _count_refused_ops(
+    ops: Iterable[dict[str, Any]], features: list[Feature], found: dict[str, dict[str, Any]]
+) -> None:
+    for op in ops:
         if op.get("type") not in ("fail", "info") or not isinstance(op.get("error"), str):
             continue
         for feature in features:

@@ -18,8 +18,9 @@ Rules (docs/checkers.md):
   yet, so its records at or above its own checkpointed HW are an unacknowledged tail it has still to
   truncate: an offset where only such a tail differs is not divergence "after the final reads"; it
   is said in `notes` instead. Divergence among the other replicas, and anything below an HW, counts.
-* lost-committed-on-replicas (per ok send with an offset): the acked value is nowhere in the final
-  log of the partition's leader, although the leader's log starts at or below the acked offset.
+* lost-committed-on-replicas (per ack: an ok send operation with an offset >= 0, paired as the
+  history engines pair it, `iter_acks`): the acked value is nowhere in the final log of the
+  partition's leader, although the leader's log starts at or below the acked offset.
   The leader is the one named by the collected cluster state; when unknown, the replica with the
   longest log (ties: the smallest node name), and the example says `leader_known: false`.
 * What cannot be read (no `nodes/`, a node without `data/`, a partition with fewer replicas than
@@ -30,10 +31,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from checkers.catalogue import REPLICA_ANOMALIES, AnomalyResult
 from checkers.data_dirs import (
@@ -46,11 +47,14 @@ from checkers.data_dirs import (
     read_offset_checkpoint,
 )
 from checkers.reference import Examples
+from history.format import NEMESIS_PROCESS
+from history.pairing import Pairing, outcome_of
 from history.reader import iter_ops
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+OnNode = TypeVar("OnNode", "ReplicaLog", "ReplicaDir")  # a replica as read, or as listed
 Value = int | str | None  # an ASCII decimal value as int; anything else as a short repr; None: null
 
 
@@ -95,6 +99,18 @@ class ReplicaFindings:
     lost_by_second: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ReplicaInputs:
+    """What the replica-log checks read besides the history: the collected data dirs and the
+    cluster's final state, and what the test's settings say should be there."""
+
+    nodes_dir: Path
+    final_state: Any = None
+    expected: tuple[TopicPartition, ...] = ()
+    replication_factor: int = 1
+    brokers: tuple[str, ...] | None = None
+
+
 def decode_value(raw: bytes | None) -> Value:
     """The workload's ASCII decimal value as an int; anything else as a short repr."""
     if raw is None:
@@ -103,6 +119,36 @@ def decode_value(raw: bytes | None) -> Value:
     if text.isdigit() or (text[:1] == b"-" and text[1:].isdigit()):
         return int(text)
     return repr(text[:40])
+
+
+@dataclass
+class ReplicaScan:
+    """What reading one replica's log found besides its records (`iter_replica_records` fills it)."""
+
+    log_start: int = 0
+    log_end: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def iter_replica_records(path: Path, scan: ReplicaScan) -> Iterator[tuple[int, bytes | None, int]]:
+    """(offset, raw value, batch leader epoch) of every record of a replica's good batches, in file
+    order, stopping at the first batch that fails its CRC; `scan` receives the log's bounds and
+    problems. The one reading rule of both engines (the reference's `read_replica`, Spark's reader)."""
+    first = True
+    for batch in iter_batches(path):
+        if not batch.crc_ok:
+            scan.problems.append(
+                f"{batch.segment.name}: batch at offset {batch.base_offset} fails its CRC; log read up to it"
+            )
+            return
+        if first:
+            scan.log_start = batch.base_offset
+            first = False
+        scan.log_end = batch.last_offset + 1
+        if batch.is_control:
+            continue
+        for offset, value in batch.records:
+            yield offset, value, batch.partition_leader_epoch
 
 
 def read_replica(
@@ -120,23 +166,12 @@ def read_replica(
         except CheckpointError as e:
             log.warning("%s", e)
             replica.epoch_checkpoint = []
-    first = True
-    for batch in iter_batches(path):
-        if not batch.crc_ok:
-            replica.problems.append(
-                f"{batch.segment.name}: batch at offset {batch.base_offset} fails its CRC; log read up to it"
-            )
-            break
-        if first:
-            replica.log_start = batch.base_offset
-            first = False
-        replica.log_end = batch.last_offset + 1
-        if batch.is_control:
-            continue
-        for offset, value in batch.records:
-            replica.records[offset] = decode_value(value)
-            if replica.record_epochs is not None:
-                replica.record_epochs[offset] = batch.partition_leader_epoch
+    scan = ReplicaScan()
+    for offset, value, epoch in iter_replica_records(path, scan):
+        replica.records[offset] = decode_value(value)
+        if replica.record_epochs is not None:
+            replica.record_epochs[offset] = epoch
+    replica.log_start, replica.log_end, replica.problems = scan.log_start, scan.log_end, scan.problems
     return replica
 
 
@@ -147,18 +182,29 @@ def _data_roots(data_dir: Path) -> list[Path]:
     return sorted(p for p in data_dir.iterdir() if p.is_dir() and any(True for _ in iter_partition_dirs(p)))
 
 
-def read_replicas(
-    nodes_dir: Path, brokers: Iterable[str] | None = None, *, epochs: bool = False
-) -> tuple[dict[TopicPartition, list[ReplicaLog]], list[str]]:
-    """Every replica under `nodes/<node>/data/`, by partition, and what could not be read.
+@dataclass(frozen=True)
+class ReplicaDir:
+    """One replica's partition directory as collected, with its checkpointed HW."""
+
+    node: str
+    topic: str
+    partition: int
+    path: Path
+    high_watermark: int | None
+
+
+def list_replicas(
+    nodes_dir: Path, brokers: Iterable[str] | None = None
+) -> tuple[list[ReplicaDir], list[str]]:
+    """Every replica directory under `nodes/<node>/data/` (names and checkpoints only, no log is
+    read), and what could not be read. Both engines judge exactly these replicas.
 
     `brokers`: the nodes that run brokers, when known; others (the ZooKeeper node) hold no data.
-    `epochs`: keep each record's batch leader epoch (`read_replica`).
     """
     incomplete: list[str] = []
-    replicas: dict[TopicPartition, list[ReplicaLog]] = {}
+    found: list[ReplicaDir] = []
     if not nodes_dir.is_dir():
-        return {}, [f"replicas: no replica data collected ({nodes_dir} is missing)"]
+        return [], [f"replicas: no replica data collected ({nodes_dir} is missing)"]
     broker_names = set(brokers) if brokers is not None else None
     for node_dir in sorted(p for p in nodes_dir.iterdir() if p.is_dir()):
         if broker_names is not None and node_dir.name not in broker_names:
@@ -176,10 +222,23 @@ def read_replicas(
             for topic, partition, path in iter_partition_dirs(root):
                 if topic.startswith("__"):
                     continue  # Kafka's internal topics (__consumer_offsets) are not the workload's
-                replica = read_replica(
-                    node_dir.name, topic, partition, path, hws.get((topic, partition)), epochs=epochs
-                )
-                replicas.setdefault((topic, partition), []).append(replica)
+                found.append(ReplicaDir(node_dir.name, topic, partition, path, hws.get((topic, partition))))
+    return found, incomplete
+
+
+def read_replicas(
+    nodes_dir: Path, brokers: Iterable[str] | None = None, *, epochs: bool = False
+) -> tuple[dict[TopicPartition, list[ReplicaLog]], list[str]]:
+    """Every replica under `nodes/<node>/data/`, by partition, and what could not be read.
+
+    `brokers`: the nodes that run brokers, when known; others (the ZooKeeper node) hold no data.
+    `epochs`: keep each record's batch leader epoch (`read_replica`).
+    """
+    listed, incomplete = list_replicas(nodes_dir, brokers)
+    replicas: dict[TopicPartition, list[ReplicaLog]] = {}
+    for d in listed:
+        replica = read_replica(d.node, d.topic, d.partition, d.path, d.high_watermark, epochs=epochs)
+        replicas.setdefault((d.topic, d.partition), []).append(replica)
     return replicas, incomplete
 
 
@@ -189,7 +248,7 @@ def expected_partitions(topics: int, partitions: int) -> list[TopicPartition]:
 
 
 def missing_replicas(
-    replicas: Mapping[TopicPartition, list[ReplicaLog]],
+    replicas: Mapping[TopicPartition, Sequence[ReplicaLog | ReplicaDir]],
     expected: Iterable[TopicPartition],
     replication_factor: int,
 ) -> list[str]:
@@ -210,6 +269,59 @@ def _pending_tail(r: ReplicaLog, offset: int, isr: set[str] | None) -> bool:
     return (
         isr is not None and r.node not in isr and r.high_watermark is not None and offset >= r.high_watermark
     )
+
+
+def pending_note(
+    tp: TopicPartition, node: str, isr: set[str] | None, hw: int | None, offsets: tuple[int, int, int]
+) -> str:
+    """The note for a lagging replica's pending tail: (how many offsets, first, last)."""
+    n, first, last = offsets
+    return (
+        f"{tp[0]}-{tp[1]}: {node} is outside the final ISR [{', '.join(sorted(isr or ()))}]"
+        f" and still held an untruncated tail above its HW {hw} that differs at"
+        f" {n} offset(s) {first}..{last}; not counted as log-divergence"
+    )
+
+
+def divergence_example(
+    tp: TopicPartition, offset: int, covering: list[tuple[str, Value, int, int | None]]
+) -> dict[str, Any]:
+    """A log-divergence example: every covering replica's (node, value, log end, HW), by node."""
+    hws = [hw for _, _, _, hw in covering]
+    return {
+        "topic": tp[0],
+        "partition": tp[1],
+        "offset": offset,
+        # Below every covering replica's checkpointed HW: a committed record diverged (None: some
+        # HW unknown). False: an uncommitted tail not truncated yet.
+        "below_high_watermarks": None if None in hws else all(offset < hw for hw in hws),  # type: ignore[operator]
+        "replicas": [
+            {"node": node, "value": value, "log_end": log_end, "high_watermark": hw}
+            for node, value, log_end, hw in sorted(covering, key=lambda c: c[0])
+        ],
+    }
+
+
+def partition_summary(
+    tp: TopicPartition,
+    leader: str,
+    known: bool,
+    divergent: list[list[int]],
+    replicas: list[dict[str, Any]],
+    notes: list[str],
+) -> dict[str, Any]:
+    """One partition of `stats.replicas` (`replicas`: each replica's summary with `absent_acked`,
+    in listing order); the notes it calls for (leader unknown, problems) are appended to `notes`."""
+    if not known:
+        notes.append(f"{tp[0]}-{tp[1]}: leader unknown; acks judged against {leader}, the longest log")
+    for r in replicas:
+        notes += [f"{r['node']} {tp[0]}-{tp[1]}: {p}" for p in r["problems"]]
+    return {
+        "leader": leader,
+        "leader_known": known,
+        "divergent": divergent,
+        "replicas": sorted(replicas, key=lambda r: r["node"]),
+    }
 
 
 def find_divergence(
@@ -245,35 +357,20 @@ def find_divergence(
                         if r not in settled:
                             pending.setdefault(r.node, []).append(offset)
                     continue
-                hws = [r.high_watermark for r in covering]
                 if divergent_offsets is not None:
                     divergent_offsets.setdefault((topic, partition), []).append(offset)
                 found.add(
-                    {
-                        "topic": topic,
-                        "partition": partition,
-                        "offset": offset,
-                        # Below every covering replica's checkpointed HW: a committed record diverged
-                        # (None: some HW unknown). False: an uncommitted tail not truncated yet.
-                        "below_high_watermarks": None if None in hws else all(offset < hw for hw in hws),  # type: ignore[operator]
-                        "replicas": [
-                            {
-                                "node": r.node,
-                                "value": r.records.get(offset),
-                                "log_end": r.log_end,
-                                "high_watermark": r.high_watermark,
-                            }
-                            for r in sorted(covering, key=lambda r: r.node)
-                        ],
-                    }
+                    divergence_example(
+                        (topic, partition),
+                        offset,
+                        [(r.node, r.records.get(offset), r.log_end, r.high_watermark) for r in covering],
+                    )
                 )
         if notes is not None:
             for node, offsets in sorted(pending.items()):
                 hw = next(r.high_watermark for r in logs if r.node == node)
                 notes.append(
-                    f"{topic}-{partition}: {node} is outside the final ISR [{', '.join(sorted(isr or ()))}]"
-                    f" and still held an untruncated tail above its HW {hw} that differs at"
-                    f" {len(offsets)} offset(s) {offsets[0]}..{offsets[-1]}; not counted as log-divergence"
+                    pending_note((topic, partition), node, isr, hw, (len(offsets), offsets[0], offsets[-1]))
                 )
     return found.result()
 
@@ -302,14 +399,22 @@ Ack = tuple[int, Any, str, int, int, int, int]  # index, process, topic, partiti
 
 
 def iter_acks(history_path: str | os.PathLike[str]) -> Iterator[Ack]:
-    """(index, process, topic, partition, offset, value, time) of every ok send with an offset."""
+    """(index, process, topic, partition, offset, value, time) of every ack, as the history engines
+    define one (docs/checkers.md, "Terms"): an `ok` send operation (`history.pairing`) with an integer
+    offset >= 0; its topic, partition and value from its invocation, the rest from its completion."""
+    pairing = Pairing()
     for op in iter_ops(history_path, problems=[]):
-        if op["type"] != "ok" or op["f"] != "send":
+        if op["process"] == NEMESIS_PROCESS:
             continue
-        topic, partition, offset, value = (op.get(k) for k in ("topic", "partition", "offset", "value"))
-        if isinstance(topic, str) and all(
-            isinstance(x, int) and not isinstance(x, bool) for x in (partition, offset, value)
-        ):
+        if op["type"] == "invoke":
+            pairing.invoke(op)
+            continue
+        invocation = pairing.complete(op)
+        if invocation is None or invocation["f"] != "send" or outcome_of(op) != "ok":
+            continue
+        topic, partition, value = (invocation.get(k) for k in ("topic", "partition", "value"))
+        offset = op.get("offset")
+        if isinstance(topic, str) and all(type(x) is int for x in (partition, offset, value)):
             if offset >= 0:  # type: ignore[operator]
                 yield op["index"], op["process"], topic, partition, offset, value, int(op["time"])  # type: ignore[misc]
 
@@ -461,13 +566,14 @@ def leaders_from_state(state: Any, node_names: Iterable[str] = ()) -> dict[Topic
 
 
 def follow_assignment(
-    replicas: Mapping[TopicPartition, list[ReplicaLog]],
+    replicas: Mapping[TopicPartition, list[OnNode]],
     assignments: Mapping[TopicPartition, set[str]],
     notes: list[str],
-) -> dict[TopicPartition, list[ReplicaLog]]:
+) -> dict[TopicPartition, list[OnNode]]:
     """Each partition judged on the replicas of its final assignment: a copy left on a node the
-    partition was moved away from (a stray log its broker had not deleted) is set aside, noted."""
-    kept: dict[TopicPartition, list[ReplicaLog]] = {}
+    partition was moved away from (a stray log its broker had not deleted) is set aside, noted.
+    A partition none of whose assigned replicas is on disk is left out (`missing_replicas` says so)."""
+    kept: dict[TopicPartition, list[OnNode]] = {}
     for (topic, partition), logs in replicas.items():
         assigned = assignments.get((topic, partition))
         if not assigned:
@@ -479,7 +585,8 @@ def follow_assignment(
                     f"{topic}-{partition}: the copy on {r.node} is not judged: the partition ended on "
                     f"{', '.join(sorted(assigned))}"
                 )
-        kept[(topic, partition)] = [r for r in logs if r.node in assigned]
+        if any(r.node in assigned for r in logs):
+            kept[(topic, partition)] = [r for r in logs if r.node in assigned]
     return kept
 
 
@@ -510,21 +617,17 @@ def check_replica_logs(
     partitions: dict[str, dict[str, Any]] = {}
     for (topic, partition), logs in sorted(replicas.items()):
         leader, known = chosen[(topic, partition)]
-        if not known:
-            notes.append(
-                f"{topic}-{partition}: leader unknown; acks judged against {leader.node}, the longest log"
-            )
-        for r in logs:
-            notes += [f"{r.node} {topic}-{partition}: {p}" for p in r.problems]
-        partitions[f"{topic}-{partition}"] = {
-            "leader": leader.node,
-            "leader_known": known,
-            "divergent": offset_ranges(divergent.get((topic, partition), [])),
-            "replicas": [
+        partitions[f"{topic}-{partition}"] = partition_summary(
+            (topic, partition),
+            leader.node,
+            known,
+            offset_ranges(divergent.get((topic, partition), [])),
+            [
                 {**r.summary(), "absent_acked": offset_ranges(absent.get((topic, partition, r.node), []))}
-                for r in sorted(logs, key=lambda r: r.node)
+                for r in logs
             ],
-        }
+            notes,
+        )
     anomalies = {"log-divergence": divergence, "lost-committed-on-replicas": lost}
     assert set(anomalies) == set(REPLICA_ANOMALIES)
     return ReplicaFindings(anomalies, partitions, incomplete, notes, lost_by_second)

@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -19,10 +20,12 @@ from urllib.parse import urlparse
 from checkers import spark_txn
 from checkers.catalogue import EngineResult
 from checkers.parquet import convert
-from checkers.spark_engine import ParquetForm, check_parquet
+from checkers.replica_logs import ReplicaFindings, ReplicaInputs
+from checkers.spark_engine import ParquetForm, check_parquet, topic_names
 from checkers.spark_groups import check_groups, merge_into
+from checkers.spark_replicas import check_replicas
 from checkers.spark_session import get_session, size_shuffles
-from checkers.spark_stats import spark_facts
+from checkers.spark_stats import nemesis_op, spark_facts
 from checkers.stats import Facts
 from foundation.errors import BadInput, InfrastructureError
 
@@ -88,7 +91,25 @@ def check_history(
     return check(history_path, spark_master=spark_master, driver_memory=driver_memory, reconvert=reconvert)[0]
 
 
-def check(
+@dataclass
+class SparkRun:
+    """What one Spark check found: the history's anomalies, the statistics' facts, the replica-log
+    findings, and the few lines the driver keeps (the nemesis ops, from the conversion)."""
+
+    result: EngineResult
+    facts: Facts | None
+    replicas: ReplicaFindings | None
+    nemesis: list[dict[str, Any]]
+
+
+def check(history_path: str | os.PathLike[str], **options: Any) -> tuple[EngineResult, Facts | None]:
+    """The anomalies of one history and, with `facts=True`, its statistics' facts (`check_run`'s
+    options but `replicas`)."""
+    run = check_run(history_path, **options)
+    return run.result, run.facts
+
+
+def check_run(
     history_path: str | os.PathLike[str],
     *,
     spark_master: str | None = None,
@@ -96,8 +117,10 @@ def check(
     reconvert: bool = False,
     facts: bool = False,
     spark_remote: str | None = None,
-) -> tuple[EngineResult, Facts | None]:
-    """The anomalies of one history and, with `facts`, its statistics' facts, all from Spark."""
+    replicas: ReplicaInputs | None = None,
+) -> SparkRun:
+    """Everything a check of one run needs from Spark: the history's anomalies, with `facts` the
+    statistics' facts, with `replicas` the replica-log checks of the collected data dirs."""
     last_timings.clear()
     started = time.monotonic()
     thread, box = _start(spark_master, driver_memory, spark_remote)
@@ -166,5 +189,20 @@ def check(
             spark, form.operations_path, max_time=form.max_time, nemesis=form.nemesis or []
         )
         last_timings["stats"] = time.monotonic() - counting
+    findings = None
+    if replicas is not None:
+        judging = time.monotonic()
+        findings = check_replicas(
+            spark,
+            replicas.nodes_dir,
+            form.operations_path,
+            form.topics if form.topics is not None else topic_names(spark, form),
+            final_state=replicas.final_state,
+            expected=replicas.expected,
+            replication_factor=replicas.replication_factor,
+            brokers=replicas.brokers,
+        )
+        last_timings["replicas"] = time.monotonic() - judging
     last_timings["total"] = time.monotonic() - started
-    return result, stats_facts
+    nemesis = [nemesis_op(row) for row in form.nemesis or []]
+    return SparkRun(result, stats_facts, findings, nemesis)

@@ -281,21 +281,9 @@ class SparkChecker:
 
     def _topics(self, operations: DataFrame, reads: DataFrame) -> list[str]:
         """Topic names by topic id (`tp` >> 32): from the conversion, else from the data."""
-        from pyspark.sql import functions as F
-
         if self.topics is not None:
             return self.topics
-        # (A Parquet form without the list: the names are in the data; a handful of strings.)
-        rows = (
-            operations.select("tp", "topic")
-            .unionByName(reads.select("tp", "topic"))
-            .filter(F.col("tp").isNotNull())
-            .select(F.shiftright("tp", 32).alias("topic_id"), "topic")
-            .distinct()
-            .collect()
-        )
-        names = dict((int(r["topic_id"]), r["topic"]) for r in rows)
-        return [names.get(i, "") for i in range(max(names, default=-1) + 1)]
+        return _topic_names(operations, reads)
 
     def _run(self) -> EngineResult:
         from pyspark.sql import functions as F
@@ -634,6 +622,28 @@ def _problem_reasons(problems: list[ReadProblem]) -> list[str]:
             f"malformed-line: {len(bad)} unreadable history line(s) (first: line {bad[0].line_no}: {bad[0].reason})"
         )
     return reasons
+
+
+def _topic_names(operations: DataFrame, reads: DataFrame) -> list[str]:
+    """Topic names by topic id (`tp` >> 32), from the data (a Parquet form without the list: the
+    names are a handful of strings)."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        operations.select("tp", "topic")
+        .unionByName(reads.select("tp", "topic"))
+        .filter(F.col("tp").isNotNull())
+        .select(F.shiftright("tp", 32).alias("topic_id"), "topic")
+        .distinct()
+        .collect()
+    )
+    names = dict((int(r["topic_id"]), r["topic"]) for r in rows)
+    return [names.get(i, "") for i in range(max(names, default=-1) + 1)]
+
+
+def topic_names(spark: SparkSession, form: ParquetForm) -> list[str]:
+    """A Parquet form's topic names by topic id."""
+    return _topic_names(spark.read.parquet(form.operations_path), spark.read.parquet(form.reads_path))
 
 
 def check_parquet(

@@ -94,7 +94,7 @@ def spark_facts(
 
     col = F.col
     duration = max(0.0, (max_time or 0) / NS)
-    windows = fault_windows([_nemesis_op(row) for row in nemesis], duration)
+    windows = fault_windows([nemesis_op(row) for row in nemesis], duration)
     operations = spark.read.parquet(operations_path).select(
         "invoke_index", "f_code", "outcome_code", "next_index", "time", "invoke_time"
     )
@@ -318,7 +318,8 @@ def _window_end_rows(
     ]
 
 
-def _nemesis_op(row: list[Any]) -> dict[str, Any]:
+def nemesis_op(row: list[Any]) -> dict[str, Any]:
+    """A nemesis op from the row the conversion kept (`checkers.parquet_lines.nemesis_row`)."""
     index, time, type_, f, value = row
     return {"index": index, "time": time, "type": type_, "f": f, "value": value, "process": "nemesis"}
 

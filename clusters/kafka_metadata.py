@@ -201,17 +201,42 @@ def metadata_of(
     the highest version both sides know; `topics=False` asks for the brokers only."""
     from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+    request = MetadataRequest(topics=None if topics else [], allow_auto_topic_creation=False)
+    return _ask(host, port, request, MetadataResponse, timeout, "Metadata")
+
+
+def high_watermark_of(
+    host: str, port: int, topic: str, partition: int, timeout: float = ANSWER_TIMEOUT_S
+) -> int | None:
+    """The partition's high watermark as the broker at host:port answers ListOffsets (latest, read
+    uncommitted: what a consumer may read up to); None when that broker does not lead it now."""
+    from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+
+    topics = ListOffsetsRequest.ListOffsetsTopic
+    wanted = topics(
+        name=topic, partitions=[topics.ListOffsetsPartition(partition_index=partition, timestamp=-1)]
+    )
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[wanted])
+    answer = _ask(host, port, request, ListOffsetsResponse, timeout, "ListOffsets")
+    for t in answer["topics"]:
+        for p in t["partitions"]:
+            if t["name"] == topic and int(p["partition_index"]) == partition and not p["error_code"]:
+                return int(p["offset"])
+    return None
+
+
+def _ask(host: str, port: int, request: Any, response: Any, timeout: float, name: str) -> dict[str, Any]:
+    """One request on a fresh connection, at the highest version both sides know."""
     with socket.create_connection((host, port), timeout=min(timeout, CONNECT_TIMEOUT_S)) as sock:
         sock.settimeout(timeout)
         offered = _offered(sock)
-        if MetadataRequest.API_KEY not in offered:
-            raise ConnectionError("the broker offers no Metadata API")
-        low, high = offered[MetadataRequest.API_KEY]
-        version = min(high, MetadataRequest.max_version)
+        if request.API_KEY not in offered:
+            raise ConnectionError(f"the broker offers no {name} API")
+        low, high = offered[request.API_KEY]
+        version = min(high, request.max_version)
         if version < low:
-            raise ConnectionError(f"the broker's Metadata versions start at {low}")
-        request = MetadataRequest(topics=None if topics else [], allow_auto_topic_creation=False)
-        return _exchange(sock, request, MetadataResponse, version, 2)
+            raise ConnectionError(f"the broker's {name} versions start at {low}")
+        return _exchange(sock, request, response, version, 2)
 
 
 def offered_apis(host: str, port: int, timeout: float = ANSWER_TIMEOUT_S) -> dict[int, tuple[int, int]]:

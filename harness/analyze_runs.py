@@ -73,7 +73,7 @@ class RunRow:
     first_fault_s: float | None = None
     first_lost_ack_s: float | None = None
     fault_to_loss_s: float | None = None
-    unavailable_s: float | None = None  # stretches of >= 1 s without an acknowledged send
+    unavailable_s: float | None = None  # stretches of >= 1 s without an acknowledged send, in the load
     availability: float | None = None  # 1 - unavailable_s / time_limit_s
     faulted_s: float | None = None  # seconds of the load with a fault in force (windows merged)
     run_s: float | None = None  # the run's wall time (outcome.json)
@@ -209,21 +209,26 @@ def _settings(row: RunRow, config: dict[str, Any]) -> None:
     row.time_limit_s = limit if limit is not None and limit > 0 else None
 
 
-def merged_windows(stats: dict[str, Any], load_end: float | None) -> list[tuple[float, float]]:
-    """results.json's fault windows clipped to the load [0, load_end] and merged (disjoint, sorted)."""
+def _spans(items: Any, load_end: float | None) -> list[tuple[float, float]]:
+    """(start_s, end_s) of each well-formed item, clipped to the load [0, load_end] (empty ones dropped)."""
     spans = []
-    for w in stats.get("fault_windows") or []:
-        if not isinstance(w, dict):
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
             continue
-        start, end = _num(w.get("start_s")), _num(w.get("end_s"))
+        start, end = _num(item.get("start_s")), _num(item.get("end_s"))
         if start is None or end is None:
             continue
         if load_end is not None:
             start, end = max(0.0, start), min(end, load_end)
         if end > start:
             spans.append((start, end))
+    return spans
+
+
+def merged_windows(stats: dict[str, Any], load_end: float | None) -> list[tuple[float, float]]:
+    """results.json's fault windows clipped to the load [0, load_end] and merged (disjoint, sorted)."""
     merged: list[tuple[float, float]] = []
-    for start, end in sorted(spans):
+    for start, end in sorted(_spans(stats.get("fault_windows"), load_end)):
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], end))
         else:
@@ -259,13 +264,11 @@ def _results(row: RunRow, results: dict[str, Any]) -> None:
     row.fault_to_loss_s = round(to_loss, 3) if to_loss is not None else None
     gaps = stats.get("unavailable")
     if isinstance(gaps, list):
-        row.unavailable_s = round(
-            sum(s for g in gaps if isinstance(g, dict) and (s := _num(g.get("seconds"))) is not None), 3
-        )
+        row.unavailable_s = round(sum((end - start for start, end in _spans(gaps, row.time_limit_s)), 0.0), 3)
         if row.time_limit_s:
             row.availability = round(max(0.0, 1.0 - row.unavailable_s / row.time_limit_s), 4)
     row.windows = merged_windows(stats, row.time_limit_s)
-    row.faulted_s = round(sum(end - start for start, end in row.windows), 3)
+    row.faulted_s = round(sum((end - start for start, end in row.windows), 0.0), 3)
     checker = results.get("checker") if isinstance(results.get("checker"), dict) else {}
     assert isinstance(checker, dict)
     row.check_s = _num(checker.get("seconds"))

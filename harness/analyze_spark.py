@@ -121,6 +121,25 @@ def runs_schema() -> Any:
     )
 
 
+_FLOAT_COLUMNS = frozenset(
+    name
+    for name, hint in typing.get_type_hints(RunRow).items()
+    if hint is float or float in typing.get_args(hint)
+)
+
+
+def spark_row(row: RunRow) -> tuple[Any, ...]:
+    """A run's row as the schema's tuple: a whole number in a float column becomes a float (a Spark
+    DoubleType column refuses a Python int)."""
+    values = []
+    for name in RUN_COLUMNS:
+        value = getattr(row, name)
+        if name in _FLOAT_COLUMNS and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        values.append(value)
+    return tuple(values)
+
+
 _GLOB = re.compile(r"([\\*?\[\]{}])")
 
 
@@ -275,7 +294,7 @@ def run_job(session: SparkSession, store: Store, progress: Callable[[str], None]
     from pyspark.sql import functions as F
 
     rows = store.runs
-    runs = session.createDataFrame([tuple(getattr(r, c) for c in RUN_COLUMNS) for r in rows], runs_schema())
+    runs = session.createDataFrame([spark_row(r) for r in rows], runs_schema())
     with_history = sum(1 for r in rows if r.history_form)
     progress(f"reading the histories' Parquet form of {with_history} runs")
     figures = _history_figures(session, rows)

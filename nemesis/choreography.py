@@ -5,7 +5,8 @@ Every part is a fault of its own in the history (its own `fault_id`, healed by i
 its invoke and ok values carrying `pattern: {id, name, part}`; the first part's also carries
 `aim` (the partition, leader, leader epoch, ISR and the roles it picked), `plan` (the whole
 sequence, as it was decided) and `after` (how the load flowed when it struck: a pattern aimed at a
-partition first waits, at most LOAD_TIMEOUT_S, until that partition's high watermark grows). A pattern with nothing to aim at is journaled as one `fail` of its
+partition first waits, at most LOAD_TIMEOUT_S, until acknowledgements flow steadily into it,
+condition `load-flowing`). A pattern with nothing to aim at is journaled as one `fail` of its
 fault. The stage (the Nemesis) applies faults, heals them and waits for conditions.
 """
 
@@ -24,10 +25,9 @@ from nemesis.packages.sequence import Pattern, Sight, Timing
 
 log = logging.getLogger(__name__)
 
-# How long a pattern waits for load to flow into its partition before it strikes anyway, and how
-# many acknowledged records make "flowing".
-LOAD_TIMEOUT_S = 10.0
-LOAD_RECORDS = 20
+# How long a pattern waits for load to flow steadily into its partition (condition `load-flowing`)
+# before it strikes anyway.
+LOAD_TIMEOUT_S = 15.0
 
 
 class Stage(Protocol):
@@ -88,11 +88,11 @@ def play(stage: Stage, pattern: Pattern, step: dict[str, Any], stop: threading.E
     pattern_id = stage.next_id(pattern.name)
     extra = {k: v for k, v in step.items() if k not in ("do", "target", "grudge", "pick")}
     if pattern.needs_partition:
-        # A pattern loses only what is in flight: strike once acknowledgements flow (the wait's
-        # detail is the first part's `after`).
+        # A pattern loses only what is in flight: strike once acknowledgements flow steadily (the
+        # wait's detail is the first part's `after`).
         topic, partition = ctx.topic_partition(step)
-        load = {"topic": topic, "partition": partition, "records": LOAD_RECORDS, "timeout": LOAD_TIMEOUT_S}
-        stage.wait_until({"wait_until": "hw-advancing", **load}, stop)
+        load = {"topic": topic, "partition": partition, "timeout": LOAD_TIMEOUT_S}
+        stage.wait_until({"wait_until": "load-flowing", **load}, stop)
         if stop.is_set() or stage.closing:
             return
     aim = pattern.choose(sight(ctx, step, pattern))

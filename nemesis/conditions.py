@@ -19,9 +19,19 @@ history so a reader sees the offsets the script acted on.
   began: load flows into it.
 - `leader-is`: `node` leads the partition.
 - `out-of-isr`: the leader dropped `node` from the partition's ISR.
+- `in-isr`: `node` is in the partition's ISR.
 - `isr-shrunk-to-leader`: the partition's ISR is its leader alone.
 - `brokers-ready`: every broker serves again (`broker-ready` on each node). The random schedule
   waits for it after healing a crash, so the calm before the next fault is load, not restarts.
+- `isrs-full`: every partition has a leader and its full ISR: the cluster is whole again. The
+  random schedule waits for it after every heal (on a system that reports leaders).
+- `load-flowing`: acknowledgements flow steadily into the partition: its high watermark grew by
+  half of `records` in each half of the last `window` s (default 1; `records` from the test's
+  rate). A pattern waits for it before it strikes.
+
+High watermarks are asked of the brokers themselves with ListOffsets, the partition's leader
+first, a short timeout each (a frozen broker accepts a connection and never answers; a Kafka
+client bootstrapping to it hung for half a minute).
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from clusters import kafka_metadata
 from clusters.sut import HasBrokerRegistry, HasDataDirs, HasLeaders, WaitsReady
 from foundation.errors import BadInput
 from nemesis.packages.base import Context
@@ -45,51 +56,47 @@ def _state(ctx: Context, step: dict[str, Any]) -> dict[str, Any]:
     return dict(ctx.sut.partition_state().get((topic, partition)) or {})
 
 
+# A high-watermark read gives each broker this long (a frozen one accepts and never answers).
+HW_READ_TIMEOUT_S = 2.0
+
+
 def high_watermark(ctx: Context, step: dict[str, Any]) -> int | None:
-    """The partition's high watermark: from the SUT when it reports one, else ListOffsets (latest)."""
+    """The partition's high watermark: from the SUT when it reports one, else ListOffsets (latest)
+    asked of its leader first, then of the other brokers, each given HW_READ_TIMEOUT_S; None when
+    no broker answers for the partition (a frozen leader, an election under way)."""
     state = _state(ctx, step)
     for key in ("high_watermark", "hw"):
         if isinstance(state.get(key), int):
             return int(state[key])
-    from kafka import TopicPartition
-
     topic, partition = ctx.topic_partition(step)
+    for address in _leader_first(ctx, state.get("leader")):
+        host, _, port = address.rpartition(":")
+        try:
+            hw = kafka_metadata.high_watermark_of(
+                host, int(port), topic, partition, timeout=HW_READ_TIMEOUT_S
+            )
+        except kafka_metadata.NO_ANSWER as e:
+            log.debug("high watermark of %s/%d from %s: %s", topic, partition, address, e)
+            continue
+        if hw is not None:
+            return hw
+    return None
+
+
+def _leader_first(ctx: Context, leader: Any) -> list[str]:
+    """The bootstrap addresses, the one on the leader's node first."""
+    addresses = list(ctx.bootstrap())
     try:
-        consumer = _consumer(ctx)
-        tp = TopicPartition(topic, partition)
-        return int(consumer.end_offsets([tp])[tp])
-    except Exception as e:  # noqa: BLE001 - an unreachable leader means "not yet"
-        log.debug("high watermark of %s/%d unknown: %s", topic, partition, e)
-        # a fresh client next poll (this one may hang on a frozen broker); the baseline stays, so
-        # "grew since the wait began" still counts from the wait's start
-        _close_client(ctx)
-        return None
-
-
-def _consumer(ctx: Context) -> Any:
-    """One Kafka client per wait, kept across polls (closed by `close`)."""
-    consumer = ctx.cache.get("consumer")
-    if consumer is None:
-        from kafka import KafkaConsumer
-
-        consumer = ctx.cache["consumer"] = KafkaConsumer(
-            bootstrap_servers=ctx.bootstrap(), request_timeout_ms=5000, client_id="strandline-nemesis"
-        )
-    return consumer
+        host = ctx.node(str(leader)).address if leader else None
+    except Exception:  # noqa: BLE001 - a leader the nemesis does not know: ask in order
+        host = None
+    return sorted(addresses, key=lambda a: a.rpartition(":")[0] != host)
 
 
 def close(ctx: Context) -> None:
+    """Forget what a wait remembered (its baseline, its samples)."""
     ctx.cache.pop("hw-baseline", None)
-    _close_client(ctx)
-
-
-def _close_client(ctx: Context) -> None:
-    consumer = ctx.cache.pop("consumer", None)
-    if consumer is not None:
-        try:
-            consumer.close()
-        except Exception as e:  # noqa: BLE001
-            log.debug("closing the condition's Kafka client: %s", e)
+    ctx.cache.pop("hw-samples", None)
 
 
 def checkpointed_hw(ctx: Context, node_name: str, topic: str, partition: int) -> int | None:
@@ -135,6 +142,48 @@ def hw_advancing(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, An
     return hw - baseline >= int(step.get("records", 20)), {"high_watermark": hw, "since_wait": hw - baseline}
 
 
+# About half of a queue workload's operations are sends; a partition flows when it acknowledges at
+# least LOAD_SHARE of its share of them.
+SEND_SHARE = 0.5
+LOAD_SHARE = 0.4
+
+
+def expected_records(ctx: Context, window_s: float) -> int:
+    """How many acknowledgements a partition flowing at LOAD_SHARE of the test's rate gets in
+    `window_s` (at least 4)."""
+    config = ctx.config
+    per_partition = config.rate * SEND_SHARE / max(1, config.topics * config.partitions)
+    return max(4, round(per_partition * LOAD_SHARE * window_s))
+
+
+def load_flowing(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether acknowledgements flow steadily into the partition now: its high watermark grew by
+    at least half of `records` (default: from the test's rate, `expected_records`) in each half of
+    the last `window` s (default 1). A burst of clients that were stuck on a dead broker, then
+    nothing, is not load; a pattern strikes into this, so that a loss has something to lose."""
+    window = float(step.get("window", 1.0))
+    records = int(step.get("records", expected_records(ctx, window)))
+    if not ctx.bootstrap() and not isinstance(_state(ctx, step).get("high_watermark"), int):
+        return True, {"high_watermark": "unknown (no client can reach the cluster)"}
+    hw = high_watermark(ctx, step)
+    now = time.monotonic()
+    samples: list[tuple[float, int]] = ctx.cache.setdefault("hw-samples", [])
+    if hw is None:
+        samples.clear()  # the partition is in flux: count again from the next answer
+        return False, {"high_watermark": None}
+    samples.append((now, hw))
+    while len(samples) > 1 and now - samples[1][0] >= window:
+        samples.pop(0)  # keep one sample at least `window` old
+    oldest_t, oldest = samples[0]
+    detail = {"high_watermark": hw, "records": records, "window": window}
+    if now - oldest_t < window:
+        return False, detail
+    mid = next(v for t, v in reversed(samples) if now - t >= window / 2)
+    first, second = mid - oldest, hw - mid
+    detail.update(first_half=first, second_half=second)
+    return first >= records / 2 and second >= records / 2, detail
+
+
 def follower_fetched_past_hw(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     topic, partition = ctx.topic_partition(step)
     state = _state(ctx, step)
@@ -173,6 +222,14 @@ def out_of_isr(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]
     return bool(isr) and str(step["node"]) not in isr, {"leader": state.get("leader"), "isr": isr}
 
 
+def in_isr(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether `node` is in the partition's ISR (a restarted follower whose session expired while
+    it started is not: a clean election will not pick it)."""
+    state = _state(ctx, step)
+    isr = [str(r) for r in state.get("isr") or []]  # type: ignore[attr-defined]
+    return str(step["node"]) in isr, {"leader": state.get("leader"), "isr": isr}
+
+
 def isr_shrunk_to_leader(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     """Whether the ISR is the leader alone (`node`, when given, must be that leader)."""
     state = _state(ctx, step)
@@ -180,6 +237,18 @@ def isr_shrunk_to_leader(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict
     leader = state.get("leader")
     met = leader is not None and isr == [str(leader)] and str(step.get("node", leader)) == str(leader)
     return met, {"leader": leader, "isr": isr}
+
+
+def isrs_full(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether every partition has a leader and its full ISR: the cluster is whole again."""
+    states = ctx.sut.partition_state()
+    short: dict[str, Any] = {}
+    for (topic, partition), state in sorted(states.items()):
+        isr = [str(r) for r in state.get("isr") or []]
+        want = len(state.get("replicas") or []) or ctx.config.replication_factor
+        if state.get("leader") is None or len(isr) < want:
+            short[f"{topic}-{partition}"] = {"leader": state.get("leader"), "isr": isr}
+    return bool(states) and not short, {"partitions": len(states), "short": short}
 
 
 READY_SLICE_S = 1.0
@@ -222,7 +291,10 @@ CONDITIONS: dict[str, Condition] = {
     "leader-is": leader_is,
     "hw-advancing": hw_advancing,
     "out-of-isr": out_of_isr,
+    "in-isr": in_isr,
     "isr-shrunk-to-leader": isr_shrunk_to_leader,
+    "load-flowing": load_flowing,
+    "isrs-full": isrs_full,
 }
 
 
@@ -232,7 +304,7 @@ def check(ctx: Context, step: dict[str, Any]) -> None:
         raise BadInput(f"schedule: unknown condition {name!r} (conditions: {', '.join(CONDITIONS)})")
     if name == "brokers-ready":
         return
-    if name in ("broker-gone", "broker-ready", "leader-is", "out-of-isr"):
+    if name in ("broker-gone", "broker-ready", "leader-is", "out-of-isr", "in-isr"):
         if step.get("node") not in ctx.names:
             raise BadInput(f"schedule: condition {name!r} needs a node (one of {', '.join(ctx.names)})")
         if name.startswith("broker-"):

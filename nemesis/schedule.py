@@ -29,8 +29,10 @@ CONTROL_DO = ("start", "resume", "heal")
 CRASH_MARGIN_S = 1.0
 # The calm after each group of `all`, as a share of the interval (the deck has many to deal).
 ALL_CALM = (0.2, 0.4)
-# How long the random schedule waits for healed crashes to serve again before its calm.
+# How long the random schedule waits for healed crashes to serve again before its calm, and then
+# for every partition to have its full ISR again.
 READY_TIMEOUT_S = 30.0
+WHOLE_TIMEOUT_S = 20.0
 PICK_RANGE = 2**32
 ALL = "all"
 # `--nemesis all`: every fault kind the system supports, dealt from a deck drawn anew per cycle
@@ -38,17 +40,17 @@ ALL = "all"
 # A 60 s run has room for two or three patterns, so the first rank is the two that between them
 # expose every unsafe setting of docs/faults.md: `lagging-follower` (unclean elections, missing
 # fsync, min.insync.replicas=1, acks=1) and `failover` (pre-KIP-101 truncation, acks=1); then
-# `lonely-leader` (min.insync.replicas=1, acks=1) and `lose-unsynced:all` (missing fsync); then the
-# other patterns; then the plain faults.
+# `restarted-follower` (pre-KIP-101 truncation, acks=1), `lonely-leader` (min.insync.replicas=1,
+# acks=1) and `lose-unsynced:all` (missing fsync); then the other patterns; then the plain faults.
 ALL_MIX: tuple[tuple[str, int], ...] = (
     ("kill:lagging-follower", 10),
     ("kill:failover", 10),
+    ("kill:restarted-follower", 3),
     ("lose-unsynced:lonely-leader", 3),
     ("lose-unsynced:all", 3),
     ("kill:stalled-failover", 2),
     ("partition:cut-off-failover", 2),
     ("partition:leader-isolated", 2),
-    ("kill:restarted-follower", 2),
     ("kill", 1),
     ("restart", 1),
     ("pause", 1),
@@ -129,7 +131,8 @@ def random_steps(
     (given for `all`: the groups are dealt from a deck, see `deal`)."""
     if not specs:
         return
-    yield {"wait": round(interval * rng.uniform(0.5, 1.0), 3)}
+    # `all`'s patterns wait for the load themselves (`load-flowing`): its calm start is short.
+    yield {"wait": round(interval * rng.uniform(*(ALL_CALM if ranks else (0.5, 1.0))), 3)}
     dealt: list[int] = []
     while True:
         cycle = interval * rng.uniform(0.8, 1.2)
@@ -169,6 +172,10 @@ def random_steps(
             # The calm starts once the restarted brokers serve again (a Python broker takes a few
             # seconds to load its logs and register), so load flows again before the next fault.
             yield {"wait_until": "brokers-ready", "timeout": READY_TIMEOUT_S}
+        if env.has_leaders:
+            # ... and every partition has its full ISR again: a pattern needs in-sync followers to
+            # aim at, and clients get no acknowledgement while an ISR is below min.insync.replicas.
+            yield {"wait_until": "isrs-full", "timeout": WHOLE_TIMEOUT_S}
         yield {"wait": round(cycle - hold, 3)}
 
 

@@ -21,6 +21,7 @@ from nemesis.packages.sequence import (
     acknowledged_alone,
     aim_at,
     crash,
+    cut,
     leader_and_followers,
     where,
 )
@@ -29,16 +30,6 @@ CUT_OFF_FAILOVER = "cut-off-failover"
 LEADER_ISOLATED = "leader-isolated"
 LONELY_LEADER = "lonely-leader"
 ZOOKEEPER = "zookeeper"  # the grudge's name for the ZooKeeper node
-
-
-def _cut(nodes: list[str], others: list[str]) -> dict[str, list[str]]:
-    """A grudge cutting `nodes` from `others`, both ways."""
-    grudge: dict[str, list[str]] = {}
-    for a in nodes:
-        for b in others:
-            grudge.setdefault(a, []).append(b)
-            grudge.setdefault(b, []).append(a)
-    return {k: sorted(set(v)) for k, v in sorted(grudge.items())}
 
 
 def _choose_cut_off(sight: Sight) -> Aim | None:
@@ -57,7 +48,7 @@ def _cut_off_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
     leader, successor = aim.roles["leader"], aim.roles["successor"]
     quarter = round(timing.session_s / 4, 3)
     return [
-        {"do": "partition", "grudge": _cut([successor], [leader]), "as": "cut", **at},
+        {"do": "partition", "grudge": cut([successor], [leader]), "as": "cut", **at},
         {"wait": quarter},
         {"do": "kill", "target": leader, **at},
         {"wait": quarter},
@@ -85,7 +76,7 @@ def _isolated_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
     leader, followers = aim.roles["leader"], list(aim.roles["followers"])
     others = [*followers, ZOOKEEPER] if aim.variant == "zookeeper-too" else followers
     return [
-        {"do": "partition", "grudge": _cut([leader], others), "as": "cut", **at},
+        {"do": "partition", "grudge": cut([leader], others), "as": "cut", **at},
         {"wait": round(timing.session_s * 0.75, 3)},
         {"do": "kill", "target": leader, **at},
         {"wait": round(timing.session_s / 4, 3)},
@@ -102,17 +93,23 @@ def _choose_lonely(sight: Sight) -> Aim | None:
 
 
 def _lonely_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
-    """Cut the leader off from its followers (it still reaches ZooKeeper and the clients), flush
-    its page cache (the kernel's writeback: what it acknowledged so far is on disk), wait until it
-    has shrunk the ISR to itself, let it acknowledge alone if its settings let it (acks=1,
-    min.insync.replicas=1: until its high watermark grew, at most `lag_s`), then cut its power and heal the cut. It is the only in-sync replica,
-    so a clean election waits for it and makes it leader again without what it acknowledged
-    alone; the followers truncate to it."""
+    """Cut the leader off from its followers (it still reaches ZooKeeper and the clients), wait
+    until it has shrunk the ISR to itself, flush its page cache (the kernel's writeback, which
+    writes dirty pages within seconds: what it appended before, which the shrink just brought
+    below the high watermark, is on disk), let it acknowledge alone if its settings let it
+    (acks=1, min.insync.replicas=1: until its high watermark grew, at most `lag_s`), then cut its
+    power and heal the cut. It is the only in-sync replica, so a clean election waits for it and
+    makes it leader again without what it acknowledged alone; the followers truncate to it.
+
+    The flush comes after the shrink: the records appended while the followers were cut off are
+    not acknowledged (min.insync.replicas=2 refuses them once the ISR is short), but the shrink
+    lifts the high watermark over them and consumers read them. Flushed at the cut instead, a
+    power loss took them from under the consumers' feet (`inconsistent-offsets`): a loss of the
+    missing fsync, not of min.insync.replicas=1, and not the shape this pattern is for."""
     at = where(aim)
     leader, followers = aim.roles["leader"], list(aim.roles["followers"])
     return [
-        {"do": "partition", "grudge": _cut([leader], followers), "as": "cut", **at},
-        {"writeback": [leader]},
+        {"do": "partition", "grudge": cut([leader], followers), "as": "cut", **at},
         {
             "wait_until": "isr-shrunk-to-leader",
             "node": leader,
@@ -120,6 +117,7 @@ def _lonely_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
             "required": True,
             **at,
         },
+        {"writeback": [leader]},
         acknowledged_alone(aim, timing),
         crash(aim, [leader]),
         {"undo": "cut"},

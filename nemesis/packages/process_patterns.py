@@ -24,6 +24,7 @@ from nemesis.packages.sequence import (
     aim_at,
     aim_at_leader_and,
     crash,
+    cut,
     in_sync_followers,
     where,
 )
@@ -76,36 +77,66 @@ def _choose_failover(sight: Sight) -> Aim | None:
 
 
 def _failover_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
-    """Kill the leader and, half a session timeout later (before the cluster has noticed the
-    leader gone), its successor; both stay down until healed. When the leader's session expires
-    the controller elects the successor, still registered but dead; the survivors follow it
-    (before KIP-101 they truncate to their high watermark, a fetch behind the leader's) and cannot
-    fetch; when its session expires a survivor is elected with what it kept. Half a session apart
-    the two expiries fall on different ZooKeeper ticks, so the controller sees them one at a time.
+    """Make the survivor (the third replica) deaf to the leader, kill the leader T/12 later; half
+    a session timeout after the leader (before the cluster has noticed it gone) kill its
+    successor; wait (at most 1.5 T) until the survivor is elected, then let it hear again. When the
+    leader's session expires the controller elects the successor, still registered but dead; the
+    survivor follows it (before KIP-101 it truncates to its high watermark) and cannot fetch; when
+    the successor's session expires the survivor is elected with what it kept. Half a session
+    apart the two expiries fall on different ZooKeeper ticks, so the controller sees them one at
+    a time.
+
+    Why deaf: a follower learns the high watermark from the next fetch response, and under load
+    the next batch wakes its parked fetch within milliseconds, so a survivor left alone knows
+    almost every acknowledged offset when the leader dies. Deaf (it drops what the leader sends;
+    its own fetches still arrive), its last fetch still tells the leader it has the last batch,
+    which the leader then acknowledges, but the answer that would tell it so never comes (a
+    pre-KIP-101 survivor truncates that batch when it follows the successor), and it misses what
+    the leader acknowledged alone meanwhile (acks=1).
 
     When the successor is the controller (every partition's), killing it half a session later
-    would take the first election with it. Then: kill the leader, freeze the survivor shortly
-    before the leader's session expires, wait until the controller elected itself, kill it, thaw
-    the survivor: it follows a dead leader (before KIP-101 it truncates to its high watermark;
-    with leader epochs it must ask the leader first and keeps its log) and is elected next. The
-    freeze stays below a session timeout, so the survivor stays registered and in the ISR.
+    would take the first election with it. Then, after the same start: freeze the survivor
+    shortly before the leader's session expires, wait until the controller elected itself, kill
+    it, thaw the survivor: it follows a dead leader (before KIP-101 it truncates to its high
+    watermark; with leader epochs it must ask the leader first and keeps its log) and is elected
+    next. The freeze stays below a session timeout, so the survivor stays registered and in the
+    ISR.
     """
     at = where(aim)
     leader, successor = aim.roles["leader"], aim.roles["successor"]
-    if aim.variant != "past-controller":
+    survivor = aim.roles.get("survivor")
+    if survivor is None:  # nobody to elect last: the two kills alone
         return [
             {"do": "kill", "target": leader, **at},
             {"wait": round(timing.session_s / 2, 3)},
             {"do": "kill", "target": successor, **at},
         ]
-    survivor = aim.roles["survivor"]
-    return [
+    start = [
+        {"do": "partition", "grudge": {survivor: [leader]}, "as": "deaf", **at},
+        {"wait": round(timing.session_s / 12, 3)},
         {"do": "kill", "target": leader, **at},
+    ]
+    # The survivor stays deaf until it is elected: the dead leader's kernel still retransmits the
+    # answer it owed the survivor, and healing the cut earlier would deliver it.
+    elected = [
+        {"wait_until": "leader-is", "node": survivor, "timeout": round(timing.session_s * 1.5, 3), **at},
+        {"undo": "deaf"},
+    ]
+    if aim.variant != "past-controller":
+        return [
+            *start,
+            {"wait": round(timing.session_s / 2, 3)},
+            {"do": "kill", "target": successor, **at},
+            *elected,
+        ]
+    return [
+        *start,
         {"wait": round(timing.session_s * 0.6, 3)},
         {"do": "pause", "target": survivor, "as": "frozen", **at},
         {"wait_until": "leader-is", "node": successor, "timeout": round(timing.session_s * 0.6, 3), **at},
         {"do": "kill", "target": successor, **at},
         {"undo": "frozen"},
+        *elected,
     ]
 
 
@@ -171,18 +202,23 @@ def _restarted_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
     """Cut a follower off from its leader, crash and start it (it recovers from its checkpoints:
     before KIP-101 it truncates to its checkpointed high watermark, which lags the leader's, and
     cannot fetch the rest), then crash the leader and the other follower: the restarted follower,
-    still in the ISR, is elected before it caught up. With leader epochs it cannot ask the leader
-    where to truncate and keeps its log.
+    still in the ISR, is elected before it caught up (the pattern waits for that, at most 1.5 T,
+    and then heals the cut; a restart so slow that the follower left the ISR ends the pattern
+    before the crash). With leader epochs it cannot ask the leader where to truncate and
+    keeps its log. With acks=1 the leader acknowledged alone all the while it was cut off.
     """
     at = where(aim)
     leader, restarted, other = aim.roles["leader"], aim.roles["restarted"], aim.roles["other"]
     return [
-        {"do": "partition", "grudge": {leader: [restarted], restarted: [leader]}, "as": "cut", **at},
+        {"do": "partition", "grudge": cut([restarted], [leader]), "as": "cut", **at},
         {"do": "kill", "target": restarted, "as": "restarted", **at},
         {"undo": "restarted"},
         {"wait_until": "broker-ready", "node": restarted, "timeout": round(timing.lag_s, 3)},
+        # A restart slower than a session timeout let the controller drop it from the ISR: a
+        # clean election would not pick it, so the pattern ends here (and heals the cut).
+        {"wait_until": "in-isr", "node": restarted, "timeout": 1.0, "required": True, **at},
         {"do": "kill", "target": sorted([leader, other]), **at},
-        {"wait": round(timing.session_s / 2, 3)},
+        {"wait_until": "leader-is", "node": restarted, "timeout": round(timing.session_s * 1.5, 3), **at},
         {"undo": "cut"},
     ]
 
@@ -232,6 +268,7 @@ PATTERNS: tuple[Pattern, ...] = (
         ("high-watermark truncation", "acks=1"),
         _choose_failover,
         _failover_steps,
+        holds_crash=True,
     ),
     Pattern(
         STALLED_FAILOVER,
@@ -258,9 +295,10 @@ PATTERNS: tuple[Pattern, ...] = (
         RESTARTED_FOLLOWER,
         "kill",
         "a follower restarted while cut off from its leader is elected before it caught up",
-        ("high-watermark truncation",),
+        ("high-watermark truncation", "acks=1"),
         _choose_restarted,
         _restarted_steps,
+        holds_crash=True,
     ),
     Pattern(
         ROLLING,

@@ -110,11 +110,17 @@ def leader_and_followers(sight: Sight, followers: int) -> tuple[tuple[str, int],
 
 
 def aim_at_leader_and(sight: Sight, *follower_roles: str) -> Aim | None:
-    """An aim at the first partition with a leader and an in-sync follower for each role named."""
+    """An aim at the first partition with a leader and an in-sync follower for each role named.
+
+    The first role (the follower the pattern freezes, cuts off or restarts) goes to a follower
+    that leads no partition when there is one: a fault on the leader of another partition stalls
+    that one too, and clients waiting on it stop sending into this one."""
     found = leader_and_followers(sight, len(follower_roles))
     if found is None:
         return None
     key, leader, followers = found
+    leading = {str(s.get("leader")) for s in sight.states.values() if s.get("leader")}
+    followers = sorted(followers, key=lambda f: f in leading)  # stable: ISR order otherwise
     return aim_at(sight, key, {"leader": leader, **dict(zip(follower_roles, followers, strict=False))})
 
 
@@ -130,6 +136,16 @@ def crash(aim: Aim, nodes: Sequence[str], **extra: Any) -> dict[str, Any]:
     """A crash of `nodes` together: a power loss where the data dirs can lose unsynced writes."""
     fault = "lose-unsynced" if aim.power_loss else "kill"
     return {"do": fault, "target": sorted(nodes), **where(aim), **extra}
+
+
+def cut(nodes: Sequence[str], others: Sequence[str]) -> dict[str, list[str]]:
+    """A grudge cutting `nodes` from `others`, both ways."""
+    grudge: dict[str, list[str]] = {}
+    for a in nodes:
+        for b in others:
+            grudge.setdefault(a, []).append(b)
+            grudge.setdefault(b, []).append(a)
+    return {k: sorted(set(v)) for k, v in sorted(grudge.items())}
 
 
 def where(aim: Aim) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,6 +86,36 @@ def test_a_clean_run_is_valid(run_dir: Path) -> None:
     for partition in replicas.values():
         assert partition["leader_known"] is True and len(partition["replicas"]) == 3
         assert len({r["log_end"] for r in partition["replicas"]}) == 1  # in sync after the drain
+
+
+def same_results(run: Path) -> dict[str, Any]:
+    """The run's results.json from Spark, asserted equal to the reference's (but for `checker`)."""
+    on_spark = check_run(run, "spark", write=False)
+    reference = check_run(run, "reference", write=False)
+    assert {k: v for k, v in on_spark.items() if k != "checker"} == {
+        k: v for k, v in reference.items() if k != "checker"
+    }
+    return on_spark
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(600)
+def test_spark_reads_the_real_data_dirs_as_the_reference_does(
+    run_dir: Path, spark: Any, tmp_path: Path
+) -> None:
+    """The replica-log checks on Spark, on real segments: one partition as the run left it, the
+    other with its leader's log torn in the middle."""
+    broken = tmp_path / "broken"
+    shutil.copytree(run_dir, broken)
+    leader = json.loads((broken / "cluster-state.json").read_text())["partitions"][1]["leader"]
+    for segment in (broken / "nodes" / leader / "data" / "t0-1").glob("*.log"):
+        segment.write_bytes(segment.read_bytes()[: len(segment.read_bytes()) // 2])
+    results = same_results(broken)
+    assert results["fatal"] == ["lost-committed-on-replicas"]
+    replicas = results["stats"]["replicas"]
+    assert all(not r["absent_acked"] for r in replicas["t0-0"]["replicas"])
+    [on_leader] = [r for r in replicas["t0-1"]["replicas"] if r["node"] == leader]
+    assert on_leader["absent_acked"]  # the report's red marks
 
 
 def test_a_lost_leader_log_is_invalid_and_a_missing_data_dir_unknown(run_dir: Path, tmp_path: Path) -> None:

@@ -46,6 +46,8 @@ def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOG_DIR": str(tmp / "logs"),
         "SPARK_PID_DIR": str(tmp),
+        # The server's Python workers read the replicas' segments with this project's checkers.
+        "PYSPARK_PYTHON": sys.executable,
     }
     log = open(tmp / "server.log", "wb")
     server = subprocess.Popen(

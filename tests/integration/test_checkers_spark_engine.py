@@ -243,3 +243,45 @@ def test_statistics_by_radix_select_and_many_fault_windows_agree(
     assert facts is not None
     assert len(facts.windows) > 3
     assert facts == history_facts(path)
+
+
+def test_refusals_from_the_lines_spark_finds_agree(spark: Any, tmp_path: Path) -> None:
+    """The refusals of a system (checkers/refusals.py) from the few lines Spark finds in the text
+    (checkers/spark_lines.py) equal those of a Python pass over the whole history."""
+    from checkers.refusals import refusals
+    from checkers.spark_lines import ops_matching
+    from foundation.config import TestConfig
+
+    b = HistoryBuilder()
+    b.send(0, 1, offset=0)
+    kafka_python = (
+        "IncompatibleBrokerVersion: Kafka broker does not support the 'InitProducerIdRequest' Kafka protocol."
+    )
+    b.invoke_send(1, 2)
+    b.op(process=1, type="fail", f="send", error=kafka_python)
+    b.invoke_send(2, 3)
+    b.op(
+        process=2,
+        type="info",
+        f="send",
+        error="KafkaException: _FATAL (Idempotent producer not supported by any of the 3 connected broker(s))",
+    )
+    b.op(process=3, type="invoke", f="subscribe", group="g", topics=["t0"])
+    b.op(
+        process=3,
+        type="fail",
+        f="subscribe",
+        error="Kafka broker does not support the 'JoinGroupRequest' Kafka protocol",
+    )
+    b.invoke_send(4, 4)
+    b.op(process=4, type="fail", f="send", error="NotEnoughReplicas")
+    lines = [json.dumps({**op, "index": i}) for i, op in enumerate(b.ops)]
+    lines.insert(2, '{"index": 99, "error": "InitProducerId", "oops"')  # malformed: skipped by both
+    path = tmp_path / "history.jsonl"
+    path.write_text("\n".join(lines) + '\n{"index": 200, "type": "fail", "error": "InitProducerId')
+    config = TestConfig(idempotence=True, consume="subscribe")
+    offered = {"apis": {"0": [0, 13]}}
+    on_spark = refusals(config, path, offered, lambda patterns: ops_matching(spark, str(path), patterns))
+    assert on_spark == refusals(config, path, offered)
+    assert on_spark["idempotence"]["ops"] == {"fail": 1, "info": 1}
+    assert on_spark["consumer groups"]["ops"] == {"fail": 1, "info": 0}

@@ -286,18 +286,28 @@ def _leader_becomes(env: dict[str, Any], key: tuple[str, int], name: str, within
 
 
 @pytest.mark.parametrize("target", ["failover", "stalled-failover", "lagging-follower"])
-def test_failovers_move_leadership_the_way_they_say(env: dict[str, Any], target: str) -> None:
+def test_failovers_move_leadership_the_way_they_say(
+    env: dict[str, Any], target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """failover: leader and successor die, the survivor leads; stalled-failover: the thawed successor
     leads; lagging-follower: the frozen follower left the ISR before the others died."""
+    from nemesis import choreography, conditions
+
+    monkeypatch.setattr(choreography, "LOAD_TIMEOUT_S", 1.0)  # no load here: strike at once
     _full_isr(env)
     nem, history = nemesis_for(env, target)
+    # the waits read high watermarks from the brokers themselves (ListOffsets, leader first)
+    assert isinstance(conditions.high_watermark(nem.ctx, {"topic": "t0", "partition": 0}), int)
     nem.execute({"do": "kill", "target": target, "topic": "t0", "partition": 0, "pick": 1})
     history.close()
     crashes = ("kill", "pause", "lose-unsynced")
-    invokes = [o for o in iter_ops(history.path) if o["type"] == "invoke" and o["f"] in crashes]
+    ops = list(iter_ops(history.path))
+    invokes = [o for o in ops if o["type"] == "invoke" and o["f"] in crashes]
     assert {o["value"]["pattern"]["name"] for o in invokes} == {target}
-    roles = invokes[0]["value"]["pattern"]["aim"]["roles"]
-    key = (invokes[0]["value"]["topic"], invokes[0]["value"]["partition"])
+    first = next(o for o in ops if o["type"] == "invoke" and o["value"].get("pattern", {}).get("part") == 0)
+    aim = first["value"]["pattern"]["aim"]
+    roles = aim["roles"]
+    key = (aim["topic"], aim["partition"])
     leader, successor = roles["leader"], roles.get("successor")
     assert node(env, leader).daemon_pid("broker") is None
     if target == "lagging-follower":
@@ -316,7 +326,9 @@ def test_failovers_move_leadership_the_way_they_say(env: dict[str, Any], target:
         )
     elif target == "failover":
         survivor = next(n.name for n in env["cluster"].nodes if n.name not in (leader, successor))
-        if invokes[0]["value"]["pattern"]["aim"].get("variant") == "past-controller":
+        # the survivor was deaf to the leader from before its death until it was elected
+        assert first["f"] == "partition" and first["value"]["grudge"] == {survivor: [leader]}
+        if aim.get("variant") == "past-controller":
             # the successor was the controller: the survivor is frozen while the controller elects itself
             assert [(o["f"], o["value"]["target"]) for o in invokes] == [
                 ("kill", leader),

@@ -11,7 +11,7 @@ import pytest
 
 from harness.analyze_page import setting_labels
 from harness.analyze_runs import fault_mix, merged_windows, read_run, read_store, relative_link
-from harness.analyze_spark import local_path, spark_path
+from harness.analyze_spark import RUN_COLUMNS, local_path, spark_path, spark_row
 from harness.cli import main
 
 
@@ -55,7 +55,16 @@ def test_torn_and_hostile_run_directories_become_rows_never_errors(tmp_path: Pat
         "interrupted",
         test_json={"config": config},
         outcome_json={"status": "interrupted", "timings": {"total": 5}},
-        results_json={"valid": True, "stats": {"unavailable": [{"seconds": 5.0}]}},
+        # Stretches without an acknowledged send count within the load only (0 to 20 s): 3 + 5 s.
+        results_json={
+            "valid": True,
+            "stats": {
+                "unavailable": [
+                    {"start_s": 2.0, "end_s": 5.0, "seconds": 3.0},
+                    {"start_s": 15.0, "end_s": 31.0, "seconds": 16.0},
+                ]
+            },
+        },
     )
     _run(
         tmp_path,
@@ -78,7 +87,8 @@ def test_torn_and_hostile_run_directories_become_rows_never_errors(tmp_path: Pat
         "hostile": ("killed", "invalid", ""),
         "torn": ("killed", "", "no readable test.json; results.json unreadable"),
     }
-    assert rows["interrupted"].availability == 0.75 and rows["interrupted"].run_s == 5
+    assert rows["interrupted"].unavailable_s == 8.0 and rows["interrupted"].availability == 0.6
+    assert rows["interrupted"].run_s == 5
     hostile = rows["hostile"]
     assert (hostile.time_limit_s, hostile.min_insync, hostile.mix, hostile.seed) == (None, None, "", None)
     assert (
@@ -148,3 +158,32 @@ def test_a_run_row_knows_its_report_and_campaign_free_state(tmp_path: Path) -> N
         "pause",
         "2026-01-01 00:00:00",
     )
+
+
+def test_whole_numbers_reach_spark_as_floats_in_float_columns(tmp_path: Path) -> None:
+    # A fault-free run: no stretch without acknowledged sends, no fault window (sums of nothing).
+    run = _run(
+        tmp_path,
+        "calm",
+        test_json={"config": {"time_limit": 20, "nemesis": []}},
+        outcome_json={"status": "completed", "timings": {"total": 31}},
+        results_json={
+            "valid": True,
+            "stats": {"unavailable": [], "fault_windows": [], "first_fault_s": 3},
+            "checker": {"seconds": 2},
+        },
+    )
+    row = read_run(run)
+    assert (row.unavailable_s, row.availability, row.faulted_s) == (0.0, 1.0, 0.0)
+    values = dict(zip(RUN_COLUMNS, spark_row(row), strict=True))
+    for name in (
+        "unavailable_s",
+        "faulted_s",
+        "time_limit_s",
+        "first_fault_s",
+        "run_s",
+        "check_s",
+        "availability",
+    ):
+        assert type(values[name]) is float, name
+    assert type(values["acked"]) is not float and values["unclean_election"] is None

@@ -66,21 +66,47 @@ def test_each_pattern_is_a_sequence_aimed_at_the_partition_as_clients_see_it() -
         "isr-shrunk-to-leader",
         "hw-advancing",
     ]
+    # its page cache is flushed once the ISR has shrunk (what the shrink brought below the high
+    # watermark, unacknowledged, is on disk): the power loss takes only what it acknowledged alone
+    steps = [next(k for k in ("do", "wait_until", "writeback", "undo") if k in s) for s in lonely]
+    assert steps == ["do", "wait_until", "writeback", "wait_until", "do", "undo"]
     # the successor cut off from the leader, then the leader dies
     assert _faults(_plan("partition", "cut-off-failover")) == [
         ("partition", {"n1": ["n2"], "n2": ["n1"]}),
         ("kill", "n1"),
     ]
-    # a restarted follower elected before it caught up
-    assert _faults(_plan("kill", "restarted-follower")) == [
+    # a restarted follower elected before it caught up (if it is still in the ISR once it serves)
+    restarted = _plan("kill", "restarted-follower")
+    assert _faults(restarted) == [
         ("partition", {"n1": ["n2"], "n2": ["n1"]}),
         ("kill", "n2"),
         ("kill", ["n1", "n3"]),
     ]
+    waits = [(s["wait_until"], s.get("required", False)) for s in restarted if "wait_until" in s]
+    assert waits == [("broker-ready", False), ("in-isr", True), ("leader-is", False)]
+    # the survivor deaf to the leader (its fetches still arrive), the leader dies, then the successor
+    failover = _plan("kill", "failover")
+    assert _faults(failover) == [("partition", {"n3": ["n1"]}), ("kill", "n1"), ("kill", "n2")]
+    # deaf until it is elected (the dead leader's kernel still retransmits what it owed it)
+    elected = {"wait_until": "leader-is", "node": "n3", "timeout": 9.0, "topic": "t0", "partition": 0}
+    assert failover[-2:] == [elected, {"undo": "deaf"}]
     # the leader isolated from its followers (and from ZooKeeper, or not), then it dies
     isolated = _faults(_plan("partition", "leader-isolated"))
     assert isolated[0][0] == "partition" and set(isolated[0][1]["n1"]) >= {"n2", "n3"}
     assert isolated[1] == ("kill", "n1")
+
+
+def test_the_follower_a_pattern_faults_leads_no_other_partition_when_one_can() -> None:
+    # n2 leads t0-1: freezing or restarting it would stall t0-1 too (and the clients waiting on it)
+    states = {
+        ("t0", 0): {"leader": "n1", "leader_epoch": 4, "isr": ["n1", "n2", "n3"]},
+        ("t0", 1): {"leader": "n2", "leader_epoch": 2, "isr": ["n2", "n3", "n1"]},
+    }
+    sight = Sight(states, "n3", ("t0", 0), ("n1", "n2", "n3"), random.Random(1), False)
+    lagging = PATTERNS[("kill", "lagging-follower")].choose(sight)
+    assert lagging is not None and lagging.roles == {"leader": "n1", "lagging": "n3", "in_sync": "n2"}
+    restarted = PATTERNS[("kill", "restarted-follower")].choose(sight)
+    assert restarted is not None and restarted.roles["restarted"] == "n3"
 
 
 def test_a_pattern_finds_no_aim_without_the_shape_it_needs() -> None:
@@ -259,16 +285,21 @@ def test_a_pattern_that_holds_its_crash_gets_no_second_hold() -> None:
 
     env = PlanEnv(("n1", "n2", "n3"), 1, 2, True, True, crash_noticed_s=6.0)
     steps = random_steps(
-        [[("kill", "lagging-follower")], [("kill", "failover")]], env, random.Random(3), 10.0, [1, 1]
+        [[("kill", "lagging-follower")], [("kill", "stalled-failover")]], env, random.Random(3), 10.0, [1, 1]
     )
     drawn = [next(steps) for _ in range(20)]
+    seen = set()
     for i, step in enumerate(drawn[:-1]):
         if "do" in step:
-            # lagging-follower waited for the election itself; failover's crash is held a session
+            seen.add(step["target"])
+            # lagging-follower waited for the election itself; stalled-failover's crash is held a session
             if step["target"] == "lagging-follower":
                 assert drawn[i + 1] == {"wait": CRASH_MARGIN_S}
             else:
                 assert drawn[i + 1]["wait"] >= 6.0 + CRASH_MARGIN_S
+    assert seen == {"lagging-follower", "stalled-failover"}
+    holding = {name for (_, name), p in PATTERNS.items() if p.holds_crash}
+    assert holding == {"lagging-follower", "failover", "restarted-follower"}
 
 
 def test_a_failed_high_watermark_read_keeps_the_wait_baseline(tmp_path: Path, monkeypatch: Any) -> None:
@@ -279,19 +310,72 @@ def test_a_failed_high_watermark_read_keeps_the_wait_baseline(tmp_path: Path, mo
     nem = build_nemesis(config(), c, None, random.Random(1), tmp_path)
     ends = iter([100, None, 125])
 
-    class Client:
-        def end_offsets(self, tps: list[Any]) -> dict[Any, int]:
-            end = next(ends)
-            if end is None:
-                raise TimeoutError("a frozen broker does not answer")
-            return {tps[0]: end}
+    def high_watermark_of(host: str, port: int, topic: str, partition: int, timeout: float) -> int | None:
+        end = next(ends)
+        if end is None:
+            raise TimeoutError("a frozen broker does not answer")
+        return end
 
-        def close(self) -> None:
-            pass
-
-    monkeypatch.setattr(conditions, "_consumer", lambda ctx: Client())
+    monkeypatch.setattr(conditions.kafka_metadata, "high_watermark_of", high_watermark_of)
     step = {"topic": "t0", "partition": 0, "records": 20}
     assert not conditions.hw_advancing(nem.ctx, step)[0]  # baseline 100
     assert not conditions.hw_advancing(nem.ctx, step)[0]  # unknown: not yet, the baseline stays
     assert conditions.hw_advancing(nem.ctx, step) == (True, {"high_watermark": 125, "since_wait": 25})
+    conditions.close(nem.ctx)
+
+
+def test_a_frozen_broker_cannot_hang_the_high_watermark_read(tmp_path: Path, monkeypatch: Any) -> None:
+    """A frozen broker accepts connections and never answers (a Kafka client bootstrapping to one
+    hung for 30 s); the read gives each broker a short timeout and goes on to the next."""
+    import socket
+    import time
+
+    from nemesis import conditions
+
+    frozen = socket.socket()
+    frozen.bind(("127.0.0.1", 0))
+    frozen.listen(8)
+    try:
+        c = cluster(3)
+        c.bootstrap_servers = lambda: [f"127.0.0.1:{frozen.getsockname()[1]}"]  # type: ignore[method-assign]
+        nem = build_nemesis(config(), c, None, random.Random(1), tmp_path)
+        monkeypatch.setattr(conditions, "HW_READ_TIMEOUT_S", 0.3)
+        started = time.monotonic()
+        assert conditions.high_watermark(nem.ctx, {"topic": "t0", "partition": 0}) is None
+        assert time.monotonic() - started < 3
+    finally:
+        frozen.close()
+
+
+class FlowingSut(FakeSut):
+    """A FakeSut whose high watermark follows a script of read results."""
+
+    def __init__(self, names: list[str], readings: list[int | None]) -> None:
+        super().__init__(names)
+        self.readings = iter(readings)
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        hw = next(self.readings)
+        extra = {} if hw is None else {"high_watermark": hw}
+        return {tp: {**s, **extra} for tp, s in super().partition_state().items()}
+
+
+def test_load_flows_when_the_high_watermark_grows_through_the_whole_window(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """`load-flowing`: half the expected acknowledgements in each half of the window; a burst of
+    stuck clients coming back, then nothing, is not load."""
+    from nemesis import conditions
+
+    clock = iter([0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5])
+    monkeypatch.setattr(conditions.time, "monotonic", lambda: next(clock))
+    # a burst of 40 at once, then nothing; then 10 every quarter of a second
+    readings = [0, 40, 40, 40, 40, 50, 60, 70, 80, 90, 100]
+    c = cluster(3, sut=FlowingSut(["n1", "n2", "n3"], readings))
+    c.bootstrap_servers = lambda: ["10.77.9.11:9092"]  # type: ignore[method-assign]
+    nem = build_nemesis(config(rate=200.0, partitions=2), c, None, random.Random(1), tmp_path)
+    assert conditions.expected_records(nem.ctx, 1.0) == 20  # 200 ops/s, half sends, 2 partitions, 40 %
+    step = {"topic": "t0", "partition": 0}
+    met = [conditions.load_flowing(nem.ctx, step)[0] for _ in readings]
+    assert met == [False, False, False, False, False, False, False, True, True, True, True]
     conditions.close(nem.ctx)

@@ -194,3 +194,23 @@ def test_settings_no_producer_accepts_are_bad_input() -> None:
     assert (
         make_driver(TestConfig(seed=1, client="confluent-kafka"), ["127.0.0.1:1"]).name == "confluent-kafka"
     )
+
+
+def test_a_prune_by_another_slot_keeps_a_batch_its_sender_has_not_read() -> None:
+    """A batch whose future just completed survives one prune (another slot's 1000th send), so its
+    own sender still sees the timed-out first attempt and journals `info`, not `fail`."""
+
+    class Future:
+        is_done = False
+
+    log = AttemptLog()
+    future = Future()
+    log.record(future, E.RequestTimedOutError)
+    log.record(future, E.NotEnoughReplicasError)
+    future.is_done = True
+    log.prune()  # another slot's prune, before the sender read its outcome
+    attempts = log.errors(future)
+    assert attempts == [E.RequestTimedOutError, E.NotEnoughReplicasError]
+    assert classify_send_error(attempts, E.NotEnoughReplicasError(), retries=5) == "info"
+    log.prune()
+    assert log.errors(future) == []  # forgotten at the second prune that saw it done

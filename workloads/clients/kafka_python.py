@@ -20,7 +20,9 @@ error counts as `fail` only when the producer does not retry (`retries = 0`).
 Group consumers (`--consume subscribe`): `commit` raising CommitFailedError (the group rebalanced:
 the coordinator refused the commit) or any error the coordinator returned for the request itself
 (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS) is `fail`; a timeout, a lost
-connection or anything else is `info`. Rebalance callbacks are recorded for the workload to journal.
+connection or anything else is `info`. Rebalance callbacks are recorded for the workload to journal,
+and a revocation drops the revoked partitions' positions (`RevokingListener`: kafka-python keeps
+them, Kafka's Java consumer does not).
 
 Consumers: `assign` is local to the client (no I/O) and `poll` raising means the consumer's
 position is no longer known, so both map any exception to `ClientError(definite=False)`; the
@@ -103,11 +105,17 @@ def classify_send_error(
 
 
 class AttemptLog:
-    """The error of every failed attempt, per batch (keyed by the batch's produce future)."""
+    """The error of every failed attempt, per batch (keyed by the batch's produce future).
+
+    Several client slots share one producer: a batch's errors stay until two prunes have seen its
+    future done (prunes run every 1,000 sends), so a prune
+    triggered by another slot cannot forget a batch whose sender has not read it yet (which made a
+    retried send whose first attempt had timed out look as if every attempt was refused)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._errors: dict[int, tuple[Any, list[type[BaseException]]]] = {}
+        self._seen_done: set[int] = set()  # done at the last prune, unread
 
     def record(self, produce_future: Any, error_cls: type[BaseException]) -> None:
         with self._lock:
@@ -115,9 +123,12 @@ class AttemptLog:
             if entry is None or entry[0] is not produce_future:
                 entry = (produce_future, [])
                 self._errors[id(produce_future)] = entry
+                self._seen_done.discard(id(produce_future))
             entry[1].append(error_cls)
 
     def errors(self, produce_future: Any) -> list[type[BaseException]]:
+        """The batch's attempt errors (kept until pruned: every record of a batch shares its
+        future, and the sender of each reads them)."""
         with self._lock:
             entry = self._errors.get(id(produce_future))
             if entry is None or entry[0] is not produce_future:
@@ -125,10 +136,12 @@ class AttemptLog:
             return list(entry[1])
 
     def prune(self) -> None:
-        """Forget batches that are complete (their futures are done and were read)."""
+        """Forget batches whose futures were already done at the previous prune."""
         with self._lock:
-            for key in [k for k, (f, _) in self._errors.items() if getattr(f, "is_done", False)]:
+            done = {k for k, (f, _) in self._errors.items() if getattr(f, "is_done", False)}
+            for key in done & self._seen_done:
                 del self._errors[key]
+            self._seen_done = done - self._seen_done
 
 
 def _hook_sender(producer: KafkaProducer, attempts: AttemptLog) -> bool:
@@ -332,15 +345,42 @@ REFUSED_COMMIT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, events: list[RebalanceEvent]):
+class RevokingListener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Records each rebalance callback, and drops the fetch positions of revoked partitions.
+
+    kafka-python 3.0.12 only notifies an eager revocation (`ConsumerCoordinator._on_join_prepare`):
+    the partitions keep their state until the next assignment replaces the set, and a partition the
+    member gets back keeps its old position (`SubscriptionState.assign_from_subscribed`), so no
+    OffsetFetch is sent for it. A member whose rejoin spans generations in which other members
+    consumed and committed that partition then resumes from its own stale position, not from the
+    group's committed offset, and its next commit moves the group's committed offset back
+    (`nonmonotonic-commit`; docs/workloads.md). Kafka's Java consumer empties the assignment when
+    it revokes (`ConsumerCoordinator.onJoinPrepare`, EAGER), so every new assignment starts from
+    the committed offsets: this listener does the same. Under the cooperative protocol kafka-python
+    calls it after the revoked partitions are already gone, and it changes nothing.
+    """
+
+    def __init__(self, events: list[RebalanceEvent], subscription: Any):
         self.events = events
+        self._subscription = subscription
 
     def on_partitions_revoked(self, revoked: Any) -> None:
         self.events.append(RebalanceEvent("revoked", _tps(revoked)))
+        forget_positions(self._subscription, revoked)
 
     def on_partitions_assigned(self, assigned: Any) -> None:
         self.events.append(RebalanceEvent("assigned", _tps(assigned)))
+
+
+def forget_positions(subscription: Any, revoked: Any) -> None:
+    """Take the revoked partitions out of kafka-python's assignment, positions and all."""
+    try:
+        gone = set(revoked)
+        assigned = list(subscription.assigned_partitions())
+        if any(tp in gone for tp in assigned):
+            subscription.assign_from_subscribed([tp for tp in assigned if tp not in gone])
+    except Exception as e:  # kafka-python internals moved: members may then resume from stale positions
+        log.warning("could not drop the positions of revoked partitions %s: %s", sorted(revoked), e)
 
 
 def _tps(partitions: Any) -> tuple[TopicPartition, ...]:
@@ -362,7 +402,9 @@ class KafkaPythonGroupConsumer:
 
     def subscribe(self, topics: list[str]) -> None:
         try:
-            self._consumer.subscribe(topics=topics, listener=_Listener(self._events))
+            self._consumer.subscribe(
+                topics=topics, listener=RevokingListener(self._events, self._consumer._subscription)
+            )
         except Exception as e:
             raise ClientError(describe(e)) from e
 

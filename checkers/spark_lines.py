@@ -1,0 +1,42 @@
+"""The few history lines the Parquet form does not carry, found by Spark in the history's text.
+
+The refusals of a system (`checkers/refusals.py`) are read from the `error` of failed operations,
+which the Parquet form leaves out. Spark scans the text for the lines that match the refusals'
+patterns and hands over only those; the driver reads them with the history reader's own rules.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+from history.format import validate
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def java_pattern(patterns: list[re.Pattern[str]]) -> str:
+    """One Java regular expression matching what any of the patterns matches (their syntax is the
+    common subset: literals, alternatives, groups)."""
+    flags = "(?i)" if any(p.flags & re.IGNORECASE for p in patterns) else ""
+    return flags + "|".join(f"(?:{p.pattern})" for p in patterns)
+
+
+def ops_matching(spark: SparkSession, history: str, patterns: list[re.Pattern[str]]) -> list[dict[str, Any]]:
+    """The history's ops whose line matches one of the patterns, in line order (Spark hands the
+    text's splits back in file order); lines that `history.reader.iter_ops` would skip are skipped."""
+    from pyspark.sql import functions as F
+
+    if not patterns:
+        return []
+    ops = []
+    for row in spark.read.text(history).filter(F.col("value").rlike(java_pattern(patterns))).collect():
+        try:
+            record = json.loads(row["value"])
+        except json.JSONDecodeError:
+            continue
+        if validate(record) is None:
+            ops.append(record)
+    return ops
