@@ -47,7 +47,13 @@ class TxnSlot(Slot):
                 self.consumer = self.driver.consumer()
             return True
         except Exception as e:  # not journaled: no operation was invoked
-            log.info("slot %d: cannot create a client yet: %s", self.gen.slot, e)
+            refused = isinstance(e, ClientError) and e.definite  # the library refused its settings
+            log.log(
+                logging.WARNING if refused else logging.INFO,
+                "slot %d: cannot create a client: %s",
+                self.gen.slot,
+                e,
+            )
             stop.wait(0.5)
             return False
 

@@ -149,8 +149,6 @@ class KafkaPythonTxnProducer:
             transactional_id=transactional_id,
             enable_idempotence=True,
             transaction_timeout_ms=config.transaction_timeout_ms,
-            # a transactional producer sends one request at a time per partition in kafka-python
-            max_in_flight_requests_per_connection=5,
         )
         self._wait_s = settings["delivery_timeout_ms"] / 1000 + 5
         self._op_timeout = config.op_timeout
