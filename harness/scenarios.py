@@ -428,9 +428,9 @@ MEMBERSHIP_KILL = Scenario(
 # broker, and holding it again would swallow the retransmission.
 HOLD_COORDINATOR = (
     {"do": "hold", "target": "txn-coordinator"},
-    {"wait": 4},
+    {"wait": 3},
     {"heal": "all"},
-    {"wait": 8},
+    {"wait": 5},
 )
 
 KAFKA_17754_DELAYED_END_TXN = Scenario(
@@ -461,16 +461,16 @@ KAFKA_17754_DELAYED_END_TXN = Scenario(
         # producer's next transaction (which is open for a part of the time) and that one then
         # sends to a partition it had not yet (a transaction the coordinator starts afresh, which
         # the producer's own end then commits or aborts alone), polls its own record, or aborts:
-        # many producers, several partitions, mostly aborting.
-        "partitions": 4,
-        "abort_p": 0.7,
-        "concurrency": 10,
+        # many producers, many partitions, half of the transactions aborting.
+        "partitions": 8,
+        "abort_p": 0.5,
+        "concurrency": 12,
         "rate": 300.0,
-        "request_timeout_ms": 2000,
+        "request_timeout_ms": 1500,
         "transaction_timeout_ms": 15000,
     },
-    schedule=({"wait": 4}, *HOLD_COORDINATOR, *HOLD_COORDINATOR, *HOLD_COORDINATOR, *HOLD_COORDINATOR),
-    time_limit=52.0,
+    schedule=({"wait": 4}, *(HOLD_COORDINATOR * 7)),
+    time_limit=62.0,
     budget=170.0,
 )
 
