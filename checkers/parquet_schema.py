@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 # Bumped whenever the layout or what is derived into it changes: older caches are then rebuilt.
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 # The integer `process` a nemesis line gets while being parsed by Arrow (client processes are >= 0).
 NEMESIS_SENTINEL = -(2**62)
 
@@ -65,7 +65,7 @@ OPERATIONS_SCHEMA = pa.schema(
     ]
 )
 # `f` and `outcome` again as small integers (their index in these), cheaper for Spark to compare.
-F_CODES = ("send", "poll", "assign", "crash", "subscribe", "commit", "rebalance")
+F_CODES = ("send", "poll", "assign", "crash", "subscribe", "commit", "rebalance", "txn")
 OUTCOME_CODES = ("ok", "fail", "info", "open")
 TYPE_CODES = ("invoke", "ok", "fail", "info")  # `type` as a small integer while pairing
 TYPE_CODE_ARRAY = pa.array(TYPE_CODES)
