@@ -10,13 +10,11 @@ real multi-op is tried in tests/integration/test_broker_groups_fencing.py.
 from __future__ import annotations
 
 import asyncio
-import datetime
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker import protocol as p
 from broker.groups.coordinator import (
     GroupCoordinator,
     GroupRecord,
@@ -28,7 +26,7 @@ from broker.groups.coordinator import (
     SyncRequest,
     SyncResult,
 )
-from broker.groups.service import GROUP_API_VERSIONS, GroupService
+from broker.groups.service import GroupService
 from broker.kafka_errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
     ILLEGAL_GENERATION,
@@ -39,6 +37,7 @@ from broker.kafka_errors import (
 from broker.metadata import BrokerAddress
 from broker.storage.group_offsets import CommittedOffset
 from broker.zk_offsets import Fenced
+from tests.support.group_requests import answer, join_data
 
 SESSION, REBALANCE = 10_000, 5_000
 
@@ -247,28 +246,6 @@ async def settle(svc: GroupService | None = None) -> None:
         await asyncio.sleep(0)
 
 
-async def call(svc: GroupService, api_key: int, version: int, data: dict[str, Any]) -> Any:
-    """Encode a request as a client would, decode it as the broker does, answer, encode the answer."""
-    body = p.build_request(api_key, version, data)
-    request = p.parse_request(p.encode_request(api_key, version, 7, "client", body)[4:], GROUP_API_VERSIONS)
-    answer = await svc.handlers()[api_key](request)
-    response = p.build_response(api_key, version, answer)
-    p.encode_response(api_key, version, 7, response)
-    return response
-
-
-def join_data(member_id: str = "") -> dict[str, Any]:
-    return {
-        "group_id": "g",
-        "session_timeout": datetime.timedelta(seconds=10),
-        "rebalance_timeout": datetime.timedelta(seconds=5),
-        "member_id": member_id,
-        "group_instance_id": None,
-        "protocol_type": "consumer",
-        "protocols": [{"name": "range", "metadata": b"meta"}],
-    }
-
-
 def commit_data(generation: int, member_id: str, offset: int) -> dict[str, Any]:
     parts = [{"partition_index": 0, "committed_offset": offset, "committed_metadata": ""}]
     return {
@@ -284,7 +261,7 @@ def commit_errors(response: Any) -> set[int]:
 
 
 async def join_and_sync(svc: GroupService, member_id: str = "") -> tuple[str, int]:
-    joined = await call(svc, 11, 7, join_data(member_id))
+    joined = await answer(svc, 11, 7, join_data(member_id))
     assert joined.error_code == NONE, joined
     member, generation = joined.member_id, joined.generation_id
     sync = {
@@ -295,7 +272,7 @@ async def join_and_sync(svc: GroupService, member_id: str = "") -> tuple[str, in
         "protocol_name": "range",
         "assignments": [{"member_id": member, "assignment": b"all"}],
     }
-    assert (await call(svc, 14, 5, sync)).error_code == NONE
+    assert (await answer(svc, 14, 5, sync)).error_code == NONE
     return member, generation
 
 
@@ -306,26 +283,26 @@ def test_a_deposed_coordinators_commit_is_refused_and_the_next_one_carries_on(tm
         a, b = broker(tmp_path, 1, zk, a_view), broker(tmp_path, 2, zk, b_view)
         await settle(a)  # broker 1 holds the lease: it loads (nothing) first
         member, generation = await join_and_sync(a)
-        assert commit_errors(await call(a, 8, 8, commit_data(generation, member, 10))) == {NONE}
-        assert (await call(b, 8, 8, commit_data(generation, member, 11))).topics[0].partitions[
+        assert commit_errors(await answer(a, 8, 8, commit_data(generation, member, 10))) == {NONE}
+        assert (await answer(b, 8, 8, commit_data(generation, member, 11))).topics[0].partitions[
             0
         ].error_code == NOT_COORDINATOR
         # Broker 2 takes the lease; broker 1 has not heard of it yet (its watch is late).
         zk.lease_version = 2
         b_view.holder, b_view.version = 2, 2
-        refused = await call(a, 8, 8, commit_data(generation, member, 5))
+        refused = await answer(a, 8, 8, commit_data(generation, member, 5))
         assert commit_errors(refused) == {NOT_COORDINATOR}, "the deposed coordinator acknowledged a commit"
         assert zk.offsets["g"][("t", 0)].offset == 10
         assert a_view.held_version() is None and a.coordinator.groups == {}  # it gave its groups up
         # FindCoordinator, wherever asked, names the lease's holder as that broker sees it.
-        found = await call(b, 10, 3, {"key": "g", "key_type": 0})
+        found = await answer(b, 10, 3, {"key": "g", "key_type": 0})
         assert (found.error_code, found.node_id, found.port) == (NONE, 2, 9002)
         # The new coordinator loads the group and carries on in the same generation.
         beat = {"group_id": "g", "generation_id": generation, "member_id": member}
-        assert (await call(b, 12, 4, beat)).error_code == NONE  # answered blindly while it loads
+        assert (await answer(b, 12, 4, beat)).error_code == NONE  # answered blindly while it loads
         await settle()
-        assert (await call(b, 12, 4, beat)).error_code == NONE
-        assert commit_errors(await call(b, 8, 8, commit_data(generation, member, 12))) == {NONE}
+        assert (await answer(b, 12, 4, beat)).error_code == NONE
+        assert commit_errors(await answer(b, 8, 8, commit_data(generation, member, 12))) == {NONE}
         assert zk.offsets["g"][("t", 0)].offset == 12
         _, rejoined = await join_and_sync(b, member)  # the leader rejoins: a rebalance, on from there
         assert rejoined == generation + 1 == zk.groups["g"].generation_id
@@ -340,7 +317,7 @@ def test_a_deposed_coordinators_group_write_is_refused(tmp_path: Path) -> None:
         deposed = broker(tmp_path, 1, zk, view)
         await settle(deposed)
         zk.lease_version = 2  # another broker took the lease; this one has not heard of it
-        joined = await call(deposed, 11, 7, join_data())
+        joined = await answer(deposed, 11, 7, join_data())
         assert joined.error_code == NOT_COORDINATOR and "g" not in zk.groups
         assert view.held_version() is None and deposed.coordinator.groups == {}
 
@@ -355,9 +332,9 @@ def test_a_new_coordinator_answers_load_in_progress_until_it_has_loaded(tmp_path
         store = svc.replica
         assert isinstance(store, FakeStore)
         store.loading = asyncio.get_running_loop().create_future()
-        assert (await call(svc, 11, 7, join_data())).error_code == COORDINATOR_LOAD_IN_PROGRESS
+        assert (await answer(svc, 11, 7, join_data())).error_code == COORDINATOR_LOAD_IN_PROGRESS
         assert (
-            await call(svc, 12, 4, {"group_id": "g", "generation_id": 4, "member_id": "m"})
+            await answer(svc, 12, 4, {"group_id": "g", "generation_id": 4, "member_id": "m"})
         ).error_code == NONE
         store.loading.set_result(list(zk.groups.values()))
         await settle()
