@@ -209,8 +209,22 @@ def check_run(
     damage_notes = attribute(damaged, verdict["anomalies"])
     if damaged:
         stats["damaged_replicas"] = damaged
+    unsettled_notes: list[str] = []
     if isinstance(drain, dict):
-        stats["drain"] = {k: drain.get(k) for k in ("complete", "reason", "seconds", "records") if k in drain}
+        stats["drain"] = {
+            k: drain.get(k) for k in ("complete", "reason", "seconds", "records", "unsettled") if k in drain
+        }
+        unsettled = drain.get("unsettled")
+        if isinstance(unsettled, dict) and unsettled:
+            where = ", ".join(
+                f"{tp} (last stable offset {v.get('lso')} < high watermark {v.get('hw')})"
+                for tp, v in sorted(unsettled.items())
+                if isinstance(v, dict)
+            )
+            unsettled_notes.append(
+                f"drain: transactions never ended on {where}: read_committed consumers cannot read the"
+                " committed records above the last stable offset (they count as unseen)"
+            )
     results: dict[str, Any] = {
         "valid": verdict["valid"],
         "anomalies": verdict["anomalies"],
@@ -224,7 +238,7 @@ def check_run(
         "fatal": verdict["fatal"],
         "incomplete": verdict["incomplete"],
         "explanation": verdict["explanation"],
-        "notes": notes + verdict["notes"] + damage_notes,
+        "notes": notes + verdict["notes"] + damage_notes + unsettled_notes,
     }
     if "replicas_unavailable" in verdict:
         results["replicas_unavailable"] = verdict["replicas_unavailable"]

@@ -164,6 +164,43 @@ ANOMALIES: tuple[Anomaly, ...] = (
         "(ok commit, partition) pairs",
     ),
     Anomaly(
+        "precommitted-read",
+        "a transaction polled a record of a partition at or past an offset it had itself written there"
+        " (its own uncommitted write, or a record beyond it: read_committed shows neither)",
+        "history",
+        "presence",
+        ("index", "process", "topic", "partition", "offset", "value", "write_offset", "write_value"),
+        ("index",),
+        "transactions",
+    ),
+    Anomaly(
+        "torn-transaction",
+        "a committed transaction of which some writes were read and some are lost: read past and never returned",
+        "history",
+        "absence",
+        ("index", "process", "visible", "lost"),
+        ("index",),
+        "ok transactions",
+    ),
+    Anomaly(
+        "G0",
+        "a write cycle: transactions whose records follow each other around a cycle in the partitions' orders",
+        "history",
+        "presence",
+        ("index", "size", "cycle", "steps"),
+        ("index",),
+        "strongly connected components of ww edges",
+    ),
+    Anomaly(
+        "G1c",
+        "circular information flow: a cycle of write-read (and write-write) dependencies between transactions",
+        "history",
+        "presence",
+        ("index", "size", "cycle", "steps", "wr_only"),
+        ("index",),
+        "strongly connected components of ww and wr edges holding a wr edge",
+    ),
+    Anomaly(
         "log-divergence",
         "after the final reads, two replicas hold different records at one offset below the smaller of their log ends",
         "replicas",
@@ -204,6 +241,9 @@ class AnomalyResult(TypedDict):
     # poll-skip and nonmonotonic-poll only: how many of the `count` occurrences are reads of a
     # consumer-group member (the verdict allows those, and only those; checkers/verdict.py).
     members: NotRequired[int]
+    # G1c only: how many of the `count` components hold a cycle of wr edges alone, which
+    # read_committed consumers cannot produce (the verdict allows the others; checkers/txn_graph.py).
+    wr_only: NotRequired[int]
 
 
 class OutcomeCounts(TypedDict):
@@ -222,8 +262,9 @@ class EngineStats(TypedDict):
     sends: OutcomeCounts
     polls: OutcomeCounts
     assigns: OutcomeCounts
-    records_read: int  # records in ok polls
-    acked: int  # ok sends with an offset (the ones judged for lost-write / unseen)
+    records_read: int  # records in ok polls and in transactions' polls
+    acked: int  # ok sends with an offset, and committed transactions' sends with one (judged for lost-write / unseen)
+    txns: OutcomeCounts  # transactions by how they completed
     # lost-write sends by the second (floor(time_ns / 1e9) of the ok completion, as a string key):
     # stats.py attributes them to fault windows.
     lost_by_second: dict[str, int]
@@ -247,6 +288,7 @@ def empty_stats() -> EngineStats:
         "assigns": empty_counts(),
         "records_read": 0,
         "acked": 0,
+        "txns": empty_counts(),
         "lost_by_second": {},
     }
 

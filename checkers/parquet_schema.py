@@ -67,7 +67,7 @@ OPERATIONS_SCHEMA = pa.schema(
     ]
 )
 # `f` and `outcome` again as small integers (their index in these), cheaper for Spark to compare.
-F_CODES = ("send", "poll", "assign", "crash", "subscribe", "commit", "rebalance")
+F_CODES = ("send", "poll", "assign", "crash", "subscribe", "commit", "rebalance", "txn")
 OUTCOME_CODES = ("ok", "fail", "info", "open")
 TYPE_CODES = ("invoke", "ok", "fail", "info")  # `type` as a small integer while pairing
 TYPE_CODE_ARRAY = pa.array(TYPE_CODES)

@@ -80,6 +80,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from checkers import txn_checks
 from checkers.catalogue import (
     HISTORY_ANOMALIES,
     MAX_EXAMPLES,
@@ -91,9 +92,12 @@ from checkers.catalogue import (
     empty_stats,
     select_examples,
 )
+from checkers.txn_checks import TxnRecord
 from history.format import NEMESIS_PROCESS, ReadProblem
 from history.pairing import CRASH, OPEN, Pairing, ProcessLinks, outcome_of
 from history.reader import iter_ops
+from history.txn import TXN, read_records
+from history.txn import writes as txn_writes
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +123,10 @@ class Examples:
         self._kept.append(example)
         if len(self._kept) >= 8 * MAX_EXAMPLES:
             self._kept = select_examples(self.name, self._kept)
+
+    def add_all(self, examples: list[dict[str, Any]]) -> None:
+        """Examples of occurrences counted elsewhere (`count` is set by the caller)."""
+        self._kept = select_examples(self.name, self._kept + examples)
 
     def result(self) -> AnomalyResult:
         return {"count": self.count, "examples": select_examples(self.name, self._kept)}
@@ -151,6 +159,12 @@ class FirstSightings:
         """Keys seen with two or more distinct items."""
         return self._many
 
+    def smallest(self) -> dict[Any, Any]:
+        """Every key with the smallest item it was seen with."""
+        out = {key: one[0] for key, one in self._one.items()}
+        out.update({key: min(many) for key, many in self._many.items()})
+        return out
+
 
 def _is_int(x: Any) -> TypeGuard[int]:
     """An integer, and not a bool."""
@@ -167,6 +181,7 @@ class _Checker:
         self.incomplete: list[str] = []
         self.found = {name: Examples(name) for name in HISTORY_ANOMALIES}
         self.by_members = dict.fromkeys(MEMBER_COUNTED, 0)  # poll anomalies of group members
+        self.wr_only = 0  # G1c components holding a cycle of wr edges alone
         self.pairing = Pairing()  # each process's open invocation (history.pairing: the one rule)
         self.status: dict[int, list[Any]] = {}  # value -> [rank, first fail index, its process]
         self.acks: list[tuple[int, int, Any, str, int, int, int, int]] = []
@@ -188,6 +203,10 @@ class _Checker:
         self.commit_floor: dict[int, dict[tuple[str, str, int], tuple[int, int]]] = {}
         self.malformed_count = 0
         self.first_malformed: tuple[int, str] | None = None
+        self.txns: list[TxnRecord] = []
+        # poll-skip candidates, judged at the end (a transactional history skips markers): each
+        # with whether its process was a group member
+        self.skip_candidates: list[tuple[dict[str, Any], bool]] = []
 
     # --- streaming -------------------------------------------------------------------------------
 
@@ -202,12 +221,22 @@ class _Checker:
             else:
                 self._complete(process, op)
         self._finish_open_ops()
-        self._judge_acks_and_reads()
+        lost = self._judge_acks_and_reads()
+        self._judge_skips()
         self._judge_groups()
+        if self.txns:
+            read_values = set(self.first_read)
+            position_value = self.values_at_position.smallest()
+            for name, result in txn_checks.judge(self.txns, read_values, lost, position_value).items():
+                self.found[name].count = result["count"]
+                self.found[name].add_all(result["examples"])
+                if "wr_only" in result:
+                    self.wr_only = result["wr_only"]
         self._describe_problems()
         anomalies = {name: ex.result() for name, ex in self.found.items()}
         for name, members in self.by_members.items():
             anomalies[name]["members"] = members
+        anomalies["G1c"]["wr_only"] = self.wr_only
         return {"anomalies": anomalies, "stats": self.stats, "incomplete": self.incomplete}
 
     def _invoke(self, process: Any, op: dict[str, Any]) -> None:
@@ -230,6 +259,9 @@ class _Checker:
                 self._malformed(op["index"], "send without an integer value")
                 return
             self.status.setdefault(value, [PENDING, None, None])
+        elif op["f"] == TXN:
+            for write in txn_writes(op, None):
+                self.status.setdefault(write.value, [PENDING, None, None])
 
     def _complete(self, process: Any, op: dict[str, Any]) -> None:
         invocation = self.pairing.complete(op)
@@ -245,6 +277,7 @@ class _Checker:
             "send": self.stats["sends"],
             "poll": self.stats["polls"],
             "assign": self.stats["assigns"],
+            TXN: self.stats["txns"],
         }.get(f)
         if counts is not None:
             counts[outcome] += 1  # type: ignore[literal-required]
@@ -254,9 +287,11 @@ class _Checker:
                 self._commit_ok(process, invocation, completion["index"], floor)
         if f == "send":
             self._close_send(process, invocation, outcome, completion)
+        elif f == TXN:
+            self._close_txn(process, invocation, outcome, completion)
         elif f == "poll":
             if outcome == "ok" and completion is not None:
-                self._reads(process, completion)
+                self._reads(process, completion, completion.get("records") or [])
             elif outcome in ("info", OPEN):
                 self.poll_position.forget(process)
 
@@ -269,12 +304,7 @@ class _Checker:
         offset = completion.get("offset") if completion is not None else None
         acked = outcome == "ok" and _is_int(offset) and offset >= 0
         rank = INFO if outcome in ("info", "open") or (outcome == "ok" and not acked) else _RANK[outcome]
-        status = self.status.setdefault(value, [PENDING, None, None])
-        if rank == FAIL and status[0] in (PENDING, FAIL):
-            assert completion is not None
-            if status[1] is None or completion["index"] < status[1]:
-                status[1], status[2] = completion["index"], process
-        status[0] = rank if status[0] == PENDING else max(status[0], rank)
+        self._status(value, rank, completion, process)
         if not acked or not _is_int(offset) or completion is None:
             return
         topic, partition = invocation.get("topic"), invocation.get("partition")
@@ -282,13 +312,9 @@ class _Checker:
             self._malformed(completion["index"], "ok send without a topic and integer partition")
             return
         index = completion["index"]
-        self.stats["acked"] += 1
-        self.acks.append(
-            (index, invocation["index"], process, topic, partition, offset, value, int(completion["time"]))
+        self._ack(
+            index, invocation["index"], process, topic, partition, offset, value, int(completion["time"])
         )
-        position = (topic, partition, offset)
-        self.positions_of_value.add(value, position, index, process)
-        self.values_at_position.add(position, value, index, process)
         previous = self.last_ack.link(process, (topic, partition), (offset, index, value))
         if previous is not None and offset < previous[0]:
             self.found["nonmonotonic-send"].add(
@@ -304,6 +330,56 @@ class _Checker:
                     "prev_value": previous[2],
                 }
             )
+
+    def _status(self, value: int, rank: int, completion: dict[str, Any] | None, process: Any) -> None:
+        """Fold one send's outcome into its value's status (the best over its sends)."""
+        status = self.status.setdefault(value, [PENDING, None, None])
+        if rank == FAIL and status[0] in (PENDING, FAIL):
+            assert completion is not None
+            if status[1] is None or completion["index"] < status[1]:
+                status[1], status[2] = completion["index"], process
+        status[0] = rank if status[0] == PENDING else max(status[0], rank)
+
+    def _ack(
+        self,
+        index: int,
+        invoke_index: int,
+        process: Any,
+        topic: str,
+        partition: int,
+        offset: int,
+        value: int,
+        time_ns: int,
+    ) -> None:
+        """An acknowledged write (a single send's, or a committed transaction's): judged for
+        lost-write and unseen, and a sighting of its value at its position."""
+        self.stats["acked"] += 1
+        self.acks.append((index, invoke_index, process, topic, partition, offset, value, time_ns))
+        position = (topic, partition, offset)
+        self.positions_of_value.add(value, position, index, process)
+        self.values_at_position.add(position, value, index, process)
+
+    def _close_txn(
+        self, process: Any, invocation: dict[str, Any], outcome: str, completion: dict[str, Any] | None
+    ) -> None:
+        """A transaction: its sends count as sends with its outcome (acknowledged when it committed
+        and the send got an offset), its polls' records as reads (of no poll position)."""
+        index = completion["index"] if completion is not None else invocation["index"]
+        writes = txn_writes(invocation, completion)
+        for w in writes:
+            acked = outcome == "ok" and w.offset is not None
+            rank = FAIL if outcome == "fail" else OK if acked else INFO
+            self._status(w.value, rank, completion, process)
+            if acked and completion is not None:
+                assert w.offset is not None
+                self._ack(
+                    index, invocation["index"], process, w.topic, w.partition, w.offset, w.value,
+                    int(completion["time"]),
+                )  # fmt: skip
+        txn = TxnRecord(index, process, outcome, writes)
+        if completion is not None:
+            self._reads(process, completion, read_records(completion), txn)
+        self.txns.append(txn)
 
     def _commit_offsets(self, op: dict[str, Any]) -> list[tuple[str, int, int]] | None:
         offsets = op.get("offsets")
@@ -361,9 +437,12 @@ class _Checker:
             if best is None or offset > best[0]:
                 self.committed[key] = (offset, index)
 
-    def _reads(self, process: Any, completion: dict[str, Any]) -> None:
+    def _reads(
+        self, process: Any, completion: dict[str, Any], records: Any, txn: TxnRecord | None = None
+    ) -> None:
+        """The records a poll (or a transaction's polls, `txn`) returned. A transaction's reads are
+        sightings and reads like any, but they move no poll position and no group's reads."""
         index = completion["index"]
-        records = completion.get("records") or []
         if not isinstance(records, list):
             self._malformed(index, "ok poll whose records are not a list")
             return
@@ -380,13 +459,6 @@ class _Checker:
                 self._malformed(index, "poll record without topic, partition, offset and value")
                 continue
             self.stats["records_read"] += 1
-            group = self.group_of.get(process)
-            if group is not None:
-                self.group_returned[group].add(value)
-            if (topic, partition, offset) not in self.first_read_at:
-                self.first_read_at[(topic, partition, offset)] = (index, process, value)
-            if process in self.final_readers and (topic, partition, offset) not in self.final_read_at:
-                self.final_read_at[(topic, partition, offset)] = (index, process, value)
             if value not in self.first_read:
                 self.first_read[value] = (index, list_pos, process, topic, partition, offset)
             position = (topic, partition, offset)
@@ -396,6 +468,16 @@ class _Checker:
             best = self.max_read.get(tp)
             if best is None or offset > best[0] or (offset == best[0] and index < best[1]):
                 self.max_read[tp] = (offset, index)
+            if txn is not None:
+                txn.reads.append((topic, partition, offset, value))
+                continue
+            group = self.group_of.get(process)
+            if group is not None:
+                self.group_returned[group].add(value)
+            if (topic, partition, offset) not in self.first_read_at:
+                self.first_read_at[(topic, partition, offset)] = (index, process, value)
+            if process in self.final_readers and (topic, partition, offset) not in self.final_read_at:
+                self.final_read_at[(topic, partition, offset)] = (index, process, value)
             previous = self.poll_position.link(process, tp, (offset, index))
             if previous is not None:
                 prev_offset, prev_index = previous
@@ -409,8 +491,9 @@ class _Checker:
                     "prev_index": prev_index,
                 }
                 if offset > prev_offset + 1:
-                    self.found["poll-skip"].add({**example, "skipped": offset - prev_offset - 1})
-                    self.by_members["poll-skip"] += group is not None
+                    self.skip_candidates.append(
+                        ({**example, "skipped": offset - prev_offset - 1}, group is not None)
+                    )
                 elif offset <= prev_offset:
                     self.found["nonmonotonic-poll"].add(example)
                     self.by_members["nonmonotonic-poll"] += group is not None
@@ -431,7 +514,32 @@ class _Checker:
 
     # --- judging ---------------------------------------------------------------------------------
 
-    def _judge_acks_and_reads(self) -> None:
+    def _judge_skips(self) -> None:
+        """poll-skip. In a history with transactions, offsets have gaps where no client record is
+        (transaction markers, aborted records, which read_committed consumers pass over): there a
+        read skips only when some record sighted anywhere lies between, and `skipped` counts those."""
+        sighted: dict[TopicPartition, list[int]] = defaultdict(list)
+        if self.txns:
+            for topic, partition, offset in self.values_at_position.smallest():
+                sighted[(topic, partition)].append(offset)
+            for offsets in sighted.values():
+                offsets.sort()
+        for example, member in self.skip_candidates:
+            if self.txns:
+                offsets = sighted[(example["topic"], example["partition"])]
+                between = bisect.bisect_left(offsets, example["offset"]) - bisect.bisect_right(
+                    offsets, example["prev_offset"]
+                )
+                if between <= 0:
+                    continue
+                example = {**example, "skipped": between}
+            self.found["poll-skip"].add(example)
+            self.by_members["poll-skip"] += member
+
+    def _judge_acks_and_reads(self) -> set[int]:
+        """lost-write, unseen, phantom, aborted-read, duplicate, inconsistent-offsets; returns the
+        values of the lost-writes."""
+        lost_values: set[int] = set()
         lost_by_second: dict[str, int] = defaultdict(int)
         for index, invoke_index, process, topic, partition, offset, value, time_ns in self.acks:
             if value in self.first_read:
@@ -450,6 +558,7 @@ class _Checker:
             if best is not None and best[0] > offset:
                 self.found["lost-write"].add({**example, "max_read_index": best[1]})
                 lost_by_second[str(time_ns // 1_000_000_000)] += 1
+                lost_values.add(value)
             else:
                 self.found["unseen"].add(example)
         self.stats["lost_by_second"] = dict(sorted(lost_by_second.items(), key=lambda kv: int(kv[0])))
@@ -496,6 +605,7 @@ class _Checker:
                     "values": listed,
                 }
             )
+        return lost_values
 
     def _judge_groups(self) -> None:
         """group-skip: positions below a group's commits whose value no member of the group returned."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from checkers import spark_txn
 from checkers.catalogue import EngineResult
 from checkers.parquet import convert
 from checkers.replica_logs import ReplicaFindings, ReplicaInputs
@@ -153,22 +154,34 @@ def check_run(
     last_timings["spark_start"] = float(box.get("seconds", 0.0))
     size_shuffles(spark, form.ops)
     checking = time.monotonic()
-    result = check_parquet(
-        spark,
-        form.operations_path,
-        form.reads_path,
-        ops=form.ops,
-        problems=form.problems,
-        orphans=form.orphans,
-        first_orphan=form.first_orphan,
-        figures=form.figures,
-        topics=form.topics,
+    # A history's transactions: their micro-operations, read again from the text (spark_txn.py).
+    txns = spark_txn.prepare(
+        spark, os.fspath(history_path), form.operations_path, form.reads_path, form.topics
     )
-    # The consumer-group rules read the group operations' own fields (checkers/spark_groups.py).
-    merge_into(
-        result["anomalies"],
-        check_groups(spark, os.fspath(history_path), form.operations_path, form.reads_path),
-    )
+    try:
+        result = check_parquet(
+            spark,
+            form.operations_path,
+            form.reads_path,
+            ops=form.ops,
+            problems=form.problems,
+            orphans=form.orphans,
+            first_orphan=form.first_orphan,
+            figures=form.figures,
+            topics=txns.topics if txns is not None else form.topics,
+            extra=(txns.operations, txns.reads) if txns is not None else None,
+        )
+        # The consumer-group rules read the group operations' own fields (checkers/spark_groups.py).
+        merge_into(
+            result["anomalies"],
+            check_groups(spark, os.fspath(history_path), form.operations_path, form.reads_path),
+        )
+        if txns is not None:
+            found, figures = spark_txn.judge(spark, txns, form.operations_path, form.reads_path, txns.topics)
+            spark_txn.merge_into(result, txns, found, figures)
+    finally:
+        if txns is not None:
+            txns.unpersist()
     last_timings["check"] = time.monotonic() - checking
     stats_facts = None
     if facts:

@@ -16,6 +16,7 @@ from checkers.parquet_schema import F_CODES, FORMAT_VERSION, META, OUTCOME_CODES
 from checkers.spark_engine import ParquetForm, spark_figures
 from history import pairing
 from history.format import CLIENT_FS, OP_TYPES, ReadProblem
+from history.txn import MOP_FS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -25,7 +26,8 @@ log = logging.getLogger(__name__)
 JSON_SCHEMA = (
     "index BIGINT, time BIGINT, process STRING, type STRING, f STRING, topic STRING, partition INT, "
     "value STRING, offset BIGINT, records ARRAY<STRUCT<topic: STRING, partition: INT, offset: BIGINT, "
-    "value: BIGINT>>, _corrupt_record STRING"
+    "value: BIGINT>>, mops ARRAY<STRUCT<f: STRING, topic: STRING, partition: INT, value: STRING>>, "
+    "_corrupt_record STRING"
 )
 
 
@@ -33,6 +35,18 @@ def _dest(path: str) -> str:
     base = path.rstrip("/")
     name = base.rsplit("/", 1)[-1]
     return base[: len(base) - len(name)] + cache_name(name)
+
+
+def _readable_mops(mops: Column, integer: str) -> Column:
+    """`history.txn.mops_problem` is None: a non-empty list of sends (with topic, partition and an
+    integer value) and polls."""
+    from pyspark.sql import functions as F
+
+    def readable(m: Column) -> Column:
+        send_ok = m["topic"].isNotNull() & m["partition"].isNotNull() & m["value"].rlike(integer)
+        return m["f"].isin(*MOP_FS) & ((m["f"] != "send") | F.coalesce(send_ok, F.lit(False)))
+
+    return F.coalesce((F.size(mops) > 0) & F.forall(mops, readable), F.lit(False))
 
 
 def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> ParquetForm:
@@ -73,6 +87,7 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
         & col("type").isin(*OP_TYPES)
         & col("f").isNotNull()
         & (nemesis | (col("process").rlike(integer) & col("f").isin(*sorted(CLIENT_FS))))
+        & (nemesis | (col("f") != "txn") | _readable_mops(col("mops"), integer))
     )
     df = df.withColumn("good", good).cache()
     try:

@@ -245,8 +245,12 @@ class SparkChecker:
         first_orphan: int | None = None,
         figures: dict[str, Any] | None = None,
         topics: list[str] | None = None,
+        extra: tuple[DataFrame, DataFrame] | None = None,
     ):
         self.spark = spark
+        # Rows of a history's transactions (checkers/spark_txn.py): their sends as operations, the
+        # records they polled as reads; checked with the others by every value and position rule.
+        self.extra = extra
         self.figures = figures
         self.topics = topics
         self.operations_path = operations_path
@@ -289,6 +293,10 @@ class SparkChecker:
         spark = self.spark
         operations = spark.read.parquet(self.operations_path)
         reads_all = spark.read.parquet(self.reads_path)
+        figures = self.figures if self.figures is not None else spark_figures(operations, reads_all)
+        if self.extra is not None:
+            operations = operations.unionByName(self.extra[0], allowMissingColumns=True)
+            reads_all = reads_all.unionByName(self.extra[1], allowMissingColumns=True)
         names = F.array(
             *[F.lit(t) for t in self._topics(operations, reads_all)] or [F.lit(None).cast("string")]
         )
@@ -391,7 +399,6 @@ class SparkChecker:
         }
         out.aggregate(values, {f"values:{k}": (c, None) for k, c in flags.items()})
         counts, firsts, anomalies = out.collect()
-        figures = self.figures if self.figures is not None else spark_figures(operations, reads_all)
         counts.update(figures["counts"])
         firsts.update(figures["firsts"])
 
@@ -537,6 +544,7 @@ class SparkChecker:
             "assigns": empty_counts(),
             "records_read": counts.get("records_read", 0),
             "acked": counts.get("acked", 0),
+            "txns": empty_counts(),  # counted by checkers/spark_txn.py, merged in by checkers/spark.py
             "lost_by_second": {},
         }
         by_f: dict[str, OutcomeCounts] = {
@@ -561,6 +569,9 @@ class SparkChecker:
         # group anomalies, counted by checkers/spark_groups.py and merged in by checkers/spark.py.
         for name in MEMBER_COUNTED:
             anomalies[name]["members"] = 0
+        # Cycles between transactions are found by checkers/spark_txn.py (with `wr_only`), merged in
+        # by checkers/spark.py; a history without transactions has none.
+        anomalies["G1c"]["wr_only"] = 0
 
         # Why the history cannot be trusted whole: the reference's reasons, in its order.
         incomplete = _problem_reasons(self.problems)
@@ -647,11 +658,14 @@ def check_parquet(
     first_orphan: int | None = None,
     figures: dict[str, Any] | None = None,
     topics: list[str] | None = None,
+    extra: tuple[DataFrame, DataFrame] | None = None,
 ) -> EngineResult:
     """Check a history already in Parquet form (see checkers.parquet).
 
     `figures` are the outcome counts and malformed operations the conversion counted
     (`checkers.parquet_figures.Figures`); without them Spark counts them (`spark_figures`).
+    `extra`: more operations and reads to check with the form's (a history's transactions,
+    `checkers.spark_txn.prepare`).
     """
     checker = SparkChecker(
         spark,
@@ -663,6 +677,7 @@ def check_parquet(
         first_orphan=first_orphan,
         figures=figures,
         topics=topics,
+        extra=extra,
     )
     return checker.run()
 

@@ -67,7 +67,8 @@ def _member_polls(members: DataFrame, reads: DataFrame) -> dict[str, int]:
     return {name: int(row[name] or 0) for name in MEMBER_COUNTED}
 
 
-def _result(name: str, df: DataFrame) -> AnomalyResult:
+def anomaly_result(name: str, df: DataFrame) -> AnomalyResult:
+    """One anomaly's count and its MAX_EXAMPLES smallest examples (the catalogue's order) of df."""
     from pyspark.sql import functions as F
 
     fields = BY_NAME[name].example_fields
@@ -245,8 +246,8 @@ def check_groups(
         .select(*BY_NAME["group-skip"].example_fields)
     )
     found = {
-        "group-skip": _result("group-skip", skips),
-        "nonmonotonic-commit": _result("nonmonotonic-commit", nonmonotonic),
+        "group-skip": anomaly_result("group-skip", skips),
+        "nonmonotonic-commit": anomaly_result("nonmonotonic-commit", nonmonotonic),
     }
     commits.unpersist()
     lines.unpersist()

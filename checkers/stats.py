@@ -203,6 +203,8 @@ def assemble(
         "sends": sends,
         "polls": dict(engine_stats["polls"]),
         "assigns": dict(engine_stats["assigns"]),
+        "txns": dict(engine_stats["txns"]),
+        "committed_txns_per_s": round(engine_stats["txns"]["ok"] / duration, 1) if duration > 0 else 0.0,
         "ops": {f: dict(v) for f, v in sorted(facts.outcomes.items())},
         "nemesis_ops": facts.nemesis_ops,
         "records_read": engine_stats["records_read"],

@@ -51,6 +51,9 @@ CONDITIONS: dict[str, Callable[[Facts, AnomalyResult], bool]] = {
     # under `consume = "mixed"` the assigning processes' reads are still held to the strict rule.
     "only-group-members": lambda _, result: 0 < result["count"] == result.get("members", 0),
     "drain-not-known-complete": lambda facts, _: facts.drain_complete is not True,
+    "always": lambda _facts, _result: True,
+    # Every G1c component found needs a ww edge: none holds a cycle of wr edges alone.
+    "no-wr-only-cycle": lambda _, result: result.get("wr_only", 0) == 0,
 }
 
 
@@ -84,10 +87,30 @@ RULES: tuple[Rule, ...] = (
         "after a rebalance a group member resumes from the last committed offset and reads again",
     ),
     Rule(
+        "G0",
+        "allowed",
+        "always",
+        "Kafka does not isolate transactions' writes: two transactions may interleave their records on"
+        " two partitions in opposite orders",
+    ),
+    Rule(
+        "G1c",
+        "allowed",
+        "no-wr-only-cycle",
+        "every cycle found needs a ww edge, which Kafka's missing write isolation allows (a transaction"
+        " may read one that committed after it wrote); a cycle of wr edges alone would be invalid",
+    ),
+    Rule(
         "unseen",
         "unknown",
         "drain-not-known-complete",
         "without a completed final drain an acknowledged record may simply not have been read yet",
+    ),
+    Rule(
+        "torn-transaction",
+        "unknown",
+        "drain-not-known-complete",
+        "its lost part is lost-write's claim, which needs a completed final drain",
     ),
     Rule(
         "lost-write",
@@ -174,8 +197,9 @@ def decide(
         result = found.get(name, {"count": 0, "examples": []})
         effect, why = effect_of(name, result, facts, damaged, truncated)
         anomalies[name] = {"count": result["count"], "examples": result["examples"], "effect": effect}
-        if "members" in result:
-            anomalies[name]["members"] = result["members"]
+        for extra in ("members", "wr_only"):
+            if extra in result:
+                anomalies[name][extra] = result[extra]  # type: ignore[literal-required]
         if effect == "invalid":
             fatal.append(name)
         elif effect == "unknown":

@@ -27,6 +27,7 @@ VARIANTS = ("leader-epoch", "high-watermark", "leader-epoch-v0")
 ACKS = ("all", "1", "0")
 CLIENTS = ("kafka-python", "confluent-kafka")
 CONSUME_MODES = ("assign", "subscribe", "mixed")
+WORKLOADS = ("queue", "txn")
 CHECKERS = ("auto", "spark", "reference")
 ELECTION_POLICIES = ("first-in-isr", "longest-log")
 
@@ -69,6 +70,13 @@ class TestConfig:
     rate: float = 200.0
     concurrency: int = 10
     client: Literal["kafka-python", "confluent-kafka"] = "kafka-python"
+    # queue: single sends and polls; txn: each operation a transaction of 1-4 sends and polls,
+    # committed or (with probability abort_p) aborted, read by read_committed consumers.
+    workload: Literal["queue", "txn"] = "queue"
+    abort_p: float = 0.1
+    # The transactional producer's transaction.timeout.ms: the coordinator aborts a transaction
+    # left open longer (a crashed client's), so read_committed consumers are not held up for long.
+    transaction_timeout_ms: int = 10000
     # How client processes consume: assign partitions themselves, subscribe as members of consumer
     # groups (committing offsets), or both kinds side by side (docs/workloads.md).
     consume: Literal["assign", "subscribe", "mixed"] = "assign"
@@ -137,6 +145,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "acks": ACKS,
     "client": CLIENTS,
     "consume": CONSUME_MODES,
+    "workload": WORKLOADS,
     "checker": CHECKERS,
     "leader_election_policy": ELECTION_POLICIES,
 }
@@ -279,6 +288,16 @@ def _check_ranges(c: TestConfig) -> None:
     need(c.concurrency >= 1, "concurrency", "must be at least 1")
     need(c.crash_clients >= 0, "crash_clients", f"must not be negative (0: never), got {c.crash_clients:g}")
     need(c.seed >= 0, "seed", "must not be negative")
+    need(0 <= c.abort_p <= 1, "abort_p", f"must be between 0 and 1, got {c.abort_p:g}")
+    need(c.transaction_timeout_ms > 0, "transaction_timeout_ms", "must be positive")
+    if c.workload == "txn":
+        need(
+            c.consume == "assign",
+            "consume",
+            "the txn workload's consumers assign partitions (consume = assign)",
+        )
+        need(c.acks == "all", "acks", f"a transactional producer needs acks=all, got acks={c.acks}")
+        need(c.retries > 0, "retries", "a transactional producer needs retries > 0")
     need(c.retries >= 0, "retries", "must not be negative")
     need(c.op_timeout >= 0, "op_timeout", "must not be negative (0: the producer's delivery bound)")
     need(c.drain_timeout > 0, "drain_timeout", "must be positive")

@@ -16,7 +16,16 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from foundation.config import ACKS, BACKENDS, CHECKERS, CLIENTS, CONSUME_MODES, VARIANTS, TestConfig
+from foundation.config import (
+    ACKS,
+    BACKENDS,
+    CHECKERS,
+    CLIENTS,
+    CONSUME_MODES,
+    VARIANTS,
+    WORKLOADS,
+    TestConfig,
+)
 from foundation.errors import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, StrandlineError
 
 EPILOG = """\
@@ -34,6 +43,7 @@ FAULTS = (
     "partition",
     "loss",
     "delay",
+    "hold",
     "bandwidth",
     "clock",
     "clock-bump",
@@ -124,6 +134,12 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rate", type=float, metavar="OPS", help="target operations per second (default 200)")
     g.add_argument("--concurrency", type=int, metavar="C", help="client processes (default 10)")
     g.add_argument("--client", choices=CLIENTS, help="Kafka client driver (default kafka-python)")
+    g.add_argument(
+        "--workload",
+        choices=WORKLOADS,
+        help="queue (default): single sends and polls; txn: transactions of sends and polls, "
+        "committed or aborted (abort_p), read committed (docs/workloads.md)",
+    )
     g.add_argument(
         "--consume",
         choices=CONSUME_MODES,

@@ -21,20 +21,28 @@ DESCRIPTIONS = {
     "poll-skip": "A process's successive polls of a partition skipped offsets, with no assign between.",
     "nonmonotonic-poll": "A process's successive polls of a partition went back, with no assign between.",
     "nonmonotonic-send": "A process's later send got an earlier offset on one partition.",
+    "torn-transaction": "A committed transaction that reached the log only in part: some of its writes were read, others lost.",
+    "precommitted-read": "A transaction read its own write (or past it) before it had committed.",
+    "G0": "A write cycle: transactions whose records follow each other around a cycle on the partitions.",
+    "G1c": "Circular information flow: transactions that, through what they read and wrote, each came before the other.",
 }
 # Most serious first: the headline speaks of the first present.
 SEVERITY = (
     "lost-write",
     "lost-committed-on-replicas",
+    "torn-transaction",
     "log-divergence",
     "inconsistent-offsets",
     "aborted-read",
+    "precommitted-read",
+    "G1c",
     "phantom",
     "unseen",
     "duplicate",
     "nonmonotonic-send",
     "nonmonotonic-poll",
     "poll-skip",
+    "G0",
 )
 
 

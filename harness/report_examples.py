@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from markupsafe import Markup
+
+from harness.report_cycles import cycle_svg
 from harness.report_history import NS, Completed, HistoryDigest
 from harness.report_replicas import PartitionLogs
 from harness.report_text import example_title
@@ -21,6 +24,7 @@ class ExampleView:
     fields: list[tuple[str, str]]
     ops: list[dict[str, Any]]
     replicas: list[tuple[str, str]] = field(default_factory=list)
+    svg: Markup | None = None  # a picture of the example (a dependency cycle)
 
 
 def refs(example: Any) -> tuple[set[int], set[Any]]:
@@ -41,7 +45,7 @@ def refs(example: Any) -> tuple[set[int], set[Any]]:
 
     for key, v in example.items():
         k = key.lower()
-        if k in ("index", "indices") or k.endswith(("_index", "_indices", "-index", "-indices")):
+        if k in ("index", "indices", "cycle") or k.endswith(("_index", "_indices", "-index", "-indices")):
             indices.update(ints(v))
         elif k in ("value", "values", "prev_value"):
             for x in v if isinstance(v, list | tuple) else [v]:
@@ -63,7 +67,30 @@ def refs(example: Any) -> tuple[set[int], set[Any]]:
     return indices, values
 
 
+def mops_summary(mops: Any) -> str:
+    """A transaction's micro-operations in a few words: 'send 17 → t0-1 @4, poll 2 records'."""
+    if not isinstance(mops, list):
+        return ""
+    words = []
+    for m in mops:
+        if not isinstance(m, dict):
+            continue
+        if m.get("f") == "send":
+            at = f" @{m['offset']}" if m.get("offset") is not None else ""
+            words.append(f"send {m.get('value')} → {m.get('topic')}-{m.get('partition')}{at}")
+        elif m.get("f") == "poll":
+            records = m.get("records")
+            words.append(f"poll {len(records)} records" if isinstance(records, list) else "poll")
+    return ", ".join(words)
+
+
 def op_row(op: dict[str, Any]) -> dict[str, Any]:
+    if op.get("f") == "txn":
+        return {**_op_row(op), "value": mops_summary(op.get("mops"))}
+    return _op_row(op)
+
+
+def _op_row(op: dict[str, Any]) -> dict[str, Any]:
     return {
         "index": op.get("index"),
         "time": f"{int(op.get('time') or 0) / NS:.3f}",
@@ -158,7 +185,10 @@ def example_view(
             else:
                 text = "absent"
             replicas.append((node, f"offset {offset}: {text}"))
-    return ExampleView(title=example_title(name, example), fields=fields, ops=rows[:12], replicas=replicas)
+    svg = cycle_svg(example) if name in ("G0", "G1c") else None
+    return ExampleView(
+        title=example_title(name, example), fields=fields, ops=rows[:12], replicas=replicas, svg=svg
+    )
 
 
 def example_partitions(examples: list[Any], digest: HistoryDigest) -> set[tuple[str, int]]:

@@ -175,9 +175,14 @@ def headline(
     sends = results.get("stats", {}).get("sends", {}) if isinstance(results.get("stats"), dict) else {}
     if valid is True:
         acked = sends.get("ok") if isinstance(sends, dict) else None
+        txns = results.get("stats", {}).get("txns") if isinstance(results.get("stats"), dict) else None
+        committed = txns.get("ok") if isinstance(txns, dict) else None
         faults = _fault_summary(windows)
         first = "No anomaly found"
-        first += f": all {acked} acknowledged writes were read back" if acked else ""
+        if committed:
+            first += f": every write of the {committed} committed transactions was read back, no aborted one"
+        elif acked:
+            first += f": all {acked} acknowledged writes were read back"
         first += f", through {faults}." if faults else "."
         extra = [s for s in sentences]
         return "valid", [first, *([f"Allowed by these settings: {' '.join(extra)}"] if extra else [])]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.report_cycles import cycle_sentence
 from harness.report_history import NS, HistoryDigest
 from harness.run_facts import run_facts as stored_facts
 
@@ -44,6 +45,12 @@ def _humanise(key: str, v: Any) -> str:
         shown = ", ".join(_plain(x) for x in v[:6]) + (f", … ({len(v)} in all)" if len(v) > 6 else "")
         return f"{words}: {shown}"
     return f"{words} {_plain(v)}"
+
+
+def _listed(values: Any) -> str:
+    items = list(values) if isinstance(values, list | tuple) else [values]
+    shown = ", ".join(str(v) for v in items[:6]) + (f", … ({len(items)} in all)" if len(items) > 6 else "")
+    return ("value " if len(items) == 1 else "values ") + shown
 
 
 def _plain(v: Any) -> str:
@@ -108,6 +115,24 @@ def _title(name: str, ex: dict[str, Any]) -> str:
         return f"Value {value}, whose send failed{_who(ex)}, was read at offset {offset} of {tp}."
     if name == "phantom" and value is not None:
         return f"Value {value}, read at offset {offset} of {tp}, was never sent."
+    if name in ("G0", "G1c") and isinstance(ex.get("steps"), list):
+        return cycle_sentence(name, ex)
+    if name == "torn-transaction" and isinstance(ex.get("lost"), list):
+        return (
+            f"Transaction {ex.get('index')} (process {ex.get('process')}) committed, yet only part of it"
+            f" reached the log: {_listed(ex.get('visible'))} were read, {_listed(ex['lost'])} never were"
+            " although reads went past them."
+        )
+    if name == "precommitted-read" and value is not None:
+        own = (
+            "its own write"
+            if ex.get("write_offset") == offset
+            else f"its own write at offset {ex.get('write_offset')}"
+        )
+        return (
+            f"Transaction {ex.get('index')} (process {ex.get('process')}) polled {value} at offset {offset} of {tp},"
+            f" at or past {own} ({ex.get('write_value')}), before it had committed."
+        )
     return "; ".join(_humanise(k, v) for k, v in ex.items())
 
 

@@ -421,6 +421,59 @@ MEMBERSHIP_KILL = Scenario(
     budget=170.0,
 )
 
+# The coordinator link is held longer than a request may take (2 s: the client's retry goes
+# through on a new connection); at the heal the held EndTxn is retransmitted (the sender's backoff
+# has grown to a few seconds by then) and reaches the coordinator late. The next hold waits until
+# the held ones got through: a connection the client gave up on still looks established to the
+# broker, and holding it again would swallow the retransmission.
+HOLD_COORDINATOR = (
+    {"do": "hold", "target": "txn-coordinator"},
+    {"wait": 3},
+    {"heal": "all"},
+    {"wait": 5},
+)
+
+KAFKA_17754_DELAYED_END_TXN = Scenario(
+    name="kafka-17754-delayed-end-txn",
+    summary="a delayed EndTxn ends the producer's next transaction (KAFKA-17754, Jepsen's Bufstream 0.1 "
+    "analysis): aborted records become visible and committed ones are lost, until KIP-890 part 2 "
+    "(transaction version 2) bumps the producer epoch after every transaction",
+    story=(
+        "Transactional producers commit and abort transactions continuously. Hold the clients' "
+        "connections to the transaction coordinator (their packets are dropped; new connections "
+        "pass): a producer's EndTxn sent on a held connection times out, the producer retries it on "
+        "a new connection, it succeeds, and the producer goes on with its next transaction, with "
+        "the same producer epoch. Release the held connections: the first EndTxn is retransmitted "
+        "and reaches the coordinator late, while that next transaction is open. With transaction "
+        "version 1 its epoch still matches, so it commits (or aborts) the next transaction early: "
+        "records of a transaction the producer then aborts are committed (aborted reads), and "
+        "records it writes after the early end belong to no transaction the coordinator knows, so "
+        "a later abort takes them away although their transaction committed (lost writes, torn "
+        "transactions). With transaction version 2 every EndTxn bumps the producer's epoch (EndTxn "
+        "v5, KIP-890 part 2), so the late one carries an old epoch and is fenced."
+    ),
+    unsafe={"transaction_version": 1},
+    safe={"transaction_version": 2},
+    extra={
+        "workload": "txn",
+        "client": "kafka-python",
+        # Every producer whose EndTxn is held gets one late EndTxn; it shows when it lands in that
+        # producer's next transaction (which is open for a part of the time) and that one then
+        # sends to a partition it had not yet (a transaction the coordinator starts afresh, which
+        # the producer's own end then commits or aborts alone), polls its own record, or aborts:
+        # many producers, many partitions, half of the transactions aborting.
+        "partitions": 8,
+        "abort_p": 0.5,
+        "concurrency": 12,
+        "rate": 300.0,
+        "request_timeout_ms": 1500,
+        "transaction_timeout_ms": 15000,
+    },
+    schedule=({"wait": 4}, *(HOLD_COORDINATOR * 7)),
+    time_limit=62.0,
+    budget=170.0,
+)
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -436,6 +489,7 @@ SCENARIOS: dict[str, Scenario] = {
         BITFLIP_MINORITY,
         KAFKA_16541_EPOCH_CHECKPOINT,
         MEMBERSHIP_KILL,
+        KAFKA_17754_DELAYED_END_TXN,
     )
 }
 SEED_SCENARIO = KIP_101_TRUNCATION.name

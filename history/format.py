@@ -11,8 +11,10 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from history.txn import TXN, mops_problem
+
 OP_TYPES = ("invoke", "ok", "fail", "info")
-CLIENT_FS = frozenset({"send", "poll", "assign", "crash", "subscribe", "commit", "rebalance"})
+CLIENT_FS = frozenset({"send", "poll", "assign", "crash", "subscribe", "commit", "rebalance", "txn"})
 NEMESIS_PROCESS = "nemesis"
 
 
@@ -51,6 +53,8 @@ def validate(record: Any) -> str | None:
         return f"process must be an integer or 'nemesis', got {process!r}"
     if record["f"] not in CLIENT_FS:
         return f"unknown f {record['f']!r} for a client process"
+    if record["f"] == TXN:
+        return mops_problem(record.get("mops"))
     return None
 
 

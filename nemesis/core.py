@@ -47,6 +47,7 @@ HEAL_ORDER = (
     "loss",
     "bandwidth",
     "delay",
+    "hold",
     "pause",
     "kill",
     "lose-unsynced",

@@ -1,6 +1,7 @@
 """Network faults on one node, through `Node.exec` only: iptables chains and tc qdiscs.
 
-Every rule lives in a chain of our own (`SL-PART` for partitions, `SL-LOSS` for packet loss),
+Every rule lives in a chain of our own (`SL-PART` for partitions, `SL-LOSS` for packet loss,
+`SL-HOLD` for held connections),
 jumped to from INPUT/OUTPUT, so healing is a flush that cannot touch anyone else's rules. Each
 function builds one small shell script per node, so a fault costs one `exec` per node (which matters
 on ssh hosts), and returns the argv of its heal so the ledger can heal it after a crash.
@@ -19,7 +20,8 @@ log = logging.getLogger(__name__)
 
 PARTITION_CHAIN = "SL-PART"
 LOSS_CHAIN = "SL-LOSS"
-CHAINS = (PARTITION_CHAIN, LOSS_CHAIN)
+HOLD_CHAIN = "SL-HOLD"
+CHAINS = (PARTITION_CHAIN, LOSS_CHAIN, HOLD_CHAIN)
 IPT = "iptables -w 5"
 
 
@@ -83,6 +85,32 @@ def loss_script(probability: float) -> list[str]:
         f"{IPT} -A {LOSS_CHAIN} -m statistic --mode random --probability {p} -j DROP",
     ]
     return _sh("\n".join(lines))
+
+
+def hold_script(port: int, spare: Iterable[str]) -> list[str]:
+    """Hold the connections established to `port` now, from any peer but `spare` (the cluster's own
+    nodes): drop their incoming packets, so what their senders have sent waits in the senders'
+    retransmission queues until the heal (a flush) lets it through, late; new connections pass.
+    Prints each held peer as `address:port`."""
+    spared = " ".join(sorted(set(spare)))
+    lines = [
+        "set -e",
+        _ensure_chain(HOLD_CHAIN, ("INPUT",)),
+        f"{IPT} -F {HOLD_CHAIN}",
+        f'ss -tnH state established "( sport = :{int(port)} )" | while read -r _rq _sq _local peer _rest; do',
+        '  address="${peer%:*}"; peer_port="${peer##*:}"',
+        f'  case " {spared} " in *" $address "*) continue ;; esac',
+        f'  {IPT} -A {HOLD_CHAIN} -p tcp -s "$address" --sport "$peer_port" --dport {int(port)} -j DROP',
+        '  echo "$address:$peer_port"',
+        "done",
+    ]
+    return _sh("\n".join(lines))
+
+
+def has_ss(node: Node) -> str | None:
+    """None when `ss` (iproute2) lists the node's sockets, else why not."""
+    result = node.exec(_sh("ss -tnH state established >/dev/null"), timeout=15, check=False)
+    return None if result.ok else f"ss (iproute2) is not available on {node.name} ({result.stderr.strip()})"
 
 
 def interface_of(node: Node) -> str:

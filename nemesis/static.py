@@ -53,6 +53,13 @@ class _CapableSut:
     def node_named(self, name: str) -> Any:
         return None
 
+    # Broker names (`txn-coordinator`, `coordinator` targets): the real system is asked in the run.
+    def broker_id(self, node: Any) -> int:
+        return 1
+
+    def node_of_broker(self, broker_id: int) -> str | None:
+        return None
+
     # Membership (`member`): the counts of the config decide what is refused.
     def broker_nodes(self) -> list[Any]:
         return []

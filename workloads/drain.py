@@ -3,7 +3,10 @@
 A fresh client process assigns every partition from the beginning and polls until each partition
 has been read up to its end offset as the cluster reports it (ListOffsets latest, i.e. the high
 watermark; asked until two answers agree, and asked again once reached, in case late retries moved
-it). The drain is journaled as ordinary assign/poll operations, its assigns marked `final: true`
+it). Under the txn workload the drain reads committed records: its end is each partition's last
+stable offset, and it first waits (up to the transaction timeout and some) until no transaction is
+open, so that every transaction's outcome is in the log; a partition whose last stable offset stays
+below the high watermark (a transaction that never ends) is named in `unsettled`. The drain is journaled as ordinary assign/poll operations, its assigns marked `final: true`
 (what its processes read is each partition's final log). If a client errors, the process is
 replaced (a new number) and resumes at the positions already read. If the time bound passes first,
 the result says so (`complete=False` and why): the checker must then say `unknown`, never `valid`.
@@ -31,6 +34,8 @@ log = logging.getLogger(__name__)
 DRAIN_POLL_TIMEOUT_S = 0.5
 DRAIN_MAX_RECORDS = 1000
 STABLE_GAP_S = 0.2
+# How long past the transaction timeout the drain waits for open transactions to be aborted.
+SETTLE_SLACK_S = 15.0
 
 
 @dataclass
@@ -43,6 +48,9 @@ class DrainResult:
     seconds: float = 0.0
     records: int = 0
     processes: list[int] = field(default_factory=list)
+    # txn workload: partitions whose last stable offset stayed below the high watermark (a
+    # transaction that never ended holds read_committed readers back): {"t0/1": {lso, hw}}
+    unsettled: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -139,6 +147,34 @@ class _Drainer:
             time.sleep(min(STABLE_GAP_S, max(self.remaining(), 0)))
         return None
 
+    def settle(self, bound_s: float) -> dict[TopicPartition, tuple[int, int]]:
+        """Wait (at most `bound_s`) until no transaction is open: each partition's last stable
+        offset reaches its high watermark. Returns the partitions still short of it, (lso, hw)."""
+        deadline = min(self.deadline, time.monotonic() + bound_s)
+        short: dict[TopicPartition, tuple[int, int]] = {}
+        while time.monotonic() < deadline:
+            if self.consumer is None and not self._open():
+                time.sleep(min(0.5, max(self.remaining(), 0)))
+                continue
+            assert self.consumer is not None
+            timeout = max(1.0, min(5.0, deadline - time.monotonic()))
+            try:
+                stable = self.consumer.end_offsets(self.partitions, timeout_s=timeout)
+                high = self.consumer.high_watermarks(self.partitions, timeout_s=timeout)
+            except ClientError as e:
+                self.last_error = e.error
+                time.sleep(min(0.5, max(self.remaining(), 0)))
+                continue
+            short = {
+                tp: (stable[tp], high[tp])
+                for tp in self.partitions
+                if tp in stable and tp in high and stable[tp] < high[tp]
+            }
+            if not short and set(stable) == set(self.partitions):
+                return {}
+            time.sleep(0.5)
+        return short
+
     def poll_once(self) -> None:
         assert self.consumer is not None
         invoke = {"process": self.process, "type": "invoke", "f": "poll"}
@@ -182,7 +218,14 @@ def final_drain(
     targets: dict[TopicPartition, int] | None = None
     complete = False
     reason = ""
+    unsettled: dict[TopicPartition, tuple[int, int]] = {}
     try:
+        if config.workload == "txn":
+            # A transaction a crashed client left open ends at its timeout (the coordinator aborts
+            # it); read_committed reads stop below it until then.
+            unsettled = drainer.settle(config.transaction_timeout_ms / 1000 + SETTLE_SLACK_S)
+            if unsettled:
+                log.warning("final drain: transactions still open on %s", sorted(unsettled))
         targets = drainer.end_offsets()
         while targets is not None and drainer.remaining() > 0:
             if drainer.behind(targets):
@@ -228,6 +271,7 @@ def final_drain(
         seconds=round(time.monotonic() - started, 3),
         records=drainer.records,
         processes=drainer.processes,
+        unsettled={_key(tp): {"lso": lso, "hw": hw} for tp, (lso, hw) in sorted(unsettled.items())},
     )
     if path is not None:
         result.write(path)

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 TopicPartition = tuple[str, int]
-OpKind = Literal["send", "poll", "assign", "subscribe", "commit"]
+OpKind = Literal["send", "poll", "assign", "subscribe", "commit", "txn"]
 Role = Literal["assign", "subscribe"]
 
 # The mix of a slot's operations once it has an assignment.
@@ -61,6 +61,9 @@ class Op:
     partitions: tuple[TopicPartition, ...] = ()
     seek: str = ""
     topics: tuple[str, ...] = ()
+    # A transaction (workloads.txn_generator): its micro-operations, and whether it is to abort.
+    mops: tuple[dict[str, Any], ...] = ()
+    abort: bool = False
 
 
 def topic_partitions(topics: int, partitions: int) -> list[TopicPartition]:
@@ -81,13 +84,14 @@ class SlotGenerator:
     concurrency: int
     all_partitions: list[TopicPartition]
     role: Role = "assign"
+    seed_prefix: ClassVar[str] = "strandline-queue"
     rng: random.Random = field(init=False)
     _sent: int = field(default=0, init=False)
     _assigned: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         # A string seed is hashed with SHA-512 by `random`, stable across runs and platforms.
-        self.rng = random.Random(f"strandline-queue:{self.seed}:{self.slot}")
+        self.rng = random.Random(f"{self.seed_prefix}:{self.seed}:{self.slot}")
 
     def crashed(self) -> None:
         """The slot's client was replaced: its next poll must be preceded by an assign (or subscribe)."""
@@ -95,7 +99,7 @@ class SlotGenerator:
 
     def resume(self, incarnation: int, sends: int) -> None:
         """Go on after a crash killed the slot's worker: new random choices, values not used yet."""
-        self.rng = random.Random(f"strandline-queue:{self.seed}:{self.slot}:{incarnation}")
+        self.rng = random.Random(f"{self.seed_prefix}:{self.seed}:{self.slot}:{incarnation}")
         self._sent = sends
         self._assigned = False
 

@@ -100,7 +100,8 @@ class LiveProgress:
             line.append("  starting")
             return line
         line.append(f"  {stats.elapsed:6.1f} s  ops/s {self._current_rate(stats):7.1f}  ")
-        line.append(f"acked {stats.acked}", style="green")
+        committed = stats.counts["txn"]["ok"]
+        line.append(f"committed {committed}" if committed else f"acked {stats.acked}", style="green")
         line.append("  ")
         line.append(f"failed {stats.failed}", style="yellow")
         line.append("  ")

@@ -391,12 +391,25 @@ class Slot:
 
 
 def generators(config: TestConfig) -> list[SlotGenerator]:
+    """Each slot's operation stream, for the test's workload (queue, or txn: workloads.txn)."""
+    if config.workload == "txn":
+        from workloads.txn_generator import txn_generators
+
+        return list(
+            txn_generators(config.seed, config.concurrency, config.topics, config.partitions, config.abort_p)
+        )
     return slot_generators(config.seed, config.concurrency, config.topics, config.partitions, config.consume)
 
 
 def make_slot(
     config: TestConfig, gen: SlotGenerator, driver: Driver, journal: Journal, shared: Producer | None
 ) -> Slot:
+    if config.workload == "txn":
+        from workloads.txn import TxnSlot
+        from workloads.txn_generator import TxnSlotGenerator
+
+        assert isinstance(gen, TxnSlotGenerator)
+        return TxnSlot(gen, driver, journal, config.rate)
     group = group_of(config.consume, config.concurrency, gen.slot) if gen.role == "subscribe" else None
     return Slot(gen, driver, journal, config.rate, shared, group)
 
@@ -447,7 +460,7 @@ def run_workload(
 def _run_in_threads(
     driver: Driver, config: TestConfig, journal: Journal, stop_event: threading.Event, shared_producer: bool
 ) -> None:
-    shared = make_producer(driver) if shared_producer else None
+    shared = make_producer(driver) if shared_producer and config.workload == "queue" else None
     slots = [make_slot(config, gen, driver, journal, shared) for gen in generators(config)]
     finished: list[threading.Event] = []
     try:

@@ -9,7 +9,7 @@ from typing import Any
 
 _LATENCY_SAMPLES = 20000
 # The client operations counted (a crash is journaled by the controller, not completed by a client).
-CLIENT_OPS = ("send", "poll", "assign", "subscribe", "commit", "rebalance", "crash")
+CLIENT_OPS = ("send", "poll", "assign", "subscribe", "commit", "rebalance", "crash", "txn")
 
 
 @dataclass
@@ -94,6 +94,8 @@ class WorkloadStats:
             "commits": counts["commit"],
             "rebalances": counts["rebalance"]["ok"],
             "crashes": counts["crash"]["info"],
+            "txns": counts["txn"],
+            "committed_txns_per_s": round(self.rate(counts["txn"]["ok"]), 1),
             "records_read": self.records_read,
             "processes": self.processes,
             "ops_per_s": round(self.rate(self.ops), 1),

@@ -75,7 +75,7 @@ def serve(control: Connection, slot_conns: list[Connection]) -> int:
     config = setup["config"]
     try:
         driver = make_driver(config, setup["bootstrap"])
-        shared = make_producer(driver) if setup["shared_producer"] else None
+        shared = make_producer(driver) if setup["shared_producer"] and config.workload == "queue" else None
     except (BadInput, InfrastructureError) as e:
         with lock:
             control.send(("error", type(e).__name__, str(e)))

@@ -58,6 +58,7 @@ FORWARDED_LOGGERS = ("", "kafka", "workloads", "confluent_kafka")
 START_TIMEOUT_S = 60.0
 # What a send invocation holds near its start (journal.encode of the slot's dict): cheap to spot.
 SEND_MARK = '"f":"send"'
+TXN_MARK = '"f":"txn"'  # a transaction's invocation: its sends are among its `mops`
 
 
 def default_workers(config: TestConfig) -> int:
@@ -242,7 +243,9 @@ class WorkerPool:
                 if kind == INVOKE:
                     batch.append((conn, link, message))
                     link.open_invoke = message[1]
-                    if SEND_MARK in message[1][:64]:  # noted now: the worker may be dead already
+                    head = message[1][:64]
+                    # noted now: the worker may be dead already
+                    if SEND_MARK in head or (TXN_MARK in head and SEND_MARK in message[1]):
                         self.last_send[link.slot] = message[1]
                     return True  # the slot waits for its acknowledgement: nothing more comes
                 if kind == COMPLETE:
@@ -308,8 +311,9 @@ class WorkerPool:
         body = self.last_send.get(slot)
         if body is None:
             return 0
-        value = int(json.loads(body)["value"])
-        return (value - slot) // self.config.concurrency + 1
+        op = json.loads(body)
+        values = [m["value"] for m in op["mops"] if m.get("f") == "send"] if "mops" in op else [op["value"]]
+        return (max(values) - slot) // self.config.concurrency + 1
 
     def _control_message(self, conn: Connection) -> None:
         worker = next(w for w in self.workers if w.control is conn)

@@ -10,6 +10,14 @@ OffsetFetch answers, so a new coordinator resumes where the old one was (broker.
 
 Group states follow Kafka's GroupMetadata: Empty -> PreparingRebalance -> CompletingRebalance ->
 Stable, back to PreparingRebalance when members join, leave or miss their session timeout.
+
+A durable coordinator (ZooKeeper mode) also stores each group's metadata (Kafka's
+GroupMetadataValue: generation, protocol, leader, members and their assignments) whenever a
+generation begins and when its assignment arrives: it hands out a `StoreGroup` (`take_stores`) and
+holds every answer about that group until the caller reports the record stored (`stored`) or not
+(`store_failed`: then it gives up all its groups, as a coordinator that lost its partition does).
+So no member ever hears of a generation that is not durable, and the next coordinator `load`s the
+groups and carries on from their last generation instead of starting again at 1.
 """
 
 from __future__ import annotations
@@ -119,6 +127,57 @@ class FetchedOffset:
     error_code: int = NONE
 
 
+def refused(result: Any, error_code: int) -> Any:
+    """The same answer with an error instead (a held answer whose group record was not stored)."""
+    if isinstance(result, JoinResult):
+        return JoinResult(error_code, member_id=result.member_id)
+    if isinstance(result, SyncResult):
+        return SyncResult(error_code)
+    if isinstance(result, HeartbeatResult):
+        return HeartbeatResult(error_code)
+    if isinstance(result, LeaveResult):
+        return LeaveResult(error_code, tuple((m, i, error_code) for m, i, _ in result.members))
+    return result
+
+
+# --- what is stored of a group ----------------------------------------------------------------
+@dataclass(frozen=True)
+class StoredMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True)
+class GroupRecord:
+    """A group as its coordinator stored it (Kafka's GroupMetadataValue), for the next coordinator.
+
+    `state` is Empty, CompletingRebalance (a generation began; its assignment was not stored) or
+    Stable (the assignment of this generation is in `members`).
+    """
+
+    group_id: str
+    generation_id: int
+    state: GroupState
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: tuple[StoredMember, ...] = ()
+
+
+@dataclass(eq=False)
+class StoreGroup:
+    """Store `record` (fenced by the coordinator epoch); `release` holds the answers waiting for it."""
+
+    record: GroupRecord
+    release: list[Completion] = field(default_factory=list)
+
+
 # --- state ----------------------------------------------------------------------------------
 @dataclass
 class Member:
@@ -153,6 +212,7 @@ class Group:
     rebalance_deadline: float = 0.0  # PreparingRebalance: when the join barrier gives up
     initial_join_not_before: float = 0.0  # group.initial.rebalance.delay.ms
     sync_deadline: float = 0.0  # CompletingRebalance: when missing SyncGroups give up
+    stores: list[StoreGroup] = field(default_factory=list)  # records being stored, oldest first
 
     def candidate_protocols(self) -> set[str]:
         sets = [{name for name, _ in m.protocols} for m in self.members.values()]
@@ -176,7 +236,10 @@ class Group:
 
 
 class GroupCoordinator:
-    """All groups this broker coordinates, and their committed offsets (stored under state_dir)."""
+    """All groups this broker coordinates, and their committed offsets (stored under state_dir).
+
+    `durable`: store group records (`take_stores`) and hold the answers they concern until stored.
+    """
 
     def __init__(
         self,
@@ -185,16 +248,146 @@ class GroupCoordinator:
         min_session_timeout_ms: int = 1000,
         max_session_timeout_ms: int = 1_800_000,
         initial_rebalance_delay_ms: int = 0,
+        durable: bool = False,
     ) -> None:
         self.store = GroupOffsetStore(state_dir)
         self.groups: dict[str, Group] = {}
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self.durable = durable
+        self._outbox: list[StoreGroup] = []
+
+    # --- storing group records ------------------------------------------------------------------
+    def take_stores(self) -> list[StoreGroup]:
+        """The records to store, in the order they must be written (each one once)."""
+        stores, self._outbox = self._outbox, []
+        return stores
+
+    def pending(self, store: StoreGroup) -> bool:
+        """`store` is still awaited (not stored, and its group not given up since)."""
+        group = self.groups.get(store.record.group_id)
+        return group is not None and store in group.stores
+
+    def stored(self, store: StoreGroup) -> list[Completion]:
+        """`store`'s record is durable: let out the answers it held."""
+        if not self.pending(store):
+            return []  # given up meanwhile (unloaded): its answers went out as errors
+        self.groups[store.record.group_id].stores.remove(store)
+        return store.release
+
+    def store_failed(self, store: StoreGroup, error_code: int) -> list[Completion]:
+        """`store`'s record was not stored (fenced: NOT_COORDINATOR; ZooKeeper unreachable:
+        COORDINATOR_NOT_AVAILABLE): what this broker holds in memory is no longer what the next
+        coordinator will load, so it gives up every group; they are loaded again from the store."""
+        if not self.pending(store):
+            return []
+        log.warning(
+            "group %s: generation %d not stored (error %d): unloading all groups",
+            store.record.group_id,
+            store.record.generation_id,
+            error_code,
+        )
+        return self.unload(error_code)
+
+    def _store(self, group: Group) -> None:
+        """Store the group as it is now; its answers wait for it (`_route`)."""
+        if not self.durable:
+            return
+        members = tuple(
+            StoredMember(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.protocol_type,
+                m.protocols,
+                m.session_timeout_ms,
+                m.rebalance_timeout_ms,
+                m.assignment if group.state is GroupState.STABLE else b"",
+            )
+            for m in group.members.values()
+        )
+        if not members:
+            state = GroupState.EMPTY
+        elif group.state is GroupState.STABLE:
+            state = GroupState.STABLE
+        else:
+            state = GroupState.COMPLETING_REBALANCE
+        record = GroupRecord(
+            group.group_id,
+            group.generation_id,
+            state,
+            group.protocol_type,
+            group.protocol_name,
+            group.leader_id,
+            members,
+        )
+        store = StoreGroup(record)
+        group.stores.append(store)
+        self._outbox.append(store)
+
+    def _route(self, group_id: str, out: list[Completion]) -> list[Completion]:
+        """Answers about a group with a record being stored wait for it (the latest one)."""
+        group = self.groups.get(group_id)
+        if group is not None and group.stores and out:
+            group.stores[-1].release.extend(out)
+            return []
+        return out
+
+    def load(self, records: Iterable[GroupRecord], now: float) -> list[Completion]:
+        """Take over the stored groups (a new coordinator): Kafka's loadGroup.
+
+        Members get a fresh session timeout to find this coordinator. A Stable group carries on in
+        its generation (members heartbeat and commit as before); a group whose last generation never
+        stored its assignment rebalances, into the next generation. Generations never go back.
+        """
+        out = self.unload()
+        for record in records:
+            group = Group(
+                record.group_id,
+                generation_id=record.generation_id,
+                protocol_type=record.protocol_type,
+                protocol_name=record.protocol_name,
+                leader_id=record.leader_id,
+            )
+            for m in record.members:
+                group.members[m.member_id] = Member(
+                    m.member_id,
+                    m.client_id,
+                    m.group_instance_id,
+                    m.protocol_type,
+                    m.protocols,
+                    m.session_timeout_ms,
+                    m.rebalance_timeout_ms,
+                    now,
+                    m.assignment,
+                )
+            self.groups[group.group_id] = group
+            if not group.members:
+                group.protocol_name = group.protocol_type = group.leader_id = None
+                continue
+            if group.leader_id not in group.members:
+                group.leader_id = next(iter(group.members))
+            if record.state is GroupState.STABLE:
+                group.state = GroupState.STABLE
+            else:
+                group.state = GroupState.COMPLETING_REBALANCE
+                out += self._prepare_rebalance(group, now, "loaded before its assignment was stored")
+            log.info(
+                "group %s: loaded at generation %d (%s, %d member(s))",
+                group.group_id,
+                group.generation_id,
+                group.state.value,
+                len(group.members),
+            )
+        return out
 
     # --- JoinGroup ------------------------------------------------------------------------------
     def join(self, token: Token, request: JoinRequest, now: float) -> list[Completion]:
         """A member (re)joins; answered now (an error, or the current generation) or at the barrier."""
+        return self._route(request.group_id, self._join(token, request, now))
+
+    def _join(self, token: Token, request: JoinRequest, now: float) -> list[Completion]:
         if not request.group_id:
             return [(token, JoinResult(INVALID_GROUP_ID, member_id=request.member_id))]
         if not self.min_session_timeout_ms <= request.session_timeout_ms <= self.max_session_timeout_ms:
@@ -317,6 +510,7 @@ class GroupCoordinator:
             group.state = GroupState.EMPTY
             group.protocol_name = group.protocol_type = group.leader_id = None
             log.info("group %s: empty at generation %d", group.group_id, group.generation_id)
+            self._store(group)
             return out
         group.protocol_name = group.select_protocol()
         if group.leader_id not in group.members:
@@ -331,6 +525,7 @@ class GroupCoordinator:
             group.leader_id,
             len(group.members),
         )
+        self._store(group)  # the generation is durable before any member hears of it
         for member in group.members.values():
             assert member.awaiting_join is not None
             out.append((member.awaiting_join, self._join_result(group, member)))
@@ -359,6 +554,9 @@ class GroupCoordinator:
 
     # --- SyncGroup ------------------------------------------------------------------------------
     def sync(self, token: Token, request: SyncRequest, now: float) -> list[Completion]:
+        return self._route(request.group_id, self._sync(token, request, now))
+
+    def _sync(self, token: Token, request: SyncRequest, now: float) -> list[Completion]:
         group = self.groups.get(request.group_id)
         member = group.members.get(request.member_id) if group else None
         if group is None or member is None:
@@ -384,6 +582,7 @@ class GroupCoordinator:
                 other.assignment = assignments.get(other.member_id, b"")
             group.state = GroupState.STABLE
             log.info("group %s: stable at generation %d", group.group_id, group.generation_id)
+            self._store(group)
             for other in group.members.values():
                 if other.awaiting_sync is not None:
                     out.append((other.awaiting_sync, self._sync_result(group, other)))
@@ -398,6 +597,11 @@ class GroupCoordinator:
     def heartbeat(
         self, token: Token, group_id: str, generation_id: int, member_id: str, now: float
     ) -> list[Completion]:
+        return self._route(group_id, self._heartbeat(token, group_id, generation_id, member_id, now))
+
+    def _heartbeat(
+        self, token: Token, group_id: str, generation_id: int, member_id: str, now: float
+    ) -> list[Completion]:
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group else None
         if group is None or member is None:
@@ -410,6 +614,11 @@ class GroupCoordinator:
         return [(token, HeartbeatResult(NONE))]
 
     def leave(
+        self, token: Token, group_id: str, members: Iterable[tuple[str, str | None]], now: float
+    ) -> list[Completion]:
+        return self._route(group_id, self._leave(token, group_id, members, now))
+
+    def _leave(
         self, token: Token, group_id: str, members: Iterable[tuple[str, str | None]], now: float
     ) -> list[Completion]:
         group = self.groups.get(group_id)
@@ -432,36 +641,43 @@ class GroupCoordinator:
         """Expire sessions, and end join or sync barriers whose timeout passed."""
         out: list[Completion] = []
         for group in list(self.groups.values()):
-            for member in list(group.members.values()):
-                if group.members.get(member.member_id) is not member:
-                    continue  # removed meanwhile (a finished barrier drops members that did not rejoin)
-                waiting = member.awaiting_join is not None or member.awaiting_sync is not None
-                if not waiting and now - member.last_heartbeat > member.session_timeout_ms:
-                    log.info("group %s: session of %s expired", group.group_id, member.member_id)
-                    out += self._member_gone(group, member, now, f"{member.member_id} session expired")
-            if group.state is GroupState.PREPARING_REBALANCE:
-                out += self._maybe_complete_join(group, now)
-            elif group.state is GroupState.COMPLETING_REBALANCE and now >= group.sync_deadline:
-                late = [m for m in group.members.values() if m.awaiting_sync is None]
-                for member in late:
-                    log.info("group %s: %s did not sync in time", group.group_id, member.member_id)
-                    out += self._remove_member(group, member)
-                out += self._prepare_rebalance(group, now, "SyncGroup timed out")
-                out += self._maybe_complete_join(group, now)
+            out += self._route(group.group_id, self._tick_group(group, now))
         return out
 
-    def unload(self) -> list[Completion]:
-        """This broker stopped coordinating: answer every waiting request with NOT_COORDINATOR."""
+    def _tick_group(self, group: Group, now: float) -> list[Completion]:
+        out: list[Completion] = []
+        for member in list(group.members.values()):
+            if group.members.get(member.member_id) is not member:
+                continue  # removed meanwhile (a finished barrier drops members that did not rejoin)
+            waiting = member.awaiting_join is not None or member.awaiting_sync is not None
+            if not waiting and now - member.last_heartbeat > member.session_timeout_ms:
+                log.info("group %s: session of %s expired", group.group_id, member.member_id)
+                out += self._member_gone(group, member, now, f"{member.member_id} session expired")
+        if group.state is GroupState.PREPARING_REBALANCE:
+            out += self._maybe_complete_join(group, now)
+        elif group.state is GroupState.COMPLETING_REBALANCE and now >= group.sync_deadline:
+            late = [m for m in group.members.values() if m.awaiting_sync is None]
+            for member in late:
+                log.info("group %s: %s did not sync in time", group.group_id, member.member_id)
+                out += self._remove_member(group, member)
+            out += self._prepare_rebalance(group, now, "SyncGroup timed out")
+            out += self._maybe_complete_join(group, now)
+        return out
+
+    def unload(self, error_code: int = NOT_COORDINATOR) -> list[Completion]:
+        """This broker stopped coordinating: every waiting request, and every answer held for a
+        record being stored, gets `error_code` (NOT_COORDINATOR: the client finds the coordinator)."""
         out: list[Completion] = []
         for group in self.groups.values():
+            for store in group.stores:
+                out += [(token, refused(result, error_code)) for token, result in store.release]
             for member in group.members.values():
                 if member.awaiting_join is not None:
-                    out.append(
-                        (member.awaiting_join, JoinResult(NOT_COORDINATOR, member_id=member.member_id))
-                    )
+                    out.append((member.awaiting_join, JoinResult(error_code, member_id=member.member_id)))
                 if member.awaiting_sync is not None:
-                    out.append((member.awaiting_sync, SyncResult(NOT_COORDINATOR)))
+                    out.append((member.awaiting_sync, SyncResult(error_code)))
         self.groups.clear()
+        self._outbox.clear()
         return out
 
     # --- offsets --------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ SIZE_TARGETS = ("one", "minority", "majority", "all")
 
 class _LinkFault(Package):
     qualifiers = (*targets.TARGETS, *role_targets.ROLE_TARGETS)
-    default_qualifiers = SIZE_TARGETS
+    default_qualifiers: tuple[str, ...] = SIZE_TARGETS
 
     def check(self, ctx: Context, step: dict[str, Any]) -> None:
         target = step.get("target", "one")
@@ -162,4 +162,55 @@ class Delay(_Qdisc):
         return {"delay_ms": step.get("delay_ms", 100), "jitter_ms": step.get("jitter_ms", 10)}
 
 
-PACKAGES: tuple[Package, ...] = (Loss(), Bandwidth(), Delay())
+class Hold(_LinkFault):
+    """A paused link: the clients' connections to a node are held (their packets dropped) while new
+    connections pass. A client whose request times out retries on a new connection and goes on;
+    at the heal, the held request is retransmitted and arrives late, after its retry (the delayed
+    EndTxn of KAFKA-17754, where `tc netem` delay is not available)."""
+
+    name = "hold"
+    f = "hold"
+    shade = {"color": "#b279a2", "label": "held connections"}
+    summary = "hold the clients' established connections to a node (new ones pass); the heal lets the held packets through, late"
+    default_qualifiers = ("txn-coordinator", "one")
+
+    def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
+        return ["txn-coordinator", *targets.possible(env.names, env.has_leaders, ("one",))]
+
+    def probe(self, ctx: Context) -> str | None:
+        return ctx.first_problem(net.has_ss) or ctx.first_problem(net.has_iptables)
+
+    probes_node = True
+
+    def node_probe(self, node: Node) -> str | None:
+        return net.has_ss(node) or net.has_iptables(node)
+
+    def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
+        names = _resolve(ctx, step, pick)
+        nodes = [ctx.node(n) for n in names]
+        spare = {n.address for n in ctx.nodes} | ({ctx.zookeeper.address} if ctx.zookeeper else set())
+        ports = _broker_ports(ctx)
+        self.record(ctx, fault_id, names, [self.step_for(n, net.flush_argv(net.HOLD_CHAIN)) for n in nodes])
+        results = ctx.parallel(
+            lambda node: node.exec(net.hold_script(ports.get(node.address, 9092), spare), timeout=30), nodes
+        )
+        held = {node.name: r.stdout.split() for node, r in zip(nodes, results, strict=True)}
+
+        def heal() -> dict[str, Any]:
+            ctx.parallel(lambda node: node.exec(net.flush_argv(net.HOLD_CHAIN), timeout=30), nodes)
+            return {"fault": self.name, "nodes": names}
+
+        return Active(fault_id, self.name, self.heal_f, names, {"nodes": names, "held": held}, heal)
+
+
+def _broker_ports(ctx: Context) -> dict[str, int]:
+    """Each broker address's port, from the cluster's bootstrap list."""
+    ports = {}
+    for server in ctx.bootstrap():
+        host, _, port = server.rpartition(":")
+        if port.isdigit():
+            ports[host] = int(port)
+    return ports
+
+
+PACKAGES: tuple[Package, ...] = (Loss(), Bandwidth(), Delay(), Hold())

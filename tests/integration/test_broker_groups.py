@@ -1,9 +1,9 @@
 """The group coordinator inside real brokers, driven by real consumers (kafka-python, librdkafka).
 
 One module-scoped 3-broker cluster (ZooKeeper + brokers as local processes): consumer groups with
-subscribe() split partitions, commit and resume; when the coordinator (lowest live broker id) is
-killed, the group moves to the next broker and consumption carries on; committed offsets survive
-kill -9 of the coordinator.
+subscribe() split partitions, commit and resume; when the coordinator (the holder of the
+group-coordinator lease, as FindCoordinator names it) is killed, the group moves to another broker
+and consumption carries on; committed offsets survive kill -9 of the coordinator.
 
 Each test stands alone: the fixture's topic `g0` holds values 0..199 and nobody writes to it again;
 a test that needs more data makes its own topic. Waits are deadlines on progress (generous, for a
@@ -22,6 +22,7 @@ from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import CommitFailedError, IllegalStateError, KafkaTimeoutError, RebalanceInProgressError
 
+from clusters.kafka_metadata import coordinator_of
 from clusters.local import LocalCluster
 
 pytestmark = pytest.mark.integration
@@ -94,6 +95,20 @@ def read_until(c: KafkaConsumer, done: Callable[[list[int]], bool], timeout: flo
         for records in c.poll(timeout_ms=500).values():
             values.extend(int(r.value) for r in records)
     return values
+
+
+def group_coordinator(cluster: LocalCluster, group: str) -> int:
+    """The broker that coordinates `group`, as a running broker names it (FindCoordinator)."""
+    deadline = time.monotonic() + 30
+    while True:
+        for broker_id in cluster.broker_ids:
+            if cluster.running(broker_id):
+                host, port = cluster.address(broker_id).rsplit(":", 1)
+                found = coordinator_of(host, int(port), group, 0)
+                if found is not None:
+                    return found
+        assert time.monotonic() < deadline, f"no coordinator for {group}"
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -213,38 +228,41 @@ def test_librdkafka_commits_and_reads_back(cluster: LocalCluster) -> None:
 
 
 def test_group_moves_when_the_coordinator_dies(cluster: LocalCluster) -> None:
-    if not cluster.running(1):
-        cluster.start(1)
     c = consumer(cluster.bootstrap, "failover")
+    killed = None
     try:
         subscribe(c, "g0")
         first = read_until(c, lambda values: len(values) >= 20, timeout=60)
-        cluster.kill(1)  # the lowest live id: the coordinator
+        killed = group_coordinator(cluster, "failover")
+        cluster.kill(killed)
         everything = set(FIXTURE_VALUES)
         rest = read_until(c, lambda values: set(first + values) >= everything, timeout=60)
         assert set(first + rest) == everything
+        deadline = time.monotonic() + 30  # its registration lives until its session expires
+        while group_coordinator(cluster, "failover") == killed:
+            assert time.monotonic() < deadline, f"the group stayed with killed broker {killed}"
+            time.sleep(0.2)
     finally:
         c.close()
-        if not cluster.running(1):
-            cluster.start(1)
+        if killed is not None and not cluster.running(killed):
+            cluster.start(killed)
 
 
 def test_committed_offsets_survive_kill_9(cluster: LocalCluster) -> None:
-    # Broker 1 (the lowest id) coordinates; both consumers bootstrap through it, so they ask it
-    # (and only it) for the coordinator.
-    if not cluster.running(1):
-        cluster.start(1)
+    # Both consumers bootstrap through the coordinator, so they ask it (and only it) for the
+    # coordinator: after its restart it names whichever broker took the lease meanwhile.
     cluster.wait_for_leader("g0", 0)
-    c = consumer(cluster.address(1), "durable")
+    coordinator = group_coordinator(cluster, "durable")
+    c = consumer(cluster.address(coordinator), "durable")
     subscribe(c, "g0")
     taken = read_until(c, lambda values: len(values) >= 30, timeout=60)
     c.commit()
     expected = {TopicPartition("g0", p): c.committed(TopicPartition("g0", p)) for p in range(PARTITIONS)}
     c.close()
     assert sum(v or 0 for v in expected.values()) >= 30 and taken
-    cluster.kill(1)
-    cluster.start(1)
-    again = consumer(cluster.address(1), "durable")
+    cluster.kill(coordinator)
+    cluster.start(coordinator)
+    again = consumer(cluster.address(coordinator), "durable")
     after = {tp: again.committed(tp) for tp in expected}
     again.close()
     assert after == expected

@@ -333,3 +333,50 @@ def test_a_transactional_api_left_out_is_answered_with_its_error(tmp_path: Path)
             producer.send("t", b"1", partition=0)
             producer.commit_transaction()
         producer.close(timeout=1)
+
+
+def late_end_txn(cluster: LocalCluster, version: int, topic: str, replication_factor: int) -> None:
+    """KAFKA-17754 with kafka-python (the driver's, speaking EndTxn v5): the EndTxn of a
+    transaction, arriving again after the producer began its next one (as a retransmission held up
+    in the network does), commits that next one early under transaction version 1, so the records
+    of a transaction the producer then aborts are read committed; version 2 bumped the epoch at the
+    first commit, and the late request is fenced."""
+    from broker.transactions.service import API_END_TXN
+    from foundation.config import TestConfig
+    from tests.support.wire import Wire
+    from workloads.clients.kafka_python_txn import KafkaPythonTxnProducer
+
+    cluster.create_topic(topic, 1, replication_factor)
+    producer = KafkaPythonTxnProducer(TestConfig(workload="txn"), cluster.bootstrap.split(","), topic)
+    producer.begin()
+    assert producer.send(topic, 0, 1).type == "ok"
+    manager = producer._producer._transaction_manager
+    first = manager.producer_id_and_epoch
+    late = {"transactional_id": topic, "producer_id": first.producer_id,
+            "producer_epoch": first.epoch, "committed": True}  # fmt: skip
+    assert producer.commit() == ("ok", None)
+    assert manager.producer_id_and_epoch.epoch == first.epoch + (1 if version == 2 else 0)
+    producer.begin()
+    assert producer.send(topic, 0, 2).type == "ok"
+    # the first transaction's EndTxn again, late, as the client's retransmission would arrive
+    coordinator = cluster.wait_for_leader("__transaction_state", 0)
+    wire = Wire(int(cluster.address(coordinator).rsplit(":", 1)[1]))
+    answer = wire.call(API_END_TXN, 5, late)
+    wire.close()
+    assert int(answer.error_code) == (0 if version == 1 else 90)  # type: ignore[attr-defined]  # PRODUCER_FENCED
+    outcome, _error = producer.abort()
+    producer.close()
+    values = read_values(cluster.bootstrap, topic, 1, "read_committed")
+    if version == 1:
+        assert values == [1, 2] and outcome == "info"  # 2's abort came too late: it was read
+    else:
+        assert values == [1] and outcome == "fail"
+
+
+def test_a_late_end_txn_ends_the_next_transaction_with_version_1() -> None:
+    with LocalCluster(1, settings={"transaction.version": 1}) as one:
+        late_end_txn(one, 1, "late-v1", 1)
+
+
+def test_a_late_end_txn_is_fenced_with_version_2(cluster: LocalCluster) -> None:
+    late_end_txn(cluster, 2, "late-v2", 3)

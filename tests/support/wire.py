@@ -18,11 +18,19 @@ class Wire:
         self.correlation_id = 0
 
     def call(self, api_key: int, version: int, body: dict[str, object]) -> object:
+        self.send(api_key, version, body)
+        return self.receive(api_key, version)
+
+    def send(self, api_key: int, version: int, body: dict[str, object]) -> None:
+        """Send a request without waiting for its answer (`receive` reads it)."""
         self.correlation_id += 1
         frame = p.encode_request(
             api_key, version, self.correlation_id, "fuzz", p.build_request(api_key, version, body)
         )
         self.sock.sendall(frame)
+
+    def receive(self, api_key: int, version: int) -> object:
+        """The answer to the last request sent."""
         size = struct.unpack(">i", self._read(4))[0]
         correlation_id, response = p.parse_response(api_key, version, self._read(size))
         assert correlation_id == self.correlation_id

@@ -1,9 +1,12 @@
 """Property test: simulated consumers that crash, leave, stall and come back always converge.
 
 Each simulated client follows the classic consumer protocol (join, the leader assigns, sync,
-heartbeat, rejoin on REBALANCE_IN_PROGRESS, reset on UNKNOWN_MEMBER_ID). After the faults stop, the
-group must end Stable with exactly the live clients, one generation, and their assignments must
-split the partitions. Every request is answered exactly once.
+heartbeat, rejoin on REBALANCE_IN_PROGRESS or NOT_COORDINATOR, reset on UNKNOWN_MEMBER_ID). The
+coordinator is durable: each group record it asks to store is stored one step later, and the
+coordinator may move (`move`: a new one loads what was stored, the old one's unstored records are
+lost as a fenced write's would be). After the faults stop, the group must end Stable with exactly
+the live clients, one generation, and their assignments must split the partitions. Every request is
+answered exactly once, and the generations handed out never go back, across moves too.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from hypothesis import strategies as st
 
 from broker.groups.coordinator import (
     GroupCoordinator,
+    GroupRecord,
     GroupState,
     HeartbeatResult,
     JoinRequest,
@@ -28,7 +32,9 @@ from broker.groups.coordinator import (
     SyncResult,
 )
 from broker.kafka_errors import (
+    ILLEGAL_GENERATION,
     NONE,
+    NOT_COORDINATOR,
     REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER_ID,
 )
@@ -56,13 +62,31 @@ class Client:
 
 
 class Simulation:
-    def __init__(self, coordinator: GroupCoordinator, clients: int) -> None:
-        self.c = coordinator
+    def __init__(self, state_dir: Path, clients: int) -> None:
+        self.state_dir = state_dir
+        self.moves = 0
+        self.c = GroupCoordinator(state_dir / "0", durable=True)
+        self.stored: dict[str, GroupRecord] = {}  # what the store holds
         self.clients = [Client(i) for i in range(clients)]
         self.now = 0.0
         self.tokens = 0
         self.owner: dict[int, Client] = {}
         self.answered: set[int] = set()
+        self.generation = 0  # the highest generation handed out
+
+    def store(self) -> None:
+        """The records asked for until now are stored (one step of latency)."""
+        for store in self.c.take_stores():
+            self.stored[store.record.group_id] = store.record
+            self.deliver(self.c.stored(store))
+
+    def move(self) -> None:
+        """Another coordinator takes over: it loads what was stored; the old one gives up."""
+        old = self.c
+        self.moves += 1
+        self.c = GroupCoordinator(self.state_dir / str(self.moves), durable=True)
+        self.c.load(self.stored.values(), self.now)
+        self.deliver(old.unload())
 
     def token(self, client: Client) -> int:
         self.tokens += 1
@@ -78,6 +102,9 @@ class Simulation:
             if client.pending != token:
                 continue  # the client gave up on it (crashed and restarted)
             client.pending = None
+            if isinstance(result, JoinResult) and result.error_code == NONE:
+                assert result.generation_id >= self.generation, "a generation went back"
+                self.generation = result.generation_id
             if client.alive:
                 self.on_result(client, result)
 
@@ -126,13 +153,19 @@ class Simulation:
             else:
                 if result.error_code == UNKNOWN_MEMBER_ID:
                     client.member_id = ""
-                assert result.error_code in (REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, 22)
+                assert result.error_code in (
+                    REBALANCE_IN_PROGRESS,
+                    UNKNOWN_MEMBER_ID,
+                    ILLEGAL_GENERATION,
+                    NOT_COORDINATOR,
+                )
                 self.join(client)
         elif isinstance(result, LeaveResult):
             pass
 
     def step(self) -> None:
         self.now += STEP
+        self.store()
         for client in self.clients:
             if not client.alive or client.pending is not None or self.now < client.stalled_until:
                 continue
@@ -157,11 +190,13 @@ class Simulation:
             client.member_id, client.generation, client.stable = "", -1, False
         elif kind == "stall":
             client.stalled_until = self.now + amount
+        elif kind == "move":
+            self.move()
 
 
 fault = st.tuples(
     st.integers(0, 3000),  # ms until the fault
-    st.sampled_from(["crash", "restart", "leave", "stall"]),
+    st.sampled_from(["crash", "restart", "leave", "stall", "move"]),
     st.integers(0, 9),
     st.integers(100, 8000),  # stall length
 )
@@ -174,9 +209,11 @@ fault = st.tuples(
 @example(
     2, [(401, "crash", 1, 100), (301, "crash", 0, 100), (401, "crash", 0, 100), (101, "restart", 0, 100)]
 )
+# The coordinator moves while the group is stable, then in the middle of a rebalance.
+@example(3, [(2000, "move", 0, 100), (300, "leave", 1, 100), (100, "move", 0, 100)])
 def test_group_converges_after_faults(clients: int, faults: list[tuple[int, str, int, int]]) -> None:
     with tempfile.TemporaryDirectory(dir=FAST_TMP) as tmp:
-        sim = Simulation(GroupCoordinator(Path(tmp)), clients)
+        sim = Simulation(Path(tmp), clients)
         for delay, kind, index, amount in faults:
             until = sim.now + delay
             while sim.now < until:

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from broker import protocol as p
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.service import GROUP_API_VERSIONS, GroupService
 from broker.kafka_errors import NOT_COORDINATOR
 from broker.metadata import BrokerAddress
+from tests.support.group_requests import answer, join_data
 
 
 class Clock:
@@ -30,26 +29,7 @@ def service(tmp_path: Path, me: int = 1) -> GroupService:
 
 
 def call(svc: GroupService, api_key: int, version: int, data: dict[str, Any]) -> Any:
-    """Encode a request as a client would, decode it as the server does, answer, encode the answer."""
-    body = p.build_request(api_key, version, data)
-    frame = p.encode_request(api_key, version, 7, "client", body)[4:]
-    request = p.parse_request(frame, GROUP_API_VERSIONS)
-    answer = asyncio.run(svc.handlers()[api_key](request))
-    response = p.build_response(api_key, version, answer)
-    p.encode_response(api_key, version, 7, response)
-    return response
-
-
-def join_data(member_id: str = "") -> dict[str, Any]:
-    return {
-        "group_id": "g",
-        "session_timeout": datetime.timedelta(seconds=10),
-        "rebalance_timeout": datetime.timedelta(seconds=5),
-        "member_id": member_id,
-        "group_instance_id": None,
-        "protocol_type": "consumer",
-        "protocols": [{"name": "range", "metadata": b"meta"}],
-    }
+    return asyncio.run(answer(svc, api_key, version, data))
 
 
 @pytest.mark.parametrize("version", range(GROUP_API_VERSIONS[11][0], GROUP_API_VERSIONS[11][1] + 1))

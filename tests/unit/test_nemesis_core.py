@@ -385,3 +385,22 @@ def test_module_cli_lists_faults_and_heals(tmp_path: Path, capsys: pytest.Captur
     assert "partition" in out and "lose-unsynced" in out
     assert main(["heal", str(tmp_path)]) == 0
     assert "nothing to heal" in capsys.readouterr().out
+
+
+def test_hold_drops_the_clients_established_connections_and_heals_by_flushing(tmp_path: Path) -> None:
+    """`hold`: per connection established to the broker port, from any peer but the cluster's
+    nodes, a DROP rule in SL-HOLD (new connections pass); the heal flushes the chain."""
+    c = cluster(3)
+    history = _history(tmp_path)
+    nem = build_nemesis(config(), c, history, random.Random(1), tmp_path)
+    nem.execute({"do": "hold", "target": "n2", "pick": 1})
+    script = c.nodes[1].scripts()
+    assert 'ss -tnH state established "( sport = :9092 )"' in script
+    assert "-j SL-HOLD" in script and "--dport 9092 -j DROP" in script
+    assert all(n.address in script for n in c.nodes)  # the cluster's own connections are spared
+    assert not c.nodes[0].calls and not c.nodes[2].calls
+    nem.execute({"heal": "all"})
+    history.close()
+    assert c.nodes[1].calls[-1] == ["sh", "-c", "iptables -w 5 -F SL-HOLD 2>/dev/null || true"]
+    ops = [o for o in iter_ops(tmp_path / "history.jsonl") if o["f"] == "hold"]
+    assert [o["type"] for o in ops] == ["invoke", "ok"] and ops[1]["value"]["held"] == {"n2": []}

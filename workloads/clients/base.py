@@ -75,6 +75,25 @@ class Producer(Protocol):
     def close(self) -> None: ...
 
 
+class TxnProducer(Protocol):
+    """A transactional producer (`--workload txn`), one transaction at a time.
+
+    `send` inside a transaction waits for the record's acknowledgement; `commit` answers `ok`
+    (committed), `fail` (aborted instead, certainly) or `info` (unknown); `abort` answers `fail`
+    (aborted) or `info`; both with the error as text. After `info` the producer is unusable and
+    is replaced (a new instance with the same transactional.id fences it)."""
+
+    def begin(self) -> None: ...
+
+    def send(self, topic: str, partition: int, value: int) -> SendOutcome: ...
+
+    def commit(self) -> tuple[OutcomeType, str | None]: ...
+
+    def abort(self) -> tuple[OutcomeType, str | None]: ...
+
+    def close(self) -> None: ...
+
+
 class Consumer(Protocol):
     def assign(self, partitions: list[TopicPartition], positions: dict[TopicPartition, int] | None) -> None:
         """Assign exactly these partitions; seek each to `positions[tp]`, or to the beginning."""
@@ -87,7 +106,14 @@ class Consumer(Protocol):
         ...
 
     def end_offsets(self, partitions: list[TopicPartition], timeout_s: float) -> dict[TopicPartition, int]:
-        """Each partition's high watermark as the cluster reports it now."""
+        """Each partition's end as the cluster reports it now for this consumer: the high watermark,
+        or for a read_committed consumer (`--workload txn`) the last stable offset."""
+        ...
+
+    def high_watermarks(
+        self, partitions: list[TopicPartition], timeout_s: float
+    ) -> dict[TopicPartition, int]:
+        """Each partition's high watermark, whatever the consumer's isolation level."""
         ...
 
     def close(self) -> None: ...
@@ -143,6 +169,10 @@ class Driver(Protocol):
 
     def group_consumer(self, group: str) -> GroupConsumer: ...
 
+    def txn_producer(self, transactional_id: str) -> TxnProducer:
+        """A transactional producer, its transactions initialised (`ClientError` if they cannot be)."""
+        ...
+
 
 class LibraryDriver:
     """A `Driver` made of one library's three client classes, each built from the test's config."""
@@ -151,6 +181,7 @@ class LibraryDriver:
     producer_class: ClassVar[type[Producer]]
     consumer_class: ClassVar[type[Consumer]]
     group_consumer_class: ClassVar[type[GroupConsumer]]
+    txn_producer_class: ClassVar[type[TxnProducer]]
 
     def __init__(self, config: TestConfig, bootstrap: list[str]):
         self.config = config
@@ -164,6 +195,9 @@ class LibraryDriver:
 
     def group_consumer(self, group: str) -> GroupConsumer:
         return self.group_consumer_class(self.config, self.bootstrap, group)  # type: ignore[call-arg]
+
+    def txn_producer(self, transactional_id: str) -> TxnProducer:
+        return self.txn_producer_class(self.config, self.bootstrap, transactional_id)  # type: ignore[call-arg]
 
 
 # Group membership: a member that dies without leaving is noticed after the session timeout;

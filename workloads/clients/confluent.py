@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 import confluent_kafka
@@ -140,8 +141,8 @@ class _Delivery:
 
 
 class ConfluentProducer:
-    def __init__(self, config: TestConfig, bootstrap: list[str]):
-        settings = producer_settings(config, bootstrap)
+    def __init__(self, config: TestConfig, bootstrap: list[str], extra: dict[str, Any] | None = None):
+        settings = {**producer_settings(config, bootstrap), **(extra or {})}
         self._retries = config.retries
         self._wait_s = settings["message.timeout.ms"] / 1000 + 5
         self._op_timeout = config.op_timeout
@@ -208,6 +209,68 @@ class ConfluentProducer:
             log.debug("closing producer: %s", e)
 
 
+class ConfluentTxnProducer(ConfluentProducer):
+    """One transactional producer (its own transactional.id); `TxnProducer` of
+    workloads.clients.base. librdkafka retries a commit or abort itself while it can; what it hands
+    back is retriable (the same call again, within the bound), an abortable error (abort, then the
+    transaction is `fail`) or fatal (`info`: the producer must be replaced)."""
+
+    def __init__(self, config: TestConfig, bootstrap: list[str], transactional_id: str):
+        super().__init__(
+            config,
+            bootstrap,
+            {
+                "transactional.id": transactional_id,
+                "transaction.timeout.ms": config.transaction_timeout_ms,
+                "enable.idempotence": True,
+                # librdkafka insists that a record not outlive its transaction
+                "message.timeout.ms": min(
+                    config.request_timeout_ms * (config.retries + 1) + 1000, config.transaction_timeout_ms
+                ),
+            },
+        )
+        self._end_s = config.request_timeout_ms * (config.retries + 1) / 1000 + 5
+        try:
+            self._producer.init_transactions(self._end_s)
+        except KafkaException as e:
+            self.close()
+            raise ClientError(_error_text(e.args[0]) if e.args else describe(e)) from e
+
+    def begin(self) -> None:
+        try:
+            self._producer.begin_transaction()
+        except KafkaException as e:
+            raise ClientError(_error_text(e.args[0]) if e.args else describe(e)) from e
+
+    def _end(self, commit: bool) -> tuple[OutcomeType, str | None]:
+        deadline = time.monotonic() + self._end_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "info", f"no answer to {'commit' if commit else 'abort'} within {self._end_s:g} s"
+            try:
+                if commit:
+                    self._producer.commit_transaction(left)
+                    return "ok", None
+                self._producer.abort_transaction(left)
+                return "fail", None
+            except KafkaException as e:
+                err = e.args[0] if e.args else None
+                if not isinstance(err, KafkaError) or err.fatal():
+                    return "info", _error_text(err) if err is not None else describe(e)
+                if err.txn_requires_abort() and commit:
+                    outcome, error = self._end(commit=False)
+                    return outcome, f"{_error_text(err)}; aborted" if outcome == "fail" else error
+                if not err.retriable():
+                    return "info", _error_text(err)
+
+    def commit(self) -> tuple[OutcomeType, str | None]:
+        return self._end(commit=True)
+
+    def abort(self) -> tuple[OutcomeType, str | None]:
+        return self._end(commit=False)
+
+
 def _consume(consumer: Any, timeout_s: float, max_records: int) -> list[Record]:
     try:
         # consume() waits for all `num_messages` or the timeout: take what is buffered first,
@@ -245,6 +308,8 @@ def _consumer(
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 "enable.partition.eof": False,
+                # the txn workload's consumers (and its drain) read committed records only
+                "isolation.level": "read_committed" if config.workload == "txn" else "read_uncommitted",
                 "fetch.wait.max.ms": 100,
                 # Prefetch little: an assign discards what was fetched ahead, and librdkafka's
                 # default (100,000 messages) re-fetches a whole partition after each one.
@@ -281,6 +346,9 @@ class ConfluentConsumer:
             "max.partition.fetch.bytes": BULK_PREFETCH_BYTES,
         }
         self._consumer = _consumer(config, bootstrap, "strandline-assign-only", ahead if bulk else None)
+        self._config = config
+        self._bootstrap = bootstrap
+        self._probe: Any = None  # read_uncommitted, for high watermarks
         self._assigned: list[TopicPartition] = []
         # A fresh consumer's first lookup also connects and reads metadata: as long as a commit may take.
         self._timeout_s = 2 * max(config.request_timeout_ms, 1000) / 1000
@@ -315,22 +383,43 @@ class ConfluentConsumer:
         return _positions(self._consumer, self._assigned)
 
     def end_offsets(self, partitions: list[TopicPartition], timeout_s: float) -> dict[TopicPartition, int]:
-        result: dict[TopicPartition, int] = {}
-        for t, p in partitions:
-            try:
-                _low, high = self._consumer.get_watermark_offsets(
-                    confluent_kafka.TopicPartition(t, p), timeout=timeout_s, cached=False
-                )
-            except Exception as e:
-                raise ClientError(describe(e)) from e
-            result[(t, p)] = int(high)
-        return result
+        return _ends(self._consumer, partitions, timeout_s)
+
+    def high_watermarks(
+        self, partitions: list[TopicPartition], timeout_s: float
+    ) -> dict[TopicPartition, int]:
+        if self._config.workload != "txn":
+            return self.end_offsets(partitions, timeout_s)
+        if self._probe is None:
+            self._probe = _consumer(
+                self._config,
+                self._bootstrap,
+                "strandline-assign-only",
+                {"isolation.level": "read_uncommitted"},
+            )
+        return _ends(self._probe, partitions, timeout_s)
 
     def close(self) -> None:
+        for consumer in (self._consumer, self._probe):
+            try:
+                if consumer is not None:
+                    consumer.close()
+            except Exception as e:
+                log.debug("closing consumer: %s", e)
+
+
+def _ends(consumer: Any, partitions: list[TopicPartition], timeout_s: float) -> dict[TopicPartition, int]:
+    """The end offsets (ListOffsets latest, at the consumer's isolation level) of the partitions."""
+    result: dict[TopicPartition, int] = {}
+    for t, p in partitions:
         try:
-            self._consumer.close()
+            _low, high = consumer.get_watermark_offsets(
+                confluent_kafka.TopicPartition(t, p), timeout=timeout_s, cached=False
+            )
         except Exception as e:
-            log.debug("closing consumer: %s", e)
+            raise ClientError(describe(e)) from e
+        result[(t, p)] = int(high)
+    return result
 
 
 # Errors with which the coordinator refuses a commit: nothing was stored.
@@ -414,5 +503,6 @@ class ConfluentGroupConsumer:
 class ConfluentDriver(LibraryDriver):
     name = "confluent-kafka"
     producer_class = ConfluentProducer
+    txn_producer_class = ConfluentTxnProducer
     consumer_class = ConfluentConsumer
     group_consumer_class = ConfluentGroupConsumer

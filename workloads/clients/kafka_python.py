@@ -57,6 +57,7 @@ from workloads.clients.base import (
     describe,
     op_timeout_error,
 )
+from workloads.clients.kafka_python_txn import KafkaPythonTxnProducer
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +247,8 @@ def _consumer(config: TestConfig, bootstrap: list[str], **settings: Any) -> Kafk
         reconnect_backoff_max_ms=1000,
         metadata_max_age_ms=10000,
         metrics_enabled=False,
+        # the txn workload's consumers (and its drain) read committed records only
+        isolation_level="read_committed" if config.workload == "txn" else "read_uncommitted",
         **settings,
     )
 
@@ -266,8 +269,11 @@ def _poll(consumer: KafkaConsumer, timeout_s: float, max_records: int) -> list[R
 class KafkaPythonConsumer:
     def __init__(self, config: TestConfig, bootstrap: list[str], bulk: bool = False):
         # `bulk` changes nothing here: kafka-python fetches inside poll(), never far ahead of it.
+        self._config = config
+        self._bootstrap = bootstrap
         self._consumer = _consumer(config, bootstrap, group_id=None)
         self._assigned: list[KTopicPartition] = []
+        self._probe: KafkaConsumer | None = None  # read_uncommitted, for high watermarks
 
     def assign(self, partitions: list[TopicPartition], positions: dict[TopicPartition, int] | None) -> None:
         try:
@@ -304,11 +310,30 @@ class KafkaPythonConsumer:
             raise ClientError(describe(e)) from e
         return {(tp.topic, tp.partition): int(off) for tp, off in ends.items()}
 
-    def close(self) -> None:
+    def high_watermarks(
+        self, partitions: list[TopicPartition], timeout_s: float
+    ) -> dict[TopicPartition, int]:
+        if self._config.workload != "txn":
+            return self.end_offsets(partitions, timeout_s)
         try:
-            self._consumer.close()
+            if self._probe is None:
+                self._probe = _consumer(
+                    self._config.replace(workload="queue"), self._bootstrap, group_id=None
+                )
+            ends = self._probe.end_offsets(
+                [KTopicPartition(t, p) for t, p in partitions], timeout_ms=int(timeout_s * 1000)
+            )
         except Exception as e:
-            log.debug("closing consumer: %s", e)
+            raise ClientError(describe(e)) from e
+        return {(tp.topic, tp.partition): int(off) for tp, off in ends.items()}
+
+    def close(self) -> None:
+        for consumer in (self._consumer, self._probe):
+            try:
+                if consumer is not None:
+                    consumer.close()
+            except Exception as e:
+                log.debug("closing consumer: %s", e)
 
 
 # Errors with which the coordinator refuses a commit as a whole: nothing was stored.
@@ -419,5 +444,6 @@ class KafkaPythonGroupConsumer:
 class KafkaPythonDriver(LibraryDriver):
     name = "kafka-python"
     producer_class = KafkaPythonProducer
+    txn_producer_class = KafkaPythonTxnProducer
     consumer_class = KafkaPythonConsumer
     group_consumer_class = KafkaPythonGroupConsumer
