@@ -20,6 +20,9 @@ class Figures:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self.firsts: dict[str, Any] = {}
+        # Every operation kind (`f`) the client operations have: the checks of kinds a history
+        # lacks (transactions, consumer groups) then start no Spark job to find that out.
+        self.kinds: set[str] = set()
 
     def _add(self, key: str, n: int) -> None:
         self.counts[key] = self.counts.get(key, 0) + n
@@ -42,6 +45,8 @@ class Figures:
             return
         grouped = o.group_by(["f", "outcome"]).aggregate([("invoke_index", "count")]).to_pylist()
         for g in grouped:
+            if g["f"] is not None:
+                self.kinds.add(g["f"])
             if g["f"] in ("send", "poll", "assign"):
                 self._add(f"op:{g['f']}:{g['outcome']}", g["invoke_index_count"])
         f, outcome = o.column("f"), o.column("outcome")
@@ -83,7 +88,7 @@ class Figures:
         self._first("malformed:record", r, pc.invert(well), "index", _index)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"counts": self.counts, "firsts": self.firsts}
+        return {"counts": self.counts, "firsts": self.firsts, "kinds": sorted(self.kinds)}
 
 
 def _index(row: dict[str, Any]) -> Any:

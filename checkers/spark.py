@@ -155,8 +155,10 @@ def check_run(
     size_shuffles(spark, form.ops)
     checking = time.monotonic()
     # A history's transactions: their micro-operations, read again from the text (spark_txn.py).
+    # The operation kinds the conversion saw (None: not counted, e.g. Spark converted the history).
+    kinds = (form.figures or {}).get("kinds")
     txns = spark_txn.prepare(
-        spark, os.fspath(history_path), form.operations_path, form.reads_path, form.topics
+        spark, os.fspath(history_path), form.operations_path, form.reads_path, form.topics, kinds
     )
     try:
         result = check_parquet(
@@ -174,7 +176,7 @@ def check_run(
         # The consumer-group rules read the group operations' own fields (checkers/spark_groups.py).
         merge_into(
             result["anomalies"],
-            check_groups(spark, os.fspath(history_path), form.operations_path, form.reads_path),
+            check_groups(spark, os.fspath(history_path), form.operations_path, form.reads_path, kinds),
         )
         if txns is not None:
             found, figures = spark_txn.judge(spark, txns, form.operations_path, form.reads_path, txns.topics)

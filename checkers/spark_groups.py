@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 GROUP_ANOMALIES = ("group-skip", "nonmonotonic-commit")
+# The operation kinds the group rules read.
+GROUP_KINDS = frozenset({"subscribe", "commit"})
 # A line of a subscribe or commit, or of the final drain's assign (the writer's compact JSON, or
 # JSON with spaces).
 _GROUP_LINE = r'"f"\s*:\s*"(subscribe|commit)"|"final"\s*:\s*true'
@@ -80,21 +82,28 @@ def anomaly_result(name: str, df: DataFrame) -> AnomalyResult:
 
 
 def check_groups(
-    spark: SparkSession, history_path: str, operations_path: str, reads_path: str
+    spark: SparkSession,
+    history_path: str,
+    operations_path: str,
+    reads_path: str,
+    kinds: list[str] | None = None,
 ) -> tuple[dict[str, AnomalyResult], dict[str, int]]:
     """group-skip and nonmonotonic-commit of one history (counts and examples, as the reference),
-    and how many poll-skip and nonmonotonic-poll occurrences are group members' reads."""
+    and how many poll-skip and nonmonotonic-poll occurrences are group members' reads (`kinds`: the
+    operation kinds the conversion found, when it counted them; without subscribes and commits no
+    Spark job runs)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     col = F.col
     operations = spark.read.parquet(operations_path)
-    kinds = {
-        row["f"]
-        for row in operations.filter(col("f").isin("subscribe", "commit")).select("f").distinct().collect()
-    }
-    if not kinds:
+    present = (
+        {row["f"] for row in operations.filter(col("f").isin(*GROUP_KINDS)).select("f").distinct().collect()}
+        if kinds is None
+        else GROUP_KINDS & set(kinds)
+    )
+    if not present:
         return _none(), dict.fromkeys(MEMBER_COUNTED, 0)
 
     schema = T.StructType(
@@ -136,7 +145,7 @@ def check_groups(
     )
     reads = spark.read.parquet(reads_path)
     member_polls = _member_polls(subscribes, reads)
-    if "commit" not in kinds:
+    if "commit" not in present:
         lines.unpersist()
         return _none(), member_polls
     well_formed = col("offsets").isNotNull() & F.forall(

@@ -87,9 +87,17 @@ def _mops_schema() -> Any:
 
 
 def prepare(
-    spark: SparkSession, history_path: str, operations_path: str, reads_path: str, topics: list[str] | None
+    spark: SparkSession,
+    history_path: str,
+    operations_path: str,
+    reads_path: str,
+    topics: list[str] | None,
+    kinds: list[str] | None = None,
 ) -> TxnParts | None:
-    """The transactions of a history, or None when it has none."""
+    """The transactions of a history, or None when it has none (`kinds`: the operation kinds the
+    conversion found, when it counted them; without `txn` among them no Spark job runs)."""
+    if kinds is not None and "txn" not in kinds:
+        return None
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 

@@ -34,6 +34,9 @@ def test_operations_and_reads(tmp_path: Path) -> None:
     path = b.write(tmp_path / "history.jsonl")
     converted = convert(path)
     assert converted.directory == cache_dir_for(path) == tmp_path / "history.parquet"
+    # The operation kinds (the Spark check starts no job for transactions or groups it lacks).
+    assert converted.figures["kinds"] == ["assign", "poll", "send"]
+    assert convert(path).figures["kinds"] == ["assign", "poll", "send"]  # from meta.json
     operations = pq.read_table(converted.operations_path).to_pylist()
     by_invoke = {op["invoke_index"]: op for op in operations}
     assert by_invoke[0] == {
