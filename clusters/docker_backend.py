@@ -28,17 +28,16 @@ import tarfile
 import tempfile
 import time
 import uuid
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from clusters import docker_image
-from clusters.netns import check_names, used_slots
+from clusters.netns import accept_bridge_traffic, check_names, free_slot, used_slots
 from clusters.node import ExecResult
 from clusters.own import refuse_lazyfs_off_netns
 from clusters.remote_shell import ShellDaemons
-from clusters.state import ClusterState, list_states, locked, register_remover, run_quiet
+from clusters.state import ClusterState, list_states, locked, register_remover
 from foundation.config import TestConfig
 from foundation.errors import BadInput, InfrastructureError
 
@@ -337,14 +336,7 @@ class DockerNetwork:
             taken = used_slots() | {
                 int(s.info["slot"]) for s in list_states(self.state_dir) if "slot" in s.info
             }
-            start = zlib.crc32(self.cluster.encode()) % 254
-            for step in range(254):
-                slot = (start + step) % 254 + 1
-                if slot not in taken:
-                    break
-            else:
-                raise InfrastructureError("no free 10.77.X.0/24 subnet: too many clusters are up")
-            self.slot = slot
+            self.slot = slot = free_slot(self.cluster, taken)
             self.state = ClusterState.create(
                 self.state_dir,
                 self.cluster,
@@ -368,11 +360,7 @@ class DockerNetwork:
         state = self.state
         assert state is not None and self.slot is not None
 
-        spec = ["-i", self.bridge, "-o", self.bridge, "-m", "comment", "--comment", f"strandline:{self.cluster}", "-j", "ACCEPT"]  # fmt: skip
-        state.add("iptables", f"FORWARD {self.bridge}", chain="FORWARD", spec=spec)
-        result = run_quiet(["iptables", "-w", "-I", "FORWARD", "1", *spec])
-        if result.returncode != 0:
-            raise InfrastructureError(f"iptables -I FORWARD: {result.stderr.strip()}")
+        accept_bridge_traffic(state, self.bridge, self.cluster)
 
         state.add("docker-network", self.network_name)
         try:

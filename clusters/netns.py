@@ -119,6 +119,30 @@ def claimed_slots() -> set[int]:
     return slots
 
 
+def free_slot(cluster: str, taken: set[int]) -> int:
+    """The third octet of a free 10.77.X.0/24 subnet: the first not in `taken`, counting from one
+    the cluster's name picks (so a cluster tends to get the same subnet each time)."""
+    start = zlib.crc32(cluster.encode()) % 254
+    for step in range(254):
+        slot = (start + step) % 254 + 1
+        if slot not in taken:
+            return slot
+    raise InfrastructureError("no free 10.77.X.0/24 subnet: too many clusters are up")
+
+
+def accept_bridge_traffic(state: ClusterState, bridge: str, cluster: str) -> None:
+    """Accept in FORWARD the traffic that stays on the cluster's bridge, recorded before it runs.
+
+    dockerd sets the FORWARD policy to DROP, and with br_netfilter bridged frames between the
+    nodes traverse that chain.
+    """
+    spec = ["-i", bridge, "-o", bridge, "-m", "comment", "--comment", f"strandline:{cluster}", "-j", "ACCEPT"]  # fmt: skip
+    state.add("iptables", f"FORWARD {bridge}", chain="FORWARD", spec=spec)
+    result = run_quiet(["iptables", "-w", "-I", "FORWARD", "1", *spec])
+    if result.returncode != 0:
+        raise InfrastructureError(f"iptables -I FORWARD: {result.stderr.strip()}")
+
+
 class NetnsNode:
     """One node: a network namespace with its own address, hostname, cgroups and home directory."""
 
@@ -453,14 +477,7 @@ class NetnsNetwork:
                 | claimed_slots()
                 | {int(s.info["slot"]) for s in list_states(self.state_dir) if "slot" in s.info}
             )
-            start = zlib.crc32(self.cluster.encode()) % 254
-            for step in range(254):
-                slot = (start + step) % 254 + 1
-                if slot not in taken:
-                    break
-            else:
-                raise InfrastructureError("no free 10.77.X.0/24 subnet: too many clusters are up")
-            self.slot = slot
+            self.slot = slot = free_slot(self.cluster, taken)
             links = existing_links()
             for n in self.node_names:
                 if self.veth(n) in links:
@@ -499,13 +516,7 @@ class NetnsNetwork:
         _ip("addr", "add", f"{self.bridge_address}/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
 
-        # dockerd sets the FORWARD policy to DROP, and with br_netfilter bridged frames between
-        # our veths traverse that chain: accept traffic that stays on our bridge.
-        spec = ["-i", self.bridge, "-o", self.bridge, "-m", "comment", "--comment", f"strandline:{self.cluster}", "-j", "ACCEPT"]  # fmt: skip
-        state.add("iptables", f"FORWARD {self.bridge}", chain="FORWARD", spec=spec)
-        result = run_quiet(["iptables", "-w", "-I", "FORWARD", "1", *spec])
-        if result.returncode != 0:
-            raise InfrastructureError(f"iptables -I FORWARD: {result.stderr.strip()}")
+        accept_bridge_traffic(state, self.bridge, self.cluster)
 
         if self.cgroup is not None:
             state.add("cgroup", str(self.cgroup))
