@@ -41,7 +41,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from checkers.parquet_pipeline import write
+from checkers.parquet_pairing import ChunkPairing
+from checkers.parquet_pipeline import Counts, write
 from checkers.parquet_schema import FORMAT_VERSION, META, cache_name
 from history.format import ReadProblem
 
@@ -70,6 +71,9 @@ class Converted:
     # ([index, time, type, f, value]: a few dozen lines, which the fault windows are paired from).
     max_time: int | None = None
     nemesis: list[list[Any]] = field(default_factory=list)
+    # Ok sends' completion times never go back in history order (`prev_ok_time` is then their
+    # predecessor in time too).
+    ok_sends_in_order: bool = False
 
     @property
     def operations_path(self) -> Path:
@@ -105,30 +109,43 @@ def convert(history: str | os.PathLike[str], dest: Path | None = None, *, force:
             counts, pairing, problems = write(history, tmp, CHUNK_BYTES)
         finally:
             pa.set_memory_pool(pool)
-        meta = {
-            "version": FORMAT_VERSION,
-            "source_size": stat.st_size,
-            "source_mtime_ns": stat.st_mtime_ns,
-            "ops": counts.ops,
-            "operations": counts.operations,
-            "reads": counts.reads,
-            "orphans": pairing.orphans,
-            "first_orphan": pairing.first_orphan,
-            "problems": [[p.line_no, p.reason, p.torn_tail] for p in problems],
-            "figures": counts.figures.as_dict(),
-            "topics": counts.topics,
-            "max_time": counts.max_time,
-            "nemesis": counts.nemesis,
-        }
-        (tmp / META).write_text(json.dumps(meta))
-        if parent is not None:
-            shutil.rmtree(dest, ignore_errors=True)
-            os.replace(tmp, dest)
-        else:
-            dest = tmp  # not writable beside the history: a temporary, uncached conversion
+        return publish(tmp, dest if parent is not None else None, stat, counts, pairing, problems)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def publish(
+    tmp: Path,
+    dest: Path | None,
+    stat: os.stat_result,
+    counts: Counts,
+    pairing: ChunkPairing,
+    problems: list[ReadProblem],
+) -> Converted:
+    """A finished conversion in `tmp`: its meta.json written (naming the source's size and mtime,
+    `stat`) and the directory moved to `dest` (None: left where it is, uncached)."""
+    meta = {
+        "version": FORMAT_VERSION,
+        "source_size": stat.st_size,
+        "source_mtime_ns": stat.st_mtime_ns,
+        "ops": counts.ops,
+        "operations": counts.operations,
+        "reads": counts.reads,
+        "orphans": pairing.orphans,
+        "first_orphan": pairing.first_orphan,
+        "problems": [[p.line_no, p.reason, p.torn_tail] for p in problems],
+        "figures": counts.figures.as_dict(),
+        "topics": counts.topics,
+        "max_time": counts.max_time,
+        "nemesis": counts.nemesis,
+        "ok_sends_in_order": counts.ok_sends_in_order,
+    }
+    (tmp / META).write_text(json.dumps(meta))
+    if dest is None:
+        return _from_meta(tmp, meta, reused=False)
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(tmp, dest)
     return _from_meta(dest, meta, reused=False)
 
 
@@ -147,6 +164,7 @@ def _from_meta(dest: Path, meta: dict[str, Any], reused: bool) -> Converted:
         list(meta.get("topics", [])),
         meta.get("max_time"),
         list(meta.get("nemesis", [])),
+        bool(meta.get("ok_sends_in_order", False)),
     )
 
 

@@ -260,6 +260,7 @@ def _operation_rows(invocations: pa.Table, **completion: pa.Array) -> pa.Table:
             "f_code": invocations.column("f"),
             "outcome_code": completion["outcome_code"],
             "invoke_time": invocations.column("time"),
+            "prev_ok_time": none64,
         },
         schema=OPERATIONS_SCHEMA,
     )

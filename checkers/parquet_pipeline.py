@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty, Queue
@@ -17,7 +18,7 @@ from checkers.parquet_figures import Figures
 from checkers.parquet_lines import chunks, nemesis_rows, parse_fast, parse_slow
 from checkers.parquet_links import Links, TopicIds, with_columns
 from checkers.parquet_pairing import ChunkPairing
-from checkers.parquet_schema import NEMESIS_SENTINEL, OPERATIONS_SCHEMA, READS_SCHEMA
+from checkers.parquet_schema import F_CODES, NEMESIS_SENTINEL, OPERATIONS_SCHEMA, OUTCOME_CODES, READS_SCHEMA
 from history.format import ReadProblem
 
 
@@ -29,6 +30,44 @@ class ConversionState:
         self.topics = TopicIds()
         self.acks = Links(("index", "offset", "value"))
         self.reads = Links(("offset", "index"))
+        # The last ok send's completion time so far, and whether those times never went back.
+        self.last_ok_time: int | None = None
+        self.ok_sends_in_order = True
+
+
+_SEND, _OK = F_CODES.index("send"), OUTCOME_CODES.index("ok")
+
+
+def link_ok_sends(operations: pa.Table, state: ConversionState) -> pa.Table:
+    """Each ok send with the completion time of the ok send before it in history order
+    (`prev_ok_time`): the statistics' longest gaps without an ok send, summed up without sorting."""
+    ok = pc.fill_null(
+        pc.and_(
+            pc.equal(operations.column("f_code"), _SEND), pc.equal(operations.column("outcome_code"), _OK)
+        ),
+        False,
+    )
+    at = pc.indices_nonzero(ok)  # the ok sends' rows, in table order
+    if len(at) == 0:
+        return operations
+    order = pc.sort_indices(pc.take(operations.column("index"), at))  # by completion index
+    times = pc.take(operations.column("time"), pc.take(at, order)).combine_chunks()
+    before = pa.array([state.last_ok_time], pa.int64())
+    prev = pa.concat_arrays([before, times.slice(0, len(times) - 1)])
+    went_back = pc.any(pc.less(times, pc.fill_null(prev, times))).as_py()
+    if went_back or times.null_count:
+        state.ok_sends_in_order = False
+    state.last_ok_time = times[len(times) - 1].as_py()
+    # Back to table order: the j-th ok row (in table order) is number rank[j] in completion order.
+    rank = pc.sort_indices(order)
+    prev_by_ok_row = pc.take(prev, rank)
+    nth = pc.subtract(pc.cumulative_sum(ok.cast(pa.int64())), 1)
+    spread = pc.take(prev_by_ok_row, pc.max_element_wise(nth, 0))
+    column = pc.if_else(ok, spread, pa.scalar(None, pa.int64()))
+    return with_columns(
+        operations,
+        {"prev_ok_time": column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column},
+    )
 
 
 def link_acks(operations: pa.Table, state: ConversionState) -> pa.Table:
@@ -55,7 +94,7 @@ def split_chunk(table: pa.Table, state: ConversionState) -> tuple[pa.Table, pa.T
     client = table.filter(pc.invert(nemesis))
     tp = state.topics.tp(client.column("topic"), client.column("partition"))
     operations, reads_ok, epoch = state.pairing.feed(client, tp)
-    operations = link_acks(operations, state)
+    operations = link_ok_sends(link_acks(operations, state), state)
     take = pc.and_(reads_ok, pc.is_valid(client.column("records")))
     polls = client.filter(take)
     epochs = pc.filter(epoch, take)
@@ -103,33 +142,93 @@ class Counts:
     topics: list[str] = field(default_factory=list)
     max_time: int | None = None  # the largest `time` of any line
     nemesis: list[list[Any]] = field(default_factory=list)  # nemesis ops (see `nemesis_row`)
+    ok_sends_in_order: bool = True  # ok sends' completion times never go back in history order
+
+
+WRITE_OPTIONS: dict[str, Any] = {"compression": "snappy", "use_dictionary": ["f", "topic", "outcome"]}
+
+
+class TableWriter:
+    """The two Parquet files of the form, written table by table; counts what it writes."""
+
+    def __init__(self, dest: Path, counts: Counts) -> None:
+        self.counts = counts
+        self.operations = pq.ParquetWriter(dest / "operations.parquet", OPERATIONS_SCHEMA, **WRITE_OPTIONS)
+        self.reads = pq.ParquetWriter(dest / "reads.parquet", READS_SCHEMA, **WRITE_OPTIONS)
+
+    def write(self, operations: pa.Table, reads: pa.Table) -> None:
+        if operations.num_rows:
+            self.operations.write_table(operations)
+        if reads.num_rows:
+            self.reads.write_table(reads)
+        self.counts.operations += operations.num_rows
+        self.counts.reads += reads.num_rows
+        self.counts.figures.add_operations(operations)
+        self.counts.figures.add_reads(reads)
+
+    def close(self) -> None:
+        self.operations.close()
+        self.reads.close()
+
+
+Parsed = tuple[pa.Table, list[bytes]] | None  # parse_fast's answer (None: read the chunk line by line)
+
+
+class Converter:
+    """The conversion's state from chunk to chunk: chunks of whole lines are fed in history order
+    (the last one may end torn), each handed to `sink` as (operations, reads) tables; `finish`
+    hands over the operations still open. Used whole (`write`) and as a history grows
+    (`checkers.parquet_journal`)."""
+
+    def __init__(self, sink: Callable[[pa.Table, pa.Table], None]) -> None:
+        self.sink = sink
+        self.problems: list[ReadProblem] = []
+        self.counts = Counts()
+        self.state = ConversionState()
+        self.stopped = False  # a torn line ended the history
+
+    def feed(self, chunk: bytes, first_line: int, at_end: bool, fast: Parsed | bool = True) -> bool:
+        """Convert one chunk (`fast`: Arrow's parse when the caller made it; True: parse here).
+        Returns True when a torn last line ends the history."""
+        if fast is True:
+            fast = None if (at_end and not chunk.endswith(b"\n")) else parse_fast(chunk)
+        stop = False
+        if fast is None or fast is False:
+            table, stop = parse_slow(chunk, first_line, at_end, self.problems, self.counts.nemesis)
+        else:
+            table, nemesis_lines = fast
+            self.counts.nemesis += nemesis_rows(nemesis_lines)
+        self.counts.ops += table.num_rows
+        if table.num_rows:
+            top = pc.max(table.column("time")).as_py()
+            if top is not None and (self.counts.max_time is None or top > self.counts.max_time):
+                self.counts.max_time = top
+        self.sink(*split_chunk(table, self.state))
+        self.stopped = stop
+        return stop
+
+    def finish(self) -> tuple[Counts, ChunkPairing, list[ReadProblem]]:
+        """The operations still open go to the sink; what the conversion found."""
+        self.sink(self.state.pairing.finish(), READS_SCHEMA.empty_table())
+        self.counts.topics = self.state.topics.known.to_pylist()
+        self.counts.ok_sends_in_order = self.state.ok_sends_in_order
+        return self.counts, self.state.pairing, self.problems
 
 
 def write(history: Path, dest: Path, chunk_bytes: int) -> tuple[Counts, ChunkPairing, list[ReadProblem]]:
     """Parse in one thread (chunks of about `chunk_bytes`), pair in this one, write Parquet in a third."""
-    problems: list[ReadProblem] = []
-    counts = Counts()
-    state = ConversionState()
     queue: Queue[tuple[pa.Table, pa.Table] | None] = Queue(maxsize=2)
     failure: list[BaseException] = []
+    converter = Converter(lambda operations, reads: queue.put((operations, reads)))
 
     def writer() -> None:
-        options: dict[str, Any] = {"compression": "snappy", "use_dictionary": ["f", "topic", "outcome"]}
         try:
-            with (
-                pq.ParquetWriter(dest / "operations.parquet", OPERATIONS_SCHEMA, **options) as ops_out,
-                pq.ParquetWriter(dest / "reads.parquet", READS_SCHEMA, **options) as reads_out,
-            ):
+            out = TableWriter(dest, converter.counts)
+            try:
                 while (item := queue.get()) is not None:
-                    operations, reads = item
-                    if operations.num_rows:
-                        ops_out.write_table(operations)
-                    if reads.num_rows:
-                        reads_out.write_table(reads)
-                    counts.operations += operations.num_rows
-                    counts.reads += reads.num_rows
-                    counts.figures.add_operations(operations)
-                    counts.figures.add_reads(reads)
+                    out.write(*item)
+            finally:
+                out.close()
         except BaseException as e:  # handed to the parsing thread, which raises it
             failure.append(e)
             while queue.get() is not None:
@@ -137,7 +236,7 @@ def write(history: Path, dest: Path, chunk_bytes: int) -> tuple[Counts, ChunkPai
 
     thread = threading.Thread(target=writer, name="parquet-writer", daemon=True)
     thread.start()
-    parsed: Queue[tuple[bytes, int, bool, tuple[pa.Table, list[bytes]] | None] | None] = Queue(maxsize=1)
+    parsed: Queue[tuple[bytes, int, bool, Parsed] | None] = Queue(maxsize=1)
     done = threading.Event()
 
     def parser() -> None:
@@ -156,22 +255,10 @@ def write(history: Path, dest: Path, chunk_bytes: int) -> tuple[Counts, ChunkPai
     try:
         while (item := parsed.get()) is not None:
             chunk, first_line, at_end, fast = item
-            stop = False
-            if fast is None:
-                table, stop = parse_slow(chunk, first_line, at_end, problems, counts.nemesis)
-            else:
-                table, nemesis_lines = fast
-                counts.nemesis += nemesis_rows(nemesis_lines)
-            counts.ops += table.num_rows
-            if table.num_rows:
-                top = pc.max(table.column("time")).as_py()
-                if top is not None and (counts.max_time is None or top > counts.max_time):
-                    counts.max_time = top
-            queue.put(split_chunk(table, state))
-            if stop or failure:
+            if converter.feed(chunk, first_line, at_end, fast) or failure:
                 break
         if not failure:
-            queue.put((state.pairing.finish(), READS_SCHEMA.empty_table()))
+            found = converter.finish()
     finally:
         done.set()
         while reader.is_alive():  # unblock a parser waiting to hand over a chunk
@@ -183,5 +270,4 @@ def write(history: Path, dest: Path, chunk_bytes: int) -> tuple[Counts, ChunkPai
         thread.join()
     if failure:
         raise failure[0]
-    counts.topics = state.topics.known.to_pylist()
-    return counts, state.pairing, problems
+    return found

@@ -62,6 +62,8 @@ OPERATIONS_SCHEMA = pa.schema(
         ("f_code", pa.int8()),
         ("outcome_code", pa.int8()),
         ("invoke_time", pa.int64()),
+        # On an ok send: the completion time of the ok send before it in history order (any process).
+        ("prev_ok_time", pa.int64()),
     ]
 )
 # `f` and `outcome` again as small integers (their index in these), cheaper for Spark to compare.

@@ -143,6 +143,7 @@ def check_run(
             converted.topics,
             converted.max_time,
             converted.nemesis,
+            converted.ok_sends_in_order,
         )
     else:
         spark = _session(thread, box)
@@ -186,7 +187,11 @@ def check_run(
     if facts:
         counting = time.monotonic()
         stats_facts = spark_facts(
-            spark, form.operations_path, max_time=form.max_time, nemesis=form.nemesis or []
+            spark,
+            form.operations_path,
+            max_time=form.max_time,
+            nemesis=form.nemesis or [],
+            ok_sends_in_order=form.ok_sends_in_order,
         )
         last_timings["stats"] = time.monotonic() - counting
     findings = None

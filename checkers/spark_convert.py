@@ -203,7 +203,7 @@ def convert_with_spark(spark: SparkSession, path: str, force: bool = False) -> P
             operations.filter(~F.coalesce(ack, F.lit(False))).select(
                 "*", none.alias("prev_index"), none.alias("prev_offset"), none.alias("prev_value")
             )
-        ).write.mode("overwrite").parquet(dest + "/operations")
+        ).withColumn("prev_ok_time", none).write.mode("overwrite").parquet(dest + "/operations")
         orphans = lines.filter(pairing.orphan(_SPARK, line)).agg(F.count(F.lit(1)), F.min("index")).first()
         assert orphans is not None
         reads = with_tp(

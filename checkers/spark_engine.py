@@ -66,6 +66,7 @@ class ParquetForm:
     topics: list[str] | None = None
     max_time: int | None = None  # the largest `time` of any line
     nemesis: list[list[Any]] | None = None  # the nemesis ops: [index, time, type, f, value]
+    ok_sends_in_order: bool = False  # `prev_ok_time` is each ok send's predecessor in time
 
 
 # Candidate sets up to this many rows are broadcast to the joins that gather their examples.

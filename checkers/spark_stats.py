@@ -87,132 +87,130 @@ def spark_facts(
     *,
     max_time: int | None,
     nemesis: list[list[Any]],
+    ok_sends_in_order: bool = False,
 ) -> Facts:
-    """The statistics' facts of a history in Parquet form (see module docstring)."""
+    """The statistics' facts of a history in Parquet form (see module docstring).
+
+    `ok_sends_in_order`: the conversion found the ok sends' completion times never going back in
+    history order, so each one's `prev_ok_time` is its predecessor in time (no sort needed)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     col = F.col
     duration = max(0.0, (max_time or 0) / NS)
     windows = fault_windows([nemesis_op(row) for row in nemesis], duration)
+    columns = ["invoke_index", "f_code", "outcome_code", "next_index", "time", "invoke_time"]
     operations = spark.read.parquet(operations_path).select(
-        "invoke_index", "f_code", "outcome_code", "next_index", "time", "invoke_time"
+        *columns, *(["prev_ok_time"] if ok_sends_in_order and windows else [])
     )
     # Times as the reference takes them: nanoseconds / 1e9 as a double, the second by truncation.
-    completed = operations.filter(col("outcome_code") < _OPEN).select(
+    t = col("time").cast("double") / NS
+    completed = col("outcome_code") < _OPEN
+    ok_send = completed & (col("f_code") == _SEND) & (col("outcome_code") == _OK)
+    if not windows:
+        prev = F.lit(None).cast("double")
+    elif ok_sends_in_order:
+        prev = F.when(ok_send, col("prev_ok_time").cast("double") / NS)
+    else:
+        # Each ok send with the previous one of its second (null for the second's first): a sort.
+        second = Window.partitionBy(F.when(completed, t.cast("long")), ok_send).orderBy(t)
+        prev = F.when(ok_send, F.lag(t).over(second))
+    rows = operations.select(
         col("f_code").cast("int").alias("fc"),
         col("outcome_code").cast("int").alias("code"),
-        (col("time").cast("double") / NS).alias("t"),
+        # 0: completed; 1: never completed; 2: superseded by its process's next invocation.
+        F.when(completed, 0).when(col("next_index").isNull(), 1).otherwise(2).alias("state"),
+        F.when(completed, t).alias("t"),
+        F.when(completed, t.cast("long")).alias("s"),
+        ok_send.alias("ok"),
+        F.when(completed, F.shiftright(col("time") - col("invoke_time"), FIRST_SHIFT)).alias("b"),
         (col("time") - col("invoke_time")).alias("lat"),
+        "invoke_index",
+        "invoke_time",
+        prev.alias("prev"),
     )
-    second = col("t").cast("long")
-    ok_sends = completed.filter((col("fc") == _SEND) & (col("code") == _OK)).select(second.alias("s"), "t")
-    if windows:
-        # Each ok send with the previous one of its second (null for the second's first).
-        ok_sends = ok_sends.withColumn("prev", F.lag("t").over(Window.partitionBy("s").orderBy("t")))
-    else:
-        ok_sends = ok_sends.withColumn("prev", F.lit(None).cast("double"))
 
-    # --- Action 1 ----------------------------------------------------------------------------
-    # Outcomes by f: completed ones, and the invocations never completed (no next line at all; an
-    # invocation superseded by the next one of its process is counted nowhere, as in the reference).
-    by_outcome = (
-        operations.filter(col("next_index").isNull() | (col("outcome_code") < _OPEN))
-        .groupBy("f_code", "outcome_code")
-        .count()
-    )
-    rows = _collect(
-        [
-            _row(
-                by_outcome, kind=F.lit("outcome"), w=col("f_code"), code=col("outcome_code"), n=col("count")
-            ),
-            _row(
-                completed.groupBy(second.alias("s"), "code").count(),
-                kind=F.lit("second"),
-                s=col("s"),
-                code=col("code"),
-                n=col("count"),
-            ),
-            _row(
-                ok_sends.groupBy("s").agg(
-                    F.min("t").alias("lo"), F.max("t").alias("hi"), F.max(col("t") - col("prev")).alias("gap")
-                ),
-                kind=F.lit("ok_send"),
-                s=col("s"),
-                lo=col("lo"),
-                hi=col("hi"),
-                gap=col("gap"),
-            ),
-            _row(
-                operations.filter(col("f_code") == _SEND).agg(
-                    F.min_by("invoke_time", "invoke_index").alias("t")
-                ),
-                kind=F.lit("first_send"),
-                lo=col("t").cast("double") / NS,
-            ),
-            _row(
-                completed.groupBy("fc", F.shiftright("lat", FIRST_SHIFT).alias("b")).count(),
-                kind=F.lit("lat"),
-                code=col("fc"),
-                lat=col("b"),
-                n=col("count"),
-            ),
-        ]
+    # --- Action 1: one pass, four groupings ---------------------------------------------------
+    # (s, code): completions by second and outcome; (fc, code, state): operations by f and outcome,
+    # and each f's first invocation; (s, ok): per second the first and last ok send and the longest
+    # gap between two inside it; (fc, b): the latency histogram's first level (16.8 ms buckets).
+    in_second = F.when(col("ok") & (col("prev") >= col("s")), col("t") - col("prev"))
+    summary = rows.groupingSets(
+        [["s", "code"], ["fc", "code", "state"], ["s", "ok"], ["fc", "b"]],
+        "s",
+        "code",
+        "fc",
+        "state",
+        "ok",
+        "b",
+    ).agg(
+        F.grouping_id().alias("g"),
+        F.count(F.lit(1)).alias("n"),
+        F.min("t").alias("lo"),
+        F.max("t").alias("hi"),
+        F.max(in_second).alias("gap"),
+        F.min("invoke_index").alias("first"),
+        F.min_by("invoke_time", "invoke_index").alias("first_time"),
     )
     outcomes: dict[str, dict[str, int]] = defaultdict(lambda: {"ok": 0, "fail": 0, "info": 0, "open": 0})
     per_second: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     ok_send_seconds: dict[int, tuple[float, float]] = {}
     in_second_gaps: dict[int, float | None] = {}
-    first_send: float | None = None
+    first_send: tuple[int, float] | None = None
     first_level: dict[int, dict[int, int]] = defaultdict(dict)
-    for r in rows:
-        kind = r["kind"]
-        if kind == "outcome":
-            outcomes[F_CODES[r["w"]]][OUTCOME_CODES[r["code"]]] += r["n"]
-        elif kind == "second":
+    # grouping_id: a bit per grouping column (s, code, fc, state, ok, b; the first the highest), set
+    # where the column is not grouped.
+    by_second, by_f, ok_by_second, by_bucket = 0b001111, 0b100011, 0b011101, 0b110110
+    for r in summary.collect():
+        g = r["g"]
+        if g == by_second and r["s"] is not None:
             per_second[r["s"]][r["code"]] += r["n"]
-        elif kind == "ok_send":
+        elif g == by_f:
+            if r["state"] != 2:
+                outcomes[F_CODES[r["fc"]]][OUTCOME_CODES[r["code"]]] += r["n"]
+            if r["fc"] == _SEND and (first_send is None or r["first"] < first_send[0]):
+                first_send = (r["first"], r["first_time"] / NS)
+        elif g == ok_by_second and r["ok"] and r["s"] is not None:
             ok_send_seconds[r["s"]] = (r["lo"], r["hi"])
             in_second_gaps[r["s"]] = r["gap"]
-        elif kind == "first_send":
-            first_send = r["lo"]
-        elif kind == "lat":
-            first_level[r["code"]][r["lat"]] = r["n"]
+        elif g == by_bucket and r["b"] is not None:
+            first_level[r["fc"]][r["b"]] = r["n"]
     completed_n = sum(sum(v) for v in per_second.values())
+    done = rows.filter(col("state") == 0)
 
     # --- Action 2 (and 3): fault windows at their ends' seconds, percentiles ------------------
     radix = completed_n >= RADIX_FROM
     selects = _selects(first_level)
     parts = []
     if windows:
-        parts += _window_end_rows(spark, completed, ok_sends, windows)
+        parts += _window_end_rows(spark, done, windows)
     lat_of: DataFrame | None = None
     if radix and selects:
-        lat_of = completed.select("fc", "lat").persist()
+        lat_of = done.select("fc", "lat").persist()
         parts.append(_level_rows(lat_of, selects, FIRST_SHIFT))
     elif selects:
-        parts.append(_rank_rows(completed, selects))
+        parts.append(_rank_rows(done, selects))
     try:
-        rows = _collect(parts) if parts else []
+        collected = _collect(parts) if parts else []
         found: dict[tuple[int, int], int] = {}
         ends: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
         segments: dict[tuple[int, int], tuple[float, float, float | None]] = {}
         level: list[Any] = []
-        for r in rows:
+        for r in collected:
             if r["kind"] == "ops":
                 ends[r["w"]][r["s"]][r["code"]] += r["n"]
             elif r["kind"] == "seg":
                 segments[(r["w"], r["s"])] = (r["lo"], r["hi"], r["gap"])
             elif r["kind"] == "rank":
-                for s in selects:
-                    if s.group == r["code"] and s.wanted == r["n"]:
-                        found[(s.group, s.q)] = r["lat"]
+                for sel in selects:
+                    if sel.group == r["code"] and sel.wanted == r["n"]:
+                        found[(sel.group, sel.q)] = r["lat"]
             else:
                 level.append(r)
         if lat_of is not None:
             _descend(selects, level)
             _descend(selects, _level_rows(lat_of, selects, FIRST_SHIFT - LEVEL_BITS).collect())
-            found = {(s.group, s.q): s.prefix for s in selects if s.prefix is not None}
+            found = {(sel.group, sel.q): sel.prefix for sel in selects if sel.prefix is not None}
     finally:
         if lat_of is not None:
             lat_of.unpersist()
@@ -226,7 +224,7 @@ def spark_facts(
         completed=completed_n,
         duration=duration,
         nemesis_ops=len(nemesis),
-        first_send=first_send,
+        first_send=first_send[1] if first_send is not None else None,
         ok_send_seconds=ok_send_seconds,
         windows=windows,
     )
@@ -277,9 +275,7 @@ def window_facts(
         w["longest_gap_s"] = round(max(longest, end - previous), 3)
 
 
-def _window_end_rows(
-    spark: SparkSession, completed: DataFrame, ok_sends: DataFrame, windows: list[dict[str, Any]]
-) -> list[DataFrame]:
+def _window_end_rows(spark: SparkSession, done: DataFrame, windows: list[dict[str, Any]]) -> list[DataFrame]:
     """Per window and per second where it starts or ends: the completions inside its bounds by
     outcome (`ops` rows) and its ok sends there: first, last and longest gap between two (`seg`)."""
     from pyspark.sql import functions as F
@@ -296,20 +292,17 @@ def _window_end_rows(
         )
     )
     within = (col("t") >= col("start")) & (col("t") <= col("end"))
-    counts = (
-        completed.join(ends, col("t").cast("long") == col("es"))
-        .filter(within)
-        .groupBy("w", "es", "code")
-        .count()
-    )
+    at_ends = done.join(ends, col("s") == col("es")).filter(within)
+    counts = at_ends.groupBy("w", "es", "code").count()
     runs = (
-        ok_sends.join(ends, col("s") == col("es"))
-        .filter(within)
+        at_ends.filter(col("ok"))
         .groupBy("w", "es")
         .agg(
             F.min("t").alias("lo"),
             F.max("t").alias("hi"),
-            F.max(F.when(col("prev") >= col("start"), col("t") - col("prev"))).alias("gap"),
+            F.max(
+                F.when((col("prev") >= col("start")) & (col("prev") >= col("s")), col("t") - col("prev"))
+            ).alias("gap"),
         )
     )
     return [

@@ -283,6 +283,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="checker bench: check in this process (no fresh interpreter)",
     )
+    p.add_argument(
+        "--convert",
+        action="store_true",
+        help="checker bench: the check converts the history to Parquet itself (a history from "
+        "elsewhere), rather than finding the form `strandline run` writes during the load",
+    )
 
     p = sub.add_parser("demo", help="the main job: the seed scenario with both truncation protocols")
     p.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")

@@ -207,6 +207,9 @@ class RunPieces:
     heal_leftovers: Callable[[Path], list[str]]
     # Why the requested faults cannot run here (None: they can), asked before any cluster starts.
     preflight: Callable[[TestConfig, Any, Path, Path | None], str | None] | None = None
+    # Follows history.jsonl during the run and writes its Parquet form (the Spark check's input);
+    # returns an object with `finish()`, called once the history is closed.
+    columnar_journal: Callable[[Path], Any] | None = None
 
     @staticmethod
     def real() -> RunPieces:
@@ -214,6 +217,7 @@ class RunPieces:
         import nemesis
         import workloads
         from checkers.api import check_run
+        from checkers.parquet_journal import ColumnarJournal
         from clusters.factory import build_cluster
         from clusters.state import cleanup_leftovers, state_dir_default
         from harness.preflight import refusal
@@ -230,6 +234,7 @@ class RunPieces:
             build_nemesis=nemesis.build_nemesis,
             heal_leftovers=nemesis.heal_leftovers,
             preflight=refusal,
+            columnar_journal=lambda history: ColumnarJournal(history).start(),
         )
 
 
@@ -427,6 +432,7 @@ def _lifecycle(
             if why:
                 raise Refused(why)
     history: Any = None
+    columnar: Any = None
     nemesis: RunsFaults | None = None
     up = False
     try:
@@ -442,6 +448,8 @@ def _lifecycle(
         ):
             pieces.setup_topics(config, bootstrap)
         history = HistoryWriter(run / run_files.HISTORY)
+        if pieces.columnar_journal is not None and config.checker != "reference":
+            columnar = pieces.columnar_journal(run / run_files.HISTORY)
         if wants_nemesis(config):
             nemesis = pieces.build_nemesis(config, cluster, history, random.Random(config.seed))
             nemesis.validate()
@@ -466,6 +474,8 @@ def _lifecycle(
     finally:
         if history is not None:
             _guard("close history", history.close)
+        if columnar is not None:
+            _guard("the history's Parquet form", columnar.finish)
         if nemesis is not None:
             _guard("heal", nemesis.heal_all)  # idempotent; a no-op after the heal above
         if up:

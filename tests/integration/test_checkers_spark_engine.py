@@ -245,6 +245,22 @@ def test_statistics_by_radix_select_and_many_fault_windows_agree(
     assert facts == history_facts(path)
 
 
+def test_statistics_when_ok_sends_go_back_in_time_agree(spark: Any, tmp_path: Path) -> None:
+    """Ok sends whose completion times go back in history order (a hand-made history): the
+    conversion says so and the statistics sort them by time, as the reference does."""
+    path = tmp_path / "history.jsonl"
+    generate(path, 3000, seed=5, nemesis_rate=0.01)
+    ops = [json.loads(line) for line in path.read_text().splitlines()]
+    oks = [op for op in ops if op["type"] == "ok" and op["f"] == "send"]
+    oks[10]["time"], oks[11]["time"] = oks[11]["time"], oks[10]["time"] - 1  # back in time
+    path.write_text("".join(json.dumps(op) + "\n" for op in ops))
+    from checkers.parquet import convert
+
+    assert not convert(path, force=True).ok_sends_in_order
+    _, facts = spark_checker.check(path, facts=True)
+    assert facts == history_facts(path)
+
+
 def test_refusals_from_the_lines_spark_finds_agree(spark: Any, tmp_path: Path) -> None:
     """The refusals of a system (checkers/refusals.py) from the few lines Spark finds in the text
     (checkers/spark_lines.py) equal those of a Python pass over the whole history."""

@@ -56,6 +56,7 @@ def test_operations_and_reads(tmp_path: Path) -> None:
         "f_code": 0,  # send
         "outcome_code": 0,  # ok
         "invoke_time": b.ops[0]["time"],
+        "prev_ok_time": None,  # the first ok send
     }
     assert by_invoke[10]["outcome"] == "open" and by_invoke[10]["next_index"] == 11  # superseded
     assert by_invoke[11]["outcome"] == "open" and by_invoke[11]["next_index"] is None  # open at the end
