@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.background import BackgroundTasks
 from broker.config import BrokerConfig
 from broker.delayed import ByteMarks, DelayedFetch
 from broker.kafka_errors import (
@@ -202,7 +203,7 @@ class ReplicaManager:
         self.follower_listener: StateListener | None = None
         self._hw_checkpoint: dict[Path, dict[tuple[str, int], int]] = {}
         self._recovery_checkpoint: dict[Path, dict[tuple[str, int], int]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks()
         self._dir_of: dict[tuple[str, int], Path] = {}
 
     # --- loading --------------------------------------------------------------------------------
@@ -349,7 +350,7 @@ class ReplicaManager:
                     list(action.isr),
                     action.reason,
                 )
-                self._spawn(self._write_isr(partition, action))
+                self._tasks.spawn(self._write_isr(partition, action))
 
     async def _write_isr(self, partition: Partition, action: WriteIsr) -> None:
         new_version = None
@@ -382,11 +383,6 @@ class ReplicaManager:
                 isr=action.isr, replicas=replica.replicas, zk_version=new_version, elr=action.elr
             ),
         )
-
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     def _complete_acks(self, partition: Partition) -> None:
         hw = partition.replica.high_watermark

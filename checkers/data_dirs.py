@@ -133,7 +133,12 @@ def iter_batches(log_dir: Path, *, decode: bool = True) -> Iterator[BatchInfo]:
 
 def _checkpoint_entries(path: Path, fields: int) -> list[list[str]] | None:
     """The entries of one of Kafka's text checkpoints: a version line (0), a count line, then that
-    many entries of `fields` space-separated fields; None when the file is missing."""
+    many entries of `fields` space-separated fields; None when the file is missing.
+
+    A twin of the own broker's `broker.storage.checkpoints.read_entries`, kept apart on purpose:
+    the checker may not import the broker (pyproject.toml's layers), and it must not judge a
+    system with that system's own parser.
+    """
     try:
         text = Path(path).read_text()
     except FileNotFoundError:

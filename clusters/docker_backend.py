@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from clusters import docker_image
-from clusters.netns import accept_bridge_traffic, check_names, free_slot, used_slots
+from clusters.netns import accept_bridge_traffic, check_names, free_slot, node_address, used_slots
 from clusters.node import ExecResult
 from clusters.own import refuse_lazyfs_off_netns
 from clusters.remote_shell import ShellDaemons
@@ -295,9 +295,7 @@ class DockerNetwork:
         return self._client
 
     def host_address(self, index: int) -> str:
-        if self.slot is None:
-            raise InfrastructureError(f"cluster {self.cluster} is not up: its nodes have no address yet")
-        return f"10.77.{self.slot}.{10 + index}"
+        return node_address(self.cluster, self.slot, index)
 
     @classmethod
     def attach(cls, state: ClusterState, config: TestConfig) -> DockerNetwork:

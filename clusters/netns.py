@@ -130,6 +130,13 @@ def free_slot(cluster: str, taken: set[int]) -> int:
     raise InfrastructureError("no free 10.77.X.0/24 subnet: too many clusters are up")
 
 
+def node_address(cluster: str, slot: int | None, index: int) -> str:
+    """Address of a cluster's index-th node (0-based): 10.77.X.(10+index); its bridge is .1."""
+    if slot is None:
+        raise InfrastructureError(f"cluster {cluster} is not up: its nodes have no address yet")
+    return f"10.77.{slot}.{10 + index}"
+
+
 def accept_bridge_traffic(state: ClusterState, bridge: str, cluster: str) -> None:
     """Accept in FORWARD the traffic that stays on the cluster's bridge, recorded before it runs.
 
@@ -429,10 +436,7 @@ class NetnsNetwork:
         return [f"sl-{self.cluster}-{n}" for n in self.node_names]
 
     def host_address(self, index: int) -> str:
-        """Address of the index-th node (0-based): 10.77.X.(10+index); the bridge is .1."""
-        if self.slot is None:
-            raise InfrastructureError(f"cluster {self.cluster} is not up: its nodes have no address yet")
-        return f"10.77.{self.slot}.{10 + index}"
+        return node_address(self.cluster, self.slot, index)
 
     @property
     def bridge_address(self) -> str:

@@ -12,7 +12,7 @@ import dataclasses
 import os
 import re
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -328,18 +328,10 @@ def _role(r: _Reader, name: str, value: Any, brokers: str) -> RoleDef:
     if not isinstance(env_raw, dict):
         raise r.fail(f"{key}.env", f"expected a table of variables, got {env_raw!r}")
     files = []
-    for i, f in enumerate(_tables(r, f"{key}.files", t.get("files", []))):
-        fk = f"{key}.files[{i}]"
-        f = r.table(fk, f, FILE_KEYS)
-        if "path" not in f or "content" not in f:
-            raise r.fail(fk, "needs path and content")
+    for fk, f in _tables(r, f"{key}.files", t.get("files", []), FILE_KEYS, ("path", "content")):
         files.append(FileDef(r.string(f"{fk}.path", f["path"]), r.string(f"{fk}.content", f["content"])))
     uploads = []
-    for i, u in enumerate(_tables(r, f"{key}.upload", t.get("upload", []))):
-        uk = f"{key}.upload[{i}]"
-        u = r.table(uk, u, UPLOAD_KEYS)
-        if "source" not in u or "dest" not in u:
-            raise r.fail(uk, "needs source and dest")
+    for uk, u in _tables(r, f"{key}.upload", t.get("upload", []), UPLOAD_KEYS, ("source", "dest")):
         text = r.string(f"{uk}.source", u["source"])
         expanded = os.path.expandvars(text)
         unset = re.search(r"\$\{?(\w+)", expanded)
@@ -378,10 +370,19 @@ def _role(r: _Reader, name: str, value: Any, brokers: str) -> RoleDef:
     )
 
 
-def _tables(r: _Reader, key: str, value: Any) -> list[Any]:
+def _tables(
+    r: _Reader, key: str, value: Any, known: Sequence[str], needs: tuple[str, str]
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The tables of a list of tables ([[key]]) with their keys, each checked as it is reached:
+    only `known` keys, and both `needs`."""
     if not isinstance(value, list):
         raise r.fail(key, f"expected a list of tables ([[{key}]]), got {value!r}")
-    return value
+    for i, item in enumerate(value):
+        item_key = f"{key}[{i}]"
+        table = r.table(item_key, item, known)
+        if any(k not in table for k in needs):
+            raise r.fail(item_key, f"needs {needs[0]} and {needs[1]}")
+        yield item_key, table
 
 
 def _boolean(r: _Reader, key: str, value: Any) -> bool:

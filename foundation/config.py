@@ -30,6 +30,9 @@ CONSUME_MODES = ("assign", "subscribe", "mixed")
 WORKLOADS = ("queue", "txn")
 CHECKERS = ("auto", "spark", "reference")
 ELECTION_POLICIES = ("first-in-isr", "longest-log")
+# The settings that say which system a test runs and what it promises: campaigns name a test by
+# them (with its nemesis and seed), `strandline analyze` groups runs by them (with fsync and more).
+SYSTEM_SETTINGS = ("system", "variant", "acks", "min_insync", "replication_factor", "unclean_election")
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from typing import Any
 
 from checkers.parquet import cache_dir_for
 from foundation import run_files
+from foundation.config import SYSTEM_SETTINGS
 from harness.campaign_table import time_to_loss
 from harness.store import run_dirs, summaries
 
@@ -93,16 +94,7 @@ class RunRow:
 RUN_COLUMNS: tuple[str, ...] = tuple(
     f for f in RunRow.__dataclass_fields__ if f not in ("windows", "history_form")
 )
-SETTING_COLUMNS = (
-    "system",
-    "variant",
-    "acks",
-    "min_insync",
-    "replication_factor",
-    "unclean_election",
-    "fsync",
-    "other",
-)
+SETTING_COLUMNS = (*SYSTEM_SETTINGS, "fsync", "other")
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ import jinja2
 from rich.console import Console
 
 from foundation import run_files
-from foundation.config import TestConfig, validate
+from foundation.config import SYSTEM_SETTINGS, TestConfig, validate
 from foundation.errors import BadInput
 from foundation.toml_file import read_toml
 from harness import rundir
@@ -111,16 +111,7 @@ def _slug(value: Any) -> str:
     return re.sub(r"[^A-Za-z0-9_.,=+-]+", "_", text)[:40]
 
 
-KEY_SETTINGS = (
-    "system",
-    "variant",
-    "acks",
-    "min_insync",
-    "replication_factor",
-    "unclean_election",
-    "nemesis",
-    "seed",
-)
+KEY_SETTINGS = (*SYSTEM_SETTINGS, "nemesis", "seed")
 
 
 def _settings(config: TestConfig) -> dict[str, Any]:

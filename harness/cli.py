@@ -184,7 +184,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_flags(p)
     p.epilog = run_epilog(p)
 
-    p = sub.add_parser("check", help="(re)check a stored run and write results.json")
+    p = sub.add_parser(
+        "check",
+        help="(re)check a stored run and write results.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        "  strandline check results/queue/latest\n"
+        "  strandline check results/queue/latest --checker reference    # the pure-Python oracle\n"
+        "  strandline check RUN_DIR --spark-master spark://host:7077    # an existing Spark cluster\n"
+        "A cut or crashed run is still judged (unknown where its history is incomplete).\n"
+        "See docs/checkers.md (anomalies, engines) and docs/results-format.md.\n\n" + EPILOG,
+    )
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument(
         "--checker",
@@ -199,22 +209,55 @@ def build_parser() -> argparse.ArgumentParser:
         help="check on a Spark Connect server (no JVM here; default: $STRANDLINE_SPARK_REMOTE)",
     )
 
-    p = sub.add_parser("report", help="(re)write report.html of a stored run")
+    p = sub.add_parser(
+        "report",
+        help="(re)write report.html of a stored run",
+        epilog="Reads the run's results.json and history.jsonl; checks nothing (see `check`). "
+        "exit codes: 0 written, 2 no such run.",
+    )
     p.add_argument("run_dir", metavar="RUN_DIR")
 
-    p = sub.add_parser("campaign", help="run a matrix of tests from a TOML file, with a summary")
+    p = sub.add_parser(
+        "campaign",
+        help="run a matrix of tests from a TOML file, with a summary",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        "  strandline campaign campaigns/smoke.toml          # a few minutes: the safe and unsafe settings\n"
+        "  strandline campaign campaigns/nightly.toml --store /srv/strandline\n"
+        "  strandline campaign campaigns/detection.toml      # how often random faults catch each setting\n"
+        "Each row states its expected verdict; the summary, index.html and junit.xml go to the store,\n"
+        "and `strandline analyze` runs at the end. See docs/running.md.\n\n"
+        "exit codes: 0 every test as expected, 1 some test not as expected, 2 bad file, 4 infrastructure.",
+    )
     p.add_argument("file", metavar="FILE.toml")
     p.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
     add_checker_flag(p, "every test's checker (default: the file's, else spark)")
 
-    p = sub.add_parser("repro", help="reproduce a named, reported data-loss scenario")
-    p.add_argument("scenario", metavar="NAME", nargs="?")
+    p = sub.add_parser(
+        "repro",
+        help="reproduce a named, reported data-loss scenario",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Runs the scenario's unsafe setting (expected invalid: the reported loss), then its "
+        "safe twin (expected valid: the fix holds), with the same scripted faults and seed.",
+        epilog="examples:\n"
+        "  strandline repro --list                       # every scenario, with its story and its fix\n"
+        "  strandline repro kip-101-truncation\n"
+        "  strandline repro kafka-17754-delayed-end-txn --checker reference --seed 7\n"
+        "See docs/running.md (the scenarios).\n\n"
+        "exit codes: 0 both verdicts as expected, 1 not as expected, 2 unknown scenario, 4 infrastructure.",
+    )
+    p.add_argument("scenario", metavar="NAME", nargs="?", help="the scenario (see --list)")
     p.add_argument("--list", action="store_true", help="list the scenarios")
-    p.add_argument("--store", metavar="DIR")
-    p.add_argument("--seed", type=int, metavar="N")
+    p.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
+    p.add_argument("--seed", type=int, metavar="N", help="seed of both runs (default 0: drawn at random)")
     add_checker_flag(p, "checker engine (default spark)")
 
-    p = sub.add_parser("serve", help="browse stored runs and campaigns in a web browser")
+    p = sub.add_parser(
+        "serve",
+        help="browse stored runs and campaigns in a web browser",
+        epilog="Serves the store's runs, campaigns and analysis page, read only; binds 127.0.0.1 unless "
+        "--bind says otherwise.",
+    )
     p.add_argument("--store", metavar="DIR", default="results")
     p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080)
@@ -267,7 +310,22 @@ def build_parser() -> argparse.ArgumentParser:
         "3 the schedule no longer fails when replayed, 2 bad input, 4 infrastructure. See docs/explore.md."
     )
 
-    p = sub.add_parser("bench", help="benchmarks that print figures")
+    p = sub.add_parser(
+        "bench",
+        help="benchmarks that print figures",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="targets:\n"
+        "  checker   a generated run of --ops operations checked end to end as `strandline check` does,\n"
+        "            by Spark, DuckDB and the reference checker: wall time, ops/s, peak memory\n"
+        "  workload  the queue workload at an unlimited rate on 3 own brokers (RF 3): acknowledged\n"
+        "            sends/s and all operations/s, counted from the history (docs/workloads.md)\n"
+        "  broker    raw pipelined acks=all produce throughput on the same cluster: the ceiling\n"
+        "  explore   the simulator: seeds that find each known loss, time to find, safe schedules\n"
+        "examples:\n"
+        "  strandline bench checker --ops 10000000\n"
+        "  strandline bench workload\n"
+        "See docs/checkers.md and docs/workloads.md for measured figures.",
+    )
     p.add_argument("target", choices=("checker", "broker", "workload", "explore"))
     p.add_argument("--ops", type=int, default=1_000_000, metavar="N", help="operations (checker bench)")
     p.add_argument("--checker", choices=CHECKERS, default=None)
@@ -290,7 +348,13 @@ def build_parser() -> argparse.ArgumentParser:
         "elsewhere), rather than finding the form `strandline run` writes during the load",
     )
 
-    p = sub.add_parser("demo", help="the main job: the seed scenario with both truncation protocols")
+    p = sub.add_parser(
+        "demo",
+        help="the main job: the seed scenario with both truncation protocols",
+        epilog="Runs the KIP-101 scenario on 3 own brokers twice, same faults and seed: high-watermark "
+        "truncation (expected invalid) and leader epochs (expected valid). exit codes: 0 as expected, "
+        "1 not as expected, 4 infrastructure.",
+    )
     p.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
     p.add_argument("--seed", type=int, metavar="N", help="seed of both runs (default 101)")
     add_checker_flag(p, "checker engine (default spark)")

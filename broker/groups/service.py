@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+from broker.background import BackgroundTasks
 from broker.config import BrokerConfig
 from broker.groups.coordinator import (
     Completion,
@@ -135,7 +136,7 @@ class GroupService:
         self._loaded: int | None = None  # the lease version the groups in memory were loaded under
         self._loading: int | None = None
         self._load_not_before = 0.0
-        self._tasks: set[asyncio.Future[Any]] = set()
+        self._tasks = BackgroundTasks()
 
     def now(self) -> float:
         if self._clock is not None:
@@ -178,7 +179,7 @@ class GroupService:
         if self._loading == version or self.now() < self._load_not_before:
             return
         self._loading = version
-        self._spawn(self._load(version, self.replica.read_groups()))
+        self._tasks.spawn(self._load(version, self.replica.read_groups()))
 
     async def _load(self, version: int, reading: Awaitable[list[GroupRecord]]) -> None:
         """Kafka's loadGroupsForPartition: the stored groups, read after every earlier write."""
@@ -202,11 +203,6 @@ class GroupService:
             ", ".join(f"{r.group_id} at generation {r.generation_id}" for r in records) or "no group",
         )
 
-    def _spawn(self, coro: Awaitable[Any]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     @staticmethod
     def _resolve(completions: list[Completion]) -> None:
         for token, result in completions:
@@ -221,7 +217,7 @@ class GroupService:
             if self.replica is None or version is None:
                 self._resolve(self.coordinator.store_failed(store, NOT_COORDINATOR))
                 continue
-            self._spawn(self._stored(store, self.replica.write_group(store.record, version), version))
+            self._tasks.spawn(self._stored(store, self.replica.write_group(store.record, version), version))
 
     async def _stored(self, store: StoreGroup, writing: Awaitable[None], version: int) -> None:
         try:

@@ -21,6 +21,7 @@ from kazoo.client import KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from broker.background import BackgroundTasks
 from broker.groups.lease import PATH, Lease, claim, decode, encode, holder_alive
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,9 @@ class ZkLease:
         self._passing = False
         self._pass_again = False
         self._last_pass = 0.0
-        self._tasks: set[asyncio.Future[Any]] = set()
+        self._tasks = BackgroundTasks(
+            lambda e: log.warning("group-coordinator lease: %r (the periodic pass carries on)", e)
+        )
 
     # --- what the group service asks ------------------------------------------------------------
     def coordinator(self) -> int | None:
@@ -77,23 +80,13 @@ class ZkLease:
         self._watching = True
         self._loop = asyncio.get_running_loop()
         self.zk.add_listener(self._on_connection_state)
-        self._spawn(asyncio.to_thread(self._watch))
+        self._tasks.spawn(asyncio.to_thread(self._watch))
 
     def _watch(self) -> None:
         """In a thread: setting a watch reads its znode."""
         self.zk.ensure_path(IDS)
         DataWatch(self.zk, PATH, lambda data, stat: self._post(self._on_lease, data, stat))
         ChildrenWatch(self.zk, IDS, lambda _ids: self._post(self.refresh))
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Future[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("group-coordinator lease: %r (the periodic pass carries on)", task.exception())
 
     def tick(self) -> None:
         self.maybe_start()
@@ -144,7 +137,7 @@ class ZkLease:
             self._pass_again = True
             return
         self._passing = True
-        self._spawn(self._pass())
+        self._tasks.spawn(self._pass())
 
     async def _pass(self) -> None:
         try:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from broker.background import BackgroundTasks
 from broker.client import BrokerConnection, ConnectionClosed
 from broker.config import BrokerConfig
 from broker.groups.service import GroupService
@@ -92,7 +93,7 @@ class TxnService:
         self._loaded_epoch: int | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._connections: dict[int, BrokerConnection] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks()
         # group coordinator side: producer id -> group -> offsets awaiting the transaction's marker
         self.pending_offsets: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
         self._find_group_coordinator = groups.find_coordinator
@@ -141,7 +142,7 @@ class TxnService:
                 len(self.coordinator.txns),
             )
             for meta in self.coordinator.preparing():
-                self._spawn(self._complete(meta))
+                self._tasks.spawn(self._complete(meta))
         return True
 
     async def _ensure_state_topic(self) -> None:
@@ -219,13 +220,8 @@ class TxnService:
         if error != NONE:
             return error
         if decision.markers:
-            self._spawn(self._complete(decision.new))
+            self._tasks.spawn(self._complete(decision.new))
         return decision.error
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     # --- InitProducerId -------------------------------------------------------------------------
     async def init_producer_id(self, request: Any) -> dict[str, Any]:
@@ -635,8 +631,7 @@ class TxnService:
                 log.exception("transaction timeout check failed")
 
     def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
+        self._tasks.cancel_all()
         for connection in self._connections.values():
             connection.close()
 

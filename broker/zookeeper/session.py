@@ -17,6 +17,7 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from broker.background import BackgroundTasks
 from broker.config import BrokerConfig, Listener
 from broker.errors import BrokerUnavailable
 from broker.zookeeper.layout import CLUSTER_ID, IDS, TOPICS, new_cluster_id, parse_json
@@ -40,7 +41,7 @@ class ZkSession:
         self.cluster_id = ""
         self.registered_zxid = 0  # czxid of this process's registration (Kafka's broker epoch)
         self._random_bytes = random_bytes
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = BackgroundTasks(lambda e: log.error("ZooKeeper task failed", exc_info=e))
         self._session_lost = False
         self._stopping = False
         self.on_lost: Callable[[], None] = lambda: None
@@ -54,14 +55,8 @@ class ZkSession:
             loop.call_soon_threadsafe(fn, *args)
 
     def spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("ZooKeeper task failed", exc_info=task.exception())
+        """Run `coro` on the loop, held until done; a failure is logged."""
+        self._tasks.spawn(coro)
 
     # --- lifecycle ------------------------------------------------------------------------------
     async def start(self, advertised_port: int | None) -> None:

@@ -18,6 +18,7 @@ seconds, ten million in well under a minute.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import random
 from collections.abc import Callable
@@ -123,8 +124,9 @@ class _Simulation:
         # Preformatted pieces per partition.
         self.tp = [f'"topic":"{t}","partition":{p}' for t, p in self.parts]
         self.rec = [f'{{"topic":"{t}","partition":{p},"offset":' for t, p in self.parts]
-        self.next_value = 1
-        self.next_process = 0
+        # Fresh values count from 1, fresh processes from 0.
+        self.fresh_value: Callable[[], int] = itertools.count(1).__next__
+        self.fresh_process: Callable[[], int] = itertools.count().__next__
         self.crash_rate = shape.crash_rate
         self.nemesis_rate = shape.nemesis_rate
         self.nemesis_open: tuple[str, str] | None = None
@@ -138,14 +140,6 @@ class _Simulation:
     def _slot(self, consumer: bool, part: int = 0) -> _Slot:
         s = _Slot(self.fresh_process(), consumer, part=part)
         return s
-
-    def fresh_process(self) -> int:
-        self.next_process += 1
-        return self.next_process - 1
-
-    def fresh_value(self) -> int:
-        self.next_value += 1
-        return self.next_value - 1
 
     def send_invoke(self, process: int, part: int, value: int) -> None:
         self.j.add(f'{self.j.head(process, "invoke", "send")},{self.tp[part]},"value":{value}}}')

@@ -25,7 +25,9 @@ are exactly the anomalies of the history (`Planted` says what each is counted by
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,18 +64,10 @@ class _Simulation:
         self.b = HistoryBuilder()
         self.parts = [("t0", p) for p in range(partitions)]
         self.logs: list[list[list[Any]]] = [[] for _ in self.parts]  # [value, state, txn]
-        self.next_process = 0
-        self.next_value = 0
+        self.process: Callable[[], int] = itertools.count().__next__  # a fresh process
+        self.value: Callable[[], int] = itertools.count().__next__  # a fresh value
         self.planted = TxnPlanted()
         self.txn_serial = 0
-
-    def process(self) -> int:
-        self.next_process += 1
-        return self.next_process - 1
-
-    def value(self) -> int:
-        self.next_value += 1
-        return self.next_value - 1
 
     def client(self) -> _Client:
         """A fresh process with every partition assigned from the beginning."""

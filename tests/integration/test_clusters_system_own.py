@@ -6,8 +6,8 @@ with its log's last lines in harness.log and nothing left running; a bad definit
 no start command, unknown template value, count below one) is exit 2 in one line;
 a system without InitProducerId and group APIs refuses them and the report says so; lose-unsynced puts the
 broker role's data dirs on lazyfs. Marker kafka: real Apache Kafka through systems/kafka-kraft.toml.
-Slow: a kill and partition run with the safe settings is valid, and kip-101-truncation with the high-watermark
-variant, run through the definition, is invalid.
+A kill and partition run with the safe settings is valid, and kip-101-truncation with the high-watermark
+variant, run through the definition, is invalid (about a minute each: issue 14 asks for both in CI).
 """
 
 from __future__ import annotations
@@ -199,7 +199,6 @@ def test_a_bad_definition_is_one_line_and_exit_2(tmp_path: Path, text: str, key:
     nothing_left(tmp_path)
 
 
-@pytest.mark.slow
 def test_a_kill_and_partition_run_with_the_safe_settings_is_valid(tmp_path: Path) -> None:
     out = cli(["run", "--system", OWN, "--name", "defkill", "--time-limit", "30", "--nemesis", "kill,partition",
                "--nemesis-interval", "6", "--store", str(tmp_path / "store"), *LOAD], environment(tmp_path))  # fmt: skip
@@ -208,7 +207,6 @@ def test_a_kill_and_partition_run_with_the_safe_settings_is_valid(tmp_path: Path
     nothing_left(tmp_path)
 
 
-@pytest.mark.slow
 def test_kip_101_truncation_through_the_definition_is_invalid_with_high_watermark(tmp_path: Path) -> None:
     config = KIP_101_TRUNCATION.config(safe=False, seed=1, store=str(tmp_path / "store"))
     config_file = tmp_path / "kip101.json"

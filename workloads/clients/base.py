@@ -9,10 +9,13 @@ operation certainly had no effect.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import ClassVar, Literal, NamedTuple, Protocol
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 
 from foundation.config import TestConfig
+
+log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 OutcomeType = Literal["ok", "fail", "info"]
@@ -198,6 +201,17 @@ class LibraryDriver:
 
     def txn_producer(self, transactional_id: str) -> TxnProducer:
         return self.txn_producer_class(self.config, self.bootstrap, transactional_id)  # type: ignore[call-arg]
+
+
+def close_consumers(*consumers: Any) -> None:
+    """Close each library consumer that was made (None: never made); a failing close is logged,
+    not raised: the process is done with it either way."""
+    for consumer in consumers:
+        try:
+            if consumer is not None:
+                consumer.close()
+        except Exception as e:
+            log.debug("closing consumer: %s", e)
 
 
 # Group membership: a member that dies without leaving is noticed after the session timeout;

@@ -50,6 +50,7 @@ from workloads.clients.base import (
     Record,
     SendOutcome,
     TopicPartition,
+    close_consumers,
     decode_value,
     describe,
     op_timeout_error,
@@ -400,12 +401,7 @@ class ConfluentConsumer:
         return _ends(self._probe, partitions, timeout_s)
 
     def close(self) -> None:
-        for consumer in (self._consumer, self._probe):
-            try:
-                if consumer is not None:
-                    consumer.close()
-            except Exception as e:
-                log.debug("closing consumer: %s", e)
+        close_consumers(self._consumer, self._probe)
 
 
 def _ends(consumer: Any, partitions: list[TopicPartition], timeout_s: float) -> dict[TopicPartition, int]:

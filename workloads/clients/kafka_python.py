@@ -53,6 +53,7 @@ from workloads.clients.base import (
     Record,
     SendOutcome,
     TopicPartition,
+    close_consumers,
     decode_value,
     describe,
     op_timeout_error,
@@ -328,12 +329,7 @@ class KafkaPythonConsumer:
         return {(tp.topic, tp.partition): int(off) for tp, off in ends.items()}
 
     def close(self) -> None:
-        for consumer in (self._consumer, self._probe):
-            try:
-                if consumer is not None:
-                    consumer.close()
-            except Exception as e:
-                log.debug("closing consumer: %s", e)
+        close_consumers(self._consumer, self._probe)
 
 
 # Errors with which the coordinator refuses a commit as a whole: nothing was stored.
