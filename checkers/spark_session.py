@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from checkers import spark_cds
 from foundation.errors import BadInput, InfrastructureError
 
 if TYPE_CHECKING:
@@ -182,13 +183,34 @@ def get_session(
     java_opts = f"-Dlog4j.configurationFile=file:{LOG4J_CONFIG} {JVM_OPTIONS}"
     # Extra JVM options, after ours (so -XX:TieredStopAtLevel=4 brings back the C2 compiler).
     java_opts += " " + os.environ.get("STRANDLINE_SPARK_JAVA_OPTS", "")
+    if local and spark_cds.enabled():
+        archive = spark_cds.archive_path(java_opts)
+        cds_opts, writing = spark_cds.java_options(archive)
+        try:
+            session = _start_session(master, driver_memory, local, f"{java_opts} {cds_opts}", java_opts)
+        except Exception:
+            if writing is not None or not cds_opts:
+                raise
+            spark_cds.discard(archive)
+            session = _start_session(master, driver_memory, local, java_opts, java_opts)
+        if writing is not None:
+            spark_cds.publish_at_exit(session, writing, archive)
+        return session
+    return _start_session(master, driver_memory, local, java_opts, java_opts)
+
+
+def _start_session(
+    master: str, driver_memory: str | None, local: bool, driver_opts: str, executor_opts: str
+) -> SparkSession:
+    from pyspark.sql import SparkSession
+
     builder = (
         SparkSession.builder.master(master)
         .appName("strandline-checker")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", java_opts)
-        .config("spark.executor.extraJavaOptions", java_opts)
+        .config("spark.driver.extraJavaOptions", driver_opts)
+        .config("spark.executor.extraJavaOptions", executor_opts)
         .config(
             "spark.sql.shuffle.partitions",
             os.environ.get("STRANDLINE_SPARK_SHUFFLE_PARTITIONS") or str(shuffle_partitions(master)),

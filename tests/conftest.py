@@ -3,6 +3,7 @@ run-directory builders, sshd hosts) live in `tests/support/`; no test module imp
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -10,6 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+# The Spark JVM's class archive (checkers/spark_cds.py) is written when a process that started
+# Spark ends; the tests' many Spark processes would each pay for that until one had. One test
+# (tests/integration/test_checkers_spark_cds.py) writes and uses it for real.
+os.environ.setdefault("STRANDLINE_SPARK_CDS", "0")
 
 
 @pytest.fixture(scope="module")
