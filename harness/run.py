@@ -474,10 +474,10 @@ def _lifecycle(
     finally:
         if history is not None:
             _guard("close history", history.close)
-        if columnar is not None:
-            _guard("the history's Parquet form", columnar.finish)
         if nemesis is not None:
             _guard("heal", nemesis.heal_all)  # idempotent; a no-op after the heal above
+        if columnar is not None:  # the tail of the history's Parquet form, once the faults are healed
+            _guard("the history's Parquet form", columnar.finish)
         if up:
             with phases.phase("collect", "collecting node logs and data dirs"):
                 _guard("collect", lambda: cluster.collect(run / run_files.NODES))
