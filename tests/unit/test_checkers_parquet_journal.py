@@ -88,3 +88,43 @@ def test_the_follower_thread_keeps_up_and_stops(tmp_path: Path) -> None:
     grown = journal.finish()
     assert grown is not None and grown.operations == 50
     assert convert(history).reused
+
+
+def test_a_follower_that_fails_midway_leaves_the_whole_conversion_to_the_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parquet_journal, "STRETCH_BYTES", 700)
+    history = tmp_path / "history.jsonl"
+    history.write_bytes(b"".join(lines(3)))
+    writes = []
+
+    def write_then_fail(self: Any, operations: Any, reads: Any) -> None:
+        writes.append(operations.num_rows)
+        if len(writes) == 2:
+            raise OSError("no space left on device")
+
+    journal = ColumnarJournal(history)
+    monkeypatch.setattr(parquet_journal.TableWriter, "write", write_then_fail)
+    journal.catch_up()
+    monkeypatch.undo()
+    assert isinstance(journal.failed, OSError)
+    assert journal.finish() is None
+    assert not cache_dir_for(history).exists() and not list(tmp_path.glob(".journal-*"))
+    whole = tmp_path / "whole" / "history.jsonl"
+    whole.parent.mkdir()
+    whole.write_bytes(history.read_bytes())
+    checked, reference = convert(history), convert(whole)
+    assert not checked.reused
+    assert rows(checked.operations_path) == rows(reference.operations_path)
+    assert rows(checked.reads_path) == rows(reference.reads_path)
+
+
+def test_a_run_killed_before_the_form_was_published_is_converted_by_the_check(tmp_path: Path) -> None:
+    history = tmp_path / "history.jsonl"
+    history.write_bytes(b"".join(lines(4)))
+    journal = ColumnarJournal(history)
+    journal.catch_up()  # ... and the process dies here: no finish, the half-written form stays
+    assert list(tmp_path.glob(".journal-*")) and not cache_dir_for(history).exists()
+    converted = convert(history)
+    assert not converted.reused and converted.ops == len(lines(4)) - 1  # all but the malformed line
+    assert [p.line_no for p in converted.problems] == [58]
