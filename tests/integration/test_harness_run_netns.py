@@ -97,4 +97,7 @@ def test_killed_run_is_checkable_then_healed_and_a_short_run_is_valid(tmp_path: 
     results = json.loads((run / "results.json").read_text())
     assert results["valid"] is True and results["stats"]["sends"]["ok"] > 100
     assert results["checker"]["engine"] == "spark" and "checked with Spark (local[*])" in out.stderr
+    # The history's Parquet form was written while the run journaled it, and the check reused it.
+    assert "reusing " + str(run / "history.parquet") in (run / "harness.log").read_text()
+    assert not list(run.glob(".journal-*"))
     print(f"short run: {took:.0f} s wall")
