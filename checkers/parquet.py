@@ -49,6 +49,9 @@ from history.format import ReadProblem
 log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 32 << 20
+# The run's follower (`checkers.parquet_journal`) writes the form into `.journal-<pid>-*` beside the
+# history until it publishes it; one whose process died (a killed run) is removed by the next check.
+JOURNAL_PREFIX = ".journal-"
 
 
 @dataclass
@@ -99,6 +102,8 @@ def convert(history: str | os.PathLike[str], dest: Path | None = None, *, force:
         log.info("reusing %s", dest)
         return cached
     parent = dest.parent if os.access(dest.parent, os.W_OK) else None
+    if parent is not None:
+        _forget_dead_journals(history.parent)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=parent))
     try:
         pool = pa.default_memory_pool()
@@ -182,3 +187,15 @@ def _load_meta(dest: Path, stat: os.stat_result) -> Converted | None:
     ):
         return None
     return _from_meta(dest, meta, reused=True)
+
+
+def _forget_dead_journals(directory: Path) -> None:
+    """Remove the half-written forms of followers whose process no longer runs."""
+    for tmp in directory.glob(f"{JOURNAL_PREFIX}*"):
+        try:
+            pid = int(tmp.name[len(JOURNAL_PREFIX) :].split("-", 1)[0])
+            os.kill(pid, 0)
+        except (ValueError, ProcessLookupError):
+            shutil.rmtree(tmp, ignore_errors=True)
+        except OSError:
+            pass

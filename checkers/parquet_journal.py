@@ -8,7 +8,8 @@ reuses (the history's size and mtime). So `strandline check` after a run convert
 run of hours pays its conversion in small steps during the load (a few microseconds an operation).
 
 It only reads the history. Anything that goes wrong (a crash, a full disk, the history rewritten)
-leaves no meta.json, and the check converts the history as it would have without this.
+leaves no meta.json, and the check converts the history as it would have without this (and removes
+the half-written form of a follower whose process was killed).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from checkers.parquet import Converted, cache_dir_for, publish
+from checkers.parquet import JOURNAL_PREFIX, Converted, cache_dir_for, publish
 from checkers.parquet_pipeline import Converter, TableWriter
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ class ColumnarJournal:
     def __init__(self, history: Path, interval_s: float = INTERVAL_S) -> None:
         self.history = Path(history)
         self.dest = cache_dir_for(self.history)
-        self.tmp = Path(tempfile.mkdtemp(prefix=".journal-", dir=self.history.parent))
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"{JOURNAL_PREFIX}{os.getpid()}-", dir=self.history.parent))
         self.converter: Converter | None = None
         self.out: TableWriter | None = None
         self.position = 0  # bytes of the history converted so far (whole lines)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +126,13 @@ def test_a_run_killed_before_the_form_was_published_is_converted_by_the_check(tm
     history.write_bytes(b"".join(lines(4)))
     journal = ColumnarJournal(history)
     journal.catch_up()  # ... and the process dies here: no finish, the half-written form stays
-    assert list(tmp_path.glob(".journal-*")) and not cache_dir_for(history).exists()
+    (left,) = tmp_path.glob(".journal-*")
+    assert not cache_dir_for(history).exists()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    killed = left.rename(tmp_path / f".journal-{int(dead.stdout)}-x")  # as if its run were killed
     converted = convert(history)
+    assert not killed.exists() and not list(tmp_path.glob(".journal-*"))  # the check removed it
     assert not converted.reused and converted.ops == len(lines(4)) - 1  # all but the malformed line
     assert [p.line_no for p in converted.problems] == [58]
