@@ -109,10 +109,16 @@ def _publish(session: SparkSession, writing: Path, archive: Path) -> None:
             return
         if proc.stdin is not None:
             proc.stdin.close()  # the gateway exits when its Python goes away
+        # The first check on a machine pays this once; say why the command has not ended yet.
+        sys.stderr.write("strandline: saving Spark's classes for faster later checks (once) ...\n")
+        sys.stderr.flush()
         code = proc.wait(timeout=DUMP_TIMEOUT_S)
         if code == 0 and writing.is_file() and writing.stat().st_size > 0:
             os.replace(writing, archive)
             _prune(archive.parent)
+    except KeyboardInterrupt:  # Ctrl-C while it writes: no archive, no traceback, no JVM left
+        if proc is not None and proc.poll() is None:
+            proc.kill()
     except Exception as e:  # noqa: BLE001 - never the check's problem: the next one writes it
         log.info("Spark's class archive not kept: %s", e)
     finally:
