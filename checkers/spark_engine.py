@@ -44,6 +44,7 @@ from checkers.catalogue import (
     empty_counts,
 )
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
+from checkers.spark_session import Persisted
 from history.format import ReadProblem
 
 if TYPE_CHECKING:
@@ -259,21 +260,13 @@ class SparkChecker:
         self.problems = problems
         self.orphans = orphans
         self.first_orphan = first_orphan
-        self.cached: list[DataFrame] = []
-
-    def _cache(self, df: DataFrame) -> DataFrame:
-        from pyspark import StorageLevel
-
-        df = df.persist(StorageLevel.MEMORY_AND_DISK)
-        self.cached.append(df)
-        return df
+        self.persisted = Persisted()
 
     def run(self) -> EngineResult:
         try:
             return self._run()
         finally:
-            for df in self.cached:
-                df.unpersist()
+            self.persisted.release()
 
     def _broadcast_if_small(self, df: DataFrame, rows: int) -> DataFrame:
         from pyspark.sql import functions as F
@@ -360,7 +353,7 @@ class SparkChecker:
             .when(acked, SENT_OK)
             .otherwise(SENT_INFO)
         )
-        values = self._cache(
+        values = self.persisted.keep(
             operations.filter(is_send)
             .select(
                 "value",
@@ -417,8 +410,8 @@ class SparkChecker:
                 ).select("value", *[flags[k].alias(k) for k in flags]),
                 candidates,
             )
-            cand_reads = self._cache(named(sighted.join(cand, "value")))
-            cand_acks = self._cache(named(acks.join(cand, "value")))
+            cand_reads = self.persisted.keep(named(sighted.join(cand, "value")))
+            cand_acks = self.persisted.keep(named(acks.join(cand, "value")))
         if n["aborted"] or n["phantom"]:
             first_read = (
                 cand_reads.filter(col("aborted") | col("phantom"))
@@ -463,7 +456,7 @@ class SparkChecker:
         positions = values.filter(~col("duplicate") & col("tp").isNotNull()).select("tp", "offset", "value")
         if n["duplicate"]:
             fields = ["value", "tp", "topic", "partition", "offset", "index", "process"]
-            sightings = self._cache(
+            sightings = self.persisted.keep(
                 cand_acks.filter(col("duplicate"))
                 .select(*fields)
                 .unionByName(cand_reads.filter(col("duplicate")).select(*fields))
@@ -489,7 +482,7 @@ class SparkChecker:
             )
             positions = positions.unionByName(sightings.select("tp", "offset", "value"))
         # [by position] Positions sighted with two or more distinct values (each value once here).
-        inconsistent = self._cache(
+        inconsistent = self.persisted.keep(
             positions.groupBy("tp", "offset")
             .agg(F.min("value").alias("lo"), F.max("value").alias("hi"))
             .filter(col("lo") != col("hi"))

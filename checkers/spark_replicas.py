@@ -54,6 +54,7 @@ from checkers.replica_logs import (
     partition_summary,
     pending_note,
 )
+from checkers.spark_session import Persisted
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -274,7 +275,7 @@ class _Job:
         self.leaders = leaders
         self.isrs = isrs
         self.topics = topics
-        self.cached: list[DataFrame] = []
+        self.persisted = Persisted()
         # Partitions in (topic, partition) order: ordering by this id is the examples' order.
         self.tp_ids = {tp: i for i, tp in enumerate(sorted(by_tp))}
         self.tp_of = {i: tp for tp, i in self.tp_ids.items()}
@@ -282,22 +283,14 @@ class _Job:
         self.chosen: dict[TopicPartition, tuple[_Replica, bool]] = {}
 
     def close(self) -> None:
-        for df in self.cached:
-            df.unpersist()
-
-    def _persist(self, df: DataFrame) -> DataFrame:
-        from pyspark import StorageLevel
-
-        df = df.persist(StorageLevel.MEMORY_AND_DISK)
-        self.cached.append(df)
-        return df
+        self.persisted.release()
 
     def _read(self) -> DataFrame:
         """Every replica's rows, read by Spark's Python workers (replicas spread over the tasks)."""
         paths = [str(r.dir.path) for r in self.replicas]
         tasks = max(1, min(len(paths), 2 * int(self.spark.conf.get("spark.sql.shuffle.partitions") or 2)))
         numbers = self.spark.range(0, len(paths), 1, tasks)
-        return self._persist(numbers.mapInArrow(partial(read_replica_rows, paths), ROWS_SCHEMA))
+        return self.persisted.keep(numbers.mapInArrow(partial(read_replica_rows, paths), ROWS_SCHEMA))
 
     def run(self, operations_path: str | None, incomplete: list[str], notes: list[str]) -> ReplicaFindings:
         """The findings; `notes` so far (the copies set aside) come first."""
@@ -351,7 +344,7 @@ class _Job:
 
         col = F.col
         paths = [str(r.dir.path) for r in self.replicas]
-        again = self._persist(
+        again = self.persisted.keep(
             self.spark.createDataFrame([(i,) for i in unordered], "id LONG").mapInArrow(
                 partial(read_replica_rows, paths, last_of_each=True), ROWS_SCHEMA
             )
@@ -479,7 +472,7 @@ class _Job:
         wrong = col("divergent") | col("suspect")
         for k in range(self.slots):
             wrong = wrong | col(f"absent{k}")
-        return self._persist(flagged.filter(wrong))
+        return self.persisted.keep(flagged.filter(wrong))
 
     def _flags(self, df: DataFrame, texts: bool) -> DataFrame:
         """The rules at one position, as columns over its slots (docs: checkers/replica_logs.py):

@@ -20,7 +20,7 @@ from checkers import spark_cds
 from foundation.errors import BadInput, InfrastructureError
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -254,3 +254,21 @@ def peak_rss_bytes(pid: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+class Persisted:
+    """The frames a check reads more than once, kept in memory (spilling to disk) until `release`."""
+
+    def __init__(self) -> None:
+        self.frames: list[DataFrame] = []
+
+    def keep(self, df: DataFrame) -> DataFrame:
+        from pyspark import StorageLevel
+
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self.frames.append(df)
+        return df
+
+    def release(self) -> None:
+        for df in self.frames:
+            df.unpersist()

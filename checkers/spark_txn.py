@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from checkers.catalogue import BY_NAME, MAX_EXAMPLES, AnomalyResult, OutcomeCounts, empty_counts
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
+from checkers.spark_session import Persisted
 from checkers.txn_graph import Edge, cycles
 
 if TYPE_CHECKING:
@@ -49,11 +50,10 @@ class TxnParts:
     txn_reads: DataFrame  # txn, process, outcome_code, topic, partition, offset, value, pos
     topics: list[str]  # topic names by id, those of the transactions added
     counts: OutcomeCounts  # transactions by outcome
-    cached: list[DataFrame]
+    cached: Persisted
 
     def unpersist(self) -> None:
-        for df in self.cached:
-            df.unpersist()
+        self.cached.release()
 
 
 def _mops_schema() -> Any:
@@ -98,7 +98,6 @@ def prepare(
     conversion found, when it counted them; without `txn` among them no Spark job runs)."""
     if kinds is not None and "txn" not in kinds:
         return None
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     col = F.col
@@ -114,12 +113,8 @@ def prepare(
     counts = {int(r["outcome_code"]): int(r["count"]) for r in txns.groupBy("outcome_code").count().collect()}
     if not counts:
         return None
-    cached: list[DataFrame] = []
-
-    def cache(df: DataFrame) -> DataFrame:
-        df = df.persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(df)
-        return df
+    cached = Persisted()
+    cache = cached.keep
 
     lines = cache(
         spark.read.text(history_path)
