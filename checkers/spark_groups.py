@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from checkers.catalogue import BY_NAME, MAX_EXAMPLES, MEMBER_COUNTED, AnomalyResult
+from checkers.spark_lines import whole_records
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -214,12 +215,7 @@ def check_groups(
             F.coalesce(col("below"), F.lit(-(2**62))).alias("below"),
         )
     )
-    reads = reads.filter(
-        col("topic").isNotNull()
-        & col("partition").isNotNull()
-        & col("offset").isNotNull()
-        & col("value").isNotNull()
-    )
+    reads = whole_records(reads)
     # The final log: what the final drain read (`final: true` assigns), or every read without one.
     drain = lines.filter(col("f") == "assign").select("process").distinct()
     log_reads = reads.join(F.broadcast(drain), "process") if drain.limit(1).count() else reads

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from history.format import validate
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def java_pattern(patterns: list[re.Pattern[str]]) -> str:
@@ -40,3 +40,17 @@ def ops_matching(spark: SparkSession, history: str, patterns: list[re.Pattern[st
         if validate(record) is None:
             ops.append(record)
     return ops
+
+
+def whole_records(records: DataFrame) -> DataFrame:
+    """The polled records (rows read from the history's text) that name all four of topic,
+    partition, offset and value; the read rules of the consumer groups and of transactions judge
+    only those."""
+    from pyspark.sql import functions as F
+
+    return records.filter(
+        F.col("topic").isNotNull()
+        & F.col("partition").isNotNull()
+        & F.col("offset").isNotNull()
+        & F.col("value").isNotNull()
+    )

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from checkers.catalogue import BY_NAME, MAX_EXAMPLES, AnomalyResult, OutcomeCounts, empty_counts
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
+from checkers.spark_lines import whole_records
 from checkers.spark_session import Persisted
 from checkers.txn_graph import Edge, cycles
 
@@ -160,24 +161,20 @@ def prepare(
         .select("txn", "process", "outcome_code", "i", F.posexplode("m.records").alias("j", "r"))
     )
     txn_reads = cache(
-        polled.select(
-            "txn",
-            "process",
-            "outcome_code",
-            "i",
-            "j",
-            col("r.topic").alias("topic"),
-            col("r.partition").alias("partition"),
-            col("r.offset").alias("offset"),
-            col("r.value").alias("value"),
-        )
-        .withColumn("pos", (F.row_number().over(_window()) - 1).cast("int"))
-        .drop("i", "j")
-        .filter(
-            col("topic").isNotNull()
-            & col("partition").isNotNull()
-            & col("offset").isNotNull()
-            & col("value").isNotNull()
+        whole_records(
+            polled.select(
+                "txn",
+                "process",
+                "outcome_code",
+                "i",
+                "j",
+                col("r.topic").alias("topic"),
+                col("r.partition").alias("partition"),
+                col("r.offset").alias("offset"),
+                col("r.value").alias("value"),
+            )
+            .withColumn("pos", (F.row_number().over(_window()) - 1).cast("int"))
+            .drop("i", "j")
         )
     )
 
