@@ -214,6 +214,11 @@ class ControllerDriver:
     async def _reassign(self, live: set[int], busy: set[tuple[str, int]]) -> bool:
         """The next step of every requested or unfinished reassignment; True: try again soon."""
         requested, version = await asyncio.to_thread(self._read_request)
+        if not {b for target in requested.values() for b in target} <= live:
+            # This pass read the registrations before it read the request: a broker that registered
+            # in between (and was then named in the request) would be taken for unknown and the
+            # request dropped. Read them again, after the request.
+            live = set(await asyncio.to_thread(self._registrations))
         assignments = {
             (topic, index): a for topic, parts in self.cache.assignments.items() for index, a in parts.items()
         }
