@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from checkers import spark as spark_checker
@@ -26,15 +26,9 @@ from checkers.stats import history_facts
 from history.synthetic.builder import HistoryBuilder, write_history
 from history.synthetic.generator import generate, generate_ops
 from history.synthetic.kinds import ANOMALY_KINDS, PLANTABLE
+from tests.support.hypothesis_settings import FEW
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
-
-FEW = settings(
-    max_examples=5,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
 
 
 def both(spark: Any, path: Path) -> tuple[EngineResult, EngineResult]:

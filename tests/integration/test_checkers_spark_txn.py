@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from checkers import spark as spark_checker
@@ -20,15 +20,9 @@ from checkers.reference import check_history as reference_check
 from checkers.stats import history_facts
 from history.synthetic.builder import write_history
 from history.synthetic.txn import TXN_PLANTABLE, generate_txn_ops
+from tests.support.hypothesis_settings import FEW
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
-
-FEW = settings(
-    max_examples=5,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
 
 
 def judged_alike(spark: Any, tmp_path: Path, seed: int, plants: dict[str, int]) -> None:
