@@ -82,7 +82,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exit 2 (the contract's 'bad input or usage')."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"strandline {self.prog.split(' ', 1)[-1]}: {message} (see --help)\n")
+        sys.stderr.write(f"{self.prog}: {message} (see --help)\n")
         sys.exit(EXIT_BAD_INPUT)
 
 
@@ -363,7 +363,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # said by the command's parser, so the line names the command whose --help lists the flags
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        (commands.choices[args.command] if args.command else parser).error(
+            f"unrecognized arguments: {' '.join(extra)}"
+        )
     if args.command is None:
         parser.print_help()
         return EXIT_BAD_INPUT

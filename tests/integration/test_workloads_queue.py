@@ -31,6 +31,7 @@ from history.pairing import pair_problems
 from history.reader import iter_ops
 from history.writer import HistoryWriter
 from workloads import final_drain, run_workload, setup_topics
+from workloads.workers import WorkerPool
 
 pytestmark = pytest.mark.integration
 
@@ -242,27 +243,30 @@ def test_ctrl_c_completes_every_operation_in_flight(cluster: LocalCluster, tmp_p
     assert summary.complete and not summary.open_invocations, (summary.problems[:3], summary.open_invocations)
 
 
-def _stuck_invocations(path: Path) -> set[int]:
-    """Processes whose last journaled line is an invocation (an operation open right now)."""
-    last: dict[int, str] = {}
-    for op in iter_ops(path, problems=[]):
-        last[op["process"]] = op["type"]
-    return {process for process, kind in last.items() if kind == "invoke"}
+def _open_in(pool: WorkerPool, pid: int) -> set[int]:
+    """Processes of worker `pid` with an invocation the controller journaled and holds open."""
+    return {
+        json.loads(link.open_invoke)["process"]
+        for link in list(pool.links.values())
+        if link.worker.proc.pid == pid and link.open_invoke is not None
+    }
 
 
-def _stop_with_an_open_operation(victim: int, path: Path) -> set[int]:
+def _stop_with_an_open_operation(pool: WorkerPool, victim: int) -> set[int]:
     """Freeze `victim` (SIGSTOP) at a moment when one of its slots has an operation open.
 
-    The slots of the other worker go on, so an operation still open after a second of freeze is
-    the victim's; when its slots happened to be between operations, let it run a little and try
-    again. Returns the processes seen open (the victim's, with at most a slow one of the other's).
+    Asked of the controller itself (which invocations of the victim's slots await their
+    completion), not guessed from the history: a slow operation of the other worker looks open
+    there too. Once frozen, the victim sends nothing more; what it sent before is read within the
+    settling pause, so two equal answers a moment apart are the final ones. When its slots happen
+    to be between operations, let it run a little and try again.
     """
     for _ in range(50):
         os.kill(victim, signal.SIGSTOP)
-        time.sleep(0.3)  # what the victim sent before it froze reaches the history
-        before = _stuck_invocations(path)
-        time.sleep(1.0)
-        stuck = before & _stuck_invocations(path)
+        time.sleep(0.3)
+        first = _open_in(pool, victim)
+        time.sleep(0.3)
+        stuck = first & _open_in(pool, victim)
         if stuck:
             return stuck
         os.kill(victim, signal.SIGCONT)
@@ -271,7 +275,19 @@ def _stop_with_an_open_operation(victim: int, path: Path) -> set[int]:
 
 
 @pytest.mark.timeout(180)
-def test_killed_worker_ends_its_open_ops_info(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_killed_worker_ends_its_open_ops_info(
+    cluster: LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pools: list[WorkerPool] = []
+
+    class _Observed(WorkerPool):
+        """The real pool, remembered so the test can ask it what is open."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            pools.append(self)
+
+    monkeypatch.setattr("workloads.queue.WorkerPool", _Observed)
     config = _config("kafka-python", seed=21, concurrency=4, rate=400.0)
     bootstrap = cluster.bootstrap.split(",")
     setup_topics(config, bootstrap)
@@ -292,8 +308,9 @@ def test_killed_worker_ends_its_open_ops_info(cluster: LocalCluster, tmp_path: P
                 or len({op["process"] for op in iter_ops(path, problems=[]) if op["type"] != "invoke"}) < 4
             ):
                 time.sleep(0.1)
-            victim = sorted(_workers_of(os.getpid()))[0]
-            stuck = _stop_with_an_open_operation(victim, path)
+            (pool,) = pools
+            victim = pool.workers[0].proc.pid
+            stuck = _stop_with_an_open_operation(pool, victim)
             os.kill(victim, signal.SIGKILL)
             killed_at = _complete_lines(path)
             deadline = time.monotonic() + 60
@@ -310,7 +327,7 @@ def test_killed_worker_ends_its_open_ops_info(cluster: LocalCluster, tmp_path: P
     assert len(ops) > killed_at + 50  # the other worker's slots carried on
     infos = [op for op in ops if op["type"] == "info"]
     assert infos and all(op["error"] == "the client worker process exited" for op in infos)
-    assert {op["process"] for op in infos} <= stuck
+    assert {op["process"] for op in infos} == stuck
     for info in infos:
         assert not [op for op in ops if op["process"] == info["process"] and op["index"] > info["index"]]
     assert result[0].unknown == len(infos)

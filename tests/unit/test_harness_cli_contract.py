@@ -40,6 +40,20 @@ def test_bad_flag_value_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str
     assert len(err.splitlines()) == 1 and "--nodes" in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "said_by"),
+    [(["cluster", "down", "--name", "x"], "strandline cluster: "), (["--bogus"], "strandline: ")],
+)
+def test_an_unknown_flag_is_named_by_the_command_it_was_given_to(
+    argv: list[str], said_by: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(said_by + "unrecognized arguments: ") and len(err.splitlines()) == 1
+
+
 def test_unknown_config_key_names_the_key(tmp_path: pytest.TempPathFactory) -> None:
     with pytest.raises(BadInput, match="'replicas'"):
         validate({"replicas": 3})
