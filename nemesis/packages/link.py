@@ -85,6 +85,12 @@ class Loss(_LinkFault):
 class _Qdisc(_LinkFault):
     """A root qdisc on the device that carries the node's address; healed by deleting it."""
 
+    def probe(self, ctx: Context) -> str | None:
+        """One node answers for all: the qdiscs a kernel has are the same on every node."""
+        return next((why for node in ctx.nodes[:1] if (why := self.node_probe(node))), None)
+
+    probes_node = True
+
     def argv(self, device: str, step: dict[str, Any]) -> list[str]:
         raise NotImplementedError
 
@@ -122,11 +128,6 @@ class Bandwidth(_Qdisc):
         if not rate[:1].isdigit():
             raise BadInput(f"bandwidth: rate must be a tc rate such as 1mbit, got {rate!r}")
 
-    def probe(self, ctx: Context) -> str | None:
-        return next((why for node in ctx.nodes[:1] if (why := self.node_probe(node))), None)
-
-    probes_node = True
-
     def node_probe(self, node: Node) -> str | None:
         return net.has_tbf(node)
 
@@ -145,11 +146,6 @@ class Delay(_Qdisc):
 
     def draw(self, rng: random.Random) -> dict[str, Any]:
         return {"delay_ms": rng.choice([20, 100, 500]), "jitter_ms": rng.choice([0, 10, 50])}
-
-    def probe(self, ctx: Context) -> str | None:
-        return next((why for node in ctx.nodes[:1] if (why := self.node_probe(node))), None)
-
-    probes_node = True
 
     def node_probe(self, node: Node) -> str | None:
         why = net.has_netem(node)

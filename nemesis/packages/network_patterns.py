@@ -44,16 +44,9 @@ def _cut_off_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
     """Cut the successor off from the leader (both still reach ZooKeeper and the clients), kill
     the leader a quarter of a session timeout later, heal the cut at half of it: the successor,
     still in the ISR, is elected without what the leader acknowledged meanwhile (acks=1)."""
-    at = where(aim)
     leader, successor = aim.roles["leader"], aim.roles["successor"]
     quarter = round(timing.session_s / 4, 3)
-    return [
-        {"do": "partition", "grudge": cut([successor], [leader]), "as": "cut", **at},
-        {"wait": quarter},
-        {"do": "kill", "target": leader, **at},
-        {"wait": quarter},
-        {"undo": "cut"},
-    ]
+    return _cut_then_kill(aim, cut([successor], [leader]), quarter, quarter)
 
 
 def _choose_isolated(sight: Sight) -> Aim | None:
@@ -72,14 +65,24 @@ def _isolated_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
     ZooKeeper: its session expires and the controller elects a follower while it still serves)
     while producers still reach it; after most of a session timeout kill it, then heal the cut.
     What it acknowledged alone is gone from the follower elected in its place."""
-    at = where(aim)
     leader, followers = aim.roles["leader"], list(aim.roles["followers"])
     others = [*followers, ZOOKEEPER] if aim.variant == "zookeeper-too" else followers
+    return _cut_then_kill(
+        aim, cut([leader], others), round(timing.session_s * 0.75, 3), round(timing.session_s / 4, 3)
+    )
+
+
+def _cut_then_kill(
+    aim: Aim, grudge: dict[str, list[str]], kill_after_s: float, heal_after_s: float
+) -> list[dict[str, Any]]:
+    """The steps both leader-killing cuts share: make the cut, kill the leader `kill_after_s`
+    later, heal the cut `heal_after_s` after the kill."""
+    at = where(aim)
     return [
-        {"do": "partition", "grudge": cut([leader], others), "as": "cut", **at},
-        {"wait": round(timing.session_s * 0.75, 3)},
-        {"do": "kill", "target": leader, **at},
-        {"wait": round(timing.session_s / 4, 3)},
+        {"do": "partition", "grudge": grudge, "as": "cut", **at},
+        {"wait": kill_after_s},
+        {"do": "kill", "target": aim.roles["leader"], **at},
+        {"wait": heal_after_s},
         {"undo": "cut"},
     ]
 

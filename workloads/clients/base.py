@@ -70,6 +70,14 @@ def op_timeout_error(seconds: float) -> str:
     return f"no acknowledgement within the operation timeout ({seconds:g} s)"
 
 
+def send_wait_s(delivery_bound_ms: float, op_timeout: float) -> float:
+    """How long a sender waits for one acknowledgement: the library's own bound on a send plus
+    5 s, or the test's `op_timeout` when it is set and shorter (then a send that outlives the wait
+    is `info` with `op_timeout_error`)."""
+    library_s = delivery_bound_ms / 1000 + 5
+    return op_timeout if 0 < op_timeout < library_s else library_s
+
+
 class Producer(Protocol):
     def send(self, topic: str, partition: int, value: int) -> SendOutcome:
         """Send one value and wait for its acknowledgement; never raises."""
@@ -128,6 +136,18 @@ class RebalanceEvent:
 
     kind: Literal["revoked", "assigned"]
     partitions: tuple[TopicPartition, ...]
+
+
+class RebalanceJournal:
+    """What a group member's rebalance callbacks said, kept until `rebalances()` takes it (the
+    callbacks run inside the library's poll; the workload journals them after it)."""
+
+    def __init__(self) -> None:
+        self._events: list[RebalanceEvent] = []
+
+    def rebalances(self) -> list[RebalanceEvent]:
+        events, self._events[:] = list(self._events), []
+        return events
 
 
 class GroupConsumer(Protocol):

@@ -47,6 +47,7 @@ from workloads.clients.base import (
     LibraryDriver,
     OutcomeType,
     RebalanceEvent,
+    RebalanceJournal,
     Record,
     SendOutcome,
     TopicPartition,
@@ -54,6 +55,7 @@ from workloads.clients.base import (
     decode_value,
     describe,
     op_timeout_error,
+    send_wait_s,
 )
 
 log = logging.getLogger(__name__)
@@ -145,10 +147,8 @@ class ConfluentProducer:
     def __init__(self, config: TestConfig, bootstrap: list[str], extra: dict[str, Any] | None = None):
         settings = {**producer_settings(config, bootstrap), **(extra or {})}
         self._retries = config.retries
-        self._wait_s = settings["message.timeout.ms"] / 1000 + 5
+        self._wait_s = send_wait_s(settings["message.timeout.ms"], config.op_timeout)
         self._op_timeout = config.op_timeout
-        if 0 < config.op_timeout < self._wait_s:
-            self._wait_s = config.op_timeout
         # librdkafka's fatal error (e.g. "Idempotent producer not supported by any of the 3
         # connected broker(s)"): later sends only say _FATAL, so their error names it
         self._fatal: str | None = None
@@ -433,8 +433,9 @@ def _tps(partitions: Any) -> tuple[TopicPartition, ...]:
     return tuple(sorted((str(tp.topic), int(tp.partition)) for tp in partitions))
 
 
-class ConfluentGroupConsumer:
+class ConfluentGroupConsumer(RebalanceJournal):
     def __init__(self, config: TestConfig, bootstrap: list[str], group: str):
+        super().__init__()
         self._consumer = _consumer(
             config,
             bootstrap,
@@ -445,7 +446,6 @@ class ConfluentGroupConsumer:
                 "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
             },
         )
-        self._events: list[RebalanceEvent] = []
         self._assigned: list[TopicPartition] = []
 
     def _on_assign(self, _consumer: Any, partitions: Any) -> None:
@@ -466,10 +466,6 @@ class ConfluentGroupConsumer:
 
     def poll(self, timeout_s: float, max_records: int) -> list[Record]:
         return _consume(self._consumer, timeout_s, max_records)
-
-    def rebalances(self) -> list[RebalanceEvent]:
-        events, self._events[:] = list(self._events), []
-        return events
 
     def consumed_positions(self) -> dict[TopicPartition, int]:
         return _positions(self._consumer, self._assigned)

@@ -50,6 +50,7 @@ from workloads.clients.base import (
     LibraryDriver,
     OutcomeType,
     RebalanceEvent,
+    RebalanceJournal,
     Record,
     SendOutcome,
     TopicPartition,
@@ -57,6 +58,7 @@ from workloads.clients.base import (
     decode_value,
     describe,
     op_timeout_error,
+    send_wait_s,
 )
 from workloads.clients.kafka_python_txn import KafkaPythonTxnProducer
 
@@ -195,10 +197,8 @@ class KafkaPythonProducer:
     def __init__(self, config: TestConfig, bootstrap: list[str]):
         settings = producer_settings(config, bootstrap)
         self._retries = config.retries
-        self._wait_s = settings["delivery_timeout_ms"] / 1000 + 5
+        self._wait_s = send_wait_s(settings["delivery_timeout_ms"], config.op_timeout)
         self._op_timeout = config.op_timeout
-        if 0 < config.op_timeout < self._wait_s:
-            self._wait_s = config.op_timeout
         self._producer = KafkaProducer(**settings)
         self._attempts = AttemptLog()
         self._observed = _hook_sender(self._producer, self._attempts)
@@ -383,8 +383,9 @@ def _tps(partitions: Any) -> tuple[TopicPartition, ...]:
     return tuple(sorted((tp.topic, tp.partition) for tp in partitions))
 
 
-class KafkaPythonGroupConsumer:
+class KafkaPythonGroupConsumer(RebalanceJournal):
     def __init__(self, config: TestConfig, bootstrap: list[str], group: str):
+        super().__init__()
         self._consumer = _consumer(
             config,
             bootstrap,
@@ -393,7 +394,6 @@ class KafkaPythonGroupConsumer:
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
             max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
         )
-        self._events: list[RebalanceEvent] = []
         self._commit_timeout_ms = 2 * max(config.request_timeout_ms, 1000)
 
     def subscribe(self, topics: list[str]) -> None:
@@ -406,10 +406,6 @@ class KafkaPythonGroupConsumer:
 
     def poll(self, timeout_s: float, max_records: int) -> list[Record]:
         return _poll(self._consumer, timeout_s, max_records)
-
-    def rebalances(self) -> list[RebalanceEvent]:
-        events, self._events[:] = list(self._events), []
-        return events
 
     def consumed_positions(self) -> dict[TopicPartition, int]:
         try:

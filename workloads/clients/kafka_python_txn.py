@@ -32,7 +32,14 @@ from kafka import KafkaProducer
 from kafka import errors as kafka_errors
 
 from foundation.config import TestConfig
-from workloads.clients.base import ClientError, OutcomeType, SendOutcome, describe, op_timeout_error
+from workloads.clients.base import (
+    ClientError,
+    OutcomeType,
+    SendOutcome,
+    describe,
+    op_timeout_error,
+    send_wait_s,
+)
 
 log = logging.getLogger(__name__)
 
@@ -150,10 +157,8 @@ class KafkaPythonTxnProducer:
             enable_idempotence=True,
             transaction_timeout_ms=config.transaction_timeout_ms,
         )
-        self._wait_s = settings["delivery_timeout_ms"] / 1000 + 5
+        self._wait_s = send_wait_s(settings["delivery_timeout_ms"], config.op_timeout)
         self._op_timeout = config.op_timeout
-        if 0 < config.op_timeout < self._wait_s:
-            self._wait_s = config.op_timeout
         self._end_s = _end_bound_s(config)
         try:
             self._producer = KafkaProducer(**settings)
