@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.scenarios import KIP_101_TRUNCATION
+from harness.scenarios import SEED_SCENARIO, scenario
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -208,7 +208,7 @@ def test_a_kill_and_partition_run_with_the_safe_settings_is_valid(tmp_path: Path
 
 
 def test_kip_101_truncation_through_the_definition_is_invalid_with_high_watermark(tmp_path: Path) -> None:
-    config = KIP_101_TRUNCATION.config(safe=False, seed=1, store=str(tmp_path / "store"))
+    config = scenario(SEED_SCENARIO).config(safe=False, seed=1, store=str(tmp_path / "store"))
     config_file = tmp_path / "kip101.json"
     config_file.write_text(json.dumps(config.replace(system=OWN, checker="reference").to_json()))
     out = cli(["run", "--config", str(config_file)], environment(tmp_path), timeout=280)
