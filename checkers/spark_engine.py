@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from checkers.catalogue import (
@@ -231,36 +231,24 @@ class _Gather:
         return counts, firsts, anomalies
 
 
+@dataclass(eq=False)
 class SparkChecker:
     """One check of one history's Parquet form (checkers.parquet: operations and reads)."""
 
-    def __init__(
-        self,
-        spark: SparkSession,
-        operations_path: str,
-        reads_path: str,
-        *,
-        ops: int,
-        problems: list[ReadProblem],
-        orphans: int = 0,
-        first_orphan: int | None = None,
-        figures: dict[str, Any] | None = None,
-        topics: list[str] | None = None,
-        extra: tuple[DataFrame, DataFrame] | None = None,
-    ):
-        self.spark = spark
-        # Rows of a history's transactions (checkers/spark_txn.py): their sends as operations, the
-        # records they polled as reads; checked with the others by every value and position rule.
-        self.extra = extra
-        self.figures = figures
-        self.topics = topics
-        self.operations_path = operations_path
-        self.reads_path = reads_path
-        self.ops = ops
-        self.problems = problems
-        self.orphans = orphans
-        self.first_orphan = first_orphan
-        self.persisted = Persisted()
+    spark: SparkSession
+    operations_path: str
+    reads_path: str
+    _: KW_ONLY
+    ops: int
+    problems: list[ReadProblem]
+    orphans: int = 0
+    first_orphan: int | None = None
+    figures: dict[str, Any] | None = None
+    topics: list[str] | None = None
+    # Rows of a history's transactions (checkers/spark_txn.py): their sends as operations, the
+    # records they polled as reads; checked with the others by every value and position rule.
+    extra: tuple[DataFrame, DataFrame] | None = None
+    persisted: Persisted = field(default_factory=Persisted, init=False)
 
     def run(self) -> EngineResult:
         try:
