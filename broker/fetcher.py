@@ -9,6 +9,7 @@ back and carries out the actions on the partition's log through the ReplicaManag
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Callable
@@ -309,9 +310,10 @@ class FetcherManager:
         topic_ids: Callable[[str], uuid.UUID] | None = None,
     ) -> None:
         self.config = config
-        self.replicas = replicas
-        self.addresses = addresses
-        self.topic_ids = topic_ids
+        # A leader's fetcher is given what this manager was given, besides the leader's id.
+        self._new_fetcher = functools.partial(
+            LeaderFetcher, config=config, replicas=replicas, addresses=addresses, topic_ids=topic_ids
+        )
         self.fetchers: dict[int, LeaderFetcher] = {}
 
     def on_partition_state(self, partition: Partition, state: PartitionState, follow: bool) -> None:
@@ -320,9 +322,7 @@ class FetcherManager:
         if follow and state.leader >= 0 and state.leader != self.config.broker_id:
             leader_fetcher = self.fetchers.get(state.leader)
             if leader_fetcher is None:
-                leader_fetcher = self.fetchers[state.leader] = LeaderFetcher(
-                    state.leader, self.config, self.replicas, self.addresses, self.topic_ids
-                )
+                leader_fetcher = self.fetchers[state.leader] = self._new_fetcher(state.leader)
             leader_fetcher.add(partition, state.leader_epoch)
 
     def brokers_changed(self) -> None:

@@ -37,6 +37,14 @@ API_API_VERSIONS = 18
 API_CREATE_TOPICS = 19
 API_INIT_PRODUCER_ID = 22
 API_OFFSET_FOR_LEADER_EPOCH = 23
+API_ADD_PARTITIONS_TO_TXN = 24
+API_ADD_OFFSETS_TO_TXN = 25
+API_END_TXN = 26
+API_WRITE_TXN_MARKERS = 27
+API_TXN_OFFSET_COMMIT = 28
+API_DESCRIBE_PRODUCERS = 61
+API_DESCRIBE_TRANSACTIONS = 65
+API_LIST_TRANSACTIONS = 66
 
 # The versions this broker accepts: Apache Kafka 4.1's ranges (floors from KIP-896), for every API
 # it implements. docs/broker-protocol.md has the table, the sources, and the ranges before.
@@ -72,14 +80,14 @@ API_NAMES: dict[int, str] = {
     API_CREATE_TOPICS: "CreateTopics",
     API_INIT_PRODUCER_ID: "InitProducerId",
     API_OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch",
-    24: "AddPartitionsToTxn",
-    25: "AddOffsetsToTxn",
-    26: "EndTxn",
-    27: "WriteTxnMarkers",
-    28: "TxnOffsetCommit",
-    61: "DescribeProducers",
-    65: "DescribeTransactions",
-    66: "ListTransactions",
+    API_ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn",
+    API_ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
+    API_END_TXN: "EndTxn",
+    API_WRITE_TXN_MARKERS: "WriteTxnMarkers",
+    API_TXN_OFFSET_COMMIT: "TxnOffsetCommit",
+    API_DESCRIBE_PRODUCERS: "DescribeProducers",
+    API_DESCRIBE_TRANSACTIONS: "DescribeTransactions",
+    API_LIST_TRANSACTIONS: "ListTransactions",
 }
 
 

@@ -109,17 +109,10 @@ class PartitionReplica:
         now_ms: float,
         elr: tuple[int, ...] = (),
     ) -> list[Action]:
-        self.role = Role.LEADER
-        self.elr = elr
-        self.leader_id = self.broker_id
-        self.leader_epoch = leader_epoch
+        self._take_state(Role.LEADER, self.broker_id, leader_epoch, isr, replicas, zk_version, elr)
         self.epoch_start_offset = log_end_offset
-        self.replicas = replicas
-        self.isr = isr
-        self.zk_version = zk_version
         self.log_end_offset = log_end_offset
         self.high_watermark = min(high_watermark, log_end_offset)
-        self.isr_write_in_flight = False
         # Followers get the full lag time to show up under the new leader (Kafka does the same).
         self.followers = {
             r: FollowerProgress(last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
@@ -138,13 +131,28 @@ class PartitionReplica:
         zk_version: int,
         elr: tuple[int, ...] = (),
     ) -> None:
-        self.role = Role.FOLLOWER if leader_id >= 0 else Role.NONE
-        self.elr = elr
+        role = Role.FOLLOWER if leader_id >= 0 else Role.NONE
+        self._take_state(role, leader_id, leader_epoch, isr, replicas, zk_version, elr)
+
+    def _take_state(
+        self,
+        role: Role,
+        leader_id: int,
+        leader_epoch: int,
+        isr: tuple[int, ...],
+        replicas: tuple[int, ...],
+        zk_version: int,
+        elr: tuple[int, ...],
+    ) -> None:
+        """Take the controller's partition state (LeaderAndIsr); what the previous epoch's leader
+        tracked (its followers, its ISR write in flight) is dropped."""
+        self.role = role
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
-        self.replicas = replicas
         self.isr = isr
+        self.replicas = replicas
         self.zk_version = zk_version
+        self.elr = elr
         self.followers = {}
         self.isr_write_in_flight = False
 

@@ -10,10 +10,21 @@ API stays out of ApiVersions. Each builder takes the parsed request body and its
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from broker.kafka_errors import UNSUPPORTED_VERSION
+from broker.protocol import (
+    API_ADD_OFFSETS_TO_TXN,
+    API_ADD_PARTITIONS_TO_TXN,
+    API_DESCRIBE_PRODUCERS,
+    API_DESCRIBE_TRANSACTIONS,
+    API_END_TXN,
+    API_INIT_PRODUCER_ID,
+    API_LIST_TRANSACTIONS,
+    API_TXN_OFFSET_COMMIT,
+    API_WRITE_TXN_MARKERS,
+)
 
 Refusal = Callable[[Any, int], dict[str, Any]]
 
@@ -47,22 +58,29 @@ def _end_txn(body: Any, version: int) -> dict[str, Any]:
     return {"error_code": UNSUPPORTED_VERSION, "producer_id": -1, "producer_epoch": -1}
 
 
+def _refused_partitions(
+    topics: Iterable[Any],
+    indexes: Callable[[Any], Iterable[int]] = lambda topic: topic.partition_indexes,
+    **extra: Any,
+) -> list[dict[str, Any]]:
+    """The per-topic, per-partition answer three of these APIs share: every partition the request
+    named (`indexes` of each topic), refused, with the API's `extra` fields."""
+    return [
+        {
+            "name": topic.name,
+            "partitions": [
+                {"partition_index": int(i), "error_code": UNSUPPORTED_VERSION, **extra}
+                for i in indexes(topic)
+            ],
+        }
+        for topic in topics
+    ]
+
+
 def _write_txn_markers(body: Any, version: int) -> dict[str, Any]:
     return {
         "markers": [
-            {
-                "producer_id": marker.producer_id,
-                "topics": [
-                    {
-                        "name": topic.name,
-                        "partitions": [
-                            {"partition_index": int(i), "error_code": UNSUPPORTED_VERSION}
-                            for i in topic.partition_indexes
-                        ],
-                    }
-                    for topic in marker.topics
-                ],
-            }
+            {"producer_id": marker.producer_id, "topics": _refused_partitions(marker.topics)}
             for marker in body.markers
         ]
     }
@@ -70,37 +88,14 @@ def _write_txn_markers(body: Any, version: int) -> dict[str, Any]:
 
 def _txn_offset_commit(body: Any, version: int) -> dict[str, Any]:
     return {
-        "topics": [
-            {
-                "name": topic.name,
-                "partitions": [
-                    {"partition_index": part.partition_index, "error_code": UNSUPPORTED_VERSION}
-                    for part in topic.partitions
-                ],
-            }
-            for topic in body.topics
-        ]
+        "topics": _refused_partitions(
+            body.topics, lambda topic: (part.partition_index for part in topic.partitions)
+        )
     }
 
 
 def _describe_producers(body: Any, version: int) -> dict[str, Any]:
-    return {
-        "topics": [
-            {
-                "name": topic.name,
-                "partitions": [
-                    {
-                        "partition_index": int(i),
-                        "error_code": UNSUPPORTED_VERSION,
-                        "error_message": None,
-                        "active_producers": [],
-                    }
-                    for i in topic.partition_indexes
-                ],
-            }
-            for topic in body.topics
-        ]
-    }
+    return {"topics": _refused_partitions(body.topics, error_message=None, active_producers=[])}
 
 
 def _describe_transactions(body: Any, version: int) -> dict[str, Any]:
@@ -123,13 +118,13 @@ def _list_transactions(body: Any, version: int) -> dict[str, Any]:
 
 # API key -> its error response (InitProducerId also serves idempotent producers: refused alike).
 REFUSALS: dict[int, Refusal] = {
-    22: _init_producer_id,
-    24: _add_partitions,
-    25: _error_only,
-    26: _end_txn,
-    27: _write_txn_markers,
-    28: _txn_offset_commit,
-    61: _describe_producers,
-    65: _describe_transactions,
-    66: _list_transactions,
+    API_INIT_PRODUCER_ID: _init_producer_id,
+    API_ADD_PARTITIONS_TO_TXN: _add_partitions,
+    API_ADD_OFFSETS_TO_TXN: _error_only,
+    API_END_TXN: _end_txn,
+    API_WRITE_TXN_MARKERS: _write_txn_markers,
+    API_TXN_OFFSET_COMMIT: _txn_offset_commit,
+    API_DESCRIBE_PRODUCERS: _describe_producers,
+    API_DESCRIBE_TRANSACTIONS: _describe_transactions,
+    API_LIST_TRANSACTIONS: _list_transactions,
 }

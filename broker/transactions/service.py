@@ -34,6 +34,18 @@ from broker.kafka_errors import (
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from broker.metadata import ClusterMetadata, TopicCreation
+from broker.protocol import (
+    API_ADD_OFFSETS_TO_TXN,
+    API_ADD_PARTITIONS_TO_TXN,
+    API_DESCRIBE_PRODUCERS,
+    API_DESCRIBE_TRANSACTIONS,
+    API_END_TXN,
+    API_FIND_COORDINATOR,
+    API_INIT_PRODUCER_ID,
+    API_LIST_TRANSACTIONS,
+    API_TXN_OFFSET_COMMIT,
+    API_WRITE_TXN_MARKERS,
+)
 from broker.replica_manager import ReplicaManager
 from broker.replication import Role
 from broker.storage.group_offsets import CommittedOffset
@@ -42,16 +54,6 @@ from broker.transactions.state_log import PARTITION, TOPIC, replay, state_batch
 
 log = logging.getLogger(__name__)
 
-API_FIND_COORDINATOR = 10
-API_INIT_PRODUCER_ID = 22
-API_ADD_PARTITIONS_TO_TXN = 24
-API_ADD_OFFSETS_TO_TXN = 25
-API_END_TXN = 26
-API_WRITE_TXN_MARKERS = 27
-API_TXN_OFFSET_COMMIT = 28
-API_DESCRIBE_PRODUCERS = 61
-API_DESCRIBE_TRANSACTIONS = 65
-API_LIST_TRANSACTIONS = 66
 # Apache Kafka 4.1's ranges (docs/broker-protocol.md); WriteTxnMarkers v0 was removed in 4.0.
 TXN_API_VERSIONS: dict[int, tuple[int, int]] = {
     API_ADD_PARTITIONS_TO_TXN: (0, 5),

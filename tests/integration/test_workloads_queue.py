@@ -244,7 +244,13 @@ def test_ctrl_c_completes_every_operation_in_flight(cluster: LocalCluster, tmp_p
 
 
 def _open_in(pool: WorkerPool, pid: int) -> set[int]:
-    """Processes of worker `pid` with an invocation the controller journaled and holds open."""
+    """Processes of worker `pid` with an invocation the controller journaled and holds open.
+
+    Empty while the controller has not yet read all the worker sent (a completion may be waiting).
+    """
+    (worker,) = [w for w in pool.workers if w.proc.pid == pid]
+    if any(conn.poll(0) for conn in worker.conns):
+        return set()
     return {
         json.loads(link.open_invoke)["process"]
         for link in list(pool.links.values())
@@ -257,8 +263,8 @@ def _stop_with_an_open_operation(pool: WorkerPool, victim: int) -> set[int]:
 
     Asked of the controller itself (which invocations of the victim's slots await their
     completion), not guessed from the history: a slow operation of the other worker looks open
-    there too. Once frozen, the victim sends nothing more; what it sent before is read within the
-    settling pause, so two equal answers a moment apart are the final ones. When its slots happen
+    there too. Once frozen, the victim sends nothing more; once the controller has read what it
+    sent before (nothing unread on its sockets), the answer is final. When its slots happen
     to be between operations, let it run a little and try again.
     """
     for _ in range(50):
