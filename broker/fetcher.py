@@ -58,6 +58,20 @@ class _Followed:
         return self.follower.leader_epoch
 
 
+def _by_topic(
+    followed: list[_Followed], fields: Callable[[_Followed], dict[str, int]]
+) -> dict[str, list[dict[str, int]]]:
+    """A request's partitions by topic: each with its index, the leader epoch we follow (the leader
+    refuses a request from another epoch) and the request's own `fields`."""
+    topics: dict[str, list[dict[str, int]]] = {}
+    for f in followed:
+        part = f.partition
+        topics.setdefault(part.topic, []).append(
+            {"partition": part.index, "current_leader_epoch": f.leader_epoch, **fields(f)}
+        )
+    return topics
+
+
 class LeaderFetcher:
     """Fetches every partition this broker follows from one leader broker."""
 
@@ -148,16 +162,7 @@ class LeaderFetcher:
         return conn
 
     async def _truncate_by_epoch(self, conn: BrokerConnection, pending: list[_Followed]) -> None:
-        topics: dict[str, list[dict[str, int]]] = {}
-        for f in pending:
-            part = f.partition
-            topics.setdefault(part.topic, []).append(
-                {
-                    "partition": part.index,
-                    "current_leader_epoch": f.leader_epoch,
-                    "leader_epoch": f.follower.epoch_request(f.view),
-                }
-            )
+        topics = _by_topic(pending, lambda f: {"leader_epoch": f.follower.epoch_request(f.view)})
         body = {
             "replica_id": self.config.broker_id,
             "topics": [{"topic": t, "partitions": parts} for t, parts in topics.items()],
@@ -182,19 +187,15 @@ class LeaderFetcher:
                 self._carry_out(f, actions, b"")
 
     async def _fetch(self, conn: BrokerConnection, ready: list[_Followed]) -> None:
-        topics: dict[str, list[dict[str, int]]] = {}
-        for f in ready:
-            part = f.partition
-            topics.setdefault(part.topic, []).append(
-                {
-                    "partition": part.index,
-                    "current_leader_epoch": f.leader_epoch,
-                    "fetch_offset": part.log.log_end_offset,
-                    "last_fetched_epoch": -1,
-                    "log_start_offset": part.log.log_start_offset,
-                    "partition_max_bytes": PARTITION_MAX_BYTES,
-                }
-            )
+        topics = _by_topic(
+            ready,
+            lambda f: {
+                "fetch_offset": f.partition.log.log_end_offset,
+                "last_fetched_epoch": -1,
+                "log_start_offset": f.partition.log.log_start_offset,
+                "partition_max_bytes": PARTITION_MAX_BYTES,
+            },
+        )
         ids = {name: self.topic_ids(name) for name in topics} if self.topic_ids else {}
         by_id = bool(ids) and all(i.int for i in ids.values())
         version = FETCH_VERSION if by_id else FETCH_BY_NAME_VERSION
