@@ -162,17 +162,8 @@ def prepare(
     )
     txn_reads = cache(
         whole_records(
-            polled.select(
-                "txn",
-                "process",
-                "outcome_code",
-                "i",
-                "j",
-                col("r.topic").alias("topic"),
-                col("r.partition").alias("partition"),
-                col("r.offset").alias("offset"),
-                col("r.value").alias("value"),
-            )
+            # "r.*": the record's topic, partition, offset and value (_mops_schema's record)
+            polled.select("txn", "process", "outcome_code", "i", "j", "r.*")
             .withColumn("pos", (F.row_number().over(_window()) - 1).cast("int"))
             .drop("i", "j")
         )

@@ -112,6 +112,13 @@ class _Slot:
     assigned: bool = False
     spread: dict[int, int] | None = None
 
+    def close(self) -> tuple[Any, ...]:
+        """The open op, which ends now (completed or crashed): the slot is free again."""
+        op = self.open
+        assert op is not None
+        self.open = None
+        return op
+
 
 class _Simulation:
     def __init__(self, out: IO[str], rng: random.Random, shape: Shape):
@@ -234,9 +241,7 @@ class _Simulation:
             slot.open = ("send", part, value, outcome, offset)
 
     def complete(self, slot: _Slot) -> None:
-        op = slot.open
-        assert op is not None
-        slot.open = None
+        op = slot.close()
         if op[0] == "send":
             _, part, value, outcome, offset = op
             self.send_done(slot.process, part, value, outcome, offset)
@@ -269,9 +274,7 @@ class _Simulation:
 
     def crash(self, slot: _Slot) -> None:
         """The client dies mid-op: the op is `info`, the process is never reused."""
-        op = slot.open
-        assert op is not None
-        slot.open = None
+        op = slot.close()
         if op[0] == "send":
             _, part, value, _outcome, offset = op
             # An op whose record reached the log stays there; the client just never heard back.
