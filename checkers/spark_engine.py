@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from checkers.catalogue import (
@@ -231,36 +231,16 @@ class _Gather:
         return counts, firsts, anomalies
 
 
+@dataclass(eq=False)
 class SparkChecker:
     """One check of one history's Parquet form (checkers.parquet: operations and reads)."""
 
-    def __init__(
-        self,
-        spark: SparkSession,
-        operations_path: str,
-        reads_path: str,
-        *,
-        ops: int,
-        problems: list[ReadProblem],
-        orphans: int = 0,
-        first_orphan: int | None = None,
-        figures: dict[str, Any] | None = None,
-        topics: list[str] | None = None,
-        extra: tuple[DataFrame, DataFrame] | None = None,
-    ):
-        self.spark = spark
-        # Rows of a history's transactions (checkers/spark_txn.py): their sends as operations, the
-        # records they polled as reads; checked with the others by every value and position rule.
-        self.extra = extra
-        self.figures = figures
-        self.topics = topics
-        self.operations_path = operations_path
-        self.reads_path = reads_path
-        self.ops = ops
-        self.problems = problems
-        self.orphans = orphans
-        self.first_orphan = first_orphan
-        self.persisted = Persisted()
+    spark: SparkSession
+    form: ParquetForm
+    # Rows of a history's transactions (checkers/spark_txn.py): their sends as operations, the
+    # records they polled as reads; checked with the others by every value and position rule.
+    extra: tuple[DataFrame, DataFrame] | None = None
+    persisted: Persisted = field(default_factory=Persisted, init=False)
 
     def run(self) -> EngineResult:
         try:
@@ -275,8 +255,8 @@ class SparkChecker:
 
     def _topics(self, operations: DataFrame, reads: DataFrame) -> list[str]:
         """Topic names by topic id (`tp` >> 32): from the conversion, else from the data."""
-        if self.topics is not None:
-            return self.topics
+        if self.form.topics is not None:
+            return self.form.topics
         return _topic_names(operations, reads)
 
     def _run(self) -> EngineResult:
@@ -284,9 +264,9 @@ class SparkChecker:
 
         col = F.col
         spark = self.spark
-        operations = spark.read.parquet(self.operations_path)
-        reads_all = spark.read.parquet(self.reads_path)
-        figures = self.figures if self.figures is not None else spark_figures(operations, reads_all)
+        operations = spark.read.parquet(self.form.operations_path)
+        reads_all = spark.read.parquet(self.form.reads_path)
+        figures = self.form.figures if self.form.figures is not None else spark_figures(operations, reads_all)
         if self.extra is not None:
             operations = operations.unionByName(self.extra[0], allowMissingColumns=True)
             reads_all = reads_all.unionByName(self.extra[1], allowMissingColumns=True)
@@ -522,9 +502,9 @@ class SparkChecker:
             _, _, anomalies3 = out.collect()
             anomalies.update(anomalies3)
 
-        counts["ops"] = self.ops
-        counts["orphans"] = self.orphans
-        firsts["orphans"] = self.first_orphan
+        counts["ops"] = self.form.ops
+        counts["orphans"] = self.form.orphans
+        firsts["orphans"] = self.form.first_orphan
         return self._result(counts, firsts, anomalies)
 
     def _result(
@@ -567,7 +547,7 @@ class SparkChecker:
         anomalies["G1c"]["wr_only"] = 0
 
         # Why the history cannot be trusted whole: the reference's reasons, in its order.
-        incomplete = _problem_reasons(self.problems)
+        incomplete = _problem_reasons(self.form.problems)
         if counts.get("open"):
             first = firsts["open"]
             incomplete.append(
@@ -660,18 +640,10 @@ def check_parquet(
     `extra`: more operations and reads to check with the form's (a history's transactions,
     `checkers.spark_txn.prepare`).
     """
-    checker = SparkChecker(
-        spark,
-        operations_path,
-        reads_path,
-        ops=ops,
-        problems=problems or [],
-        orphans=orphans,
-        first_orphan=first_orphan,
-        figures=figures,
-        topics=topics,
-        extra=extra,
+    form = ParquetForm(
+        operations_path, reads_path, ops, problems or [], orphans, first_orphan, figures, topics
     )
+    checker = SparkChecker(spark, form, extra)
     return checker.run()
 
 

@@ -257,30 +257,24 @@ class _Found:
     lost_by_second: dict[int, int] = field(default_factory=dict)
 
 
+@dataclass(eq=False)
 class _Job:
     """The Spark side of one replica check: read and summarize (action 1), judge (action 2)."""
 
-    def __init__(
-        self,
-        spark: SparkSession,
-        replicas: list[_Replica],
-        by_tp: dict[TopicPartition, list[_Replica]],
-        leaders: dict[TopicPartition, str],
-        isrs: dict[TopicPartition, set[str]],
-        topics: list[str],
-    ) -> None:
-        self.spark = spark
-        self.replicas = replicas
-        self.by_tp = by_tp
-        self.leaders = leaders
-        self.isrs = isrs
-        self.topics = topics
-        self.persisted = Persisted()
+    spark: SparkSession
+    replicas: list[_Replica]
+    by_tp: dict[TopicPartition, list[_Replica]]
+    leaders: dict[TopicPartition, str]
+    isrs: dict[TopicPartition, set[str]]
+    topics: list[str]
+    persisted: Persisted = field(default_factory=Persisted, init=False)
+    chosen: dict[TopicPartition, tuple[_Replica, bool]] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
         # Partitions in (topic, partition) order: ordering by this id is the examples' order.
-        self.tp_ids = {tp: i for i, tp in enumerate(sorted(by_tp))}
+        self.tp_ids = {tp: i for i, tp in enumerate(sorted(self.by_tp))}
         self.tp_of = {i: tp for tp, i in self.tp_ids.items()}
-        self.slots = max(len(rs) for rs in by_tp.values())
-        self.chosen: dict[TopicPartition, tuple[_Replica, bool]] = {}
+        self.slots = max(len(rs) for rs in self.by_tp.values())
 
     def close(self) -> None:
         self.persisted.release()

@@ -32,7 +32,7 @@ from checkers.spark_session import Persisted
 from checkers.txn_graph import Edge, cycles
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 _TXN_LINE = r'"f"\s*:\s*"txn"'
 _TXN = F_CODES.index("txn")
@@ -162,17 +162,8 @@ def prepare(
     )
     txn_reads = cache(
         whole_records(
-            polled.select(
-                "txn",
-                "process",
-                "outcome_code",
-                "i",
-                "j",
-                col("r.topic").alias("topic"),
-                col("r.partition").alias("partition"),
-                col("r.offset").alias("offset"),
-                col("r.value").alias("value"),
-            )
+            # "r.*": the record's topic, partition, offset and value (_mops_schema's record)
+            polled.select("txn", "process", "outcome_code", "i", "j", "r.*")
             .withColumn("pos", (F.row_number().over(_window()) - 1).cast("int"))
             .drop("i", "j")
         )
@@ -331,46 +322,26 @@ def judge(
     from pyspark.sql import Window
 
     by_tp = Window.partitionBy("topic", "partition").orderBy("offset")
-    ww = (
-        order.select(
-            "topic",
-            "partition",
-            "offset",
-            "value",
-            "writer",
-            F.lead("offset").over(by_tp).alias("next_offset"),
-            F.lead("value").over(by_tp).alias("next_value"),
-            F.lead("writer").over(by_tp).alias("next_writer"),
-        )
-        .filter(col("next_writer").isNotNull() & (col("writer") != col("next_writer")))
-        .select(
-            col("writer").alias("src"),
-            col("next_writer").alias("dst"),
-            F.lit("ww").alias("kind"),
-            "topic",
-            "partition",
-            "offset",
-            "value",
-            "next_offset",
-            "next_value",
-        )
-    )
-    wr = (
+    # ww: each record's writer -> the writer of the next record of its partition.
+    overwritten = order.select(
+        "topic",
+        "partition",
+        "offset",
+        "value",
+        "writer",
+        F.lead("offset").over(by_tp).alias("next_offset"),
+        F.lead("value").over(by_tp).alias("next_value"),
+        F.lead("writer").over(by_tp).alias("next_writer"),
+    ).filter(col("next_writer").isNotNull() & (col("writer") != col("next_writer")))
+    # wr: a record's writer -> the transaction that read it.
+    read = (
         parts.txn_reads.filter(col("outcome_code") != _FAIL)
         .join(writer, "value")
         .filter(col("writer") != col("txn"))
-        .select(
-            col("writer").alias("src"),
-            col("txn").alias("dst"),
-            F.lit("wr").alias("kind"),
-            "topic",
-            "partition",
-            "offset",
-            "value",
-            F.lit(None).cast("long").alias("next_offset"),
-            F.lit(None).cast("long").alias("next_value"),
-        )
     )
+    no_offset = F.lit(None).cast("long")
+    ww = _edges(overwritten, "ww", "writer", "next_writer", col("next_offset"), col("next_value"))
+    wr = _edges(read, "wr", "writer", "txn", no_offset, no_offset)
     edges = [
         Edge(
             int(r["src"]),
@@ -410,6 +381,26 @@ def judge(
     gathered, figures = _gather(frames, {"acked": txn_acks, "records_read": parts.txn_reads})
     found.update(gathered)
     return found, figures
+
+
+def _edges(
+    rows: DataFrame, kind: str, src: str, dst: str, next_offset: Column, next_value: Column
+) -> DataFrame:
+    """`rows` as dependency edges of `kind` from transaction column `src` to `dst`, in the columns of
+    `txn_graph.Edge` (the same for every kind, so that the kinds' edges are one union)."""
+    from pyspark.sql import functions as F
+
+    return rows.select(
+        F.col(src).alias("src"),
+        F.col(dst).alias("dst"),
+        F.lit(kind).alias("kind"),
+        "topic",
+        "partition",
+        "offset",
+        "value",
+        next_offset.alias("next_offset"),
+        next_value.alias("next_value"),
+    )
 
 
 def _gather(

@@ -112,6 +112,13 @@ class _Slot:
     assigned: bool = False
     spread: dict[int, int] | None = None
 
+    def close(self) -> tuple[Any, ...]:
+        """The open op, which ends now (completed or crashed): the slot is free again."""
+        op = self.open
+        assert op is not None
+        self.open = None
+        return op
+
 
 class _Simulation:
     def __init__(self, out: IO[str], rng: random.Random, shape: Shape):
@@ -234,9 +241,7 @@ class _Simulation:
             slot.open = ("send", part, value, outcome, offset)
 
     def complete(self, slot: _Slot) -> None:
-        op = slot.open
-        assert op is not None
-        slot.open = None
+        op = slot.close()
         if op[0] == "send":
             _, part, value, outcome, offset = op
             self.send_done(slot.process, part, value, outcome, offset)
@@ -269,9 +274,7 @@ class _Simulation:
 
     def crash(self, slot: _Slot) -> None:
         """The client dies mid-op: the op is `info`, the process is never reused."""
-        op = slot.open
-        assert op is not None
-        slot.open = None
+        op = slot.close()
         if op[0] == "send":
             _, part, value, _outcome, offset = op
             # An op whose record reached the log stays there; the client just never heard back.
@@ -320,6 +323,11 @@ class _Simulation:
     def _note(self, kind: str, **instance: Any) -> None:
         self.planted.anomalies[kind].append(instance)
 
+    def _note_on(self, kind: str, part: int, **instance: Any) -> None:
+        """Note an anomaly planted on partition slot `part` (named by its topic and partition)."""
+        topic, partition = self.parts[part]
+        self._note(kind, **instance, topic=topic, partition=partition)
+
     def _part(self) -> int:
         return int(self.rng.random() * len(self.parts))
 
@@ -338,9 +346,8 @@ class _Simulation:
         self.send_done(b, part, winner, "ok", offset)
         self.send_invoke(b, part, after)
         self.send_done(b, part, after, "ok", offset + 1)
-        t, p = self.parts[part]
-        self._note("lost-write", value=lost, topic=t, partition=p, offset=offset)
-        self._note("inconsistent-offsets", topic=t, partition=p, offset=offset)
+        self._note_on("lost-write", part, value=lost, offset=offset)
+        self._note_on("inconsistent-offsets", part, offset=offset)
 
     def plant_unseen(self) -> None:
         """Acked beyond the final end of the log (called after the last regular append)."""
@@ -351,8 +358,7 @@ class _Simulation:
         )
         self.send_invoke(process, part, value)
         self.send_done(process, part, value, "ok", offset)
-        t, p = self.parts[part]
-        self._note("unseen", value=value, topic=t, partition=p, offset=offset)
+        self._note_on("unseen", part, value=value, offset=offset)
 
     def plant_duplicate(self) -> None:
         """A send whose record the broker appended twice (a retry without idempotence)."""
@@ -363,8 +369,7 @@ class _Simulation:
         log.append(value)
         self.send_invoke(process, part, value)
         self.send_done(process, part, value, "ok", len(log) - 1)
-        t, p = self.parts[part]
-        self._note("duplicate", value=value, topic=t, partition=p)
+        self._note_on("duplicate", part, value=value)
 
     def plant_inconsistent_offsets(self) -> None:
         """A reader saw an unacknowledged value at an offset a new leader then gave to another."""
@@ -381,8 +386,7 @@ class _Simulation:
         log[offset] = new
         self.send_invoke(b, part, new)
         self.send_done(b, part, new, "ok", offset)
-        t, p = self.parts[part]
-        self._note("inconsistent-offsets", topic=t, partition=p, offset=offset)
+        self._note_on("inconsistent-offsets", part, offset=offset)
 
     def plant_aborted_read(self) -> None:
         """A send reported failed whose record nevertheless reached the log."""
@@ -391,16 +395,14 @@ class _Simulation:
         self.logs[part].append(value)
         self.send_invoke(process, part, value)
         self.send_done(process, part, value, "fail", None)
-        t, p = self.parts[part]
-        self._note("aborted-read", value=value, topic=t, partition=p)
+        self._note_on("aborted-read", part, value=value)
 
     def plant_phantom(self) -> None:
         """A record in the log that no send carried."""
         part = self._part()
         value = self.fresh_value()
         self.logs[part].append(value)
-        t, p = self.parts[part]
-        self._note("phantom", value=value, topic=t, partition=p)
+        self._note_on("phantom", part, value=value)
 
     def plant_poll_skip(self) -> None:
         """A reader's second poll of a partition starts past where its first ended."""
@@ -418,8 +420,7 @@ class _Simulation:
         self.assign(reader, part, first)
         for start, end in (first_poll, second_poll):
             self.poll(reader, part, first + start, first + end)
-        t, p = self.parts[part]
-        self._note(kind, process=reader, topic=t, partition=p)
+        self._note_on(kind, part, process=reader)
 
     def plant_nonmonotonic_send(self) -> None:
         """One process's second send acked at an earlier offset than its first."""
@@ -434,8 +435,7 @@ class _Simulation:
         self.send_done(process, part, v1, "ok", offset + 1)
         self.send_invoke(process, part, v2)
         self.send_done(process, part, v2, "ok", offset)
-        t, p = self.parts[part]
-        self._note("nonmonotonic-send", process=process, topic=t, partition=p)
+        self._note_on("nonmonotonic-send", part, process=process)
 
     def plant_group_skip(self) -> None:
         """A member committed past a value no member of its group returned (a topic of its own)."""
