@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import random
-import signal
 from typing import Any
 
+from clusters import daemon_control
 from clusters.handles import LOCAL
-from clusters.node import HasDaemonCgroups, Node, PausesDaemons
+from clusters.node import HasDaemonCgroups, Node
 from clusters.sut import HasBrokerDaemon, Killable, Pausable
 from foundation.errors import BadInput
 from nemesis import role_targets, targets
@@ -174,21 +174,18 @@ class Restart(_StopsBrokers):
 
 
 def pause_node(ctx: Context, node: Node) -> None:
+    """The system's own pause where it has one; else the node freezes the broker daemon."""
     if isinstance(ctx.sut, Pausable):
         ctx.sut.pause(node)
-    elif isinstance(node, PausesDaemons):
-        node.pause_daemon(_daemon(ctx))
     else:
-        node.signal_daemon(_daemon(ctx), signal.SIGSTOP)
+        daemon_control.freeze(node, _daemon(ctx))
 
 
 def resume_node(ctx: Context, node: Node) -> None:
     if isinstance(ctx.sut, Pausable):
         ctx.sut.resume(node)
-    elif isinstance(node, PausesDaemons):
-        node.resume_daemon(_daemon(ctx))
     else:
-        node.signal_daemon(_daemon(ctx), signal.SIGCONT)
+        daemon_control.thaw(node, _daemon(ctx))
 
 
 def _resume_recipe(ctx: Context, node: Node) -> list[dict[str, Any]]:
