@@ -84,7 +84,11 @@ def test_run_txn_workload_with_a_broker_killed_is_valid(tmp_path: Path) -> None:
     run = Path(out.stdout.strip().splitlines()[-1].split(" ", 2)[2])
     results = json.loads((run / "results.json").read_text())
     assert results["valid"] is True
-    assert results["stats"]["txns"]["ok"] > 20
-    kills = [op for op in iter_ops(run / "history.jsonl") if op["process"] == "nemesis" and op["f"] == "kill"]
+    ops = list(iter_ops(run / "history.jsonl"))
+    kills = [op for op in ops if op["process"] == "nemesis" and op["f"] == "kill"]
     assert kills and kills[0]["type"] == "invoke"
+    # Transactions commit before the coordinator's broker is killed and again after it (the
+    # coordinator moved with __transaction_state's leadership); how many depends on the machine.
+    committed = [op["index"] for op in ops if op["f"] == "txn" and op["type"] == "ok"]
+    assert min(committed) < kills[0]["index"] < max(committed), (len(committed), kills[0]["index"])
     print(f"txn run: {time.monotonic() - started:.0f} s wall, {results['stats']['txns']}")
