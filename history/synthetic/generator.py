@@ -506,8 +506,8 @@ def generate(
 def generate_ops(
     ops: int, *, seed: int = 0, plants: dict[str, int] | None = None, **shape: Any
 ) -> tuple[list[dict[str, Any]], Planted]:
-    """A small history in memory (for tests: write it with `builder.write_history`) and what was
-    planted (by default nothing); `shape` overrides fields of `SMALL`."""
+    """A small history in memory and what was planted (by default nothing); `shape` overrides
+    fields of `SMALL`. Tests write it with `tests.support.history_builder.write_history`."""
     out = io.StringIO()
     planted = _write(out, ops, seed, _plantable(plants or {}), replace(SMALL, **shape), None)
     return [json.loads(line) for line in out.getvalue().splitlines()], planted

@@ -23,9 +23,9 @@ from checkers import spark as spark_checker
 from checkers.catalogue import HISTORY_ANOMALIES, EngineResult, incomplete_kind
 from checkers.reference import check_history as reference_check
 from checkers.stats import history_facts
-from history.synthetic.builder import HistoryBuilder, write_history
 from history.synthetic.generator import generate, generate_ops
 from history.synthetic.kinds import ANOMALY_KINDS, PLANTABLE
+from tests.support.history_builder import HistoryBuilder, write_history
 from tests.support.hypothesis_settings import FEW
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]

@@ -12,7 +12,7 @@ import pytest
 
 from checkers import spark as spark_checker
 from checkers.reference import check_history as reference_check
-from history.synthetic.builder import HistoryBuilder
+from tests.support.history_builder import HistoryBuilder
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -21,8 +21,8 @@ from checkers import spark_replicas
 from checkers.parquet import convert
 from checkers.replica_logs import ReplicaFindings, check_replica_logs
 from checkers.spark_replicas import check_replicas
-from history.synthetic.builder import HistoryBuilder
 from tests.support.checked_runs import values, write_replica
+from tests.support.history_builder import HistoryBuilder
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(600)]
 

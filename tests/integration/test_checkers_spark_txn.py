@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from checkers import spark as spark_checker
 from checkers.reference import check_history as reference_check
 from checkers.stats import history_facts
-from history.synthetic.builder import write_history
-from history.synthetic.txn import TXN_PLANTABLE, generate_txn_ops
+from tests.support.history_builder import write_history
 from tests.support.hypothesis_settings import FEW
+from tests.support.txn_histories import TXN_PLANTABLE, generate_txn_ops
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 

@@ -11,7 +11,7 @@ from broker.storage.build import build_batch
 from broker.storage.segment import segment_name
 from checkers.replica_logs import ReplicaFindings
 from foundation.config import TestConfig
-from history.synthetic.builder import write_history
+from tests.support.history_builder import write_history
 
 
 def write_replica(

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from history.synthetic.builder import HistoryBuilder
 from history.synthetic.generator import generate_ops
 from tests.support.checked_runs import make_run
+from tests.support.history_builder import HistoryBuilder
 
 
 def run_check(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:

@@ -8,8 +8,8 @@ from typing import Any
 from checkers.reference import check_history
 from checkers.verdict import decide
 from foundation.config import TestConfig
-from history.synthetic.builder import HistoryBuilder
 from tests.support.checked_runs import no_replica_anomalies
+from tests.support.history_builder import HistoryBuilder
 
 
 def found(tmp_path: Path, b: HistoryBuilder) -> dict[str, Any]:

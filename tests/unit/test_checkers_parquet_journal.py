@@ -17,8 +17,8 @@ import pytest
 from checkers import parquet_journal
 from checkers.parquet import cache_dir_for, convert
 from checkers.parquet_journal import ColumnarJournal
-from history.synthetic.builder import HistoryBuilder
 from history.synthetic.generator import generate_ops
+from tests.support.history_builder import HistoryBuilder
 
 
 def rows(path: Path) -> list[dict[str, Any]]:

@@ -17,10 +17,10 @@ from checkers.catalogue import HISTORY_ANOMALIES, select_examples
 from checkers.reference import check_history
 from checkers.verdict import decide
 from foundation.config import TestConfig
-from history.synthetic.builder import write_history
 from history.synthetic.generator import generate_ops
 from history.synthetic.kinds import PLANTABLE
 from tests.support.checked_runs import no_replica_anomalies
+from tests.support.history_builder import write_history
 
 SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

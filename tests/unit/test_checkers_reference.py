@@ -9,7 +9,7 @@ import pytest
 
 from checkers.catalogue import HISTORY_ANOMALIES, MAX_EXAMPLES, NAMES, incomplete_kind
 from checkers.reference import check_history
-from history.synthetic.builder import HistoryBuilder
+from tests.support.history_builder import HistoryBuilder
 
 
 def check(tmp_path: Path, b: HistoryBuilder):  # type: ignore[no-untyped-def]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from broker.storage.build import build_batch
 from checkers.replica_logs import check_replica_logs, decode_value, leaders_from_state
-from history.synthetic.builder import HistoryBuilder
 from tests.support.checked_runs import values, write_replica
+from tests.support.history_builder import HistoryBuilder
 
 
 def history(tmp_path: Path, acks: list[tuple[int, int, int]]) -> Path:

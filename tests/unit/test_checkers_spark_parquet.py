@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from checkers.parquet import cache_dir_for, convert
 from history.reader import iter_ops
-from history.synthetic.builder import HistoryBuilder
+from tests.support.history_builder import HistoryBuilder
 
 # Topic-partition ids: topics numbered by first appearance (t1, then t0), * 2**32 + partition + 2**31.
 T1_2 = 0 * 2**32 + 2 + 2**31

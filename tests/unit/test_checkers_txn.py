@@ -18,8 +18,8 @@ from checkers.verdict import decide
 from foundation.config import TestConfig
 from history.format import HistoryError
 from history.reader import iter_ops
-from history.synthetic.builder import write_history
-from history.synthetic.txn import TXN_PLANTABLE, TxnPlanted, generate_txn_ops
+from tests.support.history_builder import write_history
+from tests.support.txn_histories import TXN_PLANTABLE, TxnPlanted, generate_txn_ops
 
 SETTINGS = settings(
     max_examples=40,

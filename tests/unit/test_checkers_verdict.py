@@ -15,9 +15,9 @@ from checkers.stats import compute_stats, percentile
 from checkers.verdict import CONDITIONS, RULES, decide
 from foundation.config import TestConfig
 from foundation.errors import BadInput
-from history.synthetic.builder import HistoryBuilder, write_history
 from history.synthetic.generator import generate_ops
 from tests.support.checked_runs import make_run, no_replica_anomalies
+from tests.support.history_builder import HistoryBuilder, write_history
 
 
 def verdict_of(

@@ -9,8 +9,8 @@ from typing import Any
 from checkers.api import check_run
 from harness.report import build_context, write_report
 from harness.report_cycles import cycle_sentence, cycle_svg
-from history.synthetic.builder import write_history
-from history.synthetic.txn import generate_txn_ops
+from tests.support.history_builder import write_history
+from tests.support.txn_histories import generate_txn_ops
 
 
 def wr_cycle(topic: str = "t0") -> dict[str, Any]:

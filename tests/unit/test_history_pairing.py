@@ -9,8 +9,8 @@ import pytest
 
 from history import pairing
 from history.pairing import Pairing, outcome_of
-from history.synthetic.builder import HistoryBuilder
 from history.synthetic.generator import generate_ops
+from tests.support.history_builder import HistoryBuilder
 
 
 class PlainLogic:

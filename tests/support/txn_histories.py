@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from history.synthetic.builder import HistoryBuilder
+from tests.support.history_builder import HistoryBuilder
 
 TXN_PLANTABLE = ("aborted-read", "torn-transaction", "G0", "G1c", "G1c-ww", "precommitted-read")
 PENDING, COMMITTED, ABORTED, MARKER = "pending", "committed", "aborted", "marker"
