@@ -202,12 +202,18 @@ class ConfluentProducer:
         return SendOutcome(classify_delivery_error(err.code(), self._retries), error=error)
 
     def close(self) -> None:
+        if self._closing.is_set():
+            return
         self._closing.set()
         self._poller.join(timeout=2)
         try:
             self._producer.flush(2)
         except Exception as e:
             log.debug("closing producer: %s", e)
+        # librdkafka's handle holds error_cb, a method of this object: a cycle that only the garbage
+        # collector breaks, maybe after the cluster is gone (the handle's connections then log
+        # "Disconnected ... Connection refused"). Letting go of it here destroys the handle now.
+        del self._producer
 
 
 class ConfluentTxnProducer(ConfluentProducer):
