@@ -13,8 +13,8 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
 
 from foundation.config import (
     ACKS,
@@ -80,6 +80,11 @@ def _wrap(text: str, width: int) -> list[str]:
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exit 2 (the contract's 'bad input or usage')."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # the commands' own parsers, by name (the top-level parser's; empty in theirs)
+        self.commands: Mapping[str, argparse.ArgumentParser] = {}
 
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"{self.prog}: {message} (see --help)\n")
@@ -162,7 +167,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--name", metavar="NAME", help="test name: runs go to <store>/<name>/<time>/")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     parser = _Parser(
         prog="strandline",
         description=(
@@ -175,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    parser.commands = sub.choices
 
     p = sub.add_parser(
         "run",
@@ -366,10 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:
         # said by the command's parser, so the line names the command whose --help lists the flags
-        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        (commands.choices[args.command] if args.command else parser).error(
-            f"unrecognized arguments: {' '.join(extra)}"
-        )
+        parser.commands.get(args.command or "", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
         parser.print_help()
         return EXIT_BAD_INPUT
