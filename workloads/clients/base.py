@@ -138,7 +138,7 @@ class RebalanceEvent:
     partitions: tuple[TopicPartition, ...]
 
 
-class RebalanceJournal:
+class RebalanceRecorder:
     """What a group member's rebalance callbacks said, kept until `rebalances()` takes it (the
     callbacks run inside the library's poll; the workload journals them after it)."""
 

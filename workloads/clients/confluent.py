@@ -47,7 +47,7 @@ from workloads.clients.base import (
     LibraryDriver,
     OutcomeType,
     RebalanceEvent,
-    RebalanceJournal,
+    RebalanceRecorder,
     Record,
     SendOutcome,
     TopicPartition,
@@ -439,7 +439,7 @@ def _tps(partitions: Any) -> tuple[TopicPartition, ...]:
     return tuple(sorted((str(tp.topic), int(tp.partition)) for tp in partitions))
 
 
-class ConfluentGroupConsumer(RebalanceJournal):
+class ConfluentGroupConsumer(RebalanceRecorder):
     def __init__(self, config: TestConfig, bootstrap: list[str], group: str):
         super().__init__()
         self._consumer = _consumer(

@@ -50,7 +50,7 @@ from workloads.clients.base import (
     LibraryDriver,
     OutcomeType,
     RebalanceEvent,
-    RebalanceJournal,
+    RebalanceRecorder,
     Record,
     SendOutcome,
     TopicPartition,
@@ -383,7 +383,7 @@ def _tps(partitions: Any) -> tuple[TopicPartition, ...]:
     return tuple(sorted((tp.topic, tp.partition) for tp in partitions))
 
 
-class KafkaPythonGroupConsumer(RebalanceJournal):
+class KafkaPythonGroupConsumer(RebalanceRecorder):
     def __init__(self, config: TestConfig, bootstrap: list[str], group: str):
         super().__init__()
         self._consumer = _consumer(
