@@ -19,7 +19,6 @@ to the leader's end; before the start, the log restarts empty at the leader's st
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -145,22 +144,16 @@ class Truncation:
     reason: str
 
 
-def _without_leader_epochs(own_latest_epoch: int, high_watermark: int) -> Truncation:
+def _without_leader_epochs(log: FollowerLog) -> Truncation:
     """The leader has no epoch information: Kafka falls back to the high watermark."""
-    if own_latest_epoch == UNDEFINED_EPOCH:
+    if log.latest_epoch() == UNDEFINED_EPOCH:
         return Truncation(None, True, "no epochs here: nothing the leader could contradict")
-    return Truncation(high_watermark, True, "leader has no epoch information: truncating to high watermark")
+    return Truncation(
+        log.high_watermark, True, "leader has no epoch information: truncating to high watermark"
+    )
 
 
-def leader_epoch_truncation(
-    *,
-    leader_epoch: int,
-    leader_end_offset: int,
-    own_latest_epoch: int,
-    own_end_offset_for: Callable[[int], tuple[int, int]],
-    log_end_offset: int,
-    high_watermark: int,
-) -> Truncation:
+def leader_epoch_truncation(leader_epoch: int, leader_end_offset: int, log: FollowerLog) -> Truncation:
     """A follower's truncation for the leader's OffsetForLeaderEpoch answer (KIP-101, KIP-279).
 
     The leader answered (largest epoch <= ours it knows, where that epoch ends in its log). If we
@@ -168,10 +161,11 @@ def leader_epoch_truncation(
     largest epoch below it ends and ask again. Without epoch information, Kafka falls back to the HW.
     """
     if leader_end_offset < 0:
-        return _without_leader_epochs(own_latest_epoch, high_watermark)
+        return _without_leader_epochs(log)
+    log_end_offset = log.log_end_offset
     if leader_epoch == UNDEFINED_EPOCH:
         return Truncation(min(leader_end_offset, log_end_offset), True, "leader epoch undefined")
-    own_epoch, own_end = own_end_offset_for(leader_epoch)
+    own_epoch, own_end = log.end_offset_for(leader_epoch)
     if own_epoch == leader_epoch and own_end >= 0:
         return Truncation(
             min(leader_end_offset, own_end),
@@ -191,24 +185,16 @@ def leader_epoch_truncation(
     )
 
 
-def v0_truncation(
-    *,
-    leader_epoch: int,
-    leader_end_offset: int,
-    own_latest_epoch: int,
-    own_end_offset_for: Callable[[int], tuple[int, int]],
-    log_end_offset: int,
-    high_watermark: int,
-) -> Truncation:
+def v0_truncation(leader_epoch: int, leader_end_offset: int, log: FollowerLog) -> Truncation:
     """KIP-101 before KIP-279 (`leader-epoch-v0`, OffsetForLeaderEpoch v0, Kafka 0.11-1.1): the
     answer carries no epoch; the follower cuts back to the leader's end offset for its latest
     epoch in one round. When the leader never had that epoch, the offset it answers (where its
     next larger epoch starts) may lie above records of the follower's epoch that the leader does
     not hold: they stay, and the replicas diverge after fast leader changes (KIP-279's scenarios)."""
     if leader_end_offset < 0:
-        return _without_leader_epochs(own_latest_epoch, high_watermark)
+        return _without_leader_epochs(log)
     return Truncation(
-        min(leader_end_offset, log_end_offset), True, f"leader's end offset {leader_end_offset} (v0)"
+        min(leader_end_offset, log.log_end_offset), True, f"leader's end offset {leader_end_offset} (v0)"
     )
 
 
@@ -255,14 +241,7 @@ class FollowerReplica:
         if self.phase is not Phase.ASK_EPOCH or error != NONE:
             return []
         truncation = leader_epoch_truncation if self.truncation == "leader-epoch" else v0_truncation
-        decision = truncation(
-            leader_epoch=leader_epoch,
-            leader_end_offset=end_offset,
-            own_latest_epoch=log.latest_epoch(),
-            own_end_offset_for=log.end_offset_for,
-            log_end_offset=log.log_end_offset,
-            high_watermark=log.high_watermark,
-        )
+        decision = truncation(leader_epoch, end_offset, log)
         if decision.done:
             self.phase = Phase.FETCH
         if decision.offset is None:

@@ -319,20 +319,8 @@ def test_with_the_broker_epoch_check_a_re_registered_follower_leaves_the_isr() -
 def test_v0_truncation_keeps_records_of_an_epoch_the_leader_never_had() -> None:
     """KIP-279's case: we hold epoch 0 to offset 10 and epoch 1 (ours alone) from 10 to 15; the
     leader has epoch 0 to 12 and then epoch 2. It answers for epoch 1: (epoch 0, 12)."""
-    own = {0: (0, 10), 1: (1, 15)}
-
-    def own_end(epoch: int) -> tuple[int, int]:
-        return own.get(epoch, (-1, -1))
-
-    common = {
-        "leader_epoch": 0,
-        "leader_end_offset": 12,
-        "own_latest_epoch": 1,
-        "own_end_offset_for": own_end,
-        "log_end_offset": 15,
-        "high_watermark": 8,
-    }
-    v0 = v0_truncation(**common)  # type: ignore[arg-type]
+    log = Log(leo=15, hw=8, epochs=[(0, 0), (1, 10)])
+    v0 = v0_truncation(0, 12, log)
     assert (v0.offset, v0.done) == (12, True)  # keeps epoch-1 records at 10 and 11: divergence
-    fixed = leader_epoch_truncation(**common)  # type: ignore[arg-type]
+    fixed = leader_epoch_truncation(0, 12, log)
     assert (fixed.offset, fixed.done) == (10, True)  # the end of epoch 0, which both share

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from broker.controller import elect_leader, initial_state
@@ -133,30 +134,37 @@ def _epochs(tmp_path: Path, entries: list[tuple[int, int]], log_end: int) -> Lea
     return cache
 
 
+@dataclass
+class _FollowerLog:
+    """The follower's log as its truncation reads it (broker.follower.FollowerLog)."""
+
+    epochs: LeaderEpochCache
+    log_end_offset: int
+    high_watermark: int = 0
+
+    def latest_epoch(self) -> int:
+        return self.epochs.latest_epoch()
+
+    def end_offset_for(self, epoch: int) -> tuple[int, int]:
+        return self.epochs.end_offset_for(epoch)
+
+
 def _follow(
     tmp_path: Path, follower: list[tuple[int, int]], f_leo: int, leader: list[tuple[int, int]], l_leo: int
 ) -> int:
     """Run the follower's OffsetForLeaderEpoch rounds against a leader; return where it ends."""
     (tmp_path / "f").mkdir()
     (tmp_path / "l").mkdir()
-    mine = _epochs(tmp_path / "f", follower, f_leo)
+    mine = _FollowerLog(_epochs(tmp_path / "f", follower, f_leo), f_leo)
     theirs = _epochs(tmp_path / "l", leader, l_leo)
-    leo = f_leo
     for _ in range(10):
         epoch, end = theirs.end_offset_for(mine.latest_epoch())
-        decision = leader_epoch_truncation(
-            leader_epoch=epoch,
-            leader_end_offset=end,
-            own_latest_epoch=mine.latest_epoch(),
-            own_end_offset_for=mine.end_offset_for,
-            log_end_offset=leo,
-            high_watermark=0,
-        )
+        decision = leader_epoch_truncation(epoch, end, mine)
         if decision.offset is not None:
-            leo = min(leo, decision.offset)
-            mine.truncate_from_end(leo)
+            mine.log_end_offset = min(mine.log_end_offset, decision.offset)
+            mine.epochs.truncate_from_end(mine.log_end_offset)
         if decision.done:
-            return leo
+            return mine.log_end_offset
     raise AssertionError("truncation did not converge")
 
 
