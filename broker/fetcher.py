@@ -9,7 +9,6 @@ back and carries out the actions on the partition's log through the ReplicaManag
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import uuid
 from collections.abc import Callable
@@ -72,29 +71,30 @@ def _by_topic(
     return topics
 
 
+@dataclass(frozen=True)
+class FollowingBroker:
+    """What every leader's fetcher works with on the broker that follows: its config and replicas,
+    where the other brokers are now, and a topic's id (without it, topics are fetched by name)."""
+
+    config: BrokerConfig
+    replicas: ReplicaManager
+    addresses: Callable[[], dict[int, BrokerAddress]]
+    topic_ids: Callable[[str], uuid.UUID] | None = None
+
+
 class LeaderFetcher:
     """Fetches every partition this broker follows from one leader broker."""
 
-    def __init__(
-        self,
-        leader_id: int,
-        config: BrokerConfig,
-        replicas: ReplicaManager,
-        addresses: Callable[[], dict[int, BrokerAddress]],
-        topic_ids: Callable[[str], uuid.UUID] | None = None,
-    ) -> None:
+    def __init__(self, leader_id: int, broker: FollowingBroker) -> None:
         self.leader_id = leader_id
-        self.config = config
-        self.replicas = replicas
-        self.addresses = addresses
-        self.topic_ids = topic_ids
+        self.broker = broker
         self.followed: dict[tuple[str, int], _Followed] = {}
         self._task: asyncio.Task[None] | None = None
         self._conn: BrokerConnection | None = None
         self._changed = asyncio.Event()
 
     def add(self, partition: Partition, leader_epoch: int) -> None:
-        follower = FollowerReplica(self.config.truncation, self.leader_id, leader_epoch)
+        follower = FollowerReplica(self.broker.config.truncation, self.leader_id, leader_epoch)
         followed = _Followed(partition, follower, ReplicaView(partition))
         self._carry_out(followed, follower.start(followed.view), b"")
         self.followed[partition.key] = followed
@@ -145,7 +145,7 @@ class LeaderFetcher:
             pass
 
     async def _connection(self) -> BrokerConnection | None:
-        address = self.addresses().get(self.leader_id)
+        address = self.broker.addresses().get(self.leader_id)
         if address is None:
             return None
         conn = self._conn
@@ -153,7 +153,9 @@ class LeaderFetcher:
             conn.close()
             conn = None
         if conn is None or not conn.connected:
-            conn = BrokerConnection(address.host, address.port, f"replica-fetcher-{self.config.broker_id}")
+            conn = BrokerConnection(
+                address.host, address.port, f"replica-fetcher-{self.broker.config.broker_id}"
+            )
             try:
                 await conn.connect()
             except (OSError, TimeoutError):
@@ -164,7 +166,7 @@ class LeaderFetcher:
     async def _truncate_by_epoch(self, conn: BrokerConnection, pending: list[_Followed]) -> None:
         topics = _by_topic(pending, lambda f: {"leader_epoch": f.follower.epoch_request(f.view)})
         body = {
-            "replica_id": self.config.broker_id,
+            "replica_id": self.broker.config.broker_id,
             "topics": [{"topic": t, "partitions": parts} for t, parts in topics.items()],
         }
         response = await conn.request(p.API_OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body)
@@ -196,14 +198,15 @@ class LeaderFetcher:
                 "partition_max_bytes": PARTITION_MAX_BYTES,
             },
         )
-        ids = {name: self.topic_ids(name) for name in topics} if self.topic_ids else {}
+        topic_ids = self.broker.topic_ids
+        ids = {name: topic_ids(name) for name in topics} if topic_ids else {}
         by_id = bool(ids) and all(i.int for i in ids.values())
         version = FETCH_VERSION if by_id else FETCH_BY_NAME_VERSION
         names = {topic_id: name for name, topic_id in ids.items()}
         body = {
-            "replica_id": self.config.broker_id,
-            "replica_state": {"replica_id": self.config.broker_id, "replica_epoch": -1},
-            "max_wait": self.config.replica_fetch_wait_max_ms,
+            "replica_id": self.broker.config.broker_id,
+            "replica_state": {"replica_id": self.broker.config.broker_id, "replica_epoch": -1},
+            "max_wait": self.broker.config.replica_fetch_wait_max_ms,
             "min_bytes": 1,
             "max_bytes": FETCH_MAX_BYTES,
             "isolation_level": 0,
@@ -215,7 +218,7 @@ class LeaderFetcher:
             "forgotten_topics_data": [],
             "rack_id": "",
         }
-        wait_s = self.config.replica_fetch_wait_max_ms / 1000.0
+        wait_s = self.broker.config.replica_fetch_wait_max_ms / 1000.0
         response = await conn.request(p.API_FETCH, version, body, timeout=wait_s + 10.0)
         backoff = False
         for topic in response.responses:
@@ -239,7 +242,7 @@ class LeaderFetcher:
         partition = f.partition
         for action in actions:
             if isinstance(action, Truncate):
-                self.replicas.truncate(partition, action.offset, action.reason)
+                self.broker.replicas.truncate(partition, action.offset, action.reason)
                 if action.forget_epochs_from:
                     partition.log.epochs.truncate_from_end(action.offset)
             elif isinstance(action, Append):
@@ -254,7 +257,7 @@ class LeaderFetcher:
     def _append(self, f: _Followed, records: bytes, leader_hw: int) -> None:
         partition = f.partition
         try:
-            self.replicas.follower_append(partition, records, leader_hw)
+            self.broker.replicas.follower_append(partition, records, leader_hw)
         except UnexpectedAppendOffsetError:
             headers = parse_batches(records, check_crc=False, allow_partial_tail=True)
             retry = (
@@ -266,9 +269,9 @@ class LeaderFetcher:
                 raise
             for action in retry:
                 if isinstance(action, Truncate):
-                    self.replicas.truncate(partition, action.offset, action.reason)
+                    self.broker.replicas.truncate(partition, action.offset, action.reason)
                 elif isinstance(action, Append):
-                    self.replicas.follower_append(partition, records, action.leader_high_watermark)
+                    self.broker.replicas.follower_append(partition, records, action.leader_high_watermark)
         except StorageError:
             log.exception("%s-%d: follower append failed", partition.topic, partition.index)
 
@@ -276,7 +279,7 @@ class LeaderFetcher:
         """Our fetch offset is outside the leader's log: ask where it starts and ends."""
         part = f.partition
         body = {
-            "replica_id": self.config.broker_id,
+            "replica_id": self.broker.config.broker_id,
             "isolation_level": 0,
             "topics": [
                 {
@@ -303,27 +306,17 @@ class LeaderFetcher:
 class FetcherManager:
     """Routes followed partitions to the LeaderFetcher of their current leader."""
 
-    def __init__(
-        self,
-        config: BrokerConfig,
-        replicas: ReplicaManager,
-        addresses: Callable[[], dict[int, BrokerAddress]],
-        topic_ids: Callable[[str], uuid.UUID] | None = None,
-    ) -> None:
-        self.config = config
-        # A leader's fetcher is given what this manager was given, besides the leader's id.
-        self._new_fetcher = functools.partial(
-            LeaderFetcher, config=config, replicas=replicas, addresses=addresses, topic_ids=topic_ids
-        )
+    def __init__(self, broker: FollowingBroker) -> None:
+        self.broker = broker
         self.fetchers: dict[int, LeaderFetcher] = {}
 
     def on_partition_state(self, partition: Partition, state: PartitionState, follow: bool) -> None:
         for fetcher in self.fetchers.values():
             fetcher.remove(partition.key)
-        if follow and state.leader >= 0 and state.leader != self.config.broker_id:
+        if follow and state.leader >= 0 and state.leader != self.broker.config.broker_id:
             leader_fetcher = self.fetchers.get(state.leader)
             if leader_fetcher is None:
-                leader_fetcher = self.fetchers[state.leader] = self._new_fetcher(state.leader)
+                leader_fetcher = self.fetchers[state.leader] = LeaderFetcher(state.leader, self.broker)
             leader_fetcher.add(partition, state.leader_epoch)
 
     def brokers_changed(self) -> None:

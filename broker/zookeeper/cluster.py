@@ -11,7 +11,7 @@ import uuid
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 
 from broker.config import BrokerConfig
-from broker.fetcher import FetcherManager
+from broker.fetcher import FetcherManager, FollowingBroker
 from broker.metadata import BrokerAddress, TopicCreation
 from broker.partition_state import PartitionState
 from broker.replica_manager import ReplicaManager
@@ -38,7 +38,7 @@ class ZkCluster:
         self.zk = self.session.zk
         self.cache = MetadataCache(self.session, replicas)
         self.controller = ControllerDriver(config, self.session, self.cache)
-        self.fetchers = FetcherManager(config, replicas, self.brokers, self.topic_id)
+        self.fetchers = FetcherManager(FollowingBroker(config, replicas, self.brokers, self.topic_id))
         self.producer_ids = ProducerIds(self.cache, config.broker_id)
         replicas.follower_listener = self.fetchers.on_partition_state
         self.cache.on_brokers_changed = self._brokers_changed

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.config import BrokerConfig, Listener
-from broker.fetcher import LeaderFetcher, _Followed
+from broker.fetcher import FollowingBroker, LeaderFetcher, _Followed
 from broker.follower import FollowerReplica, ReplicaView
 from broker.partition_state import PartitionState
 from broker.replica_manager import ReplicaManager
@@ -228,7 +228,7 @@ class RealFollower:
             )
         self.partition.replica.log_end_offset = self.partition.log.log_end_offset
         self.partition.replica.high_watermark = hw
-        self.fetcher = LeaderFetcher(2, config, self.replicas, dict)
+        self.fetcher = LeaderFetcher(2, FollowingBroker(config, self.replicas, dict))
         self.follower = FollowerReplica(truncation, 2, 99)
         self.view = ReplicaView(self.partition)
         self.followed = _Followed(self.partition, self.follower, self.view)
