@@ -81,6 +81,8 @@ class JoinMember:
 
 @dataclass(frozen=True)
 class JoinResult:
+    """Named as JoinGroup's response fields: the group service answers with its fields as they are."""
+
     error_code: int
     generation_id: int = -1
     protocol_type: str | None = None
@@ -102,6 +104,8 @@ class SyncRequest:
 
 @dataclass(frozen=True)
 class SyncResult:
+    """Named as SyncGroup's response fields: the group service answers with its fields as they are."""
+
     error_code: int
     assignment: bytes = b""
     protocol_type: str | None = None

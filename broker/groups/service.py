@@ -16,6 +16,7 @@ import asyncio
 import datetime
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -325,21 +326,10 @@ class GroupService:
                 group_instance_id=getattr(body, "group_instance_id", None),
             )
             result = await self._wait(lambda token: self.coordinator.join(token, join, self.now()))
-        return {
-            "error_code": result.error_code,
-            "generation_id": result.generation_id,
-            "protocol_type": result.protocol_type,
-            "protocol_name": result.protocol_name
-            if request.api_version >= 7
-            else (result.protocol_name or ""),
-            "leader": result.leader,
-            "skip_assignment": False,
-            "member_id": result.member_id,
-            "members": [
-                {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
-                for m in result.members
-            ],
-        }
+        response = {**asdict(result), "skip_assignment": False}
+        if request.api_version < 7:
+            response["protocol_name"] = result.protocol_name or ""  # nullable only from v7
+        return response
 
     async def sync_group(self, request: Any) -> dict[str, Any]:
         body = request.body
@@ -356,12 +346,7 @@ class GroupService:
                 protocol_name=getattr(body, "protocol_name", None),
             )
             result = await self._wait(lambda token: self.coordinator.sync(token, sync, self.now()))
-        return {
-            "error_code": result.error_code,
-            "protocol_type": result.protocol_type,
-            "protocol_name": result.protocol_name,
-            "assignment": result.assignment,
-        }
+        return asdict(result)
 
     async def heartbeat(self, request: Any) -> dict[str, Any]:
         body = request.body
