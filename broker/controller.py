@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from broker.eligible import elr_leader, next_elr, restarted_since
 
@@ -137,26 +138,41 @@ def offline_partitions(
     return found
 
 
+class ElectionSettings(Protocol):
+    """The settings the controller elects by, as a broker's config (broker.config) names them; the
+    simulator's settings (explore.settings) name them the same."""
+
+    @property
+    def unclean_leader_election(self) -> bool: ...
+
+    @property
+    def election_policy(self) -> str: ...
+
+    @property
+    def elr_min_insync(self) -> int: ...
+
+    @property
+    def isr_broker_epoch_check(self) -> bool: ...
+
+
 def reconcile(
     *,
     assignments: Mapping[str, Mapping[int, tuple[int, ...]]],
     states: Mapping[Key, KnownState],
     live: Collection[int],
-    unclean_allowed: bool,
-    policy: str,
+    settings: ElectionSettings,
     log_ends: Mapping[Key, Mapping[int, int]] | None = None,
     registered: Mapping[int, int] | None = None,
-    elr_min_insync: int = 0,
-    isr_broker_epoch_check: bool = False,
 ) -> list[ControllerAction]:
     """Level-triggered: what brings every partition to a sane state (a state; a live leader that
     has not restarted since it was elected; no dead broker in an ISR it can leave).
 
     `registered` maps each live broker to when it registered (its registration's czxid, Kafka's
-    broker epoch); without it, restarts go unnoticed. `elr_min_insync` > 0 turns on Eligible
-    Leader Replicas (KIP-966) with that min.insync.replicas (broker.eligible).
-    `isr_broker_epoch_check` (KIP-903): an ISR member that registered again since the state was
-    written (a new broker epoch, maybe an empty disk) leaves the ISR and is not elected from it.
+    broker epoch); without it, restarts go unnoticed. `settings.elr_min_insync` > 0 turns on
+    Eligible Leader Replicas (KIP-966) with that min.insync.replicas (broker.eligible).
+    `settings.isr_broker_epoch_check` (KIP-903): an ISR member that registered again since the
+    state was written (a new broker epoch, maybe an empty disk) leaves the ISR and is not elected
+    from it.
     """
     actions: list[ControllerAction] = []
     for topic, assignment in assignments.items():
@@ -167,10 +183,12 @@ def reconcile(
                 continue
             restarted = leader_restarted(state, registered or {})
             listed = state.isr
-            if isr_broker_epoch_check:
+            if settings.isr_broker_epoch_check:
                 state = replace(state, isr=fence_restarted_followers(state, registered or {}))
             if not restarted and not needs_election(state.leader, live):
-                cleanup = isr_cleanup(topic, index, state, live, registered or {}, elr_min_insync, listed)
+                cleanup = isr_cleanup(
+                    topic, index, state, live, registered or {}, settings.elr_min_insync, listed
+                )
                 if cleanup is not None:
                     actions.append(cleanup)
                 continue
@@ -179,11 +197,11 @@ def reconcile(
                 state=state,
                 live=live,
                 restarted=restarted,
-                unclean_allowed=unclean_allowed,
-                policy=policy,
+                unclean_allowed=settings.unclean_leader_election,
+                policy=settings.election_policy,
                 log_ends=(log_ends or {}).get((topic, index)),
                 registered=registered or {},
-                elr_min_insync=elr_min_insync,
+                elr_min_insync=settings.elr_min_insync,
             )
             if choice.leader < 0 and state.leader < 0:
                 continue  # still offline; a returning ISR member will trigger another pass

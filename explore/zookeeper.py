@@ -95,12 +95,9 @@ class ZooKeeper(World):
             assignments=assignments,
             states=states,
             live=live,
-            unclean_allowed=self.settings.unclean_leader_election,
-            policy=self.settings.election_policy,
+            settings=self.settings,
             log_ends=log_ends,
             registered={i: self.brokers[i].registered_zxid for i in live},
-            elr_min_insync=self.settings.elr_min_insync,
-            isr_broker_epoch_check=self.settings.isr_broker_epoch_check,
         ):
             if isinstance(action, RemoveFromIsr):
                 assert st is not None

@@ -195,12 +195,9 @@ class ControllerDriver:
             assignments=assignments,
             states=states,
             live=live,
-            unclean_allowed=self.config.unclean_leader_election,
-            policy=self.config.election_policy,
+            settings=self.config,
             log_ends=log_ends,
             registered=registered,
-            elr_min_insync=self.config.elr_min_insync,
-            isr_broker_epoch_check=self.config.isr_broker_epoch_check,
         )
         retry = False
         for action in reconciled:

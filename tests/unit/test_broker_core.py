@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from broker.controller import (
@@ -134,6 +135,16 @@ def test_produce_admission_follows_min_insync_replicas() -> None:
     assert r.produce_answer(-1, 1) == NONE and r.produce_answer(1, 2) == NONE
 
 
+@dataclass(frozen=True)
+class Elections:
+    """The controller's election settings (broker.controller.ElectionSettings), Kafka's defaults."""
+
+    unclean_leader_election: bool = False
+    election_policy: str = "first-in-isr"
+    elr_min_insync: int = 0
+    isr_broker_epoch_check: bool = False
+
+
 def test_controller_reconcile_creates_elects_and_leaves_offline_partitions_alone() -> None:
     assignments = {"t": {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}}
     states = {
@@ -141,9 +152,7 @@ def test_controller_reconcile_creates_elects_and_leaves_offline_partitions_alone
         ("t", 2): KnownState(leader=-1, leader_epoch=1, isr=(3,), zk_version=2),
     }
     live = {1, 3}
-    actions = reconcile(
-        assignments=assignments, states=states, live=live, unclean_allowed=False, policy="first-in-isr"
-    )
+    actions = reconcile(assignments=assignments, states=states, live=live, settings=Elections())
     assert [type(a) for a in actions] == [CreateState, ElectLeader, ElectLeader]
     create, elect, back = actions
     assert (
@@ -160,16 +169,13 @@ def test_controller_reconcile_creates_elects_and_leaves_offline_partitions_alone
     states[("t", 2)] = KnownState(leader=-1, leader_epoch=1, isr=(2,), zk_version=2)
     offline = offline_partitions(assignments, states, live)
     assert offline == {("t", 1): [3, 1], ("t", 2): [3, 1]}
-    actions = reconcile(
-        assignments=assignments, states=states, live=live, unclean_allowed=False, policy="first-in-isr"
-    )
+    actions = reconcile(assignments=assignments, states=states, live=live, settings=Elections())
     assert all(not (isinstance(a, ElectLeader) and a.index == 2) for a in actions)  # offline stays offline
     unclean = reconcile(
         assignments=assignments,
         states=states,
         live=live,
-        unclean_allowed=True,
-        policy="longest-log",
+        settings=Elections(unclean_leader_election=True, election_policy="longest-log"),
         log_ends={("t", 2): {3: 5, 1: 9}},
     )
     elected = [a for a in unclean if isinstance(a, ElectLeader) and a.index == 2]
@@ -185,8 +191,7 @@ def test_controller_elects_a_new_leader_in_a_new_epoch_when_the_leader_restarted
         assignments=assignments,
         states=states,
         live={1, 2, 3},
-        unclean_allowed=False,
-        policy="first-in-isr",
+        settings=Elections(),
         registered={1: 50, 2: 51, 3: 52},
     )
     assert same == []
@@ -194,8 +199,7 @@ def test_controller_elects_a_new_leader_in_a_new_epoch_when_the_leader_restarted
         assignments=assignments,
         states=states,
         live={1, 2, 3},
-        unclean_allowed=False,
-        policy="first-in-isr",
+        settings=Elections(),
         registered={1: 120, 2: 51, 3: 52},
     )
     (elect,) = restarted
@@ -207,8 +211,7 @@ def test_controller_elects_a_new_leader_in_a_new_epoch_when_the_leader_restarted
         assignments=assignments,
         states=alone,
         live={1, 2, 3},
-        unclean_allowed=False,
-        policy="first-in-isr",
+        settings=Elections(),
         registered={1: 120, 2: 51, 3: 52},
     )
     assert isinstance(again, ElectLeader) and (again.leader_epoch, again.election.leader) == (5, 1)
@@ -220,9 +223,7 @@ def test_controller_removes_dead_brokers_from_the_isr_but_never_empties_it() -> 
         ("t", 0): KnownState(leader=1, leader_epoch=4, isr=(1, 2, 3), zk_version=7),
         ("t", 1): KnownState(leader=2, leader_epoch=1, isr=(2,), zk_version=3),
     }
-    actions = reconcile(
-        assignments=assignments, states=states, live={1, 2}, unclean_allowed=False, policy="first-in-isr"
-    )
+    actions = reconcile(assignments=assignments, states=states, live={1, 2}, settings=Elections())
     (removal,) = actions
     assert isinstance(removal, RemoveFromIsr)
     assert (removal.leader, removal.leader_epoch, removal.zk_version, removal.isr, removal.removed) == (
@@ -278,19 +279,32 @@ def test_with_elr_the_leader_holds_the_hw_below_min_insync_and_writes_the_elr() 
 def test_with_elr_the_controller_elects_an_eligible_replica_before_the_last_one_standing() -> None:
     assignments = {"t": {0: (1, 2, 3)}}
     alone = KnownState(leader=1, leader_epoch=4, isr=(1,), zk_version=7, written=100, elr=(2, 3))
-    common = {"assignments": assignments, "unclean_allowed": False, "policy": "first-in-isr"}
     restarted = {1: 120, 2: 51, 3: 52}
     (elect,) = reconcile(
-        states={("t", 0): alone}, live={1, 2, 3}, registered=restarted, elr_min_insync=2, **common
+        states={("t", 0): alone},
+        live={1, 2, 3},
+        registered=restarted,
+        settings=Elections(elr_min_insync=2),
+        assignments=assignments,
     )
     assert isinstance(elect, ElectLeader)
     assert (elect.election.leader, elect.election.isr, elect.election.elr) == (2, (2,), (3,))
-    (without,) = reconcile(states={("t", 0): alone}, live={1, 2, 3}, registered=restarted, **common)
+    (without,) = reconcile(
+        states={("t", 0): alone},
+        live={1, 2, 3},
+        registered=restarted,
+        settings=Elections(),
+        assignments=assignments,
+    )
     assert isinstance(without, ElectLeader) and without.election.leader == 1  # KIP-966's problem
     # an eligible replica that restarted since (an unclean shutdown) leaves the ELR
     led = KnownState(leader=2, leader_epoch=5, isr=(2,), zk_version=8, written=130, elr=(3,))
     (cleanup,) = reconcile(
-        states={("t", 0): led}, live={1, 2, 3}, registered={1: 120, 2: 51, 3: 140}, elr_min_insync=2, **common
+        states={("t", 0): led},
+        live={1, 2, 3},
+        registered={1: 120, 2: 51, 3: 140},
+        settings=Elections(elr_min_insync=2),
+        assignments=assignments,
     )
     assert isinstance(cleanup, RemoveFromIsr) and cleanup.isr == (2,) and cleanup.elr == ()
 
@@ -299,20 +313,40 @@ def test_with_the_broker_epoch_check_a_re_registered_follower_leaves_the_isr() -
     """KIP-903: ISR membership belongs to a broker epoch; a follower that registered again (maybe
     with an empty disk) must catch up again, and is never elected from its old membership."""
     assignments = {"t": {0: (1, 2, 3)}}
-    common = {"assignments": assignments, "unclean_allowed": False, "policy": "first-in-isr"}
     state = KnownState(leader=1, leader_epoch=2, isr=(1, 2, 3), zk_version=5, written=100)
     registered = {1: 10, 2: 150, 3: 11}
-    assert reconcile(states={("t", 0): state}, live={1, 2, 3}, registered=registered, **common) == []
+    kept = reconcile(
+        states={("t", 0): state},
+        live={1, 2, 3},
+        registered=registered,
+        settings=Elections(),
+        assignments=assignments,
+    )
+    assert kept == []
     (fence,) = reconcile(
-        states={("t", 0): state}, live={1, 2, 3}, registered=registered, isr_broker_epoch_check=True, **common
+        states={("t", 0): state},
+        live={1, 2, 3},
+        registered=registered,
+        settings=Elections(isr_broker_epoch_check=True),
+        assignments=assignments,
     )
     assert isinstance(fence, RemoveFromIsr) and fence.isr == (1, 3) and fence.removed == (2,)
     # the leader is dead too: the re-registered follower is not elected, the other one is
     (elect,) = reconcile(
-        states={("t", 0): state}, live={2, 3}, registered=registered, isr_broker_epoch_check=True, **common
+        states={("t", 0): state},
+        live={2, 3},
+        registered=registered,
+        settings=Elections(isr_broker_epoch_check=True),
+        assignments=assignments,
     )
     assert isinstance(elect, ElectLeader) and elect.election.leader == 3 and elect.election.isr == (3,)
-    (unsafe,) = reconcile(states={("t", 0): state}, live={2, 3}, registered=registered, **common)
+    (unsafe,) = reconcile(
+        states={("t", 0): state},
+        live={2, 3},
+        registered=registered,
+        settings=Elections(),
+        assignments=assignments,
+    )
     assert isinstance(unsafe, ElectLeader) and unsafe.election.leader == 2
 
 
