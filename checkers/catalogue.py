@@ -22,6 +22,13 @@ Evidence = Literal["presence", "absence"]
 RECORD = ("index", "process", "topic", "partition", "offset", "value")
 
 
+def record_example(
+    index: int, process: Any, topic: str, partition: int, offset: int, value: int
+) -> dict[str, Any]:
+    """The RECORD fields of an example, in their order: an engine adds its anomaly's own after them."""
+    return dict(zip(RECORD, (index, process, topic, partition, offset, value), strict=True))
+
+
 @dataclass(frozen=True)
 class Anomaly:
     """One anomaly kind: its name (Jepsen's where Jepsen has one) and what an example names."""

@@ -90,6 +90,7 @@ from checkers.catalogue import (
     EngineStats,
     OutcomeCounts,
     empty_stats,
+    record_example,
     select_examples,
 )
 from checkers.txn_checks import TxnRecord
@@ -319,12 +320,7 @@ class _Checker:
         if previous is not None and offset < previous[0]:
             self.found["nonmonotonic-send"].add(
                 {
-                    "index": index,
-                    "process": process,
-                    "topic": topic,
-                    "partition": partition,
-                    "offset": offset,
-                    "value": value,
+                    **record_example(index, process, topic, partition, offset, value),
                     "prev_index": previous[1],
                     "prev_offset": previous[0],
                     "prev_value": previous[2],
@@ -564,14 +560,7 @@ class _Checker:
         self.stats["lost_by_second"] = dict(sorted(lost_by_second.items(), key=lambda kv: int(kv[0])))
 
         for value, (index, _list_pos, process, topic, partition, offset) in self.first_read.items():
-            read = {
-                "index": index,
-                "process": process,
-                "topic": topic,
-                "partition": partition,
-                "offset": offset,
-                "value": value,
-            }
+            read = record_example(index, process, topic, partition, offset, value)
             status = self.status.get(value)
             if status is None:
                 self.found["phantom"].add(read)
