@@ -20,6 +20,13 @@ Source = Literal["history", "replicas"]
 Evidence = Literal["presence", "absence"]
 # Where a record was acknowledged or read: the fields most examples start with.
 RECORD = ("index", "process", "topic", "partition", "offset", "value")
+# Where a group committed an offset: the fields the group anomalies' examples start with.
+COMMIT = ("index", "process", "group", "topic", "partition", "offset")
+
+
+def example_start(fields: tuple[str, ...], *values: Any) -> dict[str, Any]:
+    """An example's leading fields (RECORD or COMMIT) in their order; the engine adds its anomaly's own."""
+    return dict(zip(fields, values, strict=True))
 
 
 @dataclass(frozen=True)
@@ -139,18 +146,7 @@ ANOMALIES: tuple[Anomaly, ...] = (
         "a value in the partition's log, below an offset its group committed, that no member of that group returned",
         "history",
         "absence",
-        (
-            "index",
-            "process",
-            "group",
-            "topic",
-            "partition",
-            "offset",
-            "value",
-            "committed_offset",
-            "read_index",
-            "read_process",
-        ),
+        (*COMMIT, "value", "committed_offset", "read_index", "read_process"),
         ("index", "topic", "partition", "offset"),
         "(group, topic, partition, offset) positions",
     ),
@@ -159,7 +155,7 @@ ANOMALIES: tuple[Anomaly, ...] = (
         "a group's committed offset for a partition goes back: a commit lower than one acknowledged before it began",
         "history",
         "presence",
-        ("index", "process", "group", "topic", "partition", "offset", "prev_index", "prev_offset"),
+        (*COMMIT, "prev_index", "prev_offset"),
         ("index", "topic", "partition"),
         "(ok commit, partition) pairs",
     ),

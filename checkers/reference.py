@@ -82,14 +82,17 @@ from typing import Any, TypeGuard
 
 from checkers import txn_checks
 from checkers.catalogue import (
+    COMMIT,
     HISTORY_ANOMALIES,
     MAX_EXAMPLES,
     MEMBER_COUNTED,
+    RECORD,
     AnomalyResult,
     EngineResult,
     EngineStats,
     OutcomeCounts,
     empty_stats,
+    example_start,
     select_examples,
 )
 from checkers.txn_checks import TxnRecord
@@ -319,12 +322,7 @@ class _Checker:
         if previous is not None and offset < previous[0]:
             self.found["nonmonotonic-send"].add(
                 {
-                    "index": index,
-                    "process": process,
-                    "topic": topic,
-                    "partition": partition,
-                    "offset": offset,
-                    "value": value,
+                    **example_start(RECORD, index, process, topic, partition, offset, value),
                     "prev_index": previous[1],
                     "prev_offset": previous[0],
                     "prev_value": previous[2],
@@ -423,12 +421,7 @@ class _Checker:
             if below is not None and offset < below[0]:
                 self.found["nonmonotonic-commit"].add(
                     {
-                        "index": index,
-                        "process": process,
-                        "group": group,
-                        "topic": topic,
-                        "partition": partition,
-                        "offset": offset,
+                        **example_start(COMMIT, index, process, group, topic, partition, offset),
                         "prev_index": below[1],
                         "prev_offset": below[0],
                     }
@@ -564,14 +557,7 @@ class _Checker:
         self.stats["lost_by_second"] = dict(sorted(lost_by_second.items(), key=lambda kv: int(kv[0])))
 
         for value, (index, _list_pos, process, topic, partition, offset) in self.first_read.items():
-            read = {
-                "index": index,
-                "process": process,
-                "topic": topic,
-                "partition": partition,
-                "offset": offset,
-                "value": value,
-            }
+            read = example_start(RECORD, index, process, topic, partition, offset, value)
             status = self.status.get(value)
             if status is None:
                 self.found["phantom"].add(read)
@@ -627,12 +613,7 @@ class _Checker:
                 committed_offset, index, process = past[bisect.bisect_right(past_offsets, offset)]
                 self.found["group-skip"].add(
                     {
-                        "index": index,
-                        "process": process,
-                        "group": group,
-                        "topic": topic,
-                        "partition": partition,
-                        "offset": offset,
+                        **example_start(COMMIT, index, process, group, topic, partition, offset),
                         "value": value,
                         "committed_offset": committed_offset,
                         "read_index": read_index,

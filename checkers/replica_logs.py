@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from checkers.catalogue import REPLICA_ANOMALIES, AnomalyResult
+from checkers.catalogue import RECORD, REPLICA_ANOMALIES, AnomalyResult, example_start
 from checkers.data_dirs import (
     LEADER_EPOCH_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -455,12 +455,7 @@ def find_lost_committed(
                 lost_by_second[second] = lost_by_second.get(second, 0) + 1
             found.add(
                 {
-                    "index": index,
-                    "process": process,
-                    "topic": topic,
-                    "partition": partition,
-                    "offset": offset,
-                    "value": value,
+                    **example_start(RECORD, index, process, topic, partition, offset, value),
                     "leader": leader.node,
                     "leader_log_end": leader.log_end,
                     "leader_known": known,

@@ -330,18 +330,19 @@ class DefinedSystem(LeadersFromMetadata):
         self.start(node)
 
     def pause(self, node: Node) -> None:
-        role = self.role_of(node)
-        if role.pause == "sigstop":
-            node.signal_daemon(role.name, signal.SIGSTOP)
-        else:
-            daemon_control.freeze(node, role.name)
+        self._hold(node, held=True)
 
     def resume(self, node: Node) -> None:
+        self._hold(node, held=False)
+
+    def _hold(self, node: Node, held: bool) -> None:
+        """Stop the node's daemon in place or let it go, the same way both ways: SIGSTOP/SIGCONT
+        where the role asks for signals (`pause = "sigstop"`), else the node's own freeze."""
         role = self.role_of(node)
         if role.pause == "sigstop":
-            node.signal_daemon(role.name, signal.SIGCONT)
+            node.signal_daemon(role.name, signal.SIGSTOP if held else signal.SIGCONT)
         else:
-            daemon_control.thaw(node, role.name)
+            (daemon_control.freeze if held else daemon_control.thaw)(node, role.name)
 
     # --- HasBrokerRegistry (HasLeaders: LeadersFromMetadata) -------------------------------------
 

@@ -336,18 +336,19 @@ class NetnsNode:
 
     def pause_daemon(self, name: str) -> None:
         """Freeze every process of the daemon (cgroup.freeze; SIGSTOP without cgroup v2)."""
-        cgroup = self.daemon_cgroup(name)
-        if cgroup is None:
-            self.signal_daemon(name, signals.SIGSTOP)
-        elif cgroup.is_dir():
-            freeze(cgroup)
+        self._hold(name, held=True)
 
     def resume_daemon(self, name: str) -> None:
+        self._hold(name, held=False)
+
+    def _hold(self, name: str, held: bool) -> None:
+        """Stop the daemon in place or let it go, the same way both ways: its cgroup's freeze
+        file where it has a cgroup (nothing when that cgroup is gone), else SIGSTOP/SIGCONT."""
         cgroup = self.daemon_cgroup(name)
         if cgroup is None:
-            self.signal_daemon(name, signals.SIGCONT)
+            self.signal_daemon(name, signals.SIGSTOP if held else signals.SIGCONT)
         elif cgroup.is_dir():
-            thaw(cgroup)
+            (freeze if held else thaw)(cgroup)
 
     def daemon_paused(self, name: str) -> bool:
         cgroup = self.daemon_cgroup(name)

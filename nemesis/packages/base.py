@@ -115,7 +115,6 @@ class Package:
     """One kind of fault. Subclasses set the class attributes and override what they need."""
 
     name: str = ""
-    f: str = ""
     heal_f: str = "heal"
     # Qualifiers accepted after a colon (`kill:leader`) and those a bare name draws from.
     qualifiers: tuple[str, ...] = ()
@@ -124,6 +123,12 @@ class Package:
     summary: str = ""
     # A crash: the random schedule holds it at least until the cluster can have noticed it.
     crashes: bool = False
+
+    @property
+    def f(self) -> str:
+        """The `f` of the fault's ops in the history: its name, unless a family of packages
+        journals as one fault (the clock variants are all `clock`)."""
+        return self.name
 
     def check(self, ctx: Context, step: dict[str, Any]) -> None:
         """Static checks for one step (target, parameters, SUT protocols): BadInput when impossible."""

@@ -52,7 +52,7 @@ class Clock(Package):
     """`clock` draws bump or strobe; `clock-bump`, `clock-strobe` and `clock-reset` are explicit."""
 
     name = "clock"
-    f = "clock"
+    f = "clock"  # clock-bump, clock-strobe and clock-reset journal as `clock` too
     qualifiers = targets.TARGETS
     default_qualifiers = ("one", "minority", "majority", "all", "leader", "controller")
     shade = {"color": "#54a24b", "label": "clock skew"}

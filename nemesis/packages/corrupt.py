@@ -78,7 +78,6 @@ def damage_node(ctx: Context, node: Node, request: dict[str, Any]) -> dict[str, 
 class Corrupt(Package):
     crashes = True
     name = "corrupt"
-    f = "corrupt"
     heal_f = "start"
     qualifiers = (*KINDS, *(f"{k}-{a}" for k in KINDS for a in AIMS))
     default_qualifiers = KINDS

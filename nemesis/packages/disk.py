@@ -44,7 +44,6 @@ def writeback(ctx: Context, names: list[str]) -> None:
 class LoseUnsynced(Package):
     crashes = True
     name = "lose-unsynced"
-    f = "lose-unsynced"
     heal_f = "start"
     qualifiers = (*targets.TARGETS, *PATTERN_NAMES)
     default_qualifiers = ("one", "minority", "majority", "all", "leader", *PATTERN_NAMES)

@@ -45,7 +45,6 @@ class _LinkFault(Package):
 
 class Loss(_LinkFault):
     name = "loss"
-    f = "loss"
     shade = {"color": "#eeca3b", "label": "packet loss"}
     summary = "drop incoming packets at random (iptables statistic) with a probability"
 
@@ -115,7 +114,6 @@ class _Qdisc(_LinkFault):
 
 class Bandwidth(_Qdisc):
     name = "bandwidth"
-    f = "bandwidth"
     shade = {"color": "#9d755d", "label": "bandwidth limit"}
     summary = "limit the node's egress bandwidth with tc tbf"
 
@@ -140,7 +138,6 @@ class Bandwidth(_Qdisc):
 
 class Delay(_Qdisc):
     name = "delay"
-    f = "delay"
     shade = {"color": "#72b7b2", "label": "delay"}
     summary = "add latency to the node's egress with tc netem (only where the kernel has netem)"
 
@@ -165,7 +162,6 @@ class Hold(_LinkFault):
     EndTxn of KAFKA-17754, where `tc netem` delay is not available)."""
 
     name = "hold"
-    f = "hold"
     shade = {"color": "#b279a2", "label": "held connections"}
     summary = "hold the clients' established connections to a node (new ones pass); the heal lets the held packets through, late"
     default_qualifiers = ("txn-coordinator", "one")

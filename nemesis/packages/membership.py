@@ -69,7 +69,6 @@ def refusal(ctx: Context, action: str) -> str | None:
 
 class Membership(Package):
     name = "member"
-    f = "member"
     heal_f = "member-settled"
     qualifiers = ACTIONS
     default_qualifiers = ACTIONS

@@ -53,7 +53,6 @@ def role_sides(shape: str) -> tuple[str, str]:
 
 class Partition(Package):
     name = "partition"
-    f = "partition"
     qualifiers = (*grudges.SHAPES, *ROLE_SHAPES, *names_of("partition"))
     # Drawn at random: every shape but `successor` and `zk-all`, which run only when named.
     default_qualifiers = (

@@ -142,7 +142,6 @@ class Kill(_StopsBrokers):
     crashes = True
     qualifiers = (*targets.TARGETS, *role_targets.ROLE_TARGETS, *names_of("kill"))
     default_qualifiers = (*_Targeted.default_qualifiers, *names_of("kill"))
-    f = "kill"
     heal_f = "start"
     shade = {"color": "#e45756", "label": "kill"}
     summary = "SIGKILL the broker process; restarted when healed"
@@ -163,7 +162,6 @@ class Restart(_StopsBrokers):
     name = "restart"
     qualifiers = (*targets.TARGETS, *role_targets.ROLE_TARGETS, *names_of("restart"))
     default_qualifiers = (*_Targeted.default_qualifiers, *names_of("restart"))
-    f = "restart"
     shade = {"color": "#f58518", "label": "restart"}
     summary = "graceful stop (SIGTERM, wait) and start of the broker"
 
@@ -226,7 +224,6 @@ def _resume_recipe(ctx: Context, node: Node) -> list[dict[str, Any]]:
 
 class Pause(_Targeted):
     name = "pause"
-    f = "pause"
     heal_f = "resume"
     shade = {"color": "#b279a2", "label": "pause"}
     summary = "freeze the broker (SUT pause, cgroup freeze, or SIGSTOP); resumed when healed"

@@ -78,6 +78,17 @@ def send_wait_s(delivery_bound_ms: float, op_timeout: float) -> float:
     return op_timeout if 0 < op_timeout < library_s else library_s
 
 
+def reads_committed(config: TestConfig) -> bool:
+    """The txn workload's consumers (and its drain) read committed records only; their ends are
+    then last stable offsets, so their high watermarks come from a read_uncommitted consumer."""
+    return config.workload == "txn"
+
+
+def isolation_level(config: TestConfig) -> str:
+    """The consumers' isolation level, in the words both libraries take."""
+    return "read_committed" if reads_committed(config) else "read_uncommitted"
+
+
 class Producer(Protocol):
     def send(self, topic: str, partition: int, value: int) -> SendOutcome:
         """Send one value and wait for its acknowledgement; never raises."""

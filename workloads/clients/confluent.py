@@ -54,7 +54,9 @@ from workloads.clients.base import (
     close_consumers,
     decode_value,
     describe,
+    isolation_level,
     op_timeout_error,
+    reads_committed,
     send_wait_s,
 )
 
@@ -315,8 +317,7 @@ def _consumer(
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 "enable.partition.eof": False,
-                # the txn workload's consumers (and its drain) read committed records only
-                "isolation.level": "read_committed" if config.workload == "txn" else "read_uncommitted",
+                "isolation.level": isolation_level(config),
                 "fetch.wait.max.ms": 100,
                 # Prefetch little: an assign discards what was fetched ahead, and librdkafka's
                 # default (100,000 messages) re-fetches a whole partition after each one.
@@ -395,7 +396,7 @@ class ConfluentConsumer:
     def high_watermarks(
         self, partitions: list[TopicPartition], timeout_s: float
     ) -> dict[TopicPartition, int]:
-        if self._config.workload != "txn":
+        if not reads_committed(self._config):
             return self.end_offsets(partitions, timeout_s)
         if self._probe is None:
             self._probe = _consumer(

@@ -57,7 +57,9 @@ from workloads.clients.base import (
     close_consumers,
     decode_value,
     describe,
+    isolation_level,
     op_timeout_error,
+    reads_committed,
     send_wait_s,
 )
 from workloads.clients.kafka_python_txn import KafkaPythonTxnProducer
@@ -248,8 +250,7 @@ def _consumer(config: TestConfig, bootstrap: list[str], **settings: Any) -> Kafk
         reconnect_backoff_max_ms=1000,
         metadata_max_age_ms=10000,
         metrics_enabled=False,
-        # the txn workload's consumers (and its drain) read committed records only
-        isolation_level="read_committed" if config.workload == "txn" else "read_uncommitted",
+        isolation_level=isolation_level(config),
         **settings,
     )
 
@@ -303,33 +304,37 @@ class KafkaPythonConsumer:
         return result
 
     def end_offsets(self, partitions: list[TopicPartition], timeout_s: float) -> dict[TopicPartition, int]:
-        try:
-            ends = self._consumer.end_offsets(
-                [KTopicPartition(t, p) for t, p in partitions], timeout_ms=int(timeout_s * 1000)
-            )
-        except Exception as e:
-            raise ClientError(describe(e)) from e
-        return {(tp.topic, tp.partition): int(off) for tp, off in ends.items()}
+        return _ends(self._consumer, partitions, timeout_s)
 
     def high_watermarks(
         self, partitions: list[TopicPartition], timeout_s: float
     ) -> dict[TopicPartition, int]:
-        if self._config.workload != "txn":
+        if not reads_committed(self._config):
             return self.end_offsets(partitions, timeout_s)
-        try:
-            if self._probe is None:
+        if self._probe is None:
+            try:  # a queue workload's consumer reads uncommitted
                 self._probe = _consumer(
                     self._config.replace(workload="queue"), self._bootstrap, group_id=None
                 )
-            ends = self._probe.end_offsets(
-                [KTopicPartition(t, p) for t, p in partitions], timeout_ms=int(timeout_s * 1000)
-            )
-        except Exception as e:
-            raise ClientError(describe(e)) from e
-        return {(tp.topic, tp.partition): int(off) for tp, off in ends.items()}
+            except Exception as e:
+                raise ClientError(describe(e)) from e
+        return _ends(self._probe, partitions, timeout_s)
 
     def close(self) -> None:
         close_consumers(self._consumer, self._probe)
+
+
+def _ends(
+    consumer: KafkaConsumer, partitions: list[TopicPartition], timeout_s: float
+) -> dict[TopicPartition, int]:
+    """The end offsets (ListOffsets latest, at the consumer's isolation level) of the partitions."""
+    try:
+        ends = consumer.end_offsets(
+            [KTopicPartition(t, p) for t, p in partitions], timeout_ms=int(timeout_s * 1000)
+        )
+    except Exception as e:
+        raise ClientError(describe(e)) from e
+    return {(tp.topic, tp.partition): int(off) for tp, off in ends.items()}
 
 
 # Errors with which the coordinator refuses a commit as a whole: nothing was stored.
