@@ -12,7 +12,7 @@ from kafka import errors as E
 from foundation.config import TestConfig
 from foundation.errors import BadInput
 from workloads.clients import confluent, kafka_python
-from workloads.clients.base import decode_value, describe, op_timeout_error
+from workloads.clients.base import DEFINITE_PRODUCE_ERRORS, decode_value, describe, op_timeout_error
 from workloads.clients.kafka_python import AttemptLog, KafkaPythonProducer, classify_send_error
 
 
@@ -59,6 +59,20 @@ def test_kafka_python_classification(
 )
 def test_confluent_classification(code: int, retries: int, expected: str) -> None:
     assert confluent.classify_delivery_error(code, retries) == expected
+
+
+def test_both_drivers_call_the_same_broker_errors_definite() -> None:
+    """One list of Kafka error codes decides for both libraries: a code in it is `fail` for each
+    (without retries), and an ambiguous one (NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT,
+    NOT_LEADER_OR_FOLLOWER) is `info` for each."""
+    assert KafkaError.RECORD_LIST_TOO_LARGE in DEFINITE_PRODUCE_ERRORS
+    for code in [*DEFINITE_PRODUCE_ERRORS, 20, 7, 6]:
+        definite = code in DEFINITE_PRODUCE_ERRORS
+        error_cls = E.for_code(code)
+        assert kafka_python.is_definite(error_cls) is definite, error_cls
+        expected = "fail" if definite else "info"
+        assert classify_send_error([error_cls], error_cls(), 0) == expected
+        assert confluent.classify_delivery_error(code, 0) == expected
 
 
 class _Future:

@@ -13,6 +13,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 
+from kio.schema.errors import ErrorCode
+
 from foundation.config import TestConfig
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,28 @@ def decode_value(raw: bytes | None) -> int | str | None:
         return int(raw)
     except ValueError:
         return raw.decode("utf-8", errors="replace")
+
+
+# The errors a broker answers a produce with before it appends anything (Kafka's produce path
+# checks these first), as Kafka's error codes: both libraries report broker errors by these numbers
+# (librdkafka's KafkaError.code(), kafka-python's error classes' `errno`).
+DEFINITE_PRODUCE_ERRORS = frozenset(
+    int(code)
+    for code in (
+        ErrorCode.not_enough_replicas,
+        ErrorCode.invalid_required_acks,
+        ErrorCode.message_too_large,
+        ErrorCode.record_list_too_large,
+        ErrorCode.corrupt_message,
+        ErrorCode.invalid_record,
+        ErrorCode.invalid_topic_exception,
+        ErrorCode.invalid_timestamp,
+        ErrorCode.topic_authorization_failed,
+        ErrorCode.cluster_authorization_failed,
+        ErrorCode.unsupported_for_message_format,
+        ErrorCode.unsupported_version,
+    )
+)
 
 
 def describe(e: BaseException) -> str:

@@ -7,7 +7,7 @@ Error mapping for `send` (the history's rule: `fail` only when the write certain
 | the delivery report has no error | `ok` with its offset |
 | `produce()` raised (local queue full, unknown partition, bad config): the message was never queued | `fail` |
 | delivery report `_PURGE_QUEUE` (purged before it was ever sent) | `fail` |
-| delivery report with a definite broker error (NOT_ENOUGH_REPLICAS, INVALID_REQUIRED_ACKS, MSG_SIZE_TOO_LARGE, INVALID_MSG, INVALID_RECORD, TOPIC_EXCEPTION, INVALID_TIMESTAMP, topic/cluster authorisation, unsupported version/format) when the producer does not retry (`retries = 0`) | `fail` |
+| delivery report with a definite broker error (`base.DEFINITE_PRODUCE_ERRORS`: NOT_ENOUGH_REPLICAS, INVALID_REQUIRED_ACKS, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TOPIC_EXCEPTION, INVALID_TIMESTAMP, topic/cluster authorisation, unsupported version/format) when the producer does not retry (`retries = 0`) | `fail` |
 | the same definite broker error when the producer retries | `info` |
 | anything else: `_MSG_TIMED_OUT`, `_TRANSPORT`, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_FOR_PARTITION, `_PURGE_INFLIGHT`, fatal idempotence errors, no report within the wait (the test's `op_timeout`, or the message timeout + 5 s) | `info` |
 
@@ -40,6 +40,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from foundation.config import TestConfig
 from workloads.clients.base import (
+    DEFINITE_PRODUCE_ERRORS,
     HEARTBEAT_INTERVAL_MS,
     MAX_POLL_INTERVAL_MS,
     SESSION_TIMEOUT_MS,
@@ -62,21 +63,6 @@ from workloads.clients.base import (
 
 log = logging.getLogger(__name__)
 
-DEFINITE_BROKER_ERRORS = frozenset(
-    {
-        KafkaError.NOT_ENOUGH_REPLICAS,
-        KafkaError.INVALID_REQUIRED_ACKS,
-        KafkaError.MSG_SIZE_TOO_LARGE,
-        KafkaError.INVALID_MSG,
-        KafkaError.INVALID_RECORD,
-        KafkaError.TOPIC_EXCEPTION,
-        KafkaError.INVALID_TIMESTAMP,
-        KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-        KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-        KafkaError.UNSUPPORTED_VERSION,
-    }
-)
 # A workload's consumers fetch ahead this much per partition: a poll takes at most
 # workloads.queue.MAX_POLL_RECORDS, and whatever librdkafka fetches ahead the brokers serve and the
 # controller decodes (fetching 1,000 messages ahead cost a third of the run's acknowledged sends).
@@ -93,7 +79,7 @@ def classify_delivery_error(code: int, retries: int) -> OutcomeType:
     """`fail` or `info` for a delivery report carrying this error code."""
     if code in NEVER_SENT_ERRORS:
         return "fail"
-    if code in DEFINITE_BROKER_ERRORS and retries == 0:
+    if code in DEFINITE_PRODUCE_ERRORS and retries == 0:
         return "fail"
     return "info"
 

@@ -6,7 +6,7 @@ Error mapping for `send` (the history's rule: `fail` only when the write certain
 |---|---|
 | the acknowledgement arrived (`RecordMetadata`) | `ok` with its offset |
 | `send()` raised before the record entered the producer's buffer (metadata not available within `max_block_ms`, closed producer, serialisation) | `fail` |
-| the broker answered every attempt of the record's batch with a definite error, i.e. one it returns before appending: NOT_ENOUGH_REPLICAS, INVALID_REQUIRED_ACKS, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TOPIC, INVALID_TIMESTAMP, topic/cluster authorisation, unsupported version/format | `fail` |
+| the broker answered every attempt of the record's batch with a definite error, i.e. one it returns before appending (`base.DEFINITE_PRODUCE_ERRORS`): NOT_ENOUGH_REPLICAS, INVALID_REQUIRED_ACKS, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TOPIC, INVALID_TIMESTAMP, topic/cluster authorisation, unsupported version/format | `fail` |
 | any attempt of the batch ended ambiguously (connection lost, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER — Kafka also returns it for a record already appended when leadership moved while waiting for acks=all —, KAFKA_STORAGE_ERROR, UNKNOWN_SERVER_ERROR, sequence errors, the batch expiring in flight or in the buffer), then whatever the final error | `info` |
 | our own wait for the future timed out (the test's `op_timeout`, or the delivery timeout + 5 s), or anything unexpected | `info` |
 
@@ -43,6 +43,7 @@ from kafka.structs import TopicPartition as KTopicPartition
 
 from foundation.config import TestConfig
 from workloads.clients.base import (
+    DEFINITE_PRODUCE_ERRORS,
     HEARTBEAT_INTERVAL_MS,
     MAX_POLL_INTERVAL_MS,
     SESSION_TIMEOUT_MS,
@@ -66,22 +67,10 @@ from workloads.clients.kafka_python_txn import KafkaPythonTxnProducer
 
 log = logging.getLogger(__name__)
 
-# Errors a broker returns before it appends anything (Kafka's produce path checks these first).
-DEFINITE_BROKER_ERRORS: tuple[type[BaseException], ...] = (
-    kafka_errors.NotEnoughReplicasError,
-    kafka_errors.InvalidRequiredAcksError,
-    kafka_errors.MessageSizeTooLargeError,
-    kafka_errors.RecordListTooLargeError,
-    kafka_errors.CorruptRecordError,
-    kafka_errors.InvalidRecordError,
-    kafka_errors.InvalidTopicError,
-    kafka_errors.InvalidTimestampError,
-    kafka_errors.TopicAuthorizationFailedError,
-    kafka_errors.ClusterAuthorizationFailedError,
-    kafka_errors.UnsupportedForMessageFormatError,
-    kafka_errors.UnsupportedVersionError,
+# kafka-python's error classes for base.DEFINITE_PRODUCE_ERRORS.
+_DEFINITE_CLASSES: tuple[type[BaseException], ...] = tuple(
+    kafka_errors.for_code(code) for code in sorted(DEFINITE_PRODUCE_ERRORS)
 )
-
 
 # How much a consumer fetches ahead per partition (polls take at most a few hundred records).
 PREFETCH_BYTES = 64 * 1024
@@ -89,7 +78,7 @@ PREFETCH_BYTES = 64 * 1024
 
 def is_definite(error_cls: type[BaseException]) -> bool:
     """Whether one attempt that ended with this error certainly appended nothing."""
-    return issubclass(error_cls, DEFINITE_BROKER_ERRORS)
+    return issubclass(error_cls, _DEFINITE_CLASSES)
 
 
 def classify_send_error(
