@@ -10,6 +10,7 @@ operation certainly had no effect.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 
@@ -163,6 +164,38 @@ class Consumer(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+# A library's end-offsets request: (its consumer, partitions, timeout in s) -> each partition's end.
+EndsOf = Callable[[Any, list[TopicPartition], float], dict[TopicPartition, int]]
+
+
+class ConsumerEnds:
+    """Both drivers' partition ends: `end_offsets` at the consumer's isolation level, and
+    `high_watermarks`, which for a read_committed consumer come from a read_uncommitted probe made
+    on first use (the consumer's own ends are then last stable offsets). `close` closes both."""
+
+    def __init__(self, config: TestConfig, consumer: Any, ends_of: EndsOf, make_probe: Callable[[], Any]):
+        self._config = config
+        self._consumer = consumer
+        self._ends_of = ends_of
+        self._make_probe = make_probe
+        self._probe: Any = None
+
+    def end_offsets(self, partitions: list[TopicPartition], timeout_s: float) -> dict[TopicPartition, int]:
+        return self._ends_of(self._consumer, partitions, timeout_s)
+
+    def high_watermarks(
+        self, partitions: list[TopicPartition], timeout_s: float
+    ) -> dict[TopicPartition, int]:
+        if not reads_committed(self._config):
+            return self.end_offsets(partitions, timeout_s)
+        if self._probe is None:
+            self._probe = self._make_probe()
+        return self._ends_of(self._probe, partitions, timeout_s)
+
+    def close(self) -> None:
+        close_consumers(self._consumer, self._probe)
 
 
 @dataclass(frozen=True)

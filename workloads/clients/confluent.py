@@ -45,6 +45,7 @@ from workloads.clients.base import (
     MAX_POLL_INTERVAL_MS,
     SESSION_TIMEOUT_MS,
     ClientError,
+    ConsumerEnds,
     LibraryDriver,
     OutcomeType,
     RebalanceEvent,
@@ -52,12 +53,10 @@ from workloads.clients.base import (
     Record,
     SendOutcome,
     TopicPartition,
-    close_consumers,
     decode_value,
     describe,
     isolation_level,
     op_timeout_error,
-    reads_committed,
     send_wait_s,
 )
 
@@ -332,17 +331,21 @@ def _positions(consumer: Any, assigned: list[TopicPartition]) -> dict[TopicParti
     return {(str(tp.topic), int(tp.partition)): int(tp.offset) for tp in tps if tp.offset >= 0}
 
 
-class ConfluentConsumer:
+class ConfluentConsumer(ConsumerEnds):
     def __init__(self, config: TestConfig, bootstrap: list[str], bulk: bool = False):
         # librdkafka insists on a group id; assign() never joins the group.
         ahead = {
             "queued.min.messages": BULK_PREFETCH_MESSAGES,
             "max.partition.fetch.bytes": BULK_PREFETCH_BYTES,
         }
-        self._consumer = _consumer(config, bootstrap, "strandline-assign-only", ahead if bulk else None)
-        self._config = config
-        self._bootstrap = bootstrap
-        self._probe: Any = None  # read_uncommitted, for high watermarks
+        super().__init__(
+            config,
+            _consumer(config, bootstrap, "strandline-assign-only", ahead if bulk else None),
+            _ends,
+            lambda: _consumer(
+                config, bootstrap, "strandline-assign-only", {"isolation.level": "read_uncommitted"}
+            ),
+        )
         self._assigned: list[TopicPartition] = []
         # A fresh consumer's first lookup also connects and reads metadata: as long as a commit may take.
         self._timeout_s = 2 * max(config.request_timeout_ms, 1000) / 1000
@@ -375,26 +378,6 @@ class ConfluentConsumer:
 
     def positions(self) -> dict[TopicPartition, int]:
         return _positions(self._consumer, self._assigned)
-
-    def end_offsets(self, partitions: list[TopicPartition], timeout_s: float) -> dict[TopicPartition, int]:
-        return _ends(self._consumer, partitions, timeout_s)
-
-    def high_watermarks(
-        self, partitions: list[TopicPartition], timeout_s: float
-    ) -> dict[TopicPartition, int]:
-        if not reads_committed(self._config):
-            return self.end_offsets(partitions, timeout_s)
-        if self._probe is None:
-            self._probe = _consumer(
-                self._config,
-                self._bootstrap,
-                "strandline-assign-only",
-                {"isolation.level": "read_uncommitted"},
-            )
-        return _ends(self._probe, partitions, timeout_s)
-
-    def close(self) -> None:
-        close_consumers(self._consumer, self._probe)
 
 
 def _ends(consumer: Any, partitions: list[TopicPartition], timeout_s: float) -> dict[TopicPartition, int]:

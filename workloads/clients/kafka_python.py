@@ -48,6 +48,7 @@ from workloads.clients.base import (
     MAX_POLL_INTERVAL_MS,
     SESSION_TIMEOUT_MS,
     ClientError,
+    ConsumerEnds,
     LibraryDriver,
     OutcomeType,
     RebalanceEvent,
@@ -55,12 +56,10 @@ from workloads.clients.base import (
     Record,
     SendOutcome,
     TopicPartition,
-    close_consumers,
     decode_value,
     describe,
     isolation_level,
     op_timeout_error,
-    reads_committed,
     send_wait_s,
 )
 from workloads.clients.kafka_python_txn import KafkaPythonTxnProducer
@@ -257,14 +256,16 @@ def _poll(consumer: KafkaConsumer, timeout_s: float, max_records: int) -> list[R
     ]
 
 
-class KafkaPythonConsumer:
+class KafkaPythonConsumer(ConsumerEnds):
     def __init__(self, config: TestConfig, bootstrap: list[str], bulk: bool = False):
         # `bulk` changes nothing here: kafka-python fetches inside poll(), never far ahead of it.
-        self._config = config
-        self._bootstrap = bootstrap
-        self._consumer = _consumer(config, bootstrap, group_id=None)
+        super().__init__(
+            config,
+            _consumer(config, bootstrap, group_id=None),
+            _ends,
+            lambda: _uncommitted_consumer(config, bootstrap),
+        )
         self._assigned: list[KTopicPartition] = []
-        self._probe: KafkaConsumer | None = None  # read_uncommitted, for high watermarks
 
     def assign(self, partitions: list[TopicPartition], positions: dict[TopicPartition, int] | None) -> None:
         try:
@@ -292,25 +293,13 @@ class KafkaPythonConsumer:
                 log.debug("position of %s unknown: %s", tp, e)
         return result
 
-    def end_offsets(self, partitions: list[TopicPartition], timeout_s: float) -> dict[TopicPartition, int]:
-        return _ends(self._consumer, partitions, timeout_s)
 
-    def high_watermarks(
-        self, partitions: list[TopicPartition], timeout_s: float
-    ) -> dict[TopicPartition, int]:
-        if not reads_committed(self._config):
-            return self.end_offsets(partitions, timeout_s)
-        if self._probe is None:
-            try:  # a queue workload's consumer reads uncommitted
-                self._probe = _consumer(
-                    self._config.replace(workload="queue"), self._bootstrap, group_id=None
-                )
-            except Exception as e:
-                raise ClientError(describe(e)) from e
-        return _ends(self._probe, partitions, timeout_s)
-
-    def close(self) -> None:
-        close_consumers(self._consumer, self._probe)
+def _uncommitted_consumer(config: TestConfig, bootstrap: list[str]) -> KafkaConsumer:
+    """A read_uncommitted consumer, for high watermarks (a queue workload's consumer reads uncommitted)."""
+    try:
+        return _consumer(config.replace(workload="queue"), bootstrap, group_id=None)
+    except Exception as e:
+        raise ClientError(describe(e)) from e
 
 
 def _ends(
