@@ -302,8 +302,7 @@ def close_consumers(*consumers: Any) -> None:
             log.debug("closing consumer: %s", e)
 
 
-# Group membership: a member that dies without leaving is noticed after the session timeout;
-# a member busy in a long send (up to the delivery timeout) must not be thrown out meanwhile.
-SESSION_TIMEOUT_MS = 6000
-HEARTBEAT_INTERVAL_MS = 1000
-MAX_POLL_INTERVAL_MS = 60000
+# Group membership, in Kafka's consumer config names (librdkafka takes them as they are,
+# kafka-python with underscores): a member that dies without leaving is noticed after the session
+# timeout; a member busy in a long send (up to the delivery timeout) must not be thrown out meanwhile.
+MEMBERSHIP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "max.poll.interval.ms": 60000}

@@ -41,9 +41,7 @@ from confluent_kafka import KafkaError, KafkaException
 from foundation.config import TestConfig
 from workloads.clients.base import (
     DEFINITE_PRODUCE_ERRORS,
-    HEARTBEAT_INTERVAL_MS,
-    MAX_POLL_INTERVAL_MS,
-    SESSION_TIMEOUT_MS,
+    MEMBERSHIP,
     ClientError,
     ConsumerEnds,
     LibraryDriver,
@@ -416,11 +414,7 @@ class ConfluentGroupConsumer(RebalanceRecorder):
             config,
             bootstrap,
             group,
-            {
-                "session.timeout.ms": SESSION_TIMEOUT_MS,
-                "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
-                "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
-            },
+            MEMBERSHIP,
         )
         self._assigned: list[TopicPartition] = []
 

@@ -44,9 +44,7 @@ from kafka.structs import TopicPartition as KTopicPartition
 from foundation.config import TestConfig
 from workloads.clients.base import (
     DEFINITE_PRODUCE_ERRORS,
-    HEARTBEAT_INTERVAL_MS,
-    MAX_POLL_INTERVAL_MS,
-    SESSION_TIMEOUT_MS,
+    MEMBERSHIP,
     ClientError,
     ConsumerEnds,
     LibraryDriver,
@@ -373,9 +371,7 @@ class KafkaPythonGroupConsumer(RebalanceRecorder):
             config,
             bootstrap,
             group_id=group,
-            session_timeout_ms=SESSION_TIMEOUT_MS,
-            heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
-            max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
+            **{name.replace(".", "_"): value for name, value in MEMBERSHIP.items()},
         )
         self._commit_timeout_ms = 2 * max(config.request_timeout_ms, 1000)
 
