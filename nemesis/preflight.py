@@ -13,6 +13,7 @@ import random
 from typing import Any
 
 from clusters.node import Node
+from foundation.config import TestConfig
 from foundation.errors import BadInput
 from nemesis import schedule
 from nemesis.core import Nemesis
@@ -20,11 +21,11 @@ from nemesis.packages import Package
 from nemesis.static import ShapeCluster
 
 
-def _nemesis(config: Any, sut: Any) -> Nemesis:
-    return Nemesis(config, ShapeCluster(int(config.nodes), sut), None, random.Random(0), state_dir=".")
+def _nemesis(config: TestConfig, sut: Any) -> Nemesis:
+    return Nemesis(config, ShapeCluster(config.nodes, sut), None, random.Random(0), state_dir=".")
 
 
-def system_refusal(config: Any, sut: Any) -> str | None:
+def system_refusal(config: TestConfig, sut: Any) -> str | None:
     """Why this system cannot run the requested faults (or schedule), or None."""
     try:
         _nemesis(config, sut).validate(probe=False)
@@ -33,7 +34,7 @@ def system_refusal(config: Any, sut: Any) -> str | None:
     return None
 
 
-def node_probing_packages(config: Any, sut: Any) -> list[Package]:
+def node_probing_packages(config: TestConfig, sut: Any) -> list[Package]:
     """The fault packages in use that need something of a node. `--nemesis all` needs nothing of
     a node: it leaves out, when the cluster is up, what the nodes cannot do (Nemesis.validate)."""
     if schedule.wants_all(config.nemesis) and not config.schedule:
