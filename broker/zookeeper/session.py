@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from broker.background import BackgroundTasks
 from broker.config import BrokerConfig, Listener
@@ -135,9 +135,6 @@ class ZkSession:
         for _ in range(100):
             try:
                 self.zk.create(path, registration, ephemeral=True, makepath=True)
-                self._registered(path)
-                log.info("registered as broker %d at %s:%d", self.config.broker_id, host, port)
-                return
             except NodeExistsError:
                 try:
                     _, stat = self.zk.get(path)
@@ -148,14 +145,20 @@ class ZkSession:
                     return
                 # A previous incarnation of this broker (killed) still holds the node until its
                 # session expires; take it over so a restart is quick (see docs/broker-variants.md).
+                # In one transaction: the controller must never see the broker gone in between
+                # (it would leave every ISR), only registered again, with a new czxid.
                 log.warning(
                     "taking over the registration of a previous incarnation of broker %d",
                     self.config.broker_id,
                 )
-                try:
-                    self.zk.delete(path, version=stat.version)
-                except (NoNodeError, BadVersionError):
-                    pass
+                takeover = self.zk.transaction()
+                takeover.delete(path, version=stat.version)
+                takeover.create(path, registration, ephemeral=True)
+                if any(isinstance(result, Exception) for result in takeover.commit()):
+                    continue  # the node changed meanwhile: look again
+            self._registered(path)
+            log.info("registered as broker %d at %s:%d", self.config.broker_id, host, port)
+            return
         raise RuntimeError(f"could not register {path}")
 
     def _registered(self, path: str) -> None:
