@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -163,15 +163,8 @@ def check_run(
     try:
         result = check_parquet(
             spark,
-            form.operations_path,
-            form.reads_path,
-            ops=form.ops,
-            problems=form.problems,
-            orphans=form.orphans,
-            first_orphan=form.first_orphan,
-            figures=form.figures,
-            topics=txns.topics if txns is not None else form.topics,
-            extra=(txns.operations, txns.reads) if txns is not None else None,
+            replace(form, topics=txns.topics) if txns is not None else form,
+            (txns.operations, txns.reads) if txns is not None else None,
         )
         # The consumer-group rules read the group operations' own fields (checkers/spark_groups.py).
         merge_into(

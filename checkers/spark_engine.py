@@ -621,30 +621,16 @@ def topic_names(spark: SparkSession, form: ParquetForm) -> list[str]:
 
 
 def check_parquet(
-    spark: SparkSession,
-    operations_path: str,
-    reads_path: str,
-    *,
-    ops: int,
-    problems: list[ReadProblem] | None = None,
-    orphans: int = 0,
-    first_orphan: int | None = None,
-    figures: dict[str, Any] | None = None,
-    topics: list[str] | None = None,
-    extra: tuple[DataFrame, DataFrame] | None = None,
+    spark: SparkSession, form: ParquetForm, extra: tuple[DataFrame, DataFrame] | None = None
 ) -> EngineResult:
     """Check a history already in Parquet form (see checkers.parquet).
 
-    `figures` are the outcome counts and malformed operations the conversion counted
+    `form.figures` are the outcome counts and malformed operations the conversion counted
     (`checkers.parquet_figures.Figures`); without them Spark counts them (`spark_figures`).
     `extra`: more operations and reads to check with the form's (a history's transactions,
     `checkers.spark_txn.prepare`).
     """
-    form = ParquetForm(
-        operations_path, reads_path, ops, problems or [], orphans, first_orphan, figures, topics
-    )
-    checker = SparkChecker(spark, form, extra)
-    return checker.run()
+    return SparkChecker(spark, form, extra).run()
 
 
 def spark_figures(operations: DataFrame, reads: DataFrame) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -206,15 +207,8 @@ def test_spark_json_conversion_for_histories_elsewhere(spark: Any, tmp_path: Pat
 
     path = scenarios().write(tmp_path / "history.jsonl")
     form = convert_with_spark(spark, str(path), force=True)
-    got = check_parquet(
-        spark,
-        form.operations_path,
-        form.reads_path,
-        ops=form.ops,
-        problems=form.problems,
-        orphans=form.orphans,
-        first_orphan=form.first_orphan,
-    )
+    # Without the conversion's figures and topic names: Spark counts and names them itself.
+    got = check_parquet(spark, replace(form, figures=None, topics=None))
     assert got == reference_check(path)
     assert convert_with_spark(spark, str(path)).operations_path == form.operations_path  # cached
     from checkers.spark_stats import spark_facts
