@@ -86,7 +86,7 @@ class _Qdisc(_LinkFault):
 
     def probe(self, ctx: Context) -> str | None:
         """One node answers for all: the qdiscs a kernel has are the same on every node."""
-        return next((why for node in ctx.nodes[:1] if (why := self.node_probe(node))), None)
+        return self.node_probe(ctx.nodes[0]) or None if ctx.nodes else None
 
     probes_node = True
 
