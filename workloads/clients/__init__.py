@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from foundation.config import TestConfig
 from foundation.errors import BadInput
-from workloads.clients.base import Driver
+from workloads.clients.base import Driver, LibraryDriver
 
 
 def make_driver(config: TestConfig, bootstrap: list[str]) -> Driver:
@@ -16,11 +16,11 @@ def make_driver(config: TestConfig, bootstrap: list[str]) -> Driver:
     if config.idempotence and config.retries == 0:
         raise BadInput("config key 'idempotence': an idempotent producer needs retries > 0")
     if config.client == "kafka-python":
-        from workloads.clients.kafka_python import KafkaPythonDriver
+        from workloads.clients import kafka_python
 
-        return KafkaPythonDriver(config, bootstrap)
+        return LibraryDriver(kafka_python.LIBRARY, config, bootstrap)
     if config.client == "confluent-kafka":
-        from workloads.clients.confluent import ConfluentDriver
+        from workloads.clients import confluent
 
-        return ConfluentDriver(config, bootstrap)
+        return LibraryDriver(confluent.LIBRARY, config, bootstrap)
     raise BadInput(f"config key 'client': unknown client {config.client!r}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -265,30 +265,37 @@ class Driver(Protocol):
         ...
 
 
-class LibraryDriver:
-    """A `Driver` made of one library's three client classes, each built from the test's config."""
+@dataclass(frozen=True)
+class Library:
+    """One client library's client classes, which a `LibraryDriver` builds from the test's config."""
 
     name: str
-    producer_class: ClassVar[type[Producer]]
-    consumer_class: ClassVar[type[Consumer]]
-    group_consumer_class: ClassVar[type[GroupConsumer]]
-    txn_producer_class: ClassVar[type[TxnProducer]]
+    producer: type[Producer]
+    consumer: type[Consumer]
+    group_consumer: type[GroupConsumer]
+    txn_producer: type[TxnProducer]
 
-    def __init__(self, config: TestConfig, bootstrap: list[str]):
+
+class LibraryDriver:
+    """A `Driver` made of one library's client classes, each built from the test's config."""
+
+    def __init__(self, library: Library, config: TestConfig, bootstrap: list[str]):
+        self.library = library
+        self.name = library.name
         self.config = config
         self.bootstrap = bootstrap
 
     def producer(self) -> Producer:
-        return self.producer_class(self.config, self.bootstrap)  # type: ignore[call-arg]  # a class, not the Protocol
+        return self.library.producer(self.config, self.bootstrap)  # type: ignore[call-arg]  # a class, not the Protocol
 
     def consumer(self, bulk: bool = False) -> Consumer:
-        return self.consumer_class(self.config, self.bootstrap, bulk=bulk)  # type: ignore[call-arg]
+        return self.library.consumer(self.config, self.bootstrap, bulk=bulk)  # type: ignore[call-arg]
 
     def group_consumer(self, group: str) -> GroupConsumer:
-        return self.group_consumer_class(self.config, self.bootstrap, group)  # type: ignore[call-arg]
+        return self.library.group_consumer(self.config, self.bootstrap, group)  # type: ignore[call-arg]
 
     def txn_producer(self, transactional_id: str) -> TxnProducer:
-        return self.txn_producer_class(self.config, self.bootstrap, transactional_id)  # type: ignore[call-arg]
+        return self.library.txn_producer(self.config, self.bootstrap, transactional_id)  # type: ignore[call-arg]
 
 
 def close_consumers(*consumers: Any) -> None:

@@ -39,24 +39,7 @@ import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
 from foundation.config import TestConfig
-from workloads.clients.base import (
-    DEFINITE_PRODUCE_ERRORS,
-    MEMBERSHIP,
-    ClientError,
-    ConsumerEnds,
-    LibraryDriver,
-    OutcomeType,
-    RebalanceEvent,
-    RebalanceRecorder,
-    Record,
-    SendOutcome,
-    TopicPartition,
-    decode_value,
-    describe,
-    isolation_level,
-    op_timeout_error,
-    send_wait_s,
-)
+from workloads.clients import base
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +55,11 @@ BULK_PREFETCH_BYTES = 64 * 1024
 NEVER_SENT_ERRORS = frozenset({KafkaError._PURGE_QUEUE})
 
 
-def classify_delivery_error(code: int, retries: int) -> OutcomeType:
+def classify_delivery_error(code: int, retries: int) -> base.OutcomeType:
     """`fail` or `info` for a delivery report carrying this error code."""
     if code in NEVER_SENT_ERRORS:
         return "fail"
-    if code in DEFINITE_PRODUCE_ERRORS and retries == 0:
+    if code in base.DEFINITE_PRODUCE_ERRORS and retries == 0:
         return "fail"
     return "info"
 
@@ -132,7 +115,7 @@ class ConfluentProducer:
     def __init__(self, config: TestConfig, bootstrap: list[str], extra: dict[str, Any] | None = None):
         settings = {**producer_settings(config, bootstrap), **(extra or {})}
         self._retries = config.retries
-        self._wait_s = send_wait_s(settings["message.timeout.ms"], config.op_timeout)
+        self._wait_s = base.send_wait_s(settings["message.timeout.ms"], config.op_timeout)
         self._op_timeout = config.op_timeout
         # librdkafka's fatal error (e.g. "Idempotent producer not supported by any of the 3
         # connected broker(s)"): later sends only say _FATAL, so their error names it
@@ -141,7 +124,7 @@ class ConfluentProducer:
         try:
             self._producer = confluent_kafka.Producer(settings)
         except (KafkaException, ValueError) as e:
-            raise ClientError(describe(e), definite=True) from e
+            raise base.ClientError(base.describe(e), definite=True) from e
         # One thread serves delivery callbacks, so every sender (the producer may be shared) just
         # waits on its own report.
         self._closing = threading.Event()
@@ -166,7 +149,7 @@ class ConfluentProducer:
         """The error, with the fatal error behind it when librdkafka only says _FATAL."""
         return f"{text} ({self._fatal})" if code == KafkaError._FATAL and self._fatal else text
 
-    def send(self, topic: str, partition: int, value: int) -> SendOutcome:
+    def send(self, topic: str, partition: int, value: int) -> base.SendOutcome:
         delivery = _Delivery()
         try:
             self._producer.produce(
@@ -175,16 +158,16 @@ class ConfluentProducer:
         except (BufferError, KafkaException, ValueError, TypeError) as e:
             err = e.args[0] if isinstance(e, KafkaException) and e.args else None
             code = err.code() if isinstance(err, KafkaError) else None
-            return SendOutcome("fail", error=self._with_fatal(describe(e), code))
+            return base.SendOutcome("fail", error=self._with_fatal(base.describe(e), code))
         if not delivery.done.wait(self._wait_s):
             if self._wait_s == self._op_timeout:
-                return SendOutcome("info", error=op_timeout_error(self._op_timeout))
-            return SendOutcome("info", error="no delivery report within the wait")
+                return base.SendOutcome("info", error=base.op_timeout_error(self._op_timeout))
+            return base.SendOutcome("info", error="no delivery report within the wait")
         if delivery.error is None:
-            return SendOutcome("ok", offset=delivery.offset)
+            return base.SendOutcome("ok", offset=delivery.offset)
         err = delivery.error
         error = self._with_fatal(_error_text(err), err.code())
-        return SendOutcome(classify_delivery_error(err.code(), self._retries), error=error)
+        return base.SendOutcome(classify_delivery_error(err.code(), self._retries), error=error)
 
     def close(self) -> None:
         if self._closing.is_set():
@@ -226,15 +209,15 @@ class ConfluentTxnProducer(ConfluentProducer):
             self._producer.init_transactions(self._end_s)
         except KafkaException as e:
             self.close()
-            raise ClientError(_error_text(e.args[0]) if e.args else describe(e)) from e
+            raise base.ClientError(_error_text(e.args[0]) if e.args else base.describe(e)) from e
 
     def begin(self) -> None:
         try:
             self._producer.begin_transaction()
         except KafkaException as e:
-            raise ClientError(_error_text(e.args[0]) if e.args else describe(e)) from e
+            raise base.ClientError(_error_text(e.args[0]) if e.args else base.describe(e)) from e
 
-    def _end(self, commit: bool) -> tuple[OutcomeType, str | None]:
+    def _end(self, commit: bool) -> tuple[base.OutcomeType, str | None]:
         deadline = time.monotonic() + self._end_s
         while True:
             left = deadline - time.monotonic()
@@ -249,21 +232,21 @@ class ConfluentTxnProducer(ConfluentProducer):
             except KafkaException as e:
                 err = e.args[0] if e.args else None
                 if not isinstance(err, KafkaError) or err.fatal():
-                    return "info", _error_text(err) if err is not None else describe(e)
+                    return "info", _error_text(err) if err is not None else base.describe(e)
                 if err.txn_requires_abort() and commit:
                     outcome, error = self._end(commit=False)
                     return outcome, f"{_error_text(err)}; aborted" if outcome == "fail" else error
                 if not err.retriable():
                     return "info", _error_text(err)
 
-    def commit(self) -> tuple[OutcomeType, str | None]:
+    def commit(self) -> tuple[base.OutcomeType, str | None]:
         return self._end(commit=True)
 
-    def abort(self) -> tuple[OutcomeType, str | None]:
+    def abort(self) -> tuple[base.OutcomeType, str | None]:
         return self._end(commit=False)
 
 
-def _consume(consumer: Any, timeout_s: float, max_records: int) -> list[Record]:
+def _consume(consumer: Any, timeout_s: float, max_records: int) -> list[base.Record]:
     try:
         # consume() waits for all `num_messages` or the timeout: take what is buffered first,
         # and wait (for one message at most) only when nothing is.
@@ -273,17 +256,19 @@ def _consume(consumer: Any, timeout_s: float, max_records: int) -> list[Record]:
             if messages and max_records > 1:
                 messages += consumer.consume(num_messages=max_records - 1, timeout=0)
     except Exception as e:
-        raise ClientError(describe(e)) from e
-    records: list[Record] = []
+        raise base.ClientError(base.describe(e)) from e
+    records: list[base.Record] = []
     for m in messages:
         err = m.error()
         if err is not None:
             if err.fatal():
-                raise ClientError(_error_text(err))
+                raise base.ClientError(_error_text(err))
             log.debug("consumer: %s", _error_text(err))
             continue
         records.append(
-            Record(str(m.topic()), int(m.partition() or 0), int(m.offset() or 0), decode_value(m.value()))
+            base.Record(
+                str(m.topic()), int(m.partition() or 0), int(m.offset() or 0), base.decode_value(m.value())
+            )
         )
     return records
 
@@ -300,7 +285,7 @@ def _consumer(
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 "enable.partition.eof": False,
-                "isolation.level": isolation_level(config),
+                "isolation.level": base.isolation_level(config),
                 "fetch.wait.max.ms": 100,
                 # Prefetch little: an assign discards what was fetched ahead, and librdkafka's
                 # default (100,000 messages) re-fetches a whole partition after each one.
@@ -314,10 +299,10 @@ def _consumer(
             }
         )
     except (KafkaException, ValueError) as e:
-        raise ClientError(describe(e), definite=True) from e
+        raise base.ClientError(base.describe(e), definite=True) from e
 
 
-def _positions(consumer: Any, assigned: list[TopicPartition]) -> dict[TopicPartition, int]:
+def _positions(consumer: Any, assigned: list[base.TopicPartition]) -> dict[base.TopicPartition, int]:
     """The consumer's positions on `assigned` (the next offset each poll would return)."""
     if not assigned:
         return {}
@@ -329,7 +314,7 @@ def _positions(consumer: Any, assigned: list[TopicPartition]) -> dict[TopicParti
     return {(str(tp.topic), int(tp.partition)): int(tp.offset) for tp in tps if tp.offset >= 0}
 
 
-class ConfluentConsumer(ConsumerEnds):
+class ConfluentConsumer(base.ConsumerEnds):
     def __init__(self, config: TestConfig, bootstrap: list[str], bulk: bool = False):
         # librdkafka insists on a group id; assign() never joins the group.
         ahead = {
@@ -344,19 +329,21 @@ class ConfluentConsumer(ConsumerEnds):
                 config, bootstrap, "strandline-assign-only", {"isolation.level": "read_uncommitted"}
             ),
         )
-        self._assigned: list[TopicPartition] = []
+        self._assigned: list[base.TopicPartition] = []
         # A fresh consumer's first lookup also connects and reads metadata: as long as a commit may take.
         self._timeout_s = 2 * max(config.request_timeout_ms, 1000) / 1000
 
-    def assign(self, partitions: list[TopicPartition], positions: dict[TopicPartition, int] | None) -> None:
+    def assign(
+        self, partitions: list[base.TopicPartition], positions: dict[base.TopicPartition, int] | None
+    ) -> None:
         try:
             tps = [confluent_kafka.TopicPartition(t, p, self._start(t, p, positions)) for t, p in partitions]
             self._consumer.assign(tps)
         except Exception as e:
-            raise ClientError(describe(e)) from e
+            raise base.ClientError(base.describe(e)) from e
         self._assigned = list(partitions)
 
-    def _start(self, topic: str, partition: int, positions: dict[TopicPartition, int] | None) -> int:
+    def _start(self, topic: str, partition: int, positions: dict[base.TopicPartition, int] | None) -> int:
         """Where to start: the given position, or the log start offset asked now.
 
         Not librdkafka's logical OFFSET_BEGINNING: that is resolved later, asynchronously, and under
@@ -371,23 +358,25 @@ class ConfluentConsumer(ConsumerEnds):
         )
         return int(low) if low >= 0 else confluent_kafka.OFFSET_BEGINNING
 
-    def poll(self, timeout_s: float, max_records: int) -> list[Record]:
+    def poll(self, timeout_s: float, max_records: int) -> list[base.Record]:
         return _consume(self._consumer, timeout_s, max_records)
 
-    def positions(self) -> dict[TopicPartition, int]:
+    def positions(self) -> dict[base.TopicPartition, int]:
         return _positions(self._consumer, self._assigned)
 
 
-def _ends(consumer: Any, partitions: list[TopicPartition], timeout_s: float) -> dict[TopicPartition, int]:
+def _ends(
+    consumer: Any, partitions: list[base.TopicPartition], timeout_s: float
+) -> dict[base.TopicPartition, int]:
     """The end offsets (ListOffsets latest, at the consumer's isolation level) of the partitions."""
-    result: dict[TopicPartition, int] = {}
+    result: dict[base.TopicPartition, int] = {}
     for t, p in partitions:
         try:
             _low, high = consumer.get_watermark_offsets(
                 confluent_kafka.TopicPartition(t, p), timeout=timeout_s, cached=False
             )
         except Exception as e:
-            raise ClientError(describe(e)) from e
+            raise base.ClientError(base.describe(e)) from e
         result[(t, p)] = int(high)
     return result
 
@@ -403,27 +392,22 @@ REFUSED_COMMIT_ERRORS = frozenset(
 )
 
 
-def _tps(partitions: Any) -> tuple[TopicPartition, ...]:
+def _tps(partitions: Any) -> tuple[base.TopicPartition, ...]:
     return tuple(sorted((str(tp.topic), int(tp.partition)) for tp in partitions))
 
 
-class ConfluentGroupConsumer(RebalanceRecorder):
+class ConfluentGroupConsumer(base.RebalanceRecorder):
     def __init__(self, config: TestConfig, bootstrap: list[str], group: str):
         super().__init__()
-        self._consumer = _consumer(
-            config,
-            bootstrap,
-            group,
-            MEMBERSHIP,
-        )
-        self._assigned: list[TopicPartition] = []
+        self._consumer = _consumer(config, bootstrap, group, base.MEMBERSHIP)
+        self._assigned: list[base.TopicPartition] = []
 
     def _on_assign(self, _consumer: Any, partitions: Any) -> None:
-        self._events.append(RebalanceEvent("assigned", _tps(partitions)))
+        self._events.append(base.RebalanceEvent("assigned", _tps(partitions)))
         self._assigned = sorted(set(self._assigned) | set(_tps(partitions)))
 
     def _on_revoke(self, _consumer: Any, partitions: Any) -> None:
-        self._events.append(RebalanceEvent("revoked", _tps(partitions)))
+        self._events.append(base.RebalanceEvent("revoked", _tps(partitions)))
         self._assigned = sorted(set(self._assigned) - set(_tps(partitions)))
 
     def subscribe(self, topics: list[str]) -> None:
@@ -432,39 +416,35 @@ class ConfluentGroupConsumer(RebalanceRecorder):
                 topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke
             )
         except Exception as e:
-            raise ClientError(describe(e)) from e
+            raise base.ClientError(base.describe(e)) from e
 
-    def poll(self, timeout_s: float, max_records: int) -> list[Record]:
+    def poll(self, timeout_s: float, max_records: int) -> list[base.Record]:
         return _consume(self._consumer, timeout_s, max_records)
 
-    def consumed_positions(self) -> dict[TopicPartition, int]:
+    def consumed_positions(self) -> dict[base.TopicPartition, int]:
         return _positions(self._consumer, self._assigned)
 
-    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+    def commit(self, offsets: dict[base.TopicPartition, int]) -> None:
         tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
         try:
             result = self._consumer.commit(offsets=tps, asynchronous=False)
         except KafkaException as e:
             err = e.args[0] if e.args else None
             refused = isinstance(err, KafkaError) and err.code() in REFUSED_COMMIT_ERRORS
-            raise ClientError(_error_text(err) if err is not None else describe(e), definite=refused) from e
+            raise base.ClientError(
+                _error_text(err) if err is not None else base.describe(e), definite=refused
+            ) from e
         except Exception as e:
-            raise ClientError(describe(e)) from e
+            raise base.ClientError(base.describe(e)) from e
         errors = [tp.error for tp in result or [] if tp.error is not None]
         if errors:
             refused = all(err.code() in REFUSED_COMMIT_ERRORS for err in errors)
-            raise ClientError(_error_text(errors[0]), definite=refused)
+            raise base.ClientError(_error_text(errors[0]), definite=refused)
 
     def close(self) -> None:
-        try:
-            self._consumer.close()
-        except Exception as e:
-            log.debug("closing group consumer: %s", e)
+        base.close_consumers(self._consumer)
 
 
-class ConfluentDriver(LibraryDriver):
-    name = "confluent-kafka"
-    producer_class = ConfluentProducer
-    txn_producer_class = ConfluentTxnProducer
-    consumer_class = ConfluentConsumer
-    group_consumer_class = ConfluentGroupConsumer
+LIBRARY = base.Library(
+    "confluent-kafka", ConfluentProducer, ConfluentConsumer, ConfluentGroupConsumer, ConfluentTxnProducer
+)

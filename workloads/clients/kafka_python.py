@@ -42,31 +42,14 @@ from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KTopicPartition
 
 from foundation.config import TestConfig
-from workloads.clients.base import (
-    DEFINITE_PRODUCE_ERRORS,
-    MEMBERSHIP,
-    ClientError,
-    ConsumerEnds,
-    LibraryDriver,
-    OutcomeType,
-    RebalanceEvent,
-    RebalanceRecorder,
-    Record,
-    SendOutcome,
-    TopicPartition,
-    decode_value,
-    describe,
-    isolation_level,
-    op_timeout_error,
-    send_wait_s,
-)
+from workloads.clients import base
 from workloads.clients.kafka_python_txn import KafkaPythonTxnProducer
 
 log = logging.getLogger(__name__)
 
 # kafka-python's error classes for base.DEFINITE_PRODUCE_ERRORS.
 _DEFINITE_CLASSES: tuple[type[BaseException], ...] = tuple(
-    kafka_errors.for_code(code) for code in sorted(DEFINITE_PRODUCE_ERRORS)
+    kafka_errors.for_code(code) for code in sorted(base.DEFINITE_PRODUCE_ERRORS)
 )
 
 # How much a consumer fetches ahead per partition (polls take at most a few hundred records).
@@ -80,7 +63,7 @@ def is_definite(error_cls: type[BaseException]) -> bool:
 
 def classify_send_error(
     attempt_errors: list[type[BaseException]] | None, final: BaseException, retries: int
-) -> OutcomeType:
+) -> base.OutcomeType:
     """`fail` or `info` for a send whose future failed with `final`.
 
     `attempt_errors` is the error of every attempt of the batch as the sender saw it, or None when
@@ -185,30 +168,32 @@ class KafkaPythonProducer:
     def __init__(self, config: TestConfig, bootstrap: list[str]):
         settings = producer_settings(config, bootstrap)
         self._retries = config.retries
-        self._wait_s = send_wait_s(settings["delivery_timeout_ms"], config.op_timeout)
+        self._wait_s = base.send_wait_s(settings["delivery_timeout_ms"], config.op_timeout)
         self._op_timeout = config.op_timeout
         self._producer = KafkaProducer(**settings)
         self._attempts = AttemptLog()
         self._observed = _hook_sender(self._producer, self._attempts)
         self._sends = 0
 
-    def send(self, topic: str, partition: int, value: int) -> SendOutcome:
+    def send(self, topic: str, partition: int, value: int) -> base.SendOutcome:
         try:
             future = self._producer.send(topic, value=str(value).encode("ascii"), partition=partition)
         except Exception as e:  # raised before the record entered the buffer: nothing was sent
-            return SendOutcome("fail", error=describe(e))
+            return base.SendOutcome("fail", error=base.describe(e))
         try:
             metadata = future.get(timeout=self._wait_s)
-            return SendOutcome("ok", offset=metadata.offset)
+            return base.SendOutcome("ok", offset=metadata.offset)
         except kafka_errors.KafkaError as e:
             if not future.is_done:  # our own wait timed out
                 if self._wait_s == self._op_timeout:
-                    return SendOutcome("info", error=op_timeout_error(self._op_timeout))
-                return SendOutcome("info", error=describe(e))
+                    return base.SendOutcome("info", error=base.op_timeout_error(self._op_timeout))
+                return base.SendOutcome("info", error=base.describe(e))
             attempt_errors = self._attempts.errors(future._produce_future) if self._observed else None
-            return SendOutcome(classify_send_error(attempt_errors, e, self._retries), error=describe(e))
+            return base.SendOutcome(
+                classify_send_error(attempt_errors, e, self._retries), error=base.describe(e)
+            )
         except Exception as e:
-            return SendOutcome("info", error=describe(e))
+            return base.SendOutcome("info", error=base.describe(e))
         finally:
             self._sends += 1
             if self._sends % 1000 == 0:
@@ -236,25 +221,25 @@ def _consumer(config: TestConfig, bootstrap: list[str], **settings: Any) -> Kafk
         reconnect_backoff_max_ms=1000,
         metadata_max_age_ms=10000,
         metrics_enabled=False,
-        isolation_level=isolation_level(config),
+        isolation_level=base.isolation_level(config),
         **settings,
     )
 
 
-def _poll(consumer: KafkaConsumer, timeout_s: float, max_records: int) -> list[Record]:
+def _poll(consumer: KafkaConsumer, timeout_s: float, max_records: int) -> list[base.Record]:
     """One poll of either kind of consumer, its records decoded; an error is a ClientError."""
     try:
         batches = consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
     except Exception as e:
-        raise ClientError(describe(e)) from e
+        raise base.ClientError(base.describe(e)) from e
     return [
-        Record(tp.topic, tp.partition, m.offset, decode_value(m.value))
+        base.Record(tp.topic, tp.partition, m.offset, base.decode_value(m.value))
         for tp, messages in batches.items()
         for m in messages
     ]
 
 
-class KafkaPythonConsumer(ConsumerEnds):
+class KafkaPythonConsumer(base.ConsumerEnds):
     def __init__(self, config: TestConfig, bootstrap: list[str], bulk: bool = False):
         # `bulk` changes nothing here: kafka-python fetches inside poll(), never far ahead of it.
         super().__init__(
@@ -265,7 +250,9 @@ class KafkaPythonConsumer(ConsumerEnds):
         )
         self._assigned: list[KTopicPartition] = []
 
-    def assign(self, partitions: list[TopicPartition], positions: dict[TopicPartition, int] | None) -> None:
+    def assign(
+        self, partitions: list[base.TopicPartition], positions: dict[base.TopicPartition, int] | None
+    ) -> None:
         try:
             tps = [KTopicPartition(t, p) for t, p in partitions]
             self._consumer.assign(tps)
@@ -277,13 +264,13 @@ class KafkaPythonConsumer(ConsumerEnds):
                 else:
                     self._consumer.seek(tp, offset)
         except Exception as e:
-            raise ClientError(describe(e)) from e
+            raise base.ClientError(base.describe(e)) from e
 
-    def poll(self, timeout_s: float, max_records: int) -> list[Record]:
+    def poll(self, timeout_s: float, max_records: int) -> list[base.Record]:
         return _poll(self._consumer, timeout_s, max_records)
 
-    def positions(self) -> dict[TopicPartition, int]:
-        result: dict[TopicPartition, int] = {}
+    def positions(self) -> dict[base.TopicPartition, int]:
+        result: dict[base.TopicPartition, int] = {}
         for tp in self._assigned:
             try:
                 result[(tp.topic, tp.partition)] = self._consumer.position(tp, timeout_ms=1000)
@@ -297,19 +284,19 @@ def _uncommitted_consumer(config: TestConfig, bootstrap: list[str]) -> KafkaCons
     try:
         return _consumer(config.replace(workload="queue"), bootstrap, group_id=None)
     except Exception as e:
-        raise ClientError(describe(e)) from e
+        raise base.ClientError(base.describe(e)) from e
 
 
 def _ends(
-    consumer: KafkaConsumer, partitions: list[TopicPartition], timeout_s: float
-) -> dict[TopicPartition, int]:
+    consumer: KafkaConsumer, partitions: list[base.TopicPartition], timeout_s: float
+) -> dict[base.TopicPartition, int]:
     """The end offsets (ListOffsets latest, at the consumer's isolation level) of the partitions."""
     try:
         ends = consumer.end_offsets(
             [KTopicPartition(t, p) for t, p in partitions], timeout_ms=int(timeout_s * 1000)
         )
     except Exception as e:
-        raise ClientError(describe(e)) from e
+        raise base.ClientError(base.describe(e)) from e
     return {(tp.topic, tp.partition): int(off) for tp, off in ends.items()}
 
 
@@ -337,16 +324,16 @@ class RevokingListener(ConsumerRebalanceListener):  # type: ignore[misc]
     calls it after the revoked partitions are already gone, and it changes nothing.
     """
 
-    def __init__(self, events: list[RebalanceEvent], subscription: Any):
+    def __init__(self, events: list[base.RebalanceEvent], subscription: Any):
         self.events = events
         self._subscription = subscription
 
     def on_partitions_revoked(self, revoked: Any) -> None:
-        self.events.append(RebalanceEvent("revoked", _tps(revoked)))
+        self.events.append(base.RebalanceEvent("revoked", _tps(revoked)))
         forget_positions(self._subscription, revoked)
 
     def on_partitions_assigned(self, assigned: Any) -> None:
-        self.events.append(RebalanceEvent("assigned", _tps(assigned)))
+        self.events.append(base.RebalanceEvent("assigned", _tps(assigned)))
 
 
 def forget_positions(subscription: Any, revoked: Any) -> None:
@@ -360,18 +347,18 @@ def forget_positions(subscription: Any, revoked: Any) -> None:
         log.warning("could not drop the positions of revoked partitions %s: %s", sorted(revoked), e)
 
 
-def _tps(partitions: Any) -> tuple[TopicPartition, ...]:
+def _tps(partitions: Any) -> tuple[base.TopicPartition, ...]:
     return tuple(sorted((tp.topic, tp.partition) for tp in partitions))
 
 
-class KafkaPythonGroupConsumer(RebalanceRecorder):
+class KafkaPythonGroupConsumer(base.RebalanceRecorder):
     def __init__(self, config: TestConfig, bootstrap: list[str], group: str):
         super().__init__()
         self._consumer = _consumer(
             config,
             bootstrap,
             group_id=group,
-            **{name.replace(".", "_"): value for name, value in MEMBERSHIP.items()},
+            **{name.replace(".", "_"): value for name, value in base.MEMBERSHIP.items()},
         )
         self._commit_timeout_ms = 2 * max(config.request_timeout_ms, 1000)
 
@@ -381,12 +368,12 @@ class KafkaPythonGroupConsumer(RebalanceRecorder):
                 topics=topics, listener=RevokingListener(self._events, self._consumer._subscription)
             )
         except Exception as e:
-            raise ClientError(describe(e)) from e
+            raise base.ClientError(base.describe(e)) from e
 
-    def poll(self, timeout_s: float, max_records: int) -> list[Record]:
+    def poll(self, timeout_s: float, max_records: int) -> list[base.Record]:
         return _poll(self._consumer, timeout_s, max_records)
 
-    def consumed_positions(self) -> dict[TopicPartition, int]:
+    def consumed_positions(self) -> dict[base.TopicPartition, int]:
         try:
             consumed = self._consumer._subscription.all_consumed_offsets()
         except Exception as e:  # kafka-python internals moved: no automatic commit then
@@ -394,27 +381,21 @@ class KafkaPythonGroupConsumer(RebalanceRecorder):
             return {}
         return {(tp.topic, tp.partition): int(getattr(om, "offset", om)) for tp, om in consumed.items()}
 
-    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+    def commit(self, offsets: dict[base.TopicPartition, int]) -> None:
         try:
             self._consumer.commit(
                 {KTopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()},
                 timeout_ms=self._commit_timeout_ms,
             )
         except REFUSED_COMMIT_ERRORS as e:
-            raise ClientError(describe(e), definite=True) from e
+            raise base.ClientError(base.describe(e), definite=True) from e
         except Exception as e:
-            raise ClientError(describe(e)) from e
+            raise base.ClientError(base.describe(e)) from e
 
     def close(self) -> None:
-        try:
-            self._consumer.close(autocommit=False)
-        except Exception as e:
-            log.debug("closing group consumer: %s", e)
+        base.close_consumers(self._consumer)  # auto-commit is off: closing commits nothing
 
 
-class KafkaPythonDriver(LibraryDriver):
-    name = "kafka-python"
-    producer_class = KafkaPythonProducer
-    txn_producer_class = KafkaPythonTxnProducer
-    consumer_class = KafkaPythonConsumer
-    group_consumer_class = KafkaPythonGroupConsumer
+LIBRARY = base.Library(
+    "kafka-python", KafkaPythonProducer, KafkaPythonConsumer, KafkaPythonGroupConsumer, KafkaPythonTxnProducer
+)
