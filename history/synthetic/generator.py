@@ -53,15 +53,19 @@ class Planted:
 class Shape:
     """How a simulated system looks: its partitions, clients, crashes, faults and consumer churn."""
 
-    topics: int = 2
-    partitions: int = 3
-    concurrency: int = 20
-    crash_rate: float = 0.0005
-    nemesis_rate: float = 0.0002
-    drain_batch: int = 500
-    churn: float = 0.0
+    topics: int
+    partitions: int
+    concurrency: int
+    crash_rate: float
+    nemesis_rate: float
+    drain_batch: int
+    churn: float
 
 
+# The benchmark's histories: a few partitions, many clients, rare crashes and faults, no churn.
+BENCH = Shape(
+    topics=2, partitions=3, concurrency=20, crash_rate=0.0005, nemesis_rate=0.0002, drain_batch=500, churn=0.0
+)
 # The tests' small histories: one topic, few clients, and much more crashing, faults and churn.
 SMALL = Shape(
     topics=1, partitions=2, concurrency=4, crash_rate=0.02, nemesis_rate=0.02, drain_batch=50, churn=0.05
@@ -496,11 +500,11 @@ def generate(
     """Write a history of about `ops` ops (the drain adds a few) to `path`; return what was planted.
 
     `plants` maps anomaly names to how many of each to plant (default: `default_plants(ops)`);
-    `shape` overrides fields of `Shape` (the benchmark's defaults).
+    `shape` overrides fields of `BENCH` (the benchmark's shape).
     """
     plants = _plantable(default_plants(ops) if plants is None else plants)
     with open(path, "w", encoding="utf-8", buffering=1 << 20) as out:
-        return _write(out, ops, seed, plants, Shape(**shape), progress)
+        return _write(out, ops, seed, plants, replace(BENCH, **shape), progress)
 
 
 def generate_ops(
