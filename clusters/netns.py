@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from clusters import daemon_control
+from clusters.handles import PrefixRunner
 from clusters.node import ExecResult
 from clusters.state import (
     ClusterState,
@@ -206,26 +207,20 @@ class NetnsNode:
         input: str | None = None,
         env: dict[str, str] | None = None,
     ) -> ExecResult:
+        """Run `argv` in the namespaces, through the runner its handle names (clusters.handles)."""
         command = shlex.join(argv)
         try:
-            result = subprocess.run(
-                self.wrap(argv),
-                input=input,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                env={**os.environ, **env} if env else None,
-                check=False,
+            result = PrefixRunner(self.wrap([])).exec(
+                argv, timeout=timeout, check=False, input=input, env=env
             )
         except subprocess.TimeoutExpired:
             raise InfrastructureError(f"{self.name}: `{command}` timed out after {timeout:g}s") from None
         except OSError as e:
             raise InfrastructureError(f"{self.name}: cannot run `{command}`: {e.strerror}") from None
-        out = ExecResult(result.returncode, result.stdout, result.stderr)
-        if check and not out.ok:
+        if check and not result.ok:
             last = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[-1]
-            raise InfrastructureError(f"{self.name}: `{command}` exited {result.returncode}: {last}")
-        return out
+            raise InfrastructureError(f"{self.name}: `{command}` exited {result.exit_code}: {last}")
+        return result
 
     # --- daemons ------------------------------------------------------------------------------
 
