@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from clusters import docker_image
-from clusters.netns import accept_bridge_traffic, check_names, free_slot, node_address, used_slots
+from clusters.netns import accept_bridge_traffic, check_names, copy_over, free_slot, node_address, used_slots
 from clusters.node import ExecResult
 from clusters.own import refuse_lazyfs_off_netns
 from clusters.remote_shell import ShellDaemons
@@ -252,13 +252,8 @@ def extract_single(tar_bytes: bytes, top: str, dest: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="strandline-get-") as tmp:
         with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:*") as tar:
             tar.extractall(tmp, filter="data")
-        got = Path(tmp) / top
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if got.is_dir():
-                shutil.copytree(got, dest, dirs_exist_ok=True, symlinks=True)
-            else:
-                shutil.copy2(got, dest)
+            copy_over(Path(tmp) / top, dest)
         except OSError as e:
             raise InfrastructureError(f"cannot write {dest}: {e.strerror or e}") from None
 

@@ -379,13 +379,20 @@ def _copy(source: str, dest: str) -> None:
     if src.resolve() == dst.resolve():
         return
     try:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, dst, dirs_exist_ok=True, symlinks=True)
-        else:
-            shutil.copy2(src, dst)
+        copy_over(src, dst)
     except OSError as e:
         raise InfrastructureError(f"cannot copy {src} to {dst}: {e.strerror or e}") from None
+
+
+def copy_over(source: Path, dest: Path) -> None:
+    """Copy a file or a directory to `dest` on this machine, making its parent: a directory is
+    merged into what is there, symlinks stay links (a node's data dir as the node left it).
+    Raises OSError; the caller says what failed in its own terms."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, dest, dirs_exist_ok=True, symlinks=True)
+    else:
+        shutil.copy2(source, dest)
 
 
 def freeze(cgroup: Path, *, timeout: float = 5.0) -> None:
