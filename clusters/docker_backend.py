@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from clusters import docker_image
-from clusters.netns import accept_bridge_traffic, check_names, free_slot, node_address, used_slots
+from clusters.netns import accept_bridge_traffic, copy_over, free_slot, used_slots
+from clusters.network import BridgeNetwork, BridgeNode
 from clusters.node import ExecResult
 from clusters.own import refuse_lazyfs_off_netns
 from clusters.remote_shell import ShellDaemons
@@ -123,31 +124,18 @@ def _docker_error(e: Exception) -> str:
 # --- a node -----------------------------------------------------------------------------------
 
 
-class DockerNode(ShellDaemons):
+class DockerNode(BridgeNode["DockerNetwork"], ShellDaemons):
     """One container: exec through the engine's exec API, files through archives."""
 
     def __init__(self, name: str, network: DockerNetwork, index: int) -> None:
-        self.name = name
-        self.network = network
-        self.index = index
+        super().__init__(name, network, index)
         self.container = f"sl-{network.cluster}-{name}"
         self.pid_dir = PID_DIR
         self._home = f"{HOME_ROOT}/{name}"
 
-    def __repr__(self) -> str:
-        return f"DockerNode({self.name!r}, {self.network.cluster})"
-
     @property
     def home(self) -> str:
         return self._home
-
-    @property
-    def address(self) -> str:
-        return self.network.host_address(self.index)
-
-    @property
-    def hostname(self) -> str:
-        return self.name
 
     def handle(self) -> dict[str, Any]:
         """How to reach this node after a controller crash: its container, through `docker exec`."""
@@ -252,13 +240,8 @@ def extract_single(tar_bytes: bytes, top: str, dest: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="strandline-get-") as tmp:
         with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:*") as tar:
             tar.extractall(tmp, filter="data")
-        got = Path(tmp) / top
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if got.is_dir():
-                shutil.copytree(got, dest, dirs_exist_ok=True, symlinks=True)
-            else:
-                shutil.copy2(got, dest)
+            copy_over(Path(tmp) / top, dest)
         except OSError as e:
             raise InfrastructureError(f"cannot write {dest}: {e.strerror or e}") from None
 
@@ -266,7 +249,7 @@ def extract_single(tar_bytes: bytes, top: str, dest: Path) -> None:
 # --- the network of a cluster -----------------------------------------------------------------
 
 
-class DockerNetwork:
+class DockerNetwork(BridgeNetwork):
     """The containers, network and iptables rule of one cluster, created through its state."""
 
     backend = "docker"
@@ -274,16 +257,10 @@ class DockerNetwork:
     faketime_library = docker_image.FAKETIME_LIBRARY
 
     def __init__(self, cluster: str, node_names: Sequence[str], config: TestConfig, state_dir: Path) -> None:
-        check_names(cluster, node_names)
+        super().__init__(cluster, node_names, state_dir)
         refuse_lazyfs_off_netns(config, self.backend)
-        self.cluster = cluster
-        self.node_names = list(node_names)
         self.config = config
-        self.state_dir = Path(state_dir)
         self.network_name = f"sl-{cluster}"
-        self.bridge = f"slbr-{cluster}"
-        self.state: ClusterState | None = None
-        self.slot: int | None = None
         self.image: str | None = None
         self._client: Any = None
         self.nodes: dict[str, DockerNode] = {n: DockerNode(n, self, i) for i, n in enumerate(self.node_names)}
@@ -293,9 +270,6 @@ class DockerNetwork:
         if self._client is None:
             self._client = ensure_dockerd()
         return self._client
-
-    def host_address(self, index: int) -> str:
-        return node_address(self.cluster, self.slot, index)
 
     @classmethod
     def attach(cls, state: ClusterState, config: TestConfig) -> DockerNetwork:
@@ -317,8 +291,7 @@ class DockerNetwork:
         import docker.errors
 
         with locked(self.state_dir):
-            if (self.state_dir / f"{self.cluster}.json").exists():
-                raise BadInput(f"cluster {self.cluster} is already up (state in {self.state_dir})")
+            self.refuse_if_up()
             for node in self.nodes.values():
                 with contextlib.suppress(docker.errors.NotFound):
                     self.client.containers.get(node.container)
@@ -335,11 +308,7 @@ class DockerNetwork:
                 int(s.info["slot"]) for s in list_states(self.state_dir) if "slot" in s.info
             }
             self.slot = slot = free_slot(self.cluster, taken)
-            self.state = ClusterState.create(
-                self.state_dir,
-                self.cluster,
-                {**info, "backend": "docker", "slot": slot, "nodes": self.node_names, "image": self.image},
-            )
+            self.create_state(info, slot=slot, image=self.image)
 
     def create(self, info: dict[str, object] | None = None) -> None:
         """Image (cached), network, rule, containers; every step recorded before it runs."""
@@ -368,9 +337,7 @@ class DockerNetwork:
                 internal=True,
                 ipam=docker.types.IPAMConfig(
                     pool_configs=[
-                        docker.types.IPAMPool(
-                            subnet=f"10.77.{self.slot}.0/24", gateway=f"10.77.{self.slot}.1"
-                        )
+                        docker.types.IPAMPool(subnet=f"10.77.{self.slot}.0/24", gateway=self.bridge_address)
                     ]
                 ),
                 options={"com.docker.network.bridge.name": self.bridge},
@@ -417,11 +384,6 @@ class DockerNetwork:
             raise InfrastructureError(
                 f"cannot start container {node.container}: {_docker_error(e)}"
             ) from None
-
-    def destroy(self) -> list[str]:
-        if self.state is None:
-            return []
-        return self.state.cleanup()
 
 
 # --- removers (state.py calls them for `down`, Ctrl-C and leftovers of crashed controllers) ----

@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -78,15 +79,15 @@ def spare_node_names(config: TestConfig) -> list[str]:
     return [f"n{i}" for i in range(config.nodes + 1, config.nodes + max(0, config.spare_nodes) + 1)]
 
 
+@dataclass(eq=False)  # a cluster is itself, not its parts
 class Cluster:
     """Nodes, the system under test on them, and the state file that makes cleanup certain."""
 
-    def __init__(self, config: TestConfig, name: str, network: Network, sut: Any) -> None:
-        self.config = config
-        self.name = name
-        self.network = network
-        self.sut = sut
-        self.timings: dict[str, float] = {}
+    config: TestConfig
+    name: str
+    network: Network
+    sut: Any
+    timings: dict[str, float] = field(default_factory=dict, init=False)  # nodes_s, up_s, down_s
 
     @property
     def nodes(self) -> list[Node]:

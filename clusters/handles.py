@@ -28,7 +28,12 @@ LOCAL: dict[str, Any] = {"backend": "local", "prefix": []}
 
 
 class PrefixRunner:
-    """Runs commands on this machine behind an argv prefix (`nsenter --net=...`, `docker exec c`)."""
+    """Runs commands on this machine behind an argv prefix (`nsenter --net=...`, `docker exec c`).
+
+    A netns node runs its own commands through one too (the prefix its handle records), so a
+    re-attached node runs them exactly as the node did. A command that times out or cannot start
+    raises subprocess.TimeoutExpired or OSError.
+    """
 
     def __init__(self, prefix: Sequence[str]) -> None:
         self.prefix = [str(p) for p in prefix]

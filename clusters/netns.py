@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from clusters import daemon_control
+from clusters.handles import PrefixRunner
+from clusters.network import BridgeNetwork, BridgeNode
 from clusters.node import ExecResult
 from clusters.state import (
     ClusterState,
@@ -47,19 +49,6 @@ from clusters.state import (
 from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
-
-CLUSTER_NAME = re.compile(r"^[a-z0-9]{1,10}$")  # slbr-<name> must fit IFNAMSIZ (15 chars)
-NODE_NAME = re.compile(r"^[a-z0-9]{1,4}$")
-
-
-def check_names(cluster: str, node_names: Sequence[str]) -> None:
-    """Names become interface, namespace and container names: refuse what would not fit."""
-    if not CLUSTER_NAME.match(cluster):
-        raise BadInput(f"cluster name {cluster!r}: use 1 to 10 lowercase letters or digits")
-    for n in node_names:
-        if not NODE_NAME.match(n):
-            raise BadInput(f"node name {n!r}: use 1 to 4 lowercase letters or digits")
-
 
 UTS_DIR = Path("/run/strandline/uts")
 SLOTS_DIR = Path("/run/strandline/slots")
@@ -130,13 +119,6 @@ def free_slot(cluster: str, taken: set[int]) -> int:
     raise InfrastructureError("no free 10.77.X.0/24 subnet: too many clusters are up")
 
 
-def node_address(cluster: str, slot: int | None, index: int) -> str:
-    """Address of a cluster's index-th node (0-based): 10.77.X.(10+index); its bridge is .1."""
-    if slot is None:
-        raise InfrastructureError(f"cluster {cluster} is not up: its nodes have no address yet")
-    return f"10.77.{slot}.{10 + index}"
-
-
 def accept_bridge_traffic(state: ClusterState, bridge: str, cluster: str) -> None:
     """Accept in FORWARD the traffic that stays on the cluster's bridge, recorded before it runs.
 
@@ -150,13 +132,11 @@ def accept_bridge_traffic(state: ClusterState, bridge: str, cluster: str) -> Non
         raise InfrastructureError(f"iptables -I FORWARD: {result.stderr.strip()}")
 
 
-class NetnsNode:
+class NetnsNode(BridgeNode["NetnsNetwork"]):
     """One node: a network namespace with its own address, hostname, cgroups and home directory."""
 
     def __init__(self, name: str, network: NetnsNetwork, index: int) -> None:
-        self.name = name
-        self.network = network
-        self.index = index
+        super().__init__(name, network, index)
         self.cluster = network.cluster
         self.netns = f"sl-{network.cluster}-{name}"
         self.home = str(network.home / name)
@@ -165,21 +145,9 @@ class NetnsNode:
         self.cgroup = network.cgroup / name if network.cgroup else None
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def __repr__(self) -> str:
-        return f"NetnsNode({self.name!r}, {self.network.cluster})"
-
     @property
     def state(self) -> ClusterState | None:
         return self.network.state
-
-    @property
-    def address(self) -> str:
-        """10.77.X.(10+index); known once the cluster has its slot (after create or attach)."""
-        return self.network.host_address(self.index)
-
-    @property
-    def hostname(self) -> str:
-        return self.name
 
     # --- commands -----------------------------------------------------------------------------
 
@@ -206,26 +174,20 @@ class NetnsNode:
         input: str | None = None,
         env: dict[str, str] | None = None,
     ) -> ExecResult:
+        """Run `argv` in the namespaces, through the runner its handle names (clusters.handles)."""
         command = shlex.join(argv)
         try:
-            result = subprocess.run(
-                self.wrap(argv),
-                input=input,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                env={**os.environ, **env} if env else None,
-                check=False,
+            result = PrefixRunner(self.wrap([])).exec(
+                argv, timeout=timeout, check=False, input=input, env=env
             )
         except subprocess.TimeoutExpired:
             raise InfrastructureError(f"{self.name}: `{command}` timed out after {timeout:g}s") from None
         except OSError as e:
             raise InfrastructureError(f"{self.name}: cannot run `{command}`: {e.strerror}") from None
-        out = ExecResult(result.returncode, result.stdout, result.stderr)
-        if check and not out.ok:
+        if check and not result.ok:
             last = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[-1]
-            raise InfrastructureError(f"{self.name}: `{command}` exited {result.returncode}: {last}")
-        return out
+            raise InfrastructureError(f"{self.name}: `{command}` exited {result.exit_code}: {last}")
+        return result
 
     # --- daemons ------------------------------------------------------------------------------
 
@@ -384,13 +346,20 @@ def _copy(source: str, dest: str) -> None:
     if src.resolve() == dst.resolve():
         return
     try:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, dst, dirs_exist_ok=True, symlinks=True)
-        else:
-            shutil.copy2(src, dst)
+        copy_over(src, dst)
     except OSError as e:
         raise InfrastructureError(f"cannot copy {src} to {dst}: {e.strerror or e}") from None
+
+
+def copy_over(source: Path, dest: Path) -> None:
+    """Copy a file or a directory to `dest` on this machine, making its parent: a directory is
+    merged into what is there, symlinks stay links (a node's data dir as the node left it).
+    Raises OSError; the caller says what failed in its own terms."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, dest, dirs_exist_ok=True, symlinks=True)
+    else:
+        shutil.copy2(source, dest)
 
 
 def freeze(cgroup: Path, *, timeout: float = 5.0) -> None:
@@ -416,32 +385,21 @@ def is_frozen(cgroup: Path) -> bool:
     return "frozen 1" in events
 
 
-class NetnsNetwork:
+class NetnsNetwork(BridgeNetwork):
     """The bridge, namespaces and veths of one cluster, created and destroyed through its state."""
 
+    backend = "netns"
+
     def __init__(self, cluster: str, node_names: Sequence[str], work_dir: Path, state_dir: Path) -> None:
-        check_names(cluster, node_names)
-        self.cluster = cluster
-        self.node_names = list(node_names)
+        super().__init__(cluster, node_names, state_dir)
         self.work_dir = Path(work_dir).resolve()
         self.home = self.work_dir / cluster
-        self.state_dir = state_dir
-        self.bridge = f"slbr-{cluster}"
         root = cgroup2_root()
         self.cgroup = root / "strandline" / cluster if root else None
-        self.state: ClusterState | None = None
-        self.slot: int | None = None
         self.nodes: dict[str, NetnsNode] = {n: NetnsNode(n, self, i) for i, n in enumerate(self.node_names)}
 
     def planned_namespaces(self) -> list[str]:
         return [f"sl-{self.cluster}-{n}" for n in self.node_names]
-
-    def host_address(self, index: int) -> str:
-        return node_address(self.cluster, self.slot, index)
-
-    @property
-    def bridge_address(self) -> str:
-        return f"10.77.{self.slot}.1"
 
     @classmethod
     def attach(cls, state: ClusterState) -> NetnsNetwork:
@@ -464,8 +422,7 @@ class NetnsNetwork:
         links = existing_links()
         if self.bridge in links:
             raise BadInput(f"network interface {self.bridge} already exists; choose another cluster name")
-        if self.state_dir.joinpath(f"{self.cluster}.json").exists():
-            raise BadInput(f"cluster {self.cluster} is already up (state in {self.state_dir})")
+        self.refuse_if_up()
 
     def _allocate(self, info: dict[str, object]) -> None:
         """Pick a free slot, claim it machine-wide and write the state file.
@@ -487,20 +444,10 @@ class NetnsNetwork:
             for n in self.node_names:
                 if self.veth(n) in links:
                     raise BadInput(f"network interface {self.veth(n)} already exists; is a stale cluster up?")
-            self.state = ClusterState.create(
-                self.state_dir,
-                self.cluster,
-                {
-                    **info,
-                    "backend": "netns",
-                    "slot": slot,
-                    "nodes": self.node_names,
-                    "work_dir": str(self.work_dir),
-                },
-            )
+            state = self.create_state(info, slot=slot, work_dir=str(self.work_dir))
             claim = SLOTS_DIR / str(slot)
-            self.state.add("file", str(claim))
-            claim.write_text(json.dumps({"cluster": self.cluster, "state": str(self.state.path)}) + "\n")
+            state.add("file", str(claim))
+            claim.write_text(json.dumps({"cluster": self.cluster, "state": str(state.path)}) + "\n")
 
     def veth(self, node: str) -> str:
         return f"slv{self.slot}-{node}"
@@ -550,9 +497,3 @@ class NetnsNetwork:
         if result.returncode != 0:
             raise InfrastructureError(f"cannot give {node.name} its hostname: {result.stderr.strip()}")
         Path(node.home).mkdir(parents=True, exist_ok=True)
-
-    def destroy(self) -> list[str]:
-        """Remove everything recorded; returns what could not be removed (empty: all gone)."""
-        if self.state is None:
-            return []
-        return self.state.cleanup()

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from clusters import node_software, system_def
-from clusters.netns import check_names
+from clusters.network import ClusterNetwork
 from clusters.node import ExecResult
 from clusters.own import refuse_lazyfs_off_netns
 from clusters.remote_shell import ShellDaemons, env_prefix
@@ -420,19 +420,15 @@ def hosts_for(config: TestConfig, node_names: Sequence[str]) -> dict[str, SshHos
     return {n: mapping[n] for n in node_names}
 
 
-class SshNetwork:
+class SshNetwork(ClusterNetwork):
     """The hosts of one cluster: connections, installed software, homes and daemons in the state."""
 
     backend = "ssh"
 
     def __init__(self, cluster: str, node_names: Sequence[str], config: TestConfig, state_dir: Path) -> None:
-        check_names(cluster, node_names)
+        super().__init__(cluster, node_names, state_dir)
         refuse_lazyfs_off_netns(config, self.backend)
-        self.cluster = cluster
-        self.node_names = list(node_names)
         self.config = config
-        self.state_dir = Path(state_dir)
-        self.state: ClusterState | None = None
         self.python: str | None = None
         hosts = hosts_for(config, self.node_names)
         for host in hosts.values():
@@ -455,15 +451,10 @@ class SshNetwork:
             node.client()
             _ = node.address
         with locked(self.state_dir):
-            if (self.state_dir / f"{self.cluster}.json").exists():
-                raise BadInput(f"cluster {self.cluster} is already up (state in {self.state_dir})")
-            self.state = ClusterState.create(
-                self.state_dir,
-                self.cluster,
-                {**dict(info or {}), "backend": "ssh", "nodes": self.node_names,
-                 "addresses": {n: node.address for n, node in self.nodes.items()}},
-            )  # fmt: skip
-        state = self.state
+            self.refuse_if_up()
+            state = self.create_state(
+                info or {}, addresses={n: node.address for n, node in self.nodes.items()}
+            )
         for node in self.nodes.values():
             state.add(
                 "ssh-node",
@@ -492,9 +483,8 @@ class SshNetwork:
         return self.config.system == "own"
 
     def destroy(self) -> list[str]:
-        if self.state is None:
-            return []
-        failures = self.state.cleanup()
+        """Remove everything recorded, then close the connections to the hosts."""
+        failures = super().destroy()
         for node in self.nodes.values():
             node.close()
         return failures
