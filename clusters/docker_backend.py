@@ -186,9 +186,8 @@ class DockerNode(BridgeNode["DockerNetwork"], ShellDaemons):
         )
         if result.exit_code == TIMED_OUT:
             raise InfrastructureError(f"{self.name}: `{shown}` timed out after {timeout:g}s")
-        if check and not result.ok:
-            last = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[-1]
-            raise InfrastructureError(f"{self.name}: `{shown}` exited {result.exit_code}: {last}")
+        if check:
+            result.raise_if_failed(self.name, shown)
         return result
 
     # --- files ----------------------------------------------------------------------------------

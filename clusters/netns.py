@@ -184,9 +184,8 @@ class NetnsNode(BridgeNode["NetnsNetwork"]):
             raise InfrastructureError(f"{self.name}: `{command}` timed out after {timeout:g}s") from None
         except OSError as e:
             raise InfrastructureError(f"{self.name}: cannot run `{command}`: {e.strerror}") from None
-        if check and not result.ok:
-            last = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[-1]
-            raise InfrastructureError(f"{self.name}: `{command}` exited {result.exit_code}: {last}")
+        if check:
+            result.raise_if_failed(self.name, command)
         return result
 
     # --- daemons ------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from foundation.errors import InfrastructureError
+
 
 @dataclass(frozen=True)
 class ExecResult:
@@ -20,6 +22,15 @@ class ExecResult:
     @property
     def ok(self) -> bool:
         return self.exit_code == 0
+
+    def last_line(self, default: str = "no output") -> str:
+        """The last line the command printed (stderr first): what a one-line error quotes."""
+        return (self.stderr.strip() or self.stdout.strip() or default).splitlines()[-1]
+
+    def raise_if_failed(self, node: str, command: str) -> None:
+        """Raise InfrastructureError (node, command, exit code, last line) unless the command succeeded."""
+        if not self.ok:
+            raise InfrastructureError(f"{node}: `{command}` exited {self.exit_code}: {self.last_line()}")
 
 
 @runtime_checkable

@@ -220,9 +220,8 @@ class SshNode(ShellDaemons):
         result = ExecResult(code, out.decode(errors="replace"), err.decode(errors="replace"))
         if code == TIMED_OUT:
             raise InfrastructureError(f"{self.name}: `{shown}` timed out after {timeout:g}s")
-        if check and not result.ok:
-            last = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[-1]
-            raise InfrastructureError(f"{self.name}: `{shown}` exited {code}: {last}")
+        if check:
+            result.raise_if_failed(self.name, shown)
         return result
 
     # --- files ----------------------------------------------------------------------------------
