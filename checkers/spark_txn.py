@@ -25,9 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from checkers.catalogue import BY_NAME, MAX_EXAMPLES, AnomalyResult, OutcomeCounts, empty_counts
-from checkers.parquet_schema import F_CODES, OUTCOME_CODES
-from checkers.spark_lines import whole_records
+from checkers.parquet_schema import F_CODES, OUTCOME_CODES, columns
+from checkers.spark_lines import parsed_lines, whole_records
 from checkers.spark_session import Persisted
 from checkers.txn_graph import Edge, cycles
 
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 _TXN_LINE = r'"f"\s*:\s*"txn"'
+# What is read of a transaction's line: its micro-operations, sends and polls (with their records).
+_MOP = pa.struct(columns("f", "topic", "partition", "value", "offset", "records"))
+_TXN_FIELDS = pa.schema(columns("index", "f", ("mops", pa.list_(_MOP))))
 _TXN = F_CODES.index("txn")
 _SEND = F_CODES.index("send")
 _FAIL = OUTCOME_CODES.index("fail")
@@ -55,36 +60,6 @@ class TxnParts:
 
     def unpersist(self) -> None:
         self.cached.release()
-
-
-def _mops_schema() -> Any:
-    from pyspark.sql import types as T
-
-    record = T.StructType(
-        [
-            T.StructField("topic", T.StringType()),
-            T.StructField("partition", T.IntegerType()),
-            T.StructField("offset", T.LongType()),
-            T.StructField("value", T.LongType()),
-        ]
-    )
-    mop = T.StructType(
-        [
-            T.StructField("f", T.StringType()),
-            T.StructField("topic", T.StringType()),
-            T.StructField("partition", T.IntegerType()),
-            T.StructField("value", T.LongType()),
-            T.StructField("offset", T.LongType()),
-            T.StructField("records", T.ArrayType(record)),
-        ]
-    )
-    return T.StructType(
-        [
-            T.StructField("index", T.LongType()),
-            T.StructField("f", T.StringType()),
-            T.StructField("mops", T.ArrayType(mop)),
-        ]
-    )
 
 
 def prepare(
@@ -118,11 +93,9 @@ def prepare(
     cache = cached.keep
 
     lines = cache(
-        spark.read.text(history_path)
-        .filter(col("value").rlike(_TXN_LINE))
-        .select(F.from_json("value", _mops_schema()).alias("op"))
-        .select("op.*")
-        .filter((col("f") == "txn") & col("index").isNotNull())
+        parsed_lines(spark, history_path, _TXN_LINE, _TXN_FIELDS).filter(
+            (col("f") == "txn") & col("index").isNotNull()
+        )
     )
     invoked = txns.join(
         lines.select(col("index").alias("invoke_index"), col("mops").alias("asked")), "invoke_index"
@@ -162,7 +135,7 @@ def prepare(
     )
     txn_reads = cache(
         whole_records(
-            # "r.*": the record's topic, partition, offset and value (_mops_schema's record)
+            # "r.*": the record's topic, partition, offset and value (parquet_schema.RECORD)
             polled.select("txn", "process", "outcome_code", "i", "j", "r.*")
             .withColumn("pos", (F.row_number().over(_window()) - 1).cast("int"))
             .drop("i", "j")
