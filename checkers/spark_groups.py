@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from checkers.catalogue import BY_NAME, MAX_EXAMPLES, MEMBER_COUNTED, AnomalyResult
+from checkers.catalogue import BY_NAME, MAX_EXAMPLES, MEMBER_COUNTED, POSITION, AnomalyResult
 from checkers.parquet_schema import columns
 from checkers.spark_lines import parsed_lines, whole_records
 
@@ -203,12 +203,10 @@ def check_groups(
     drain = lines.filter(col("f") == "assign").select("process").distinct()
     log_reads = reads.join(F.broadcast(drain), "process") if drain.limit(1).count() else reads
     first_reads = (
-        log_reads.groupBy("topic", "partition", "offset")
+        log_reads.groupBy(*POSITION)
         .agg(F.min(F.struct("index", "pos", "process", "value")).alias("first"))
         .select(
-            "topic",
-            "partition",
-            "offset",
+            *POSITION,
             col("first.index").alias("read_index"),
             col("first.process").alias("read_process"),
             col("first.value").alias("value"),
