@@ -18,10 +18,12 @@ Source = Literal["history", "replicas"]
 # "presence": the history lines that show it cannot be undone by lines the history lacks (a torn
 # tail); "absence": it claims something never happened, so a missing line could refute it.
 Evidence = Literal["presence", "absence"]
+# A place in a partition's log: where acks, reads and commits are compared.
+POSITION = ("topic", "partition", "offset")
 # Where a record was acknowledged or read: the fields most examples start with.
-RECORD = ("index", "process", "topic", "partition", "offset", "value")
+RECORD = ("index", "process", *POSITION, "value")
 # Where a group committed an offset: the fields the group anomalies' examples start with.
-COMMIT = ("index", "process", "group", "topic", "partition", "offset")
+COMMIT = ("index", "process", "group", *POSITION)
 
 
 def example_start(fields: tuple[str, ...], *values: Any) -> dict[str, Any]:

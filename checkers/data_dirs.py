@@ -11,9 +11,11 @@ a batch whose CRC fails is flagged, a torn or malformed batch ends its segment.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from kafka.record.default_records import DefaultRecordBatch
 
@@ -22,11 +24,14 @@ log = logging.getLogger(__name__)
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 SEGMENT_SUFFIX = ".log"
-CHECKPOINT_VERSION = "0"
+CHECKPOINT_VERSION = 0
 
 _HEADER = DefaultRecordBatch.HEADER_STRUCT  # base offset, length, leader epoch, magic, crc, ...
 _LOG_OVERHEAD = 12  # base offset (int64) + length (int32): the bytes the length field does not count
 _MIN_LENGTH = _HEADER.size - _LOG_OVERHEAD
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+
+Entry = TypeVar("Entry")
 
 
 class CheckpointError(Exception):
@@ -131,35 +136,79 @@ def iter_batches(log_dir: Path, *, decode: bool = True) -> Iterator[BatchInfo]:
         del data
 
 
-def _checkpoint_entries(path: Path, fields: int) -> list[list[str]] | None:
-    """The entries of one of Kafka's text checkpoints: a version line (0), a count line, then that
-    many entries of `fields` space-separated fields; None when the file is missing.
+def _integer(text: str, bits: int) -> int:
+    """A field Kafka's checkpoint formatters read with Java's `Integer.parseInt` (`bits` 32) or
+    `Long.parseLong` (64): decimal digits with an optional sign, in range; ValueError otherwise."""
+    if not _DECIMAL.fullmatch(text):
+        raise ValueError(text)
+    value = int(text)
+    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+        raise ValueError(text)
+    return value
 
-    A twin of the own broker's `broker.storage.checkpoints.read_entries`, kept apart on purpose:
-    the checker may not import the broker (pyproject.toml's layers), and it must not judge a
-    system with that system's own parser.
+
+def _checkpoint_entries(path: Path, entry: Callable[[list[str]], Entry]) -> list[Entry] | None:
+    """The entries of one of Kafka's text checkpoints, read as Kafka's `CheckpointFile` reads them
+    (`CheckpointReadBuffer`); None when the file is missing.
+
+    A version line (0), a count line, then every line to the end of the file is an entry: its
+    whitespace-separated fields, which `entry` turns into a value (ValueError: not an entry of this
+    file's kind); there must be as many as the count says. An empty file, or one of a version line
+    alone, holds no entries (Kafka reads it so: a checkpoint replaced without fsync can come back
+    empty, KAFKA-16541).
+
+    Written apart from the own broker's `broker.storage.checkpoints` on purpose: the checker may
+    not import the broker (pyproject.toml's layers), and it must not judge a system with that
+    system's own parser.
     """
     try:
-        text = Path(path).read_text()
+        # Lines end at \n, \r or \r\n, as Java's BufferedReader.readLine ends them.
+        with open(path, encoding="utf-8", newline="") as f:
+            lines = [line.rstrip("\r\n") for line in f]
     except FileNotFoundError:
         return None
-    lines = text.splitlines()
-    if len(lines) < 2:
-        raise CheckpointError(f"{path}: missing version or count line")
-    if lines[0].strip() != CHECKPOINT_VERSION:
-        raise CheckpointError(f"{path}: unsupported version {lines[0].strip()!r}")
-    try:
-        count = int(lines[1])
-    except ValueError:
-        raise CheckpointError(f"{path}: bad count line {lines[1]!r}") from None
-    body = [line for line in lines[2:] if line.strip()]
-    if len(body) != count:
-        raise CheckpointError(f"{path}: expected {count} entries, found {len(body)}")
-    entries = [line.split() for line in body]
-    for entry in entries:
-        if len(entry) != fields:
-            raise CheckpointError(f"{path}: malformed entry {' '.join(entry)!r}")
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"{path}: not UTF-8 text ({e.reason})") from None
+    if not lines:
+        return []
+    version, *rest = lines
+    if _integer_or_none(version) != CHECKPOINT_VERSION:
+        raise CheckpointError(f"{path}: unsupported version {version!r}")
+    if not rest:
+        return []
+    count_line, *body = rest
+    count = _integer_or_none(count_line)
+    if count is None:
+        raise CheckpointError(f"{path}: bad count line {count_line!r}")
+    entries = []
+    for line in body:
+        try:
+            entries.append(entry(line.split()))
+        except ValueError:
+            raise CheckpointError(f"{path}: malformed entry {line!r}") from None
+    if len(entries) != count:
+        raise CheckpointError(f"{path}: expected {count} entries, found {len(entries)}")
     return entries
+
+
+def _integer_or_none(line: str) -> int | None:
+    """A version or count line's number (a Java int), or None."""
+    try:
+        return _integer(line, 32)
+    except ValueError:
+        return None
+
+
+def _offset_entry(fields: list[str]) -> tuple[tuple[str, int], int]:
+    """`topic partition offset`: Kafka's OffsetCheckpointFile entry."""
+    topic, partition, offset = fields
+    return (topic, _integer(partition, 32)), _integer(offset, 64)
+
+
+def _epoch_entry(fields: list[str]) -> tuple[int, int]:
+    """`epoch start-offset`: Kafka's LeaderEpochCheckpointFile entry."""
+    epoch, start_offset = fields
+    return _integer(epoch, 32), _integer(start_offset, 64)
 
 
 def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
@@ -167,19 +216,10 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
 
     Kafka's text format: a version line (0), a count line, then `topic partition offset` lines.
     """
-    offsets: dict[tuple[str, int], int] = {}
-    for topic, partition, offset in _checkpoint_entries(path, 3) or []:
-        try:
-            offsets[(topic, int(partition))] = int(offset)
-        except ValueError:
-            raise CheckpointError(f"{path}: malformed entry {topic} {partition} {offset}") from None
-    return offsets
+    return dict(_checkpoint_entries(path, _offset_entry) or [])
 
 
 def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
     """A partition's `leader-epoch-checkpoint`: (leader epoch, start offset) entries in file order;
     [] when the file is missing. The same text format, with `epoch start-offset` lines."""
-    try:
-        return [(int(epoch), int(start)) for epoch, start in _checkpoint_entries(path, 2) or []]
-    except ValueError:
-        raise CheckpointError(f"{path}: malformed entry (epoch and start offset are integers)") from None
+    return _checkpoint_entries(path, _epoch_entry) or []

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from checkers.parquet_schema import NEMESIS_SENTINEL, RECORD
+from checkers.parquet_schema import NEMESIS_SENTINEL, columns
 from history.format import CLIENT_FS, NEMESIS_PROCESS, OP_TYPES, ReadProblem, validate
 from history.txn import TXN
 
@@ -29,19 +29,19 @@ log = logging.getLogger(__name__)
 
 _NEMESIS_KEYS = (b'"process":"nemesis"', b'"process": "nemesis"')
 _JSON_SCHEMA = pa.schema(
-    [
-        ("index", pa.int64()),
-        ("time", pa.int64()),
-        ("process", pa.int64()),
-        ("type", pa.string()),
-        ("f", pa.string()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("value", pa.int64()),
-        ("offset", pa.int64()),
-        ("records", pa.list_(RECORD)),
-        ("bad_records", pa.bool_()),
-    ]
+    columns(
+        "index",
+        "time",
+        "process",
+        "type",
+        "f",
+        "topic",
+        "partition",
+        "value",
+        "offset",
+        "records",
+        "bad_records",
+    )
 )
 _PARSE = pj.ParseOptions(explicit_schema=_JSON_SCHEMA, unexpected_field_behavior="ignore")
 _READ = pj.ReadOptions(block_size=4 << 20, use_threads=True)

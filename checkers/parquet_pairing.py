@@ -14,25 +14,28 @@ from checkers.parquet_schema import (
     OUTCOME_CODES,
     TYPE_CODE_ARRAY,
     TYPE_CODES,
+    columns,
 )
 from history import pairing
 
+# The client lines being paired, and the last line of each process carried to the next chunk;
+# `type` and `f` as their codes.
 _CARRY_SCHEMA = pa.schema(
-    [
-        ("index", pa.int64()),
-        ("time", pa.int64()),
-        ("process", pa.int64()),
+    columns(
+        "index",
+        "time",
+        "process",
         ("type", pa.int8()),
         ("f", pa.int8()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("value", pa.int64()),
-        ("offset", pa.int64()),
-        ("bad_records", pa.bool_()),
-        ("epoch", pa.int64()),
-        ("carried", pa.bool_()),
-        ("tp", pa.int64()),
-    ]
+        "topic",
+        "partition",
+        "value",
+        "offset",
+        "bad_records",
+        "epoch",
+        "carried",
+        "tp",
+    )
 )
 
 

@@ -25,8 +25,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from checkers.catalogue import BY_NAME, MAX_EXAMPLES, MEMBER_COUNTED, AnomalyResult
-from checkers.spark_lines import whole_records
+import pyarrow as pa
+
+from checkers.catalogue import BY_NAME, MAX_EXAMPLES, MEMBER_COUNTED, POSITION, AnomalyResult
+from checkers.parquet_schema import columns
+from checkers.spark_lines import parsed_lines, whole_records
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -37,6 +40,12 @@ GROUP_KINDS = frozenset({"subscribe", "commit"})
 # A line of a subscribe or commit, or of the final drain's assign (the writer's compact JSON, or
 # JSON with spaces).
 _GROUP_LINE = r'"f"\s*:\s*"(subscribe|commit)"|"final"\s*:\s*true'
+# What is read of those lines; a commit's offsets name their partition as a long (cast to the reads'
+# int once parsed).
+_COMMITTED = pa.struct(columns("topic", ("partition", pa.int64()), "offset"))
+_GROUP_FIELDS = pa.schema(
+    columns("index", "process", "type", "f", "group", "final", ("offsets", pa.list_(_COMMITTED)))
+)
 
 
 def _none() -> dict[str, AnomalyResult]:
@@ -95,7 +104,6 @@ def check_groups(
     Spark job runs)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     col = F.col
     operations = spark.read.parquet(operations_path)
@@ -107,33 +115,8 @@ def check_groups(
     if not present:
         return _none(), dict.fromkeys(MEMBER_COUNTED, 0)
 
-    schema = T.StructType(
-        [
-            T.StructField("index", T.LongType()),
-            T.StructField("process", T.LongType()),
-            T.StructField("type", T.StringType()),
-            T.StructField("f", T.StringType()),
-            T.StructField("group", T.StringType()),
-            T.StructField("final", T.BooleanType()),
-            T.StructField(
-                "offsets",
-                T.ArrayType(
-                    T.StructType(
-                        [
-                            T.StructField("topic", T.StringType()),
-                            T.StructField("partition", T.LongType()),
-                            T.StructField("offset", T.LongType()),
-                        ]
-                    )
-                ),
-            ),
-        ]
-    )
     lines = (
-        spark.read.text(history_path)
-        .filter(col("value").rlike(_GROUP_LINE))
-        .select(F.from_json("value", schema).alias("op"))
-        .select("op.*")
+        parsed_lines(spark, history_path, _GROUP_LINE, _GROUP_FIELDS)
         .filter(
             (col("type") == "invoke")
             & col("process").isNotNull()
@@ -220,12 +203,10 @@ def check_groups(
     drain = lines.filter(col("f") == "assign").select("process").distinct()
     log_reads = reads.join(F.broadcast(drain), "process") if drain.limit(1).count() else reads
     first_reads = (
-        log_reads.groupBy("topic", "partition", "offset")
+        log_reads.groupBy(*POSITION)
         .agg(F.min(F.struct("index", "pos", "process", "value")).alias("first"))
         .select(
-            "topic",
-            "partition",
-            "offset",
+            *POSITION,
             col("first.index").alias("read_index"),
             col("first.process").alias("read_process"),
             col("first.value").alias("value"),

@@ -3,6 +3,7 @@
 The refusals of a system (`checkers/refusals.py`) are read from the `error` of failed operations,
 which the Parquet form leaves out. Spark scans the text for the lines that match the refusals'
 patterns and hands over only those; the driver reads them with the history reader's own rules.
+The transaction and consumer-group rules read their lines' fields as columns (`parsed_lines`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from history.format import validate
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -40,6 +42,21 @@ def ops_matching(spark: SparkSession, history: str, patterns: list[re.Pattern[st
         if validate(record) is None:
             ops.append(record)
     return ops
+
+
+def parsed_lines(spark: SparkSession, history: str, pattern: str, fields: pa.Schema) -> DataFrame:
+    """The history's lines that match `pattern` (a Java regular expression), parsed by Spark's JSON
+    reader into the columns of `fields`: an Arrow schema of `checkers.parquet_schema.columns`, so
+    that a field has the type it has in the Parquet form."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return (
+        spark.read.text(history)
+        .filter(F.col("value").rlike(pattern))
+        .select(F.from_json("value", from_arrow_schema(fields)).alias("op"))
+        .select("op.*")
+    )
 
 
 def whole_records(records: DataFrame) -> DataFrame:

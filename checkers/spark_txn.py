@@ -25,9 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from checkers.catalogue import BY_NAME, MAX_EXAMPLES, AnomalyResult, OutcomeCounts, empty_counts
-from checkers.parquet_schema import F_CODES, OUTCOME_CODES
-from checkers.spark_lines import whole_records
+import pyarrow as pa
+
+from checkers.catalogue import BY_NAME, MAX_EXAMPLES, POSITION, AnomalyResult, OutcomeCounts, empty_counts
+from checkers.parquet_schema import F_CODES, OUTCOME_CODES, columns
+from checkers.spark_lines import parsed_lines, whole_records
 from checkers.spark_session import Persisted
 from checkers.txn_graph import Edge, cycles
 
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 _TXN_LINE = r'"f"\s*:\s*"txn"'
+# What is read of a transaction's line: its micro-operations, sends and polls (with their records).
+_MOP = pa.struct(columns("f", "topic", "partition", "value", "offset", "records"))
+_TXN_FIELDS = pa.schema(columns("index", "f", ("mops", pa.list_(_MOP))))
 _TXN = F_CODES.index("txn")
 _SEND = F_CODES.index("send")
 _FAIL = OUTCOME_CODES.index("fail")
@@ -55,36 +60,6 @@ class TxnParts:
 
     def unpersist(self) -> None:
         self.cached.release()
-
-
-def _mops_schema() -> Any:
-    from pyspark.sql import types as T
-
-    record = T.StructType(
-        [
-            T.StructField("topic", T.StringType()),
-            T.StructField("partition", T.IntegerType()),
-            T.StructField("offset", T.LongType()),
-            T.StructField("value", T.LongType()),
-        ]
-    )
-    mop = T.StructType(
-        [
-            T.StructField("f", T.StringType()),
-            T.StructField("topic", T.StringType()),
-            T.StructField("partition", T.IntegerType()),
-            T.StructField("value", T.LongType()),
-            T.StructField("offset", T.LongType()),
-            T.StructField("records", T.ArrayType(record)),
-        ]
-    )
-    return T.StructType(
-        [
-            T.StructField("index", T.LongType()),
-            T.StructField("f", T.StringType()),
-            T.StructField("mops", T.ArrayType(mop)),
-        ]
-    )
 
 
 def prepare(
@@ -118,11 +93,9 @@ def prepare(
     cache = cached.keep
 
     lines = cache(
-        spark.read.text(history_path)
-        .filter(col("value").rlike(_TXN_LINE))
-        .select(F.from_json("value", _mops_schema()).alias("op"))
-        .select("op.*")
-        .filter((col("f") == "txn") & col("index").isNotNull())
+        parsed_lines(spark, history_path, _TXN_LINE, _TXN_FIELDS).filter(
+            (col("f") == "txn") & col("index").isNotNull()
+        )
     )
     invoked = txns.join(
         lines.select(col("index").alias("invoke_index"), col("mops").alias("asked")), "invoke_index"
@@ -162,7 +135,7 @@ def prepare(
     )
     txn_reads = cache(
         whole_records(
-            # "r.*": the record's topic, partition, offset and value (_mops_schema's record)
+            # "r.*": the record's topic, partition, offset and value (parquet_schema.RECORD)
             polled.select("txn", "process", "outcome_code", "i", "j", "r.*")
             .withColumn("pos", (F.row_number().over(_window()) - 1).cast("int"))
             .drop("i", "j")
@@ -239,6 +212,7 @@ def judge(
         col("tp").isNotNull() & col("offset").isNotNull() & col("value").isNotNull()
     )
     names = F.array(*[F.lit(t) for t in topics] or [F.lit(None).cast("string")])
+    sighting = (*POSITION, "value")  # a record acknowledged or read, where it was
 
     def named(df: DataFrame) -> DataFrame:
         return df.withColumn("topic", F.element_at(names, F.shiftright("tp", 32).cast("int") + 1)).withColumn(
@@ -253,14 +227,10 @@ def judge(
             & (col("offset") >= 0)
             & col("tp").isNotNull()
         ).select("tp", "offset", "value")
-    ).select("topic", "partition", "offset", "value")
-    txn_acks = parts.writes.filter((col("outcome_code") == _OK) & col("offset").isNotNull()).select(
-        "topic", "partition", "offset", "value"
-    )
-    reads = named(standalone_reads.select("tp", "offset", "value")).select(
-        "topic", "partition", "offset", "value"
-    )
-    all_reads = reads.unionByName(parts.txn_reads.select("topic", "partition", "offset", "value"))
+    ).select(*sighting)
+    txn_acks = parts.writes.filter((col("outcome_code") == _OK) & col("offset").isNotNull()).select(*sighting)
+    reads = named(standalone_reads.select("tp", "offset", "value")).select(*sighting)
+    all_reads = reads.unionByName(parts.txn_reads.select(*sighting))
     sightings = standalone_acks.unionByName(txn_acks).unionByName(all_reads)
 
     found: dict[str, AnomalyResult] = {}
@@ -314,20 +284,13 @@ def judge(
     writer = (
         parts.writes.filter(col("outcome_code") != _FAIL).groupBy("value").agg(F.min("txn").alias("writer"))
     )
-    order = (
-        sightings.groupBy("topic", "partition", "offset")
-        .agg(F.min("value").alias("value"))
-        .join(writer, "value")
-    )
+    order = sightings.groupBy(*POSITION).agg(F.min("value").alias("value")).join(writer, "value")
     from pyspark.sql import Window
 
     by_tp = Window.partitionBy("topic", "partition").orderBy("offset")
     # ww: each record's writer -> the writer of the next record of its partition.
     overwritten = order.select(
-        "topic",
-        "partition",
-        "offset",
-        "value",
+        *sighting,
         "writer",
         F.lead("offset").over(by_tp).alias("next_offset"),
         F.lead("value").over(by_tp).alias("next_value"),
@@ -362,17 +325,17 @@ def judge(
     found.update(cycles(edges))
 
     # poll-skip in a transactional history: a linked gap over sighted records only.
-    sighted = sightings.select("topic", "partition", "offset").distinct()
+    sighted = sightings.select(*POSITION).distinct()
     ranked = sighted.withColumn("rank", F.dense_rank().over(by_tp))
     linked = named(
         standalone_reads.filter(
             col("prev_offset").isNotNull() & (col("offset") > col("prev_offset") + 1)
         ).select("index", "process", "tp", "offset", "prev_offset", "prev_index")
     )
-    at = ranked.select("topic", "partition", "offset", col("rank").alias("r"))
+    at = ranked.select(*POSITION, col("rank").alias("r"))
     before = ranked.select("topic", "partition", col("offset").alias("prev_offset"), col("rank").alias("pr"))
     skips = (
-        linked.join(at, ["topic", "partition", "offset"])
+        linked.join(at, list(POSITION))
         .join(before, ["topic", "partition", "prev_offset"])
         .withColumn("skipped", col("r") - col("pr") - 1)
         .filter(col("skipped") > 0)

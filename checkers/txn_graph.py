@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import networkx as nx
@@ -56,17 +56,12 @@ class Edge:
     next_value: int | None = None
 
     def step(self) -> dict[str, Any]:
-        return {
-            "from": self.src,
-            "to": self.dst,
-            "type": self.kind,
-            "topic": self.topic,
-            "partition": self.partition,
-            "offset": self.offset,
-            "value": self.value,
-            "next_offset": self.next_offset,
-            "next_value": self.next_value,
-        }
+        """The edge as a step of an example's cycle: its fields, the ends and kind in the example's
+        words (from, to, type)."""
+        return {_STEP_NAMES.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
+
+
+_STEP_NAMES = {"src": "from", "dst": "to", "kind": "type"}
 
 
 def keep_first(edges: Iterable[Edge]) -> dict[tuple[int, int, str], Edge]:
