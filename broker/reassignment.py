@@ -29,6 +29,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from broker.partition_state import LeaderAndIsr
+
 Key = tuple[str, int]
 
 
@@ -70,16 +72,6 @@ def complete(current: ReplicaAssignment) -> ReplicaAssignment:
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionView:
-    """The part of a partition's state the reassignment decides on."""
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    zk_version: int
-
-
-@dataclass(frozen=True, slots=True)
 class StartReassignment:
     """Write the topic znode with the partition's new assignment (phase U)."""
 
@@ -90,16 +82,13 @@ class StartReassignment:
 
 @dataclass(frozen=True, slots=True)
 class MoveLeadershipAndShrinkIsr:
-    """Phase B3+B4: compare-and-set the partition state with `leader` (the same or a TRS member),
-    a new leader epoch and the ISR cut to the target replicas."""
+    """Phase B3+B4: compare-and-set the partition state with `state`: its leader (the same or a
+    TRS member) in a new leader epoch, and the ISR (and ELR) cut to the target replicas."""
 
     topic: str
     index: int
     previous_leader: int
-    leader: int
-    leader_epoch: int
-    zk_version: int
-    isr: tuple[int, ...]
+    state: LeaderAndIsr
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +144,7 @@ def plan(
     *,
     requested: Mapping[Key, tuple[int, ...]],
     assignments: Mapping[Key, ReplicaAssignment],
-    states: Mapping[Key, PartitionView],
+    states: Mapping[Key, LeaderAndIsr],
     live: Collection[int],
 ) -> list[ReassignmentAction]:
     """Level-triggered: the next step of every requested or unfinished reassignment.
@@ -204,7 +193,7 @@ def _invalid_target(target: tuple[int, ...], known: Collection[int]) -> str | No
 
 
 def _next_step(
-    key: Key, current: ReplicaAssignment, state: PartitionView | None, live: Collection[int]
+    key: Key, current: ReplicaAssignment, state: LeaderAndIsr | None, live: Collection[int]
 ) -> ReassignmentAction | None:
     target = current.target
     if state is None or not set(target) <= set(state.isr):
@@ -216,7 +205,7 @@ def _next_step(
             return None  # no live target replica in the ISR: wait for one to come back
     isr = tuple(r for r in state.isr if r in target)
     if leader != state.leader or isr != state.isr:
-        return MoveLeadershipAndShrinkIsr(
-            *key, state.leader, leader, state.leader_epoch + 1, state.zk_version, isr
-        )
+        elr = tuple(r for r in state.elr if r in isr)
+        moved = LeaderAndIsr(leader, state.leader_epoch + 1, isr, state.zk_version, elr)
+        return MoveLeadershipAndShrinkIsr(*key, state.leader, moved)
     return CompleteReassignment(*key, complete(current))

@@ -32,9 +32,17 @@ from broker.kafka_errors import (
     UNKNOWN_LEADER_EPOCH,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
-from broker.partition_state import PartitionState, RoleChange, follow, lead, role_change
+from broker.partition_state import PartitionState
 from broker.producer_state import Duplicate, ProducerState
-from broker.replication import Action, HighWatermarkAdvanced, PartitionReplica, Role, WriteIsr
+from broker.replication import (
+    Action,
+    HighWatermarkAdvanced,
+    PartitionReplica,
+    Role,
+    RoleChange,
+    WriteIsr,
+    role_change,
+)
 from broker.storage import (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -276,7 +284,7 @@ class ReplicaManager:
             if replica.role is Role.FOLLOWER and self.follower_listener:
                 self.follower_listener(partition, state, False)
             partition.log.epochs.assign(state.leader_epoch, partition.log.log_end_offset)
-            actions = lead(replica, state, partition.log.log_end_offset, self.clock())
+            actions = replica.become_leader(state, partition.log.log_end_offset, self.clock())
             log.info(
                 "%s-%d: leader for epoch %d, isr %s, LEO %d, HW %d",
                 topic,
@@ -298,7 +306,7 @@ class ReplicaManager:
             # Not the leader: any waiting acks=all producer learns it lost leadership.
             was_leader = replica.role is Role.LEADER
             self._fail_ack_waiters(partition, NOT_LEADER_OR_FOLLOWER)
-            follow(replica, state)
+            replica.become_follower(state)
             log.info(
                 "%s-%d: follower of %d for epoch %d (was leader: %s), LEO %d, HW %d",
                 topic,
@@ -325,9 +333,10 @@ class ReplicaManager:
         self._fail_ack_waiters(partition, NOT_LEADER_OR_FOLLOWER)
         if self.follower_listener and partition.state is not None:
             self.follower_listener(partition, partition.state, False)  # leaves every fetcher
-        partition.replica.become_follower(
-            leader_id=-1, leader_epoch=partition.replica.leader_epoch, isr=(), replicas=(), zk_version=-1
+        gone = PartitionState(
+            leader=-1, leader_epoch=partition.replica.leader_epoch, isr=(), zk_version=-1, replicas=()
         )
+        partition.replica.become_follower(gone)  # of no leader, in no ISR
         partition.wake_readers()
         self._dir_of.pop((topic, index), None)
         try:
@@ -372,10 +381,10 @@ class ReplicaManager:
                 partition.state.leader,
                 action.leader_epoch,
                 action.isr,
-                partition.state.replicas,
                 new_version,
-                partition.state.controller_epoch,
-                elr=action.elr,
+                action.elr,
+                replicas=partition.state.replicas,
+                controller_epoch=partition.state.controller_epoch,
             )
         self._run(
             partition,

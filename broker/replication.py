@@ -1,8 +1,9 @@
 """The partition replication state machine, sans-IO (in the manner of h11's _state.py).
 
 It knows nothing of sockets, ZooKeeper or files. The adapter (broker.replica_manager) feeds it
-events — became leader/follower, a local append, a follower's fetch, the leader's high watermark,
-a timer tick, the outcome of an ISR write — and carries out the actions it returns:
+events — a new partition state (`role_change`: lead it, follow it, or only take its ISR), a local
+append, a follower's fetch, the leader's high watermark, a timer tick, the outcome of an ISR write
+— and carries out the actions it returns:
 
 - `HighWatermarkAdvanced(hw)`: wake producers waiting for acks=all and consumers long-polling.
 - `WriteIsr(isr, leader_epoch, zk_version)`: compare-and-set the partition state in ZooKeeper.
@@ -36,6 +37,7 @@ from broker.kafka_errors import (
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
 )
+from broker.partition_state import PartitionState
 
 UNDEFINED_EPOCH = -1
 
@@ -61,6 +63,29 @@ class WriteIsr:
 
 
 Action = HighWatermarkAdvanced | WriteIsr
+
+
+class RoleChange(Enum):
+    NOT_A_REPLICA = "not-a-replica"  # ignore the state
+    BECOME_LEADER = "become-leader"  # a new epoch with us as leader (or we were not leading)
+    LEADER_UPDATE = "leader-update"  # same epoch, still leader: the ISR or replicas changed
+    BECOME_FOLLOWER = "become-follower"  # a new leader or epoch (or we were leading): follow it
+    FOLLOWER_UPDATE = "follower-update"  # same leader and epoch: only the ISR changed
+
+
+def role_change(broker_id: int, old: PartitionState | None, new: PartitionState, role: Role) -> RoleChange:
+    """Kafka's becomeLeaderOrFollower, for one partition on one broker: what a new partition state
+    means for this broker's replica (broker.replica_manager and the simulator carry it out)."""
+    if broker_id not in new.replicas:
+        return RoleChange.NOT_A_REPLICA
+    new_epoch = old is None or new.leader_epoch != old.leader_epoch or new.leader != old.leader
+    if new.leader == broker_id:
+        if new_epoch or role is not Role.LEADER:
+            return RoleChange.BECOME_LEADER
+        return RoleChange.LEADER_UPDATE
+    if new_epoch or role is Role.LEADER:
+        return RoleChange.BECOME_FOLLOWER
+    return RoleChange.FOLLOWER_UPDATE
 
 
 @dataclass(slots=True)
@@ -97,62 +122,34 @@ class PartitionReplica:
     removing: tuple[int, ...] = ()
 
     # --- role changes -------------------------------------------------------------------------
-    def become_leader(
-        self,
-        *,
-        leader_epoch: int,
-        isr: tuple[int, ...],
-        replicas: tuple[int, ...],
-        zk_version: int,
-        log_end_offset: int,
-        high_watermark: int,
-        now_ms: float,
-        elr: tuple[int, ...] = (),
-    ) -> list[Action]:
-        self._take_state(Role.LEADER, self.broker_id, leader_epoch, isr, replicas, zk_version, elr)
+    def become_leader(self, state: PartitionState, log_end_offset: int, now_ms: float) -> list[Action]:
+        """Lead `state`'s epoch from the log end, keeping the high watermark (up to the log end)."""
+        self._take_state(Role.LEADER, self.broker_id, state)
         self.epoch_start_offset = log_end_offset
         self.log_end_offset = log_end_offset
-        self.high_watermark = min(high_watermark, log_end_offset)
+        self.high_watermark = min(self.high_watermark, log_end_offset)
         # Followers get the full lag time to show up under the new leader (Kafka does the same).
         self.followers = {
             r: FollowerProgress(last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
-            for r in replicas
+            for r in state.replicas
             if r != self.broker_id
         }
         return self._maybe_advance_hw()
 
-    def become_follower(
-        self,
-        *,
-        leader_id: int,
-        leader_epoch: int,
-        isr: tuple[int, ...],
-        replicas: tuple[int, ...],
-        zk_version: int,
-        elr: tuple[int, ...] = (),
-    ) -> None:
-        role = Role.FOLLOWER if leader_id >= 0 else Role.NONE
-        self._take_state(role, leader_id, leader_epoch, isr, replicas, zk_version, elr)
+    def become_follower(self, state: PartitionState) -> None:
+        """Follow `state`'s leader (none: -1) in its epoch."""
+        self._take_state(Role.FOLLOWER if state.leader >= 0 else Role.NONE, state.leader, state)
 
-    def _take_state(
-        self,
-        role: Role,
-        leader_id: int,
-        leader_epoch: int,
-        isr: tuple[int, ...],
-        replicas: tuple[int, ...],
-        zk_version: int,
-        elr: tuple[int, ...],
-    ) -> None:
+    def _take_state(self, role: Role, leader_id: int, state: PartitionState) -> None:
         """Take the controller's partition state (LeaderAndIsr); what the previous epoch's leader
         tracked (its followers, its ISR write in flight) is dropped."""
         self.role = role
         self.leader_id = leader_id
-        self.leader_epoch = leader_epoch
-        self.isr = isr
-        self.replicas = replicas
-        self.zk_version = zk_version
-        self.elr = elr
+        self.leader_epoch = state.leader_epoch
+        self.isr = state.isr
+        self.replicas = state.replicas
+        self.zk_version = state.zk_version
+        self.elr = state.elr
         self.followers = {}
         self.isr_write_in_flight = False
 

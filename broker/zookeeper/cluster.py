@@ -13,7 +13,7 @@ from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 from broker.config import BrokerConfig
 from broker.fetcher import FetcherManager, FollowingBroker
 from broker.metadata import BrokerAddress, TopicCreation
-from broker.partition_state import PartitionState
+from broker.partition_state import LeaderAndIsr, PartitionState
 from broker.replica_manager import ReplicaManager
 from broker.replication import WriteIsr
 from broker.zookeeper.cache import MetadataCache
@@ -94,9 +94,10 @@ class ZkCluster:
         """The leader's ISR change, compare-and-set on the version it knows; None when it lost."""
         state = self.cache.states.get((topic, index))
         controller_epoch = state.controller_epoch if state else self.controller.controller_epoch
-        data = encode_state(
-            self.config.broker_id, action.leader_epoch, action.isr, controller_epoch, action.elr
+        written = LeaderAndIsr(
+            self.config.broker_id, action.leader_epoch, action.isr, action.zk_version, action.elr
         )
+        data = encode_state(written, controller_epoch)
         try:
             stat = await asyncio.to_thread(self.zk.set, state_path(topic, index), data, action.zk_version)
         except (BadVersionError, NoNodeError):

@@ -8,6 +8,7 @@ from pathlib import Path
 from broker.controller import elect_leader, initial_state
 from broker.follower import leader_epoch_truncation
 from broker.kafka_errors import OUT_OF_ORDER_SEQUENCE_NUMBER
+from broker.partition_state import PartitionState
 from broker.producer_state import Duplicate, ProducerState
 from broker.replication import (
     HighWatermarkAdvanced,
@@ -21,14 +22,10 @@ from broker.storage import LeaderEpochCache
 def leader(
     isr: tuple[int, ...] = (1, 2, 3), leo: int = 0, hw: int = 0, lag_ms: int = 1000
 ) -> PartitionReplica:
-    replica = PartitionReplica(broker_id=1, lag_time_max_ms=lag_ms)
+    replica = PartitionReplica(broker_id=1, lag_time_max_ms=lag_ms, high_watermark=hw)
     replica.become_leader(
-        leader_epoch=5,
-        isr=isr,
-        replicas=(1, 2, 3),
-        zk_version=7,
+        PartitionState(leader=1, leader_epoch=5, isr=isr, replicas=(1, 2, 3), zk_version=7),
         log_end_offset=leo,
-        high_watermark=hw,
         now_ms=0,
     )
     return replica
@@ -74,7 +71,7 @@ def test_caught_up_follower_rejoins_the_isr() -> None:
 
 def test_follower_hw_is_capped_by_its_log_end() -> None:
     r = PartitionReplica(broker_id=2, lag_time_max_ms=1000)
-    r.become_follower(leader_id=1, leader_epoch=3, isr=(1, 2), replicas=(1, 2), zk_version=1)
+    r.become_follower(PartitionState(leader=1, leader_epoch=3, isr=(1, 2), replicas=(1, 2), zk_version=1))
     assert r.role is Role.FOLLOWER
     r.log_end_offset = 5
     assert r.on_leader_high_watermark(9) == [HighWatermarkAdvanced(5)]
