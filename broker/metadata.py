@@ -146,10 +146,10 @@ class StandaloneMetadata:
 
     async def write_isr(self, topic: str, index: int, action: WriteIsr) -> int | None:
         state = self._states[(topic, index)]
-        if state.zk_version != action.zk_version:
+        if state.zk_version != action.state.zk_version:
             return None
         new = PartitionState(
-            state.leader, state.leader_epoch, action.isr, state.zk_version + 1, replicas=state.replicas
+            state.leader, state.leader_epoch, action.state.isr, state.zk_version + 1, replicas=state.replicas
         )
         self._states[(topic, index)] = new
         return new.zk_version

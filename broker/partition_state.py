@@ -35,6 +35,19 @@ class PartitionState(LeaderAndIsr):
     controller_epoch: int = 0
     removing: tuple[int, ...] = ()  # replicas a reassignment is removing (broker.reassignment)
 
+    def after_write(self, written: LeaderAndIsr, zk_version: int) -> PartitionState:
+        """This state once a leader's ISR write of `written` replaced it as version `zk_version`:
+        the replica set and the controller epoch stay (when it was written is not known here)."""
+        return replace(
+            self,
+            leader=written.leader,
+            leader_epoch=written.leader_epoch,
+            isr=written.isr,
+            zk_version=zk_version,
+            elr=written.elr,
+            written=0,
+        )
+
 
 def leadership_granted(broker_id: int, state: PartitionState, registered: int) -> PartitionState:
     """The state as this broker process may act on it: leadership written before the process

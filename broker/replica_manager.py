@@ -356,7 +356,7 @@ class ReplicaManager:
                     partition.topic,
                     partition.index,
                     list(partition.replica.isr),
-                    list(action.isr),
+                    list(action.state.isr),
                     action.reason,
                 )
                 self._tasks.spawn(self._write_isr(partition, action))
@@ -372,24 +372,17 @@ class ReplicaManager:
         if (
             new_version is None
             or replica.role is not Role.LEADER
-            or replica.leader_epoch != action.leader_epoch
+            or replica.leader_epoch != action.state.leader_epoch
         ):
             replica.on_isr_write_failed()
             return
+        written = action.state
         if partition.state is not None:
-            partition.state = PartitionState(
-                partition.state.leader,
-                action.leader_epoch,
-                action.isr,
-                new_version,
-                action.elr,
-                replicas=partition.state.replicas,
-                controller_epoch=partition.state.controller_epoch,
-            )
+            partition.state = partition.state.after_write(written, new_version)
         self._run(
             partition,
             replica.state_changed(
-                isr=action.isr, replicas=replica.replicas, zk_version=new_version, elr=action.elr
+                isr=written.isr, replicas=replica.replicas, zk_version=new_version, elr=written.elr
             ),
         )
 

@@ -6,7 +6,8 @@ append, a follower's fetch, the leader's high watermark, a timer tick, the outco
 — and carries out the actions it returns:
 
 - `HighWatermarkAdvanced(hw)`: wake producers waiting for acks=all and consumers long-polling.
-- `WriteIsr(isr, leader_epoch, zk_version)`: compare-and-set the partition state in ZooKeeper.
+- `WriteIsr(state, reason)`: compare-and-set the partition state in ZooKeeper with `state` (this
+  leader's epoch with a new ISR, on the version it replaces).
 
 Rules, as in Kafka:
 - Leader: HW = min log end offset over the ISR (its own LEO included); it never goes back.
@@ -37,7 +38,7 @@ from broker.kafka_errors import (
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
 )
-from broker.partition_state import PartitionState
+from broker.partition_state import LeaderAndIsr, PartitionState
 
 UNDEFINED_EPOCH = -1
 
@@ -55,11 +56,8 @@ class HighWatermarkAdvanced:
 
 @dataclass(frozen=True, slots=True)
 class WriteIsr:
-    isr: tuple[int, ...]
-    leader_epoch: int
-    zk_version: int
+    state: LeaderAndIsr  # with the eligible leader replicas that go with the new ISR (KIP-966)
     reason: str
-    elr: tuple[int, ...] = ()  # the eligible leader replicas written with it (KIP-966)
 
 
 Action = HighWatermarkAdvanced | WriteIsr
@@ -213,13 +211,7 @@ class PartitionReplica:
         ]
         if not lagging:
             return []
-        new_isr = tuple(r for r in self.isr if r not in lagging)
-        self.isr_write_in_flight = True
-        return [
-            WriteIsr(
-                new_isr, self.leader_epoch, self.zk_version, f"shrink: {lagging} lagging", self._elr(new_isr)
-            )
-        ]
+        return self._write_isr(tuple(r for r in self.isr if r not in lagging), f"shrink: {lagging} lagging")
 
     def on_isr_write_failed(self) -> None:
         """The compare-and-set lost (the znode changed); the watch will bring the new state."""
@@ -289,14 +281,10 @@ class PartitionReplica:
             return []
         if progress.log_end_offset < max(self.high_watermark, self.epoch_start_offset):
             return []
+        return self._write_isr((*self.isr, replica_id), f"expand: {replica_id} caught up")
+
+    def _write_isr(self, isr: tuple[int, ...], reason: str) -> list[Action]:
+        """One ISR write at a time: this epoch's state with `isr`, on the version we know."""
         self.isr_write_in_flight = True
-        new_isr = (*self.isr, replica_id)
-        return [
-            WriteIsr(
-                new_isr,
-                self.leader_epoch,
-                self.zk_version,
-                f"expand: {replica_id} caught up",
-                self._elr(new_isr),
-            )
-        ]
+        written = LeaderAndIsr(self.broker_id, self.leader_epoch, isr, self.zk_version, self._elr(isr))
+        return [WriteIsr(written, reason)]

@@ -140,46 +140,28 @@ class ZooKeeper(World):
                 self.zk_connected(b)
                 and b.incarnation == inc
                 and st is not None
-                and st.zk_version == action.zk_version
+                and st.zk_version == action.state.zk_version
             )
             version = -1
             if ok and st is not None:
                 version = st.zk_version + 1
-                self.note(f"zk: {b.name} writes isr {list(action.isr)} ({action.reason})")
-                self.write_state(
-                    PartitionState(
-                        b.id,
-                        action.leader_epoch,
-                        action.isr,
-                        version,
-                        action.elr,
-                        replicas=self.replicas,
-                        controller_epoch=st.controller_epoch,
-                    )
-                )
+                self.note(f"zk: {b.name} writes isr {list(action.state.isr)} ({action.reason})")
+                self.write_state(st.after_write(action.state, version))
             self.broker_after(b, self._delay(), self._isr_written, b, action, version)
 
         self.after(self._delay(), attempt)
 
     def _isr_written(self, b: SimBroker, action: WriteIsr, version: int) -> None:
         replica = b.replica
-        if version < 0 or replica.role is not Role.LEADER or replica.leader_epoch != action.leader_epoch:
+        written = action.state
+        if version < 0 or replica.role is not Role.LEADER or replica.leader_epoch != written.leader_epoch:
             replica.on_isr_write_failed()
             return
         if b.state is not None:
-            s = b.state
-            b.state = PartitionState(
-                s.leader,
-                action.leader_epoch,
-                action.isr,
-                version,
-                action.elr,
-                replicas=s.replicas,
-                controller_epoch=s.controller_epoch,
-            )
+            b.state = b.state.after_write(written, version)
         self.run_actions(
             b,
             replica.state_changed(
-                isr=action.isr, replicas=replica.replicas, zk_version=version, elr=action.elr
+                isr=written.isr, replicas=replica.replicas, zk_version=version, elr=written.elr
             ),
         )

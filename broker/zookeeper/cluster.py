@@ -13,7 +13,7 @@ from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 from broker.config import BrokerConfig
 from broker.fetcher import FetcherManager, FollowingBroker
 from broker.metadata import BrokerAddress, TopicCreation
-from broker.partition_state import LeaderAndIsr, PartitionState
+from broker.partition_state import PartitionState
 from broker.replica_manager import ReplicaManager
 from broker.replication import WriteIsr
 from broker.zookeeper.cache import MetadataCache
@@ -94,16 +94,12 @@ class ZkCluster:
         """The leader's ISR change, compare-and-set on the version it knows; None when it lost."""
         state = self.cache.states.get((topic, index))
         controller_epoch = state.controller_epoch if state else self.controller.controller_epoch
-        written = LeaderAndIsr(
-            self.config.broker_id, action.leader_epoch, action.isr, action.zk_version, action.elr
-        )
-        data = encode_state(written, controller_epoch)
+        data = encode_state(action.state, controller_epoch)
+        version = action.state.zk_version
         try:
-            stat = await asyncio.to_thread(self.zk.set, state_path(topic, index), data, action.zk_version)
+            stat = await asyncio.to_thread(self.zk.set, state_path(topic, index), data, version)
         except (BadVersionError, NoNodeError):
-            log.info(
-                "%s-%d: ISR write lost the compare-and-set (version %d)", topic, index, action.zk_version
-            )
+            log.info("%s-%d: ISR write lost the compare-and-set (version %d)", topic, index, version)
             return None
         except KazooException as exc:
             log.warning("%s-%d: ISR write failed: %r", topic, index, exc)

@@ -136,4 +136,6 @@ def test_the_leader_does_not_add_a_replica_being_removed_back_into_the_isr() -> 
     leader.removing = (1,)
     assert not [a for a in leader.on_follower_fetch(1, 10, 1.0) if isinstance(a, WriteIsr)]
     leader.removing = ()
-    assert [a.isr for a in leader.on_follower_fetch(1, 10, 2.0) if isinstance(a, WriteIsr)] == [(4, 2, 1)]
+    assert [a.state.isr for a in leader.on_follower_fetch(1, 10, 2.0) if isinstance(a, WriteIsr)] == [
+        (4, 2, 1)
+    ]

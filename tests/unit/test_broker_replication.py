@@ -8,7 +8,7 @@ from pathlib import Path
 from broker.controller import elect_leader, initial_state
 from broker.follower import leader_epoch_truncation
 from broker.kafka_errors import OUT_OF_ORDER_SEQUENCE_NUMBER
-from broker.partition_state import PartitionState
+from broker.partition_state import LeaderAndIsr, PartitionState
 from broker.producer_state import Duplicate, ProducerState
 from broker.replication import (
     HighWatermarkAdvanced,
@@ -54,7 +54,7 @@ def test_lagging_follower_leaves_the_isr_and_hw_advances_after_the_write() -> No
     assert r.on_tick(now_ms=900) == []
     r.on_follower_fetch(2, 5, now_ms=1400)
     actions = r.on_tick(now_ms=1500)
-    assert actions == [WriteIsr((1, 2), 5, 7, "shrink: [3] lagging")]
+    assert actions == [WriteIsr(LeaderAndIsr(1, 5, (1, 2), 7), "shrink: [3] lagging")]
     assert r.on_tick(now_ms=1600) == []  # one write in flight at a time
     assert r.state_changed(isr=(1, 2), replicas=(1, 2, 3), zk_version=8) == [HighWatermarkAdvanced(5)]
 
@@ -66,7 +66,7 @@ def test_caught_up_follower_rejoins_the_isr() -> None:
     assert r.high_watermark == 4
     assert r.on_follower_fetch(3, 2, now_ms=2) == []
     actions = r.on_follower_fetch(3, 4, now_ms=3)
-    assert actions == [WriteIsr((1, 2, 3), 5, 7, "expand: 3 caught up")]
+    assert actions == [WriteIsr(LeaderAndIsr(1, 5, (1, 2, 3), 7), "expand: 3 caught up")]
 
 
 def test_follower_hw_is_capped_by_its_log_end() -> None:
