@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from broker.eligible import elr_leader, next_elr, restarted_since
-from broker.partition_state import LeaderAndIsr
+from broker.partition_state import Key, LeaderAndIsr
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +74,7 @@ def needs_election(leader: int, live: Collection[int]) -> bool:
 class CreateState:
     """Create the state of a partition that has none (`initial_state`)."""
 
-    topic: str
-    index: int
+    partition: Key
     state: LeaderAndIsr
 
 
@@ -83,8 +82,7 @@ class CreateState:
 class ElectLeader:
     """Replace the state (compare-and-set) with `state`: the elected leader in a new epoch."""
 
-    topic: str
-    index: int
+    partition: Key
     previous_leader: int
     state: LeaderAndIsr
     unclean: bool
@@ -95,15 +93,12 @@ class RemoveFromIsr:
     """Replace the state (compare-and-set) with `state`: the same leader and epoch and an ISR
     without the replicas whose brokers are gone (`removed`)."""
 
-    topic: str
-    index: int
+    partition: Key
     state: LeaderAndIsr
     removed: tuple[int, ...]
 
 
 ControllerAction = CreateState | ElectLeader | RemoveFromIsr
-
-Key = tuple[str, int]
 
 
 def offline_partitions(
@@ -161,18 +156,17 @@ def reconcile(
     actions: list[ControllerAction] = []
     for topic, assignment in assignments.items():
         for index, replicas in assignment.items():
-            state = states.get((topic, index))
+            key = (topic, index)
+            state = states.get(key)
             if state is None:
-                actions.append(CreateState(topic, index, initial_state(replicas, live)))
+                actions.append(CreateState(key, initial_state(replicas, live)))
                 continue
             restarted = leader_restarted(state, registered or {})
             listed = state.isr
             if settings.isr_broker_epoch_check:
                 state = replace(state, isr=fence_restarted_followers(state, registered or {}))
             if not restarted and not needs_election(state.leader, live):
-                cleanup = isr_cleanup(
-                    topic, index, state, live, registered or {}, settings.elr_min_insync, listed
-                )
+                cleanup = isr_cleanup(key, state, live, registered or {}, settings.elr_min_insync, listed)
                 if cleanup is not None:
                     actions.append(cleanup)
                 continue
@@ -183,7 +177,7 @@ def reconcile(
                 restarted=restarted,
                 unclean_allowed=settings.unclean_leader_election,
                 policy=settings.election_policy,
-                log_ends=(log_ends or {}).get((topic, index)),
+                log_ends=(log_ends or {}).get(key),
                 registered=registered or {},
                 elr_min_insync=settings.elr_min_insync,
             )
@@ -192,7 +186,7 @@ def reconcile(
             elected = LeaderAndIsr(
                 choice.leader, state.leader_epoch + 1, choice.isr, state.zk_version, choice.elr
             )
-            actions.append(ElectLeader(topic, index, state.leader, elected, choice.unclean))
+            actions.append(ElectLeader(key, state.leader, elected, choice.unclean))
     return actions
 
 
@@ -255,8 +249,7 @@ def choose_leader(
 
 
 def isr_cleanup(
-    topic: str,
-    index: int,
+    key: Key,
     state: LeaderAndIsr,
     live: Collection[int],
     registered: Mapping[int, int],
@@ -284,7 +277,7 @@ def isr_cleanup(
     if not dead and elr == state.elr:
         return None
     return RemoveFromIsr(
-        topic, index, LeaderAndIsr(state.leader, state.leader_epoch, isr, state.zk_version, elr), dead
+        key, LeaderAndIsr(state.leader, state.leader_epoch, isr, state.zk_version, elr), dead
     )
 
 

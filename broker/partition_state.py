@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+Key = tuple[str, int]  # a partition: (topic, index)
+
 
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsr:

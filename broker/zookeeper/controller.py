@@ -31,13 +31,14 @@ from broker.controller import (
     offline_partitions,
     reconcile,
 )
-from broker.partition_state import LeaderAndIsr, PartitionState
+from broker.partition_state import Key, LeaderAndIsr, PartitionState
 from broker.reassignment import (
     CompleteReassignment,
     DropRequest,
     MoveLeadershipAndShrinkIsr,
     ReplicaAssignment,
     StartReassignment,
+    WriteAssignment,
     encode_request,
     parse_request,
     plan,
@@ -199,7 +200,7 @@ class ControllerDriver:
             if not self.is_controller:
                 return False
             retry |= not await self._write(action, log_ends)
-        busy = {(a.topic, a.index) for a in reconciled}
+        busy = {a.partition for a in reconciled}
         return await self._reassign(live, busy) or retry
 
     # --- partition reassignment (broker.reassignment) -------------------------------------------
@@ -219,13 +220,13 @@ class ControllerDriver:
         actions = [
             a
             for a in plan(requested=requested, assignments=assignments, states=self.cache.states, live=live)
-            if (a.topic, a.index) not in busy
+            if a.partition not in busy
         ]
         retry = False
         topic_writes: dict[str, dict[int, ReplicaAssignment]] = {}
         finished: dict[tuple[str, int], str] = {}
         for action in actions:
-            key = (action.topic, action.index)
+            key = action.partition
             if isinstance(action, StartReassignment):
                 log.warning(
                     "%s-%d: reassigning to %s: replicas %s, adding %s, removing %s",
@@ -235,19 +236,20 @@ class ControllerDriver:
                     list(action.assignment.adding),
                     list(action.assignment.removing),
                 )
-                topic_writes.setdefault(action.topic, {})[action.index] = action.assignment
             elif isinstance(action, CompleteReassignment):
                 log.warning(
                     "%s-%d: reassignment complete: replicas %s", *key, list(action.assignment.replicas)
                 )
-                topic_writes.setdefault(action.topic, {})[action.index] = action.assignment
                 finished[key] = "complete"
+            if isinstance(action, WriteAssignment):
+                topic, index = key
+                topic_writes.setdefault(topic, {})[index] = action.assignment
             elif isinstance(action, DropRequest):
                 if action.reason != "done":
                     log.warning("%s-%d: reassignment request dropped: %s", *key, action.reason)
                 finished[key] = action.reason
             elif isinstance(action, MoveLeadershipAndShrinkIsr):
-                if not await self._replace_state(action.topic, action.index, action.state):
+                if not await self._replace_state(key, action.state):
                     retry = True
                     continue
                 log.warning(
@@ -325,13 +327,10 @@ class ControllerDriver:
         if isinstance(action, CreateState):
             data = encode_state(action.state, self.controller_epoch)
             try:
-                await asyncio.to_thread(
-                    self.zk.create, state_path(action.topic, action.index), data, makepath=True
-                )
+                await asyncio.to_thread(self.zk.create, state_path(*action.partition), data, makepath=True)
                 log.info(
                     "%s-%d: created, leader %d, isr %s",
-                    action.topic,
-                    action.index,
+                    *action.partition,
                     action.state.leader,
                     list(action.state.isr),
                 )
@@ -340,13 +339,12 @@ class ControllerDriver:
             return True
         assert isinstance(action, ElectLeader)
         elected = action.state
-        if not await self._replace_state(action.topic, action.index, elected):
+        if not await self._replace_state(action.partition, elected):
             return False
-        ends = (log_ends or {}).get((action.topic, action.index))
+        ends = (log_ends or {}).get(action.partition)
         log.warning(
             "%s-%d: %s election: leader %d -> %d, epoch %d, isr %s%s",
-            action.topic,
-            action.index,
+            *action.partition,
             "unclean" if action.unclean else "clean",
             action.previous_leader,
             elected.leader,
@@ -356,24 +354,23 @@ class ControllerDriver:
         )
         return True
 
-    async def _replace_state(self, topic: str, index: int, state: LeaderAndIsr) -> bool:
+    async def _replace_state(self, partition: Key, state: LeaderAndIsr) -> bool:
         """Compare-and-set of a partition state on the version `state` replaces; False when someone
         else wrote it first."""
         data = encode_state(state, self.controller_epoch)
         try:
-            await asyncio.to_thread(self.zk.set, state_path(topic, index), data, state.zk_version)
+            await asyncio.to_thread(self.zk.set, state_path(*partition), data, state.zk_version)
         except (BadVersionError, NoNodeError):
             return False
         return True
 
     async def _remove_from_isr(self, action: RemoveFromIsr) -> bool:
         state = action.state
-        if not await self._replace_state(action.topic, action.index, state):
+        if not await self._replace_state(action.partition, state):
             return False
         log.warning(
             "%s-%d: brokers %s gone: isr %s, elr %s (leader %d, epoch %d)",
-            action.topic,
-            action.index,
+            *action.partition,
             list(action.removed),
             list(state.isr),
             list(state.elr),

@@ -171,7 +171,9 @@ def test_controller_reconcile_creates_elects_and_leaves_offline_partitions_alone
     offline = offline_partitions(assignments, states, live)
     assert offline == {("t", 1): [3, 1], ("t", 2): [3, 1]}
     actions = reconcile(assignments=assignments, states=states, live=live, settings=Elections())
-    assert all(not (isinstance(a, ElectLeader) and a.index == 2) for a in actions)  # offline stays offline
+    assert all(
+        not (isinstance(a, ElectLeader) and a.partition == ("t", 2)) for a in actions
+    )  # offline stays offline
     unclean = reconcile(
         assignments=assignments,
         states=states,
@@ -179,7 +181,7 @@ def test_controller_reconcile_creates_elects_and_leaves_offline_partitions_alone
         settings=Elections(unclean_leader_election=True, election_policy="longest-log"),
         log_ends={("t", 2): {3: 5, 1: 9}},
     )
-    elected = [a for a in unclean if isinstance(a, ElectLeader) and a.index == 2]
+    elected = [a for a in unclean if isinstance(a, ElectLeader) and a.partition == ("t", 2)]
     assert elected and elected[0].state.leader == 1 and elected[0].unclean
 
 

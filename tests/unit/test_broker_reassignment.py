@@ -47,7 +47,7 @@ def test_a_request_starts_the_reassignment() -> None:
         states={K: LeaderAndIsr(1, 5, (1, 2, 3), 7)},
         live=LIVE,
     )
-    assert actions == [StartReassignment("t0", 0, ReplicaAssignment((1, 2, 4, 3), (4,), (3,)))]
+    assert actions == [StartReassignment(K, ReplicaAssignment((1, 2, 4, 3), (4,), (3,)))]
 
 
 def test_phase_a_waits_for_the_adding_replica_to_join_the_isr() -> None:
@@ -60,13 +60,13 @@ def test_phase_b_shrinks_the_isr_to_the_target_in_a_new_epoch_then_completes() -
     running = ReplicaAssignment((1, 2, 4, 3), (4,), (3,))
     caught_up = {K: LeaderAndIsr(1, 5, (1, 2, 3, 4), 8)}
     actions = plan(requested={K: (1, 2, 4)}, assignments={K: running}, states=caught_up, live=LIVE)
-    assert actions == [MoveLeadershipAndShrinkIsr("t0", 0, 1, LeaderAndIsr(1, 6, (1, 2, 4), 8))]
+    assert actions == [MoveLeadershipAndShrinkIsr(K, 1, LeaderAndIsr(1, 6, (1, 2, 4), 8))]
     shrunk = {K: LeaderAndIsr(1, 6, (1, 2, 4), 9)}
     actions = plan(requested={K: (1, 2, 4)}, assignments={K: running}, states=shrunk, live=LIVE)
-    assert actions == [CompleteReassignment("t0", 0, ReplicaAssignment((1, 2, 4)))]
+    assert actions == [CompleteReassignment(K, ReplicaAssignment((1, 2, 4)))]
     done = {K: ReplicaAssignment((1, 2, 4))}
     assert plan(requested={K: (1, 2, 4)}, assignments=done, states=shrunk, live=LIVE) == [
-        DropRequest("t0", 0, "done")
+        DropRequest(K, "done")
     ]
 
 
@@ -74,10 +74,10 @@ def test_a_leader_being_removed_hands_over_to_the_first_live_target_replica_in_t
     running = ReplicaAssignment((2, 4, 1), (4,), (1,))
     states = {K: LeaderAndIsr(1, 3, (1, 2, 4), 4)}
     actions = plan(requested={}, assignments={K: running}, states=states, live=LIVE)
-    assert actions == [MoveLeadershipAndShrinkIsr("t0", 0, 1, LeaderAndIsr(2, 4, (2, 4), 4))]
+    assert actions == [MoveLeadershipAndShrinkIsr(K, 1, LeaderAndIsr(2, 4, (2, 4), 4))]
     # the first target replica is dead: the next live one leads
     actions = plan(requested={}, assignments={K: running}, states=states, live={1, 4})
-    assert actions == [MoveLeadershipAndShrinkIsr("t0", 0, 1, LeaderAndIsr(4, 4, (2, 4), 4))]
+    assert actions == [MoveLeadershipAndShrinkIsr(K, 1, LeaderAndIsr(4, 4, (2, 4), 4))]
     # no live target replica: wait for one
     assert plan(requested={}, assignments={K: running}, states=states, live={1}) == []
 
@@ -87,7 +87,7 @@ def test_an_unfinished_reassignment_goes_on_without_its_request() -> None:
     running = ReplicaAssignment((1, 2, 4, 3), (4,), (3,))
     states = {K: LeaderAndIsr(1, 6, (1, 2, 4), 9)}
     assert plan(requested={}, assignments={K: running}, states=states, live=LIVE) == [
-        CompleteReassignment("t0", 0, ReplicaAssignment((1, 2, 4)))
+        CompleteReassignment(K, ReplicaAssignment((1, 2, 4)))
     ]
 
 
@@ -101,14 +101,14 @@ def test_impossible_requests_are_dropped() -> None:
     }
     for target, reason in cases.items():
         assert plan(requested={K: target}, assignments=assignments, states=states, live=LIVE) == [
-            DropRequest("t0", 0, reason)
+            DropRequest(K, reason)
         ]
     assert plan(requested={("t9", 0): (1, 2, 3)}, assignments=assignments, states=states, live=LIVE) == [
-        DropRequest("t9", 0, "no such partition")
+        DropRequest(("t9", 0), "no such partition")
     ]
     # a replica's broker that is down (not registered) is still a valid target: it is waited for
     down = plan(requested={K: (1, 3, 2)}, assignments=assignments, states=states, live={1, 2})
-    assert down == [StartReassignment("t0", 0, ReplicaAssignment((1, 3, 2)))]
+    assert down == [StartReassignment(K, ReplicaAssignment((1, 3, 2)))]
 
 
 def test_the_request_and_topic_znodes_round_trip() -> None:
