@@ -296,12 +296,7 @@ class ReplicaManager:
             )
             self._run(partition, actions)
         elif change is RoleChange.LEADER_UPDATE:
-            self._run(
-                partition,
-                replica.state_changed(
-                    isr=state.isr, replicas=state.replicas, zk_version=state.zk_version, elr=state.elr
-                ),
-            )
+            self._run(partition, replica.state_changed(state))
         elif change is RoleChange.BECOME_FOLLOWER:
             # Not the leader: any waiting acks=all producer learns it lost leadership.
             was_leader = replica.role is Role.LEADER
@@ -373,18 +368,12 @@ class ReplicaManager:
             new_version is None
             or replica.role is not Role.LEADER
             or replica.leader_epoch != action.state.leader_epoch
+            or partition.state is None  # never so for a leader: it leads the state it was given
         ):
             replica.on_isr_write_failed()
             return
-        written = action.state
-        if partition.state is not None:
-            partition.state = partition.state.after_write(written, new_version)
-        self._run(
-            partition,
-            replica.state_changed(
-                isr=written.isr, replicas=replica.replicas, zk_version=new_version, elr=written.elr
-            ),
-        )
+        partition.state = partition.state.after_write(action.state, new_version)
+        self._run(partition, replica.state_changed(partition.state))
 
     def _complete_acks(self, partition: Partition) -> None:
         hw = partition.replica.high_watermark

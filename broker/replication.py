@@ -151,22 +151,16 @@ class PartitionReplica:
         self.followers = {}
         self.isr_write_in_flight = False
 
-    def state_changed(
-        self,
-        *,
-        isr: tuple[int, ...],
-        replicas: tuple[int, ...],
-        zk_version: int,
-        elr: tuple[int, ...] = (),
-    ) -> list[Action]:
-        """The partition znode changed without a new leader epoch (an ISR write landed)."""
-        self.isr = isr
-        self.elr = elr
-        self.replicas = replicas
-        self.zk_version = zk_version
+    def state_changed(self, state: PartitionState) -> list[Action]:
+        """The partition znode changed without a new leader epoch (an ISR write landed): take its
+        ISR, ELR, replicas and version."""
+        self.isr = state.isr
+        self.elr = state.elr
+        self.replicas = state.replicas
+        self.zk_version = state.zk_version
         self.isr_write_in_flight = False
         if self.role is Role.LEADER:
-            for r in replicas:
+            for r in state.replicas:
                 if r != self.broker_id and r not in self.followers:
                     self.followers[r] = FollowerProgress()
             return self._maybe_advance_hw()

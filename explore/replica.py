@@ -52,12 +52,7 @@ class Replica(World):
             b.tick_gen += 1
             self.broker_after(b, TICK_MS, self._tick, b, b.tick_gen)
         elif change is RoleChange.LEADER_UPDATE:
-            self.run_actions(
-                b,
-                replica.state_changed(
-                    isr=state.isr, replicas=state.replicas, zk_version=state.zk_version, elr=state.elr
-                ),
-            )
+            self.run_actions(b, replica.state_changed(state))
         elif change is RoleChange.BECOME_FOLLOWER:
             self._fail_waiters(b, NOT_LEADER_OR_FOLLOWER)
             replica.become_follower(state)

@@ -153,15 +153,13 @@ class ZooKeeper(World):
 
     def _isr_written(self, b: SimBroker, action: WriteIsr, version: int) -> None:
         replica = b.replica
-        written = action.state
-        if version < 0 or replica.role is not Role.LEADER or replica.leader_epoch != written.leader_epoch:
+        if (
+            version < 0
+            or replica.role is not Role.LEADER
+            or replica.leader_epoch != action.state.leader_epoch
+            or b.state is None  # never so for a leader: it leads the state it was given
+        ):
             replica.on_isr_write_failed()
             return
-        if b.state is not None:
-            b.state = b.state.after_write(written, version)
-        self.run_actions(
-            b,
-            replica.state_changed(
-                isr=written.isr, replicas=replica.replicas, zk_version=version, elr=written.elr
-            ),
-        )
+        b.state = b.state.after_write(action.state, version)
+        self.run_actions(b, replica.state_changed(b.state))

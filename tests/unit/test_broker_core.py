@@ -259,7 +259,9 @@ def test_with_elr_the_leader_holds_the_hw_below_min_insync_and_writes_the_elr() 
     assert r.high_watermark == 5
     (shrink,) = r.on_tick(now_ms=5000)
     assert isinstance(shrink, WriteIsr) and shrink.state.isr == (1,) and shrink.state.elr == (2,)
-    r.state_changed(isr=(1,), replicas=(1, 2), zk_version=1, elr=(2,))
+    r.state_changed(
+        PartitionState(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2), zk_version=1, elr=(2,))
+    )
     r.on_local_append(9)
     assert r.high_watermark == 5  # strict min ISR: alone, the leader acknowledges nothing more
     off = PartitionReplica(1, 1000)

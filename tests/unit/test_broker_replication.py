@@ -56,7 +56,9 @@ def test_lagging_follower_leaves_the_isr_and_hw_advances_after_the_write() -> No
     actions = r.on_tick(now_ms=1500)
     assert actions == [WriteIsr(LeaderAndIsr(1, 5, (1, 2), 7), "shrink: [3] lagging")]
     assert r.on_tick(now_ms=1600) == []  # one write in flight at a time
-    assert r.state_changed(isr=(1, 2), replicas=(1, 2, 3), zk_version=8) == [HighWatermarkAdvanced(5)]
+    assert r.state_changed(
+        PartitionState(leader=1, leader_epoch=5, isr=(1, 2), replicas=(1, 2, 3), zk_version=8)
+    ) == [HighWatermarkAdvanced(5)]
 
 
 def test_caught_up_follower_rejoins_the_isr() -> None:
