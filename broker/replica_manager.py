@@ -363,17 +363,10 @@ class ReplicaManager:
                 new_version = await self.isr_writer(partition.topic, partition.index, action)
             except Exception:
                 log.exception("ISR write for %s-%d failed", partition.topic, partition.index)
-        replica = partition.replica
-        if (
-            new_version is None
-            or replica.role is not Role.LEADER
-            or replica.leader_epoch != action.state.leader_epoch
-            or partition.state is None  # never so for a leader: it leads the state it was given
-        ):
-            replica.on_isr_write_failed()
-            return
-        partition.state = partition.state.after_write(action.state, new_version)
-        self._run(partition, replica.state_changed(partition.state))
+        partition.state, actions = partition.replica.on_isr_written(
+            partition.state, action.state, new_version
+        )
+        self._run(partition, actions)
 
     def _complete_acks(self, partition: Partition) -> None:
         hw = partition.replica.high_watermark

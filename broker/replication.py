@@ -211,6 +211,24 @@ class PartitionReplica:
         """The compare-and-set lost (the znode changed); the watch will bring the new state."""
         self.isr_write_in_flight = False
 
+    def on_isr_written(
+        self, held: PartitionState | None, written: LeaderAndIsr, zk_version: int | None
+    ) -> tuple[PartitionState | None, list[Action]]:
+        """The outcome of this leader's ISR write of `written`: the version it made (None: it lost)
+        and `held`, the partition state the broker holds. Returns the state it holds now, and what
+        to do. A write that lost, or that landed after this replica left the epoch it was written
+        in, changes nothing: the watch brings the state."""
+        if (
+            zk_version is None
+            or held is None  # never so for a leader: it leads the state it was given
+            or self.role is not Role.LEADER
+            or self.leader_epoch != written.leader_epoch
+        ):
+            self.on_isr_write_failed()
+            return held, []
+        state = held.after_write(written, zk_version)
+        return state, self.state_changed(state)
+
     # --- follower events ----------------------------------------------------------------------
     def on_leader_high_watermark(self, leader_hw: int) -> list[Action]:
         if self.role is Role.LEADER:

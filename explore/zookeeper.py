@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from broker.controller import ElectLeader, RemoveFromIsr, offline_partitions, reconcile
 from broker.partition_state import LeaderAndIsr, PartitionState
-from broker.replication import Role, WriteIsr
+from broker.replication import WriteIsr
 from explore.schedule import PARTITION, TOPIC
 from explore.state import SimBroker
 from explore.world import World
@@ -142,7 +142,7 @@ class ZooKeeper(World):
                 and st is not None
                 and st.zk_version == action.state.zk_version
             )
-            version = -1
+            version = None
             if ok and st is not None:
                 version = st.zk_version + 1
                 self.note(f"zk: {b.name} writes isr {list(action.state.isr)} ({action.reason})")
@@ -151,15 +151,7 @@ class ZooKeeper(World):
 
         self.after(self._delay(), attempt)
 
-    def _isr_written(self, b: SimBroker, action: WriteIsr, version: int) -> None:
-        replica = b.replica
-        if (
-            version < 0
-            or replica.role is not Role.LEADER
-            or replica.leader_epoch != action.state.leader_epoch
-            or b.state is None  # never so for a leader: it leads the state it was given
-        ):
-            replica.on_isr_write_failed()
-            return
-        b.state = b.state.after_write(action.state, version)
-        self.run_actions(b, replica.state_changed(b.state))
+    def _isr_written(self, b: SimBroker, action: WriteIsr, version: int | None) -> None:
+        """The leader hears how its ISR write went (broker.replica_manager's _write_isr)."""
+        b.state, actions = b.replica.on_isr_written(b.state, action.state, version)
+        self.run_actions(b, actions)

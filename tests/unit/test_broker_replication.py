@@ -61,6 +61,24 @@ def test_lagging_follower_leaves_the_isr_and_hw_advances_after_the_write() -> No
     ) == [HighWatermarkAdvanced(5)]
 
 
+def test_a_landed_isr_write_is_taken_only_in_the_epoch_it_was_written_in() -> None:
+    held = PartitionState(leader=1, leader_epoch=5, isr=(1, 2, 3), replicas=(1, 2, 3), zk_version=7)
+    r = leader(lag_ms=1000)
+    r.on_local_append(5)
+    r.on_follower_fetch(2, 5, now_ms=1400)
+    (write,) = r.on_tick(now_ms=1500)
+    assert isinstance(write, WriteIsr)
+    state, actions = r.on_isr_written(held, write.state, 8)
+    assert state == PartitionState(leader=1, leader_epoch=5, isr=(1, 2), replicas=(1, 2, 3), zk_version=8)
+    assert actions == [HighWatermarkAdvanced(5)] and not r.isr_write_in_flight
+    lost = leader()
+    lost.isr_write_in_flight = True
+    assert lost.on_isr_written(held, write.state, None) == (held, []) and not lost.isr_write_in_flight
+    moved_on = leader()
+    moved_on.leader_epoch = 6  # a new epoch began before the write's outcome arrived
+    assert moved_on.on_isr_written(held, write.state, 8) == (held, [])
+
+
 def test_caught_up_follower_rejoins_the_isr() -> None:
     r = leader(isr=(1, 2))
     r.on_local_append(4)
