@@ -60,9 +60,7 @@ class Broker:
         self._timers.append(txn_timeouts)
         handlers.withdraw(config.unsupported_apis)
         handlers.deny(config.denied_apis)
-        self.server = BrokerServer(
-            handlers, config.listener.host, config.listener.port, config.socket_request_max_bytes
-        )
+        self.server = BrokerServer(handlers, config.listener, config.socket_request_max_bytes)
         await self.server.start()
         if self.cluster is not None:
             await self.cluster.start(advertised_port=self.server.port if config.advertised is None else None)

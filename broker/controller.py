@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from broker.eligible import elr_leader, next_elr, restarted_since
+from broker.partition_state import Key, LeaderAndIsr
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,12 +24,13 @@ class Election:
     elr: tuple[int, ...] = ()  # the eligible leader replicas after it (KIP-966; empty when off)
 
 
-def initial_state(replicas: tuple[int, ...], live: Collection[int]) -> Election:
-    """A new partition: the first live replica leads; the live replicas form the ISR."""
+def initial_state(replicas: tuple[int, ...], live: Collection[int]) -> LeaderAndIsr:
+    """A new partition (no znode yet: version -1): the first live replica leads epoch 0; the live
+    replicas form the ISR."""
     alive = tuple(r for r in replicas if r in live)
     if not alive:
-        return Election(-1, replicas)
-    return Election(alive[0], alive)
+        return LeaderAndIsr(-1, 0, replicas, -1)
+    return LeaderAndIsr(alive[0], 0, alive, -1)
 
 
 def _pick(candidates: tuple[int, ...], policy: str, log_ends: Mapping[int, int] | None) -> int:
@@ -70,61 +72,38 @@ def needs_election(leader: int, live: Collection[int]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class CreateState:
-    """Create the state of a partition that has none: leader epoch 0."""
+    """Create the state of a partition that has none (`initial_state`)."""
 
-    topic: str
-    index: int
-    election: Election
+    partition: Key
+    state: LeaderAndIsr
 
 
 @dataclass(frozen=True, slots=True)
 class ElectLeader:
-    """Replace the state at `zk_version` (compare-and-set) with a new leader and epoch."""
+    """Replace the state (compare-and-set) with `state`: the elected leader in a new epoch."""
 
-    topic: str
-    index: int
+    partition: Key
     previous_leader: int
-    leader_epoch: int  # the new epoch
-    zk_version: int
-    election: Election
+    state: LeaderAndIsr
+    unclean: bool
 
 
 @dataclass(frozen=True, slots=True)
 class RemoveFromIsr:
-    """Replace the state at `zk_version` (compare-and-set) with the same leader and epoch and an ISR
+    """Replace the state (compare-and-set) with `state`: the same leader and epoch and an ISR
     without the replicas whose brokers are gone (`removed`)."""
 
-    topic: str
-    index: int
-    leader: int
-    leader_epoch: int
-    zk_version: int
-    isr: tuple[int, ...]
+    partition: Key
+    state: LeaderAndIsr
     removed: tuple[int, ...]
-    elr: tuple[int, ...] = ()
 
 
 ControllerAction = CreateState | ElectLeader | RemoveFromIsr
 
 
-@dataclass(frozen=True, slots=True)
-class KnownState:
-    """The part of a partition's state the controller decides on."""
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    zk_version: int
-    written: int = 0  # when the state was last written (ZooKeeper's mzxid), 0: unknown
-    elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966)
-
-
-Key = tuple[str, int]
-
-
 def offline_partitions(
     assignments: Mapping[str, Mapping[int, tuple[int, ...]]],
-    states: Mapping[Key, KnownState],
+    states: Mapping[Key, LeaderAndIsr],
     live: Collection[int],
 ) -> dict[Key, list[int]]:
     """Partitions that need an election, with their live replicas (whose log ends the longest-log
@@ -158,7 +137,7 @@ class ElectionSettings(Protocol):
 def reconcile(
     *,
     assignments: Mapping[str, Mapping[int, tuple[int, ...]]],
-    states: Mapping[Key, KnownState],
+    states: Mapping[Key, LeaderAndIsr],
     live: Collection[int],
     settings: ElectionSettings,
     log_ends: Mapping[Key, Mapping[int, int]] | None = None,
@@ -177,18 +156,17 @@ def reconcile(
     actions: list[ControllerAction] = []
     for topic, assignment in assignments.items():
         for index, replicas in assignment.items():
-            state = states.get((topic, index))
+            key = (topic, index)
+            state = states.get(key)
             if state is None:
-                actions.append(CreateState(topic, index, initial_state(replicas, live)))
+                actions.append(CreateState(key, initial_state(replicas, live)))
                 continue
             restarted = leader_restarted(state, registered or {})
             listed = state.isr
             if settings.isr_broker_epoch_check:
                 state = replace(state, isr=fence_restarted_followers(state, registered or {}))
             if not restarted and not needs_election(state.leader, live):
-                cleanup = isr_cleanup(
-                    topic, index, state, live, registered or {}, settings.elr_min_insync, listed
-                )
+                cleanup = isr_cleanup(key, state, live, registered or {}, settings.elr_min_insync, listed)
                 if cleanup is not None:
                     actions.append(cleanup)
                 continue
@@ -199,19 +177,20 @@ def reconcile(
                 restarted=restarted,
                 unclean_allowed=settings.unclean_leader_election,
                 policy=settings.election_policy,
-                log_ends=(log_ends or {}).get((topic, index)),
+                log_ends=(log_ends or {}).get(key),
                 registered=registered or {},
                 elr_min_insync=settings.elr_min_insync,
             )
             if choice.leader < 0 and state.leader < 0:
                 continue  # still offline; a returning ISR member will trigger another pass
-            actions.append(
-                ElectLeader(topic, index, state.leader, state.leader_epoch + 1, state.zk_version, choice)
+            elected = LeaderAndIsr(
+                choice.leader, state.leader_epoch + 1, choice.isr, state.zk_version, choice.elr
             )
+            actions.append(ElectLeader(key, state.leader, elected, choice.unclean))
     return actions
 
 
-def leader_restarted(state: KnownState, registered: Mapping[int, int]) -> bool:
+def leader_restarted(state: LeaderAndIsr, registered: Mapping[int, int]) -> bool:
     """The leader registered again after the state was written: it restarted (or its session was
     renewed) since it was elected. ZooKeeper-mode Kafka's controller sees the new broker epoch,
     handles the broker as failed and started again, and elects a leader in a new epoch; a restarted
@@ -223,7 +202,7 @@ def leader_restarted(state: KnownState, registered: Mapping[int, int]) -> bool:
 def choose_leader(
     *,
     replicas: tuple[int, ...],
-    state: KnownState,
+    state: LeaderAndIsr,
     live: Collection[int],
     restarted: bool,
     unclean_allowed: bool,
@@ -270,9 +249,8 @@ def choose_leader(
 
 
 def isr_cleanup(
-    topic: str,
-    index: int,
-    state: KnownState,
+    key: Key,
+    state: LeaderAndIsr,
     live: Collection[int],
     registered: Mapping[int, int],
     elr_min_insync: int,
@@ -298,10 +276,12 @@ def isr_cleanup(
         )
     if not dead and elr == state.elr:
         return None
-    return RemoveFromIsr(topic, index, state.leader, state.leader_epoch, state.zk_version, isr, dead, elr)
+    return RemoveFromIsr(
+        key, LeaderAndIsr(state.leader, state.leader_epoch, isr, state.zk_version, elr), dead
+    )
 
 
-def fence_restarted_followers(state: KnownState, registered: Mapping[int, int]) -> tuple[int, ...]:
+def fence_restarted_followers(state: LeaderAndIsr, registered: Mapping[int, int]) -> tuple[int, ...]:
     """KIP-903: ISR membership belongs to a broker epoch. A follower that registered again since
     the state was written may have come back with less (an empty or damaged disk): it leaves the
     ISR and must catch up again to rejoin. The leader stays (its restart is an election), and the

@@ -48,13 +48,11 @@ PARTITION_MAX_BYTES = 4 * 1024 * 1024
 
 @dataclass(eq=False)
 class _Followed:
+    """A followed partition: its follower's decisions, and the replica as they read it."""
+
     partition: Partition
     follower: FollowerReplica
     view: ReplicaView
-
-    @property
-    def leader_epoch(self) -> int:
-        return self.follower.leader_epoch
 
 
 def _by_topic(
@@ -66,7 +64,7 @@ def _by_topic(
     for f in followed:
         part = f.partition
         topics.setdefault(part.topic, []).append(
-            {"partition": part.index, "current_leader_epoch": f.leader_epoch, **fields(f)}
+            {"partition": part.index, "current_leader_epoch": f.follower.leader_epoch, **fields(f)}
         )
     return topics
 
@@ -287,7 +285,7 @@ class LeaderFetcher:
                     "partitions": [
                         {
                             "partition_index": part.index,
-                            "current_leader_epoch": f.leader_epoch,
+                            "current_leader_epoch": f.follower.leader_epoch,
                             "timestamp": ts,
                         }
                         for ts in (-1, -2)

@@ -66,9 +66,6 @@ class ApiHandlers:
         self.config = config
         self.replicas = replicas
         self.metadata = metadata
-        self.versions: dict[int, tuple[int, int]] = dict(p.CORE_VERSIONS)
-        # Withdrawn APIs still answered, with their error response (`withdraw`): not offered.
-        self.refused: dict[int, tuple[int, int]] = {}
         self._handlers: dict[int, Handler] = {
             p.API_PRODUCE: self.produce,
             p.API_FETCH: self.fetch,
@@ -79,10 +76,14 @@ class ApiHandlers:
             p.API_INIT_PRODUCER_ID: self.init_producer_id,
             p.API_OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
         }
+        # What ApiVersions offers: each API with a handler, in its range (broker.protocol.VERSIONS).
+        self.versions: dict[int, tuple[int, int]] = {key: p.VERSIONS[key] for key in self._handlers}
+        # Withdrawn APIs still answered, with their error response (`withdraw`): not offered.
+        self.refused: dict[int, tuple[int, int]] = {}
 
-    def register(self, api_key: int, versions: tuple[int, int], handler: Handler) -> None:
-        """Extra APIs (the group coordinator) plug in here."""
-        self.versions[api_key] = versions
+    def register(self, api_key: int, handler: Handler) -> None:
+        """Extra APIs (the group and transaction coordinators) plug in here, offered in their range."""
+        self.versions[api_key] = p.VERSIONS[api_key]
         self._handlers[api_key] = handler
 
     def withdraw(self, names: tuple[str, ...]) -> None:

@@ -102,7 +102,7 @@ class StandaloneMetadata:
         for topic, parts in self._topics.items():
             self._ids[topic] = standalone_topic_id(topic)
             for index in parts:
-                self._set(topic, index, PartitionState(me, 0, (me,), (me,), 0))
+                self._set(topic, index, PartitionState(me, 0, (me,), 0, replicas=(me,)))
 
     def _set(self, topic: str, index: int, state: PartitionState) -> None:
         self._states[(topic, index)] = state
@@ -141,15 +141,15 @@ class StandaloneMetadata:
         self._topics[creation.name] = {p: (me,) for p in range(creation.num_partitions)}
         self._ids[creation.name] = standalone_topic_id(creation.name)
         for p in range(creation.num_partitions):
-            self._set(creation.name, p, PartitionState(me, 0, (me,), (me,), 0))
+            self._set(creation.name, p, PartitionState(me, 0, (me,), 0, replicas=(me,)))
         return 0, None
 
     async def write_isr(self, topic: str, index: int, action: WriteIsr) -> int | None:
         state = self._states[(topic, index)]
-        if state.zk_version != action.zk_version:
+        if state.zk_version != action.state.zk_version:
             return None
         new = PartitionState(
-            state.leader, state.leader_epoch, action.isr, state.replicas, state.zk_version + 1
+            state.leader, state.leader_epoch, action.state.isr, state.zk_version + 1, replicas=state.replicas
         )
         self._states[(topic, index)] = new
         return new.zk_version

@@ -1,31 +1,54 @@
-"""A partition's state as the metadata layer knows it, and the role change it means for a broker.
+"""A partition's state as the metadata layer knows it: the state znode (Kafka's LeaderAndIsr) and
+the replica set the topic znode adds to it.
 
-Pure: `role_change` decides, from the old and new state and the broker's current role, what the
-broker must do; broker.replica_manager carries it out (and the simulator in explore/ does the same
-with its in-memory logs).
+Pure values: the controller's decisions (broker.controller, broker.reassignment) read and write
+`LeaderAndIsr`; a broker's replicas (broker.replication, through broker.replica_manager) and the
+simulator in explore/ act on `PartitionState`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import Enum
 
-from broker.replication import Action, PartitionReplica, Role
+Key = tuple[str, int]  # a partition: (topic, index)
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionState:
-    """What ZooKeeper (or the standalone metadata) says about a partition."""
+class LeaderAndIsr:
+    """A partition's state znode (Kafka's LeaderAndIsr): who leads in which epoch, the ISR, the
+    eligible leader replicas, and the znode's version and when it was written. A state to write
+    carries the version it replaces: the write is a compare-and-set on it (Kafka's partition
+    epoch)."""
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
-    replicas: tuple[int, ...]
     zk_version: int
-    controller_epoch: int = 0
-    written: int = 0  # when it was last written (ZooKeeper's mzxid); 0: unknown
     elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966; empty when off)
+    written: int = 0  # when it was last written (ZooKeeper's mzxid); 0: unknown
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionState(LeaderAndIsr):
+    """What ZooKeeper (or the standalone metadata) says about a partition: its state znode with the
+    controller epoch it was written in, and the replicas its topic znode lists."""
+
+    replicas: tuple[int, ...]
+    controller_epoch: int = 0
     removing: tuple[int, ...] = ()  # replicas a reassignment is removing (broker.reassignment)
+
+    def after_write(self, written: LeaderAndIsr, zk_version: int) -> PartitionState:
+        """This state once a leader's ISR write of `written` replaced it as version `zk_version`:
+        the replica set and the controller epoch stay (when it was written is not known here)."""
+        return replace(
+            self,
+            leader=written.leader,
+            leader_epoch=written.leader_epoch,
+            isr=written.isr,
+            zk_version=zk_version,
+            elr=written.elr,
+            written=0,
+        )
 
 
 def leadership_granted(broker_id: int, state: PartitionState, registered: int) -> PartitionState:
@@ -36,53 +59,3 @@ def leadership_granted(broker_id: int, state: PartitionState, registered: int) -
     if state.leader == broker_id and 0 < state.written < registered:
         return replace(state, leader=-1)
     return state
-
-
-class RoleChange(Enum):
-    NOT_A_REPLICA = "not-a-replica"  # ignore the state
-    BECOME_LEADER = "become-leader"  # a new epoch with us as leader (or we were not leading)
-    LEADER_UPDATE = "leader-update"  # same epoch, still leader: the ISR or replicas changed
-    BECOME_FOLLOWER = "become-follower"  # a new leader or epoch (or we were leading): follow it
-    FOLLOWER_UPDATE = "follower-update"  # same leader and epoch: only the ISR changed
-
-
-def role_change(broker_id: int, old: PartitionState | None, new: PartitionState, role: Role) -> RoleChange:
-    """Kafka's becomeLeaderOrFollower, for one partition on one broker."""
-    if broker_id not in new.replicas:
-        return RoleChange.NOT_A_REPLICA
-    new_epoch = old is None or new.leader_epoch != old.leader_epoch or new.leader != old.leader
-    if new.leader == broker_id:
-        if new_epoch or role is not Role.LEADER:
-            return RoleChange.BECOME_LEADER
-        return RoleChange.LEADER_UPDATE
-    if new_epoch or role is Role.LEADER:
-        return RoleChange.BECOME_FOLLOWER
-    return RoleChange.FOLLOWER_UPDATE
-
-
-def lead(
-    replica: PartitionReplica, state: PartitionState, log_end_offset: int, now_ms: float
-) -> list[Action]:
-    """BECOME_LEADER: the replica leads `state`'s epoch from its log end, keeping its HW."""
-    return replica.become_leader(
-        leader_epoch=state.leader_epoch,
-        isr=state.isr,
-        replicas=state.replicas,
-        zk_version=state.zk_version,
-        log_end_offset=log_end_offset,
-        high_watermark=replica.high_watermark,
-        now_ms=now_ms,
-        elr=state.elr,
-    )
-
-
-def follow(replica: PartitionReplica, state: PartitionState) -> None:
-    """BECOME_FOLLOWER: the replica follows `state`'s leader (none: -1) in its epoch."""
-    replica.become_follower(
-        leader_id=state.leader,
-        leader_epoch=state.leader_epoch,
-        isr=state.isr,
-        replicas=state.replicas,
-        zk_version=state.zk_version,
-        elr=state.elr,
-    )

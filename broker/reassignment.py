@@ -29,7 +29,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-Key = tuple[str, int]
+from broker.partition_state import Key, LeaderAndIsr
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,53 +70,39 @@ def complete(current: ReplicaAssignment) -> ReplicaAssignment:
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionView:
-    """The part of a partition's state the reassignment decides on."""
+class WriteAssignment:
+    """Write the topic znode with the partition's new assignment."""
 
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    zk_version: int
+    partition: Key
+    assignment: ReplicaAssignment
 
 
 @dataclass(frozen=True, slots=True)
-class StartReassignment:
-    """Write the topic znode with the partition's new assignment (phase U)."""
-
-    topic: str
-    index: int
-    assignment: ReplicaAssignment
+class StartReassignment(WriteAssignment):
+    """Phase U: the assignment with the adding and removing replicas (`begin`)."""
 
 
 @dataclass(frozen=True, slots=True)
 class MoveLeadershipAndShrinkIsr:
-    """Phase B3+B4: compare-and-set the partition state with `leader` (the same or a TRS member),
-    a new leader epoch and the ISR cut to the target replicas."""
+    """Phase B3+B4: compare-and-set the partition state with `state`: its leader (the same or a
+    TRS member) in a new leader epoch, and the ISR (and ELR) cut to the target replicas."""
 
-    topic: str
-    index: int
+    partition: Key
     previous_leader: int
-    leader: int
-    leader_epoch: int
-    zk_version: int
-    isr: tuple[int, ...]
+    state: LeaderAndIsr
 
 
 @dataclass(frozen=True, slots=True)
-class CompleteReassignment:
-    """Phase B6 and B7: the topic znode gets RS = TRS, and the partition leaves the request."""
-
-    topic: str
-    index: int
-    assignment: ReplicaAssignment
+class CompleteReassignment(WriteAssignment):
+    """Phase B6 and B7: the assignment gets RS = TRS (`complete`), and the partition leaves the
+    request."""
 
 
 @dataclass(frozen=True, slots=True)
 class DropRequest:
     """An entry of /admin/reassign_partitions that cannot be carried out (or is already done)."""
 
-    topic: str
-    index: int
+    partition: Key
     reason: str
 
 
@@ -155,7 +141,7 @@ def plan(
     *,
     requested: Mapping[Key, tuple[int, ...]],
     assignments: Mapping[Key, ReplicaAssignment],
-    states: Mapping[Key, PartitionView],
+    states: Mapping[Key, LeaderAndIsr],
     live: Collection[int],
 ) -> list[ReassignmentAction]:
     """Level-triggered: the next step of every requested or unfinished reassignment.
@@ -170,21 +156,21 @@ def plan(
     for key, target in sorted(requested.items()):
         current = assignments.get(key)
         if current is None:
-            actions.append(DropRequest(*key, "no such partition"))
+            actions.append(DropRequest(key, "no such partition"))
             continue
         why = _invalid_target(target, known)
         if why is not None and current.target != target:
-            actions.append(DropRequest(*key, why))
+            actions.append(DropRequest(key, why))
             continue
         if current.target != target or (not current.reassigning and current.replicas != target):
-            actions.append(StartReassignment(*key, begin(current, target)))
+            actions.append(StartReassignment(key, begin(current, target)))
     for key, current in sorted(assignments.items()):
         started = requested.get(key) is not None and requested[key] != current.target
         if started:
             continue  # its phase U is written first; the next pass goes on
         if not current.reassigning:
             if key in requested:
-                actions.append(DropRequest(*key, "done"))
+                actions.append(DropRequest(key, "done"))
             continue
         step = _next_step(key, current, states.get(key), live)
         if step is not None:
@@ -204,7 +190,7 @@ def _invalid_target(target: tuple[int, ...], known: Collection[int]) -> str | No
 
 
 def _next_step(
-    key: Key, current: ReplicaAssignment, state: PartitionView | None, live: Collection[int]
+    key: Key, current: ReplicaAssignment, state: LeaderAndIsr | None, live: Collection[int]
 ) -> ReassignmentAction | None:
     target = current.target
     if state is None or not set(target) <= set(state.isr):
@@ -216,7 +202,7 @@ def _next_step(
             return None  # no live target replica in the ISR: wait for one to come back
     isr = tuple(r for r in state.isr if r in target)
     if leader != state.leader or isr != state.isr:
-        return MoveLeadershipAndShrinkIsr(
-            *key, state.leader, leader, state.leader_epoch + 1, state.zk_version, isr
-        )
-    return CompleteReassignment(*key, complete(current))
+        elr = tuple(r for r in state.elr if r in isr)
+        moved = LeaderAndIsr(leader, state.leader_epoch + 1, isr, state.zk_version, elr)
+        return MoveLeadershipAndShrinkIsr(key, state.leader, moved)
+    return CompleteReassignment(key, complete(current))

@@ -32,9 +32,17 @@ from broker.kafka_errors import (
     UNKNOWN_LEADER_EPOCH,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
-from broker.partition_state import PartitionState, RoleChange, follow, lead, role_change
+from broker.partition_state import PartitionState
 from broker.producer_state import Duplicate, ProducerState
-from broker.replication import Action, HighWatermarkAdvanced, PartitionReplica, Role, WriteIsr
+from broker.replication import (
+    Action,
+    HighWatermarkAdvanced,
+    PartitionReplica,
+    Role,
+    RoleChange,
+    WriteIsr,
+    role_change,
+)
 from broker.storage import (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -276,7 +284,7 @@ class ReplicaManager:
             if replica.role is Role.FOLLOWER and self.follower_listener:
                 self.follower_listener(partition, state, False)
             partition.log.epochs.assign(state.leader_epoch, partition.log.log_end_offset)
-            actions = lead(replica, state, partition.log.log_end_offset, self.clock())
+            actions = replica.become_leader(state, partition.log.log_end_offset, self.clock())
             log.info(
                 "%s-%d: leader for epoch %d, isr %s, LEO %d, HW %d",
                 topic,
@@ -288,17 +296,12 @@ class ReplicaManager:
             )
             self._run(partition, actions)
         elif change is RoleChange.LEADER_UPDATE:
-            self._run(
-                partition,
-                replica.state_changed(
-                    isr=state.isr, replicas=state.replicas, zk_version=state.zk_version, elr=state.elr
-                ),
-            )
+            self._run(partition, replica.state_changed(state))
         elif change is RoleChange.BECOME_FOLLOWER:
             # Not the leader: any waiting acks=all producer learns it lost leadership.
             was_leader = replica.role is Role.LEADER
             self._fail_ack_waiters(partition, NOT_LEADER_OR_FOLLOWER)
-            follow(replica, state)
+            replica.become_follower(state)
             log.info(
                 "%s-%d: follower of %d for epoch %d (was leader: %s), LEO %d, HW %d",
                 topic,
@@ -325,9 +328,10 @@ class ReplicaManager:
         self._fail_ack_waiters(partition, NOT_LEADER_OR_FOLLOWER)
         if self.follower_listener and partition.state is not None:
             self.follower_listener(partition, partition.state, False)  # leaves every fetcher
-        partition.replica.become_follower(
-            leader_id=-1, leader_epoch=partition.replica.leader_epoch, isr=(), replicas=(), zk_version=-1
+        gone = PartitionState(
+            leader=-1, leader_epoch=partition.replica.leader_epoch, isr=(), zk_version=-1, replicas=()
         )
+        partition.replica.become_follower(gone)  # of no leader, in no ISR
         partition.wake_readers()
         self._dir_of.pop((topic, index), None)
         try:
@@ -347,7 +351,7 @@ class ReplicaManager:
                     partition.topic,
                     partition.index,
                     list(partition.replica.isr),
-                    list(action.isr),
+                    list(action.state.isr),
                     action.reason,
                 )
                 self._tasks.spawn(self._write_isr(partition, action))
@@ -359,30 +363,10 @@ class ReplicaManager:
                 new_version = await self.isr_writer(partition.topic, partition.index, action)
             except Exception:
                 log.exception("ISR write for %s-%d failed", partition.topic, partition.index)
-        replica = partition.replica
-        if (
-            new_version is None
-            or replica.role is not Role.LEADER
-            or replica.leader_epoch != action.leader_epoch
-        ):
-            replica.on_isr_write_failed()
-            return
-        if partition.state is not None:
-            partition.state = PartitionState(
-                partition.state.leader,
-                action.leader_epoch,
-                action.isr,
-                partition.state.replicas,
-                new_version,
-                partition.state.controller_epoch,
-                elr=action.elr,
-            )
-        self._run(
-            partition,
-            replica.state_changed(
-                isr=action.isr, replicas=replica.replicas, zk_version=new_version, elr=action.elr
-            ),
+        partition.state, actions = partition.replica.on_isr_written(
+            partition.state, action.state, new_version
         )
+        self._run(partition, actions)
 
     def _complete_acks(self, partition: Partition) -> None:
         hw = partition.replica.high_watermark

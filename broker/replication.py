@@ -1,11 +1,13 @@
 """The partition replication state machine, sans-IO (in the manner of h11's _state.py).
 
 It knows nothing of sockets, ZooKeeper or files. The adapter (broker.replica_manager) feeds it
-events — became leader/follower, a local append, a follower's fetch, the leader's high watermark,
-a timer tick, the outcome of an ISR write — and carries out the actions it returns:
+events — a new partition state (`role_change`: lead it, follow it, or only take its ISR), a local
+append, a follower's fetch, the leader's high watermark, a timer tick, the outcome of an ISR write
+— and carries out the actions it returns:
 
 - `HighWatermarkAdvanced(hw)`: wake producers waiting for acks=all and consumers long-polling.
-- `WriteIsr(isr, leader_epoch, zk_version)`: compare-and-set the partition state in ZooKeeper.
+- `WriteIsr(state, reason)`: compare-and-set the partition state in ZooKeeper with `state` (this
+  leader's epoch with a new ISR, on the version it replaces).
 
 Rules, as in Kafka:
 - Leader: HW = min log end offset over the ISR (its own LEO included); it never goes back.
@@ -36,6 +38,7 @@ from broker.kafka_errors import (
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
 )
+from broker.partition_state import LeaderAndIsr, PartitionState
 
 UNDEFINED_EPOCH = -1
 
@@ -53,14 +56,34 @@ class HighWatermarkAdvanced:
 
 @dataclass(frozen=True, slots=True)
 class WriteIsr:
-    isr: tuple[int, ...]
-    leader_epoch: int
-    zk_version: int
+    state: LeaderAndIsr  # with the eligible leader replicas that go with the new ISR (KIP-966)
     reason: str
-    elr: tuple[int, ...] = ()  # the eligible leader replicas written with it (KIP-966)
 
 
 Action = HighWatermarkAdvanced | WriteIsr
+
+
+class RoleChange(Enum):
+    NOT_A_REPLICA = "not-a-replica"  # ignore the state
+    BECOME_LEADER = "become-leader"  # a new epoch with us as leader (or we were not leading)
+    LEADER_UPDATE = "leader-update"  # same epoch, still leader: the ISR or replicas changed
+    BECOME_FOLLOWER = "become-follower"  # a new leader or epoch (or we were leading): follow it
+    FOLLOWER_UPDATE = "follower-update"  # same leader and epoch: only the ISR changed
+
+
+def role_change(broker_id: int, old: PartitionState | None, new: PartitionState, role: Role) -> RoleChange:
+    """Kafka's becomeLeaderOrFollower, for one partition on one broker: what a new partition state
+    means for this broker's replica (broker.replica_manager and the simulator carry it out)."""
+    if broker_id not in new.replicas:
+        return RoleChange.NOT_A_REPLICA
+    new_epoch = old is None or new.leader_epoch != old.leader_epoch or new.leader != old.leader
+    if new.leader == broker_id:
+        if new_epoch or role is not Role.LEADER:
+            return RoleChange.BECOME_LEADER
+        return RoleChange.LEADER_UPDATE
+    if new_epoch or role is Role.LEADER:
+        return RoleChange.BECOME_FOLLOWER
+    return RoleChange.FOLLOWER_UPDATE
 
 
 @dataclass(slots=True)
@@ -97,81 +120,47 @@ class PartitionReplica:
     removing: tuple[int, ...] = ()
 
     # --- role changes -------------------------------------------------------------------------
-    def become_leader(
-        self,
-        *,
-        leader_epoch: int,
-        isr: tuple[int, ...],
-        replicas: tuple[int, ...],
-        zk_version: int,
-        log_end_offset: int,
-        high_watermark: int,
-        now_ms: float,
-        elr: tuple[int, ...] = (),
-    ) -> list[Action]:
-        self._take_state(Role.LEADER, self.broker_id, leader_epoch, isr, replicas, zk_version, elr)
+    def become_leader(self, state: PartitionState, log_end_offset: int, now_ms: float) -> list[Action]:
+        """Lead `state`'s epoch from the log end, keeping the high watermark (up to the log end)."""
+        self._take_state(Role.LEADER, self.broker_id, state)
         self.epoch_start_offset = log_end_offset
         self.log_end_offset = log_end_offset
-        self.high_watermark = min(high_watermark, log_end_offset)
+        self.high_watermark = min(self.high_watermark, log_end_offset)
         # Followers get the full lag time to show up under the new leader (Kafka does the same).
         self.followers = {
             r: FollowerProgress(last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
-            for r in replicas
+            for r in state.replicas
             if r != self.broker_id
         }
         return self._maybe_advance_hw()
 
-    def become_follower(
-        self,
-        *,
-        leader_id: int,
-        leader_epoch: int,
-        isr: tuple[int, ...],
-        replicas: tuple[int, ...],
-        zk_version: int,
-        elr: tuple[int, ...] = (),
-    ) -> None:
-        role = Role.FOLLOWER if leader_id >= 0 else Role.NONE
-        self._take_state(role, leader_id, leader_epoch, isr, replicas, zk_version, elr)
+    def become_follower(self, state: PartitionState) -> None:
+        """Follow `state`'s leader (none: -1) in its epoch."""
+        self._take_state(Role.FOLLOWER if state.leader >= 0 else Role.NONE, state.leader, state)
 
-    def _take_state(
-        self,
-        role: Role,
-        leader_id: int,
-        leader_epoch: int,
-        isr: tuple[int, ...],
-        replicas: tuple[int, ...],
-        zk_version: int,
-        elr: tuple[int, ...],
-    ) -> None:
+    def _take_state(self, role: Role, leader_id: int, state: PartitionState) -> None:
         """Take the controller's partition state (LeaderAndIsr); what the previous epoch's leader
         tracked (its followers, its ISR write in flight) is dropped."""
         self.role = role
         self.leader_id = leader_id
-        self.leader_epoch = leader_epoch
-        self.isr = isr
-        self.replicas = replicas
-        self.zk_version = zk_version
-        self.elr = elr
+        self.leader_epoch = state.leader_epoch
+        self.isr = state.isr
+        self.replicas = state.replicas
+        self.zk_version = state.zk_version
+        self.elr = state.elr
         self.followers = {}
         self.isr_write_in_flight = False
 
-    def state_changed(
-        self,
-        *,
-        isr: tuple[int, ...],
-        replicas: tuple[int, ...],
-        zk_version: int,
-        elr: tuple[int, ...] = (),
-    ) -> list[Action]:
-        """The partition znode changed without a new leader epoch (an ISR write landed)."""
-        self.isr = isr
-        self.elr = elr
-        self.replicas = replicas
-        self.zk_version = zk_version
+    def state_changed(self, state: PartitionState) -> list[Action]:
+        """The partition znode changed without a new leader epoch (an ISR write landed): take its
+        ISR, ELR, replicas and version."""
+        self.isr = state.isr
+        self.elr = state.elr
+        self.replicas = state.replicas
+        self.zk_version = state.zk_version
         self.isr_write_in_flight = False
         if self.role is Role.LEADER:
-            for r in replicas:
+            for r in state.replicas:
                 if r != self.broker_id and r not in self.followers:
                     self.followers[r] = FollowerProgress()
             return self._maybe_advance_hw()
@@ -216,17 +205,29 @@ class PartitionReplica:
         ]
         if not lagging:
             return []
-        new_isr = tuple(r for r in self.isr if r not in lagging)
-        self.isr_write_in_flight = True
-        return [
-            WriteIsr(
-                new_isr, self.leader_epoch, self.zk_version, f"shrink: {lagging} lagging", self._elr(new_isr)
-            )
-        ]
+        return self._write_isr(tuple(r for r in self.isr if r not in lagging), f"shrink: {lagging} lagging")
 
     def on_isr_write_failed(self) -> None:
         """The compare-and-set lost (the znode changed); the watch will bring the new state."""
         self.isr_write_in_flight = False
+
+    def on_isr_written(
+        self, held: PartitionState | None, written: LeaderAndIsr, zk_version: int | None
+    ) -> tuple[PartitionState | None, list[Action]]:
+        """The outcome of this leader's ISR write of `written`: the version it made (None: it lost)
+        and `held`, the partition state the broker holds. Returns the state it holds now, and what
+        to do. A write that lost, or that landed after this replica left the epoch it was written
+        in, changes nothing: the watch brings the state."""
+        if (
+            zk_version is None
+            or held is None  # never so for a leader: it leads the state it was given
+            or self.role is not Role.LEADER
+            or self.leader_epoch != written.leader_epoch
+        ):
+            self.on_isr_write_failed()
+            return held, []
+        state = held.after_write(written, zk_version)
+        return state, self.state_changed(state)
 
     # --- follower events ----------------------------------------------------------------------
     def on_leader_high_watermark(self, leader_hw: int) -> list[Action]:
@@ -292,14 +293,10 @@ class PartitionReplica:
             return []
         if progress.log_end_offset < max(self.high_watermark, self.epoch_start_offset):
             return []
+        return self._write_isr((*self.isr, replica_id), f"expand: {replica_id} caught up")
+
+    def _write_isr(self, isr: tuple[int, ...], reason: str) -> list[Action]:
+        """One ISR write at a time: this epoch's state with `isr`, on the version we know."""
         self.isr_write_in_flight = True
-        new_isr = (*self.isr, replica_id)
-        return [
-            WriteIsr(
-                new_isr,
-                self.leader_epoch,
-                self.zk_version,
-                f"expand: {replica_id} caught up",
-                self._elr(new_isr),
-            )
-        ]
+        written = LeaderAndIsr(self.broker_id, self.leader_epoch, isr, self.zk_version, self._elr(isr))
+        return [WriteIsr(written, reason)]

@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from broker import protocol as p
+from broker.config import Listener
 from broker.handlers import ApiHandlers
 
 log = logging.getLogger(__name__)
@@ -157,19 +158,20 @@ class Connection:
 
 
 class BrokerServer:
-    def __init__(self, handlers: ApiHandlers, host: str, port: int, max_frame: int) -> None:
+    def __init__(self, handlers: ApiHandlers, listener: Listener, max_frame: int) -> None:
         self.handlers = handlers
-        self.host = host
-        self.port = port
+        self.listener = listener
+        self.port = listener.port  # once started, the port bound (a listener's port 0: a free one)
         self.max_frame = max_frame
         self._server: asyncio.AbstractServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=2**20)
+        host = self.listener.host
+        self._server = await asyncio.start_server(self._accept, host, self.listener.port, limit=2**20)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
-        log.info("listening on %s:%d", self.host, self.port)
+        log.info("listening on %s:%d", host, self.port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)

@@ -22,15 +22,8 @@ from broker.kafka_errors import (
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_LEADER_EPOCH,
 )
-from broker.partition_state import (
-    PartitionState,
-    RoleChange,
-    follow,
-    lead,
-    leadership_granted,
-    role_change,
-)
-from broker.replication import Action, HighWatermarkAdvanced, Role, WriteIsr
+from broker.partition_state import PartitionState, leadership_granted
+from broker.replication import Action, HighWatermarkAdvanced, Role, RoleChange, WriteIsr, role_change
 from explore.state import Parked, Pending, SimBroker, Waiter
 from explore.world import CONNECT_REFUSED, World
 
@@ -51,7 +44,7 @@ class Replica(World):
         if change is RoleChange.BECOME_LEADER:
             self.stop_following(b)
             b.log.epochs.assign(state.leader_epoch, b.log.log_end_offset)
-            actions = lead(replica, state, b.log.log_end_offset, self.clock(b))
+            actions = replica.become_leader(state, b.log.log_end_offset, self.clock(b))
             self.note(
                 f"{b.name}: leader for epoch {state.leader_epoch}, LEO {b.log.log_end_offset}, HW {replica.high_watermark}"
             )
@@ -59,15 +52,10 @@ class Replica(World):
             b.tick_gen += 1
             self.broker_after(b, TICK_MS, self._tick, b, b.tick_gen)
         elif change is RoleChange.LEADER_UPDATE:
-            self.run_actions(
-                b,
-                replica.state_changed(
-                    isr=state.isr, replicas=state.replicas, zk_version=state.zk_version, elr=state.elr
-                ),
-            )
+            self.run_actions(b, replica.state_changed(state))
         elif change is RoleChange.BECOME_FOLLOWER:
             self._fail_waiters(b, NOT_LEADER_OR_FOLLOWER)
-            follow(replica, state)
+            replica.become_follower(state)
             self.note(
                 f"{b.name}: follower of {state.leader} for epoch {state.leader_epoch}, LEO {b.log.log_end_offset}, HW {replica.high_watermark}"
             )

@@ -3,7 +3,7 @@
 N brokers hold one partition (t0/0, every broker a replica). Each runs the broker's replication
 core — broker.replication.PartitionReplica (leader: HW, ISR, min.insync at produce),
 broker.follower.FollowerReplica (truncation in both variants, fetching, out-of-range),
-broker.partition_state.role_change — on a SimLog; a simulated ZooKeeper keeps registrations with
+broker.replication.role_change — on a SimLog; a simulated ZooKeeper keeps registrations with
 session expiry, the partition state (compare-and-set on its version) and the controller, whose
 decisions are broker.controller.reconcile. A seeded network delays, drops and cuts messages;
 time is virtual (an event queue); producers send unique values and remember what was acknowledged.

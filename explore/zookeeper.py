@@ -5,16 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from broker.controller import (
-    CreateState,
-    ElectLeader,
-    KnownState,
-    RemoveFromIsr,
-    offline_partitions,
-    reconcile,
-)
-from broker.partition_state import PartitionState
-from broker.replication import Role, WriteIsr
+from broker.controller import ElectLeader, RemoveFromIsr, offline_partitions, reconcile
+from broker.partition_state import LeaderAndIsr, PartitionState
+from broker.replication import WriteIsr
 from explore.schedule import PARTITION, TOPIC
 from explore.state import SimBroker
 from explore.world import World
@@ -79,11 +72,7 @@ class ZooKeeper(World):
         live = set(self.registered)
         assignments = {TOPIC: {PARTITION: self.replicas}}
         st = self.zk_state
-        states = (
-            {KEY: KnownState(st.leader, st.leader_epoch, st.isr, st.zk_version, st.written, st.elr)}
-            if st
-            else {}
-        )
+        states = {KEY: st} if st else {}
         log_ends = None
         if self.settings.election_policy == "longest-log":
             offline = offline_partitions(assignments, states, live)
@@ -100,35 +89,31 @@ class ZooKeeper(World):
             registered={i: self.brokers[i].registered_zxid for i in live},
         ):
             if isinstance(action, RemoveFromIsr):
-                assert st is not None
                 self.note(
-                    f"controller: {list(action.removed)} gone, isr {list(action.isr)}, elr {list(action.elr)}"
-                )
-                self.write_state(replace(st, isr=action.isr, elr=action.elr, zk_version=st.zk_version + 1))
-                continue
-            choice = action.election
-            if isinstance(action, CreateState):
-                self.write_state(
-                    PartitionState(choice.leader, 0, choice.isr, self.replicas, 0, self.controller_epoch)
+                    f"controller: {list(action.removed)} gone, "
+                    f"isr {list(action.state.isr)}, elr {list(action.state.elr)}"
                 )
             elif isinstance(action, ElectLeader):
-                assert st is not None
+                elected = action.state
                 self.note(
-                    f"controller: {'unclean' if choice.unclean else 'clean'} election of "
-                    f"{choice.leader} (epoch {action.leader_epoch}, isr {list(choice.isr)}"
-                    + (f", elr {list(choice.elr)})" if choice.elr else ")")
+                    f"controller: {'unclean' if action.unclean else 'clean'} election of "
+                    f"{elected.leader} (epoch {elected.leader_epoch}, isr {list(elected.isr)}"
+                    + (f", elr {list(elected.elr)})" if elected.elr else ")")
                 )
-                self.write_state(
-                    PartitionState(
-                        choice.leader,
-                        action.leader_epoch,
-                        choice.isr,
-                        self.replicas,
-                        st.zk_version + 1,
-                        self.controller_epoch,
-                        elr=choice.elr,
-                    )
-                )
+            self.write_state(self._written(action.state))
+
+    def _written(self, new: LeaderAndIsr) -> PartitionState:
+        """The partition state once this controller wrote `new` (on the version it replaces; -1:
+        it created it), as broker.zookeeper.controller writes it."""
+        return PartitionState(
+            new.leader,
+            new.leader_epoch,
+            new.isr,
+            new.zk_version + 1,
+            new.elr,
+            replicas=self.replicas,
+            controller_epoch=self.controller_epoch,
+        )
 
     def write_state(self, state: PartitionState) -> None:
         state = replace(state, written=self.next_zxid())
@@ -155,46 +140,18 @@ class ZooKeeper(World):
                 self.zk_connected(b)
                 and b.incarnation == inc
                 and st is not None
-                and st.zk_version == action.zk_version
+                and st.zk_version == action.state.zk_version
             )
-            version = -1
+            version = None
             if ok and st is not None:
                 version = st.zk_version + 1
-                self.note(f"zk: {b.name} writes isr {list(action.isr)} ({action.reason})")
-                self.write_state(
-                    PartitionState(
-                        b.id,
-                        action.leader_epoch,
-                        action.isr,
-                        self.replicas,
-                        version,
-                        st.controller_epoch,
-                        elr=action.elr,
-                    )
-                )
+                self.note(f"zk: {b.name} writes isr {list(action.state.isr)} ({action.reason})")
+                self.write_state(st.after_write(action.state, version))
             self.broker_after(b, self._delay(), self._isr_written, b, action, version)
 
         self.after(self._delay(), attempt)
 
-    def _isr_written(self, b: SimBroker, action: WriteIsr, version: int) -> None:
-        replica = b.replica
-        if version < 0 or replica.role is not Role.LEADER or replica.leader_epoch != action.leader_epoch:
-            replica.on_isr_write_failed()
-            return
-        if b.state is not None:
-            s = b.state
-            b.state = PartitionState(
-                s.leader,
-                action.leader_epoch,
-                action.isr,
-                s.replicas,
-                version,
-                s.controller_epoch,
-                elr=action.elr,
-            )
-        self.run_actions(
-            b,
-            replica.state_changed(
-                isr=action.isr, replicas=replica.replicas, zk_version=version, elr=action.elr
-            ),
-        )
+    def _isr_written(self, b: SimBroker, action: WriteIsr, version: int | None) -> None:
+        """The leader hears how its ISR write went (broker.replica_manager's _write_isr)."""
+        b.state, actions = b.replica.on_isr_written(b.state, action.state, version)
+        self.run_actions(b, actions)

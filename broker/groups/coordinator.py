@@ -239,6 +239,20 @@ class Group:
         return max(sorted(votes), key=lambda name: votes[name])
 
 
+@dataclass(frozen=True, slots=True)
+class GroupSettings:
+    """How the coordinator runs its groups (Kafka's GroupConfig: group.min.session.timeout.ms,
+    group.max.session.timeout.ms, group.initial.rebalance.delay.ms)."""
+
+    min_session_timeout_ms: int = 1000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 0  # how long a new generation of an empty group waits
+
+    def allows_session_timeout(self, session_timeout_ms: int) -> bool:
+        """A member's session timeout within the bounds (else INVALID_SESSION_TIMEOUT)."""
+        return self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms
+
+
 class GroupCoordinator:
     """All groups this broker coordinates, and their committed offsets (stored under state_dir).
 
@@ -246,19 +260,11 @@ class GroupCoordinator:
     """
 
     def __init__(
-        self,
-        state_dir: Path,
-        *,
-        min_session_timeout_ms: int = 1000,
-        max_session_timeout_ms: int = 1_800_000,
-        initial_rebalance_delay_ms: int = 0,
-        durable: bool = False,
+        self, state_dir: Path, settings: GroupSettings = GroupSettings(), *, durable: bool = False
     ) -> None:
         self.store = GroupOffsetStore(state_dir)
         self.groups: dict[str, Group] = {}
-        self.min_session_timeout_ms = min_session_timeout_ms
-        self.max_session_timeout_ms = max_session_timeout_ms
-        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self.settings = settings
         self.durable = durable
         self._outbox: list[StoreGroup] = []
 
@@ -394,7 +400,7 @@ class GroupCoordinator:
     def _join(self, token: Token, request: JoinRequest, now: float) -> list[Completion]:
         if not request.group_id:
             return [(token, JoinResult(INVALID_GROUP_ID, member_id=request.member_id))]
-        if not self.min_session_timeout_ms <= request.session_timeout_ms <= self.max_session_timeout_ms:
+        if not self.settings.allows_session_timeout(request.session_timeout_ms):
             return [(token, JoinResult(INVALID_SESSION_TIMEOUT, member_id=request.member_id))]
         group = self.groups.get(request.group_id)
         if group is None:
@@ -485,7 +491,7 @@ class GroupCoordinator:
         for member in group.members.values():
             member.assignment = b""
         if group.state is GroupState.EMPTY:
-            group.initial_join_not_before = now + self.initial_rebalance_delay_ms
+            group.initial_join_not_before = now + self.settings.initial_rebalance_delay_ms
         else:
             group.initial_join_not_before = now
         group.state = GroupState.PREPARING_REBALANCE

@@ -56,17 +56,6 @@ def _millis(value: Any) -> int:
     return int(value)
 
 
-# Apache Kafka 4.1's ranges (docs/broker-protocol.md). OffsetCommit/OffsetFetch v10 (topics by id)
-# were still unstable in 4.1, not listed by its brokers; v9 answers classic groups as v8 does.
-GROUP_API_VERSIONS: dict[int, tuple[int, int]] = {
-    8: (2, 9),  # OffsetCommit
-    9: (1, 9),  # OffsetFetch
-    10: (0, 6),  # FindCoordinator
-    11: (0, 9),  # JoinGroup
-    12: (0, 4),  # Heartbeat
-    13: (0, 5),  # LeaveGroup
-    14: (0, 5),  # SyncGroup
-}
 TICK_SECONDS = 0.1
 LOAD_RETRY_MS = 500.0
 
@@ -508,7 +497,7 @@ def install(
         service.replica = ZkOffsets(zk, fence=lease.held_version)
         coordinator.durable = True
     for api_key, handler in service.handlers().items():
-        handlers.register(api_key, GROUP_API_VERSIONS[api_key], handler)
+        handlers.register(api_key, handler)
     ticks = asyncio.get_running_loop().create_task(service.run_ticks())
     log.info("group coordinator installed (offsets in %s)", coordinator.store.path)
     return service, ticks

@@ -54,17 +54,6 @@ from broker.transactions.state_log import PARTITION, TOPIC, replay, state_batch
 
 log = logging.getLogger(__name__)
 
-# Apache Kafka 4.1's ranges (docs/broker-protocol.md); WriteTxnMarkers v0 was removed in 4.0.
-TXN_API_VERSIONS: dict[int, tuple[int, int]] = {
-    API_ADD_PARTITIONS_TO_TXN: (0, 5),
-    API_ADD_OFFSETS_TO_TXN: (0, 4),
-    API_END_TXN: (0, 5),
-    API_WRITE_TXN_MARKERS: (1, 1),
-    API_TXN_OFFSET_COMMIT: (0, 5),
-    API_DESCRIBE_PRODUCERS: (0, 0),
-    API_DESCRIBE_TRANSACTIONS: (0, 0),
-    API_LIST_TRANSACTIONS: (0, 1),  # v2 (a pattern) came after 4.1
-}
 CONSUMER_OFFSETS = "__consumer_offsets"  # the marker that commits or drops a transaction's offsets
 KEY_TYPE_TRANSACTION = 1
 STATE_WRITE_TIMEOUT_MS = 5000
@@ -102,10 +91,9 @@ class TxnService:
         self._init_idempotent = handlers.init_producer_id
 
     def install(self) -> None:
-        h = self.handlers
-        h.register(API_FIND_COORDINATOR, h.versions[API_FIND_COORDINATOR], self.find_coordinator)
-        h.register(API_INIT_PRODUCER_ID, h.versions[API_INIT_PRODUCER_ID], self.init_producer_id)
         for key, handler in (
+            (API_FIND_COORDINATOR, self.find_coordinator),
+            (API_INIT_PRODUCER_ID, self.init_producer_id),
             (API_ADD_PARTITIONS_TO_TXN, self.add_partitions_to_txn),
             (API_ADD_OFFSETS_TO_TXN, self.add_offsets_to_txn),
             (API_END_TXN, self.end_txn),
@@ -115,7 +103,7 @@ class TxnService:
             (API_DESCRIBE_TRANSACTIONS, self.describe_transactions),
             (API_LIST_TRANSACTIONS, self.list_transactions),
         ):
-            h.register(key, TXN_API_VERSIONS[key], handler)
+            self.handlers.register(key, handler)
 
     # --- who coordinates ------------------------------------------------------------------------
     def _state_leader(self) -> int | None:

@@ -94,15 +94,12 @@ class ZkCluster:
         """The leader's ISR change, compare-and-set on the version it knows; None when it lost."""
         state = self.cache.states.get((topic, index))
         controller_epoch = state.controller_epoch if state else self.controller.controller_epoch
-        data = encode_state(
-            self.config.broker_id, action.leader_epoch, action.isr, controller_epoch, action.elr
-        )
+        data = encode_state(action.state, controller_epoch)
+        version = action.state.zk_version
         try:
-            stat = await asyncio.to_thread(self.zk.set, state_path(topic, index), data, action.zk_version)
+            stat = await asyncio.to_thread(self.zk.set, state_path(topic, index), data, version)
         except (BadVersionError, NoNodeError):
-            log.info(
-                "%s-%d: ISR write lost the compare-and-set (version %d)", topic, index, action.zk_version
-            )
+            log.info("%s-%d: ISR write lost the compare-and-set (version %d)", topic, index, version)
             return None
         except KazooException as exc:
             log.warning("%s-%d: ISR write failed: %r", topic, index, exc)

@@ -26,20 +26,19 @@ from broker.controller import (
     ControllerAction,
     CreateState,
     ElectLeader,
-    KnownState,
     RemoveFromIsr,
     needs_election,
     offline_partitions,
     reconcile,
 )
-from broker.partition_state import PartitionState
+from broker.partition_state import Key, LeaderAndIsr, PartitionState
 from broker.reassignment import (
     CompleteReassignment,
     DropRequest,
     MoveLeadershipAndShrinkIsr,
-    PartitionView,
     ReplicaAssignment,
     StartReassignment,
+    WriteAssignment,
     encode_request,
     parse_request,
     plan,
@@ -181,10 +180,7 @@ class ControllerDriver:
         registered = await asyncio.to_thread(self._registrations)
         live = set(registered)
         assignments = dict(self.cache.topics)
-        states = {
-            key: KnownState(s.leader, s.leader_epoch, s.isr, s.zk_version, s.written, s.elr)
-            for key, s in self.cache.states.items()
-        }
+        states = dict(self.cache.states)
         log_ends = None
         if self.config.election_policy == "longest-log":
             offline = offline_partitions(assignments, states, live)
@@ -204,7 +200,7 @@ class ControllerDriver:
             if not self.is_controller:
                 return False
             retry |= not await self._write(action, log_ends)
-        busy = {(a.topic, a.index) for a in reconciled}
+        busy = {a.partition for a in reconciled}
         return await self._reassign(live, busy) or retry
 
     # --- partition reassignment (broker.reassignment) -------------------------------------------
@@ -221,20 +217,16 @@ class ControllerDriver:
         }
         if not requested and not any(a.reassigning for a in assignments.values()):
             return False
-        states = {
-            key: PartitionView(s.leader, s.leader_epoch, s.isr, s.zk_version)
-            for key, s in self.cache.states.items()
-        }
         actions = [
             a
-            for a in plan(requested=requested, assignments=assignments, states=states, live=live)
-            if (a.topic, a.index) not in busy
+            for a in plan(requested=requested, assignments=assignments, states=self.cache.states, live=live)
+            if a.partition not in busy
         ]
         retry = False
         topic_writes: dict[str, dict[int, ReplicaAssignment]] = {}
         finished: dict[tuple[str, int], str] = {}
         for action in actions:
-            key = (action.topic, action.index)
+            key = action.partition
             if isinstance(action, StartReassignment):
                 log.warning(
                     "%s-%d: reassigning to %s: replicas %s, adding %s, removing %s",
@@ -244,33 +236,29 @@ class ControllerDriver:
                     list(action.assignment.adding),
                     list(action.assignment.removing),
                 )
-                topic_writes.setdefault(action.topic, {})[action.index] = action.assignment
             elif isinstance(action, CompleteReassignment):
                 log.warning(
                     "%s-%d: reassignment complete: replicas %s", *key, list(action.assignment.replicas)
                 )
-                topic_writes.setdefault(action.topic, {})[action.index] = action.assignment
                 finished[key] = "complete"
+            if isinstance(action, WriteAssignment):
+                topic, index = key
+                topic_writes.setdefault(topic, {})[index] = action.assignment
             elif isinstance(action, DropRequest):
                 if action.reason != "done":
                     log.warning("%s-%d: reassignment request dropped: %s", *key, action.reason)
                 finished[key] = action.reason
             elif isinstance(action, MoveLeadershipAndShrinkIsr):
-                state = self.cache.states.get(key)
-                elr = tuple(r for r in (state.elr if state else ()) if r in action.isr)
-                data = encode_state(
-                    action.leader, action.leader_epoch, action.isr, self.controller_epoch, elr
-                )
-                if not await self._replace_state(action.topic, action.index, data, action.zk_version):
+                if not await self._replace_state(key, action.state):
                     retry = True
                     continue
                 log.warning(
                     "%s-%d: reassignment: leader %d -> %d, epoch %d, isr %s",
                     *key,
                     action.previous_leader,
-                    action.leader,
-                    action.leader_epoch,
-                    list(action.isr),
+                    action.state.leader,
+                    action.state.leader_epoch,
+                    list(action.state.isr),
                 )
         for topic, changed in topic_writes.items():
             if not await self._write_assignment(topic, changed):
@@ -336,62 +324,58 @@ class ControllerDriver:
     ) -> bool:
         if isinstance(action, RemoveFromIsr):
             return await self._remove_from_isr(action)
-        choice = action.election
         if isinstance(action, CreateState):
-            data = encode_state(choice.leader, 0, choice.isr, self.controller_epoch)
+            data = encode_state(action.state, self.controller_epoch)
             try:
-                await asyncio.to_thread(
-                    self.zk.create, state_path(action.topic, action.index), data, makepath=True
-                )
+                await asyncio.to_thread(self.zk.create, state_path(*action.partition), data, makepath=True)
                 log.info(
                     "%s-%d: created, leader %d, isr %s",
-                    action.topic,
-                    action.index,
-                    choice.leader,
-                    list(choice.isr),
+                    *action.partition,
+                    action.state.leader,
+                    list(action.state.isr),
                 )
             except NodeExistsError:
                 pass  # the watch will deliver it
             return True
         assert isinstance(action, ElectLeader)
-        data = encode_state(choice.leader, action.leader_epoch, choice.isr, self.controller_epoch, choice.elr)
-        if not await self._replace_state(action.topic, action.index, data, action.zk_version):
+        elected = action.state
+        if not await self._replace_state(action.partition, elected):
             return False
-        ends = (log_ends or {}).get((action.topic, action.index))
+        ends = (log_ends or {}).get(action.partition)
         log.warning(
             "%s-%d: %s election: leader %d -> %d, epoch %d, isr %s%s",
-            action.topic,
-            action.index,
-            "unclean" if choice.unclean else "clean",
+            *action.partition,
+            "unclean" if action.unclean else "clean",
             action.previous_leader,
-            choice.leader,
-            action.leader_epoch,
-            list(choice.isr),
-            (f", elr {list(choice.elr)}" if choice.elr else "") + (f", log ends {ends}" if ends else ""),
+            elected.leader,
+            elected.leader_epoch,
+            list(elected.isr),
+            (f", elr {list(elected.elr)}" if elected.elr else "") + (f", log ends {ends}" if ends else ""),
         )
         return True
 
-    async def _replace_state(self, topic: str, index: int, data: bytes, zk_version: int) -> bool:
-        """Compare-and-set of a partition state; False when someone else wrote it first."""
+    async def _replace_state(self, partition: Key, state: LeaderAndIsr) -> bool:
+        """Compare-and-set of a partition state on the version `state` replaces; False when someone
+        else wrote it first."""
+        data = encode_state(state, self.controller_epoch)
         try:
-            await asyncio.to_thread(self.zk.set, state_path(topic, index), data, zk_version)
+            await asyncio.to_thread(self.zk.set, state_path(*partition), data, state.zk_version)
         except (BadVersionError, NoNodeError):
             return False
         return True
 
     async def _remove_from_isr(self, action: RemoveFromIsr) -> bool:
-        data = encode_state(action.leader, action.leader_epoch, action.isr, self.controller_epoch, action.elr)
-        if not await self._replace_state(action.topic, action.index, data, action.zk_version):
+        state = action.state
+        if not await self._replace_state(action.partition, state):
             return False
         log.warning(
             "%s-%d: brokers %s gone: isr %s, elr %s (leader %d, epoch %d)",
-            action.topic,
-            action.index,
+            *action.partition,
             list(action.removed),
-            list(action.isr),
-            list(action.elr),
-            action.leader,
-            action.leader_epoch,
+            list(state.isr),
+            list(state.elr),
+            state.leader,
+            state.leader_epoch,
         )
         return True
 

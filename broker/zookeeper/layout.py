@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from broker.partition_state import PartitionState
+from broker.partition_state import LeaderAndIsr, PartitionState
 from broker.reassignment import ReplicaAssignment
 
 IDS = "/brokers/ids"
@@ -35,23 +35,18 @@ def state_path(topic: str, index: int) -> str:
     return f"{TOPICS}/{topic}/partitions/{index}/state"
 
 
-def encode_state(
-    leader: int,
-    leader_epoch: int,
-    isr: tuple[int, ...],
-    controller_epoch: int,
-    elr: tuple[int, ...] = (),
-) -> bytes:
-    state: dict[str, Any] = {
+def encode_state(state: LeaderAndIsr, controller_epoch: int) -> bytes:
+    """The state znode's JSON (its version and mzxid are ZooKeeper's, not in it)."""
+    info: dict[str, Any] = {
         "controller_epoch": controller_epoch,
-        "leader": leader,
+        "leader": state.leader,
         "version": 1,
-        "leader_epoch": leader_epoch,
-        "isr": list(isr),
+        "leader_epoch": state.leader_epoch,
+        "isr": list(state.isr),
     }
-    if elr:  # KIP-966 (Kafka keeps it in KRaft's PartitionRecord; ZooKeeper-mode has no such field)
-        state["eligible_leader_replicas"] = list(elr)
-    return json.dumps(state).encode()
+    if state.elr:  # KIP-966 (Kafka keeps it in KRaft's PartitionRecord; ZooKeeper-mode has none)
+        info["eligible_leader_replicas"] = list(state.elr)
+    return json.dumps(info).encode()
 
 
 def decode_state(

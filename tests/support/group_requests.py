@@ -7,14 +7,14 @@ import datetime
 from typing import Any
 
 from broker import protocol as p
-from broker.groups.service import GROUP_API_VERSIONS, GroupService
+from broker.groups.service import GroupService
 
 
 async def answer(svc: GroupService, api_key: int, version: int, data: dict[str, Any]) -> Any:
     """Encode a request as a client would, decode it as the broker does, answer, encode the answer."""
     body = p.build_request(api_key, version, data)
     frame = p.encode_request(api_key, version, 7, "client", body)[4:]
-    request = p.parse_request(frame, GROUP_API_VERSIONS)
+    request = p.parse_request(frame, p.VERSIONS)
     response = p.build_response(api_key, version, await svc.handlers()[api_key](request))
     p.encode_response(api_key, version, 7, response)
     return response

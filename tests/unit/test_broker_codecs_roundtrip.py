@@ -16,8 +16,6 @@ from hypothesis import strategies as st
 from kio.static.primitive import Records, TZAware, i64Timedelta
 
 from broker import protocol as p
-from broker.groups.service import GROUP_API_VERSIONS
-from broker.transactions.service import TXN_API_VERSIONS
 
 # kio leaves record batches opaque (as the broker does): any bytes, or none
 st.register_type_strategy(Records, st.binary(max_size=64).map(Records))
@@ -36,7 +34,7 @@ st.register_type_strategy(
     st.integers(0, 2**33).map(lambda s: TZAware.parse(datetime.datetime.fromtimestamp(s, tz=datetime.UTC))),
 )
 
-ACCEPTED = {**p.CORE_VERSIONS, **GROUP_API_VERSIONS, **TXN_API_VERSIONS}
+ACCEPTED = p.VERSIONS
 CASES = [(key, version) for key, (low, high) in sorted(ACCEPTED.items()) for version in range(low, high + 1)]
 SETTINGS = settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
 

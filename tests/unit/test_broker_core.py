@@ -8,7 +8,6 @@ from pathlib import Path
 from broker.controller import (
     CreateState,
     ElectLeader,
-    KnownState,
     RemoveFromIsr,
     offline_partitions,
     reconcile,
@@ -33,8 +32,8 @@ from broker.kafka_errors import (
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
 )
-from broker.partition_state import PartitionState, RoleChange, leadership_granted, role_change
-from broker.replication import PartitionReplica, Role, WriteIsr
+from broker.partition_state import LeaderAndIsr, PartitionState, leadership_granted
+from broker.replication import PartitionReplica, Role, RoleChange, WriteIsr, role_change
 from broker.storage import LeaderEpochCache
 
 
@@ -125,7 +124,9 @@ def test_produce_admission_follows_min_insync_replicas() -> None:
     r = PartitionReplica(1, 1000)
     assert r.admit_produce(-1, 2) == NOT_LEADER_OR_FOLLOWER
     r.become_leader(
-        leader_epoch=0, isr=(1,), replicas=(1, 2), zk_version=0, log_end_offset=0, high_watermark=0, now_ms=0
+        PartitionState(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2), zk_version=0),
+        log_end_offset=0,
+        now_ms=0,
     )
     assert r.admit_produce(-1, 2) == NOT_ENOUGH_REPLICAS
     assert r.admit_produce(1, 2) == NONE  # acks=1 never looks at the ISR
@@ -148,29 +149,31 @@ class Elections:
 def test_controller_reconcile_creates_elects_and_leaves_offline_partitions_alone() -> None:
     assignments = {"t": {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}}
     states = {
-        ("t", 1): KnownState(leader=2, leader_epoch=4, isr=(2, 3), zk_version=7),
-        ("t", 2): KnownState(leader=-1, leader_epoch=1, isr=(3,), zk_version=2),
+        ("t", 1): LeaderAndIsr(leader=2, leader_epoch=4, isr=(2, 3), zk_version=7),
+        ("t", 2): LeaderAndIsr(leader=-1, leader_epoch=1, isr=(3,), zk_version=2),
     }
     live = {1, 3}
     actions = reconcile(assignments=assignments, states=states, live=live, settings=Elections())
     assert [type(a) for a in actions] == [CreateState, ElectLeader, ElectLeader]
     create, elect, back = actions
     assert (
-        isinstance(back, ElectLeader) and back.election.leader == 3
+        isinstance(back, ElectLeader) and back.state.leader == 3
     )  # an offline partition's ISR member is back
-    assert isinstance(create, CreateState) and create.election.leader == 1 and create.election.isr == (1, 3)
+    assert isinstance(create, CreateState) and create.state.leader == 1 and create.state.isr == (1, 3)
     assert isinstance(elect, ElectLeader)
-    assert (elect.leader_epoch, elect.zk_version, elect.election.leader, elect.election.isr) == (
+    assert (elect.state.leader_epoch, elect.state.zk_version, elect.state.leader, elect.state.isr) == (
         5,
         7,
         3,
         (3,),
     )
-    states[("t", 2)] = KnownState(leader=-1, leader_epoch=1, isr=(2,), zk_version=2)
+    states[("t", 2)] = LeaderAndIsr(leader=-1, leader_epoch=1, isr=(2,), zk_version=2)
     offline = offline_partitions(assignments, states, live)
     assert offline == {("t", 1): [3, 1], ("t", 2): [3, 1]}
     actions = reconcile(assignments=assignments, states=states, live=live, settings=Elections())
-    assert all(not (isinstance(a, ElectLeader) and a.index == 2) for a in actions)  # offline stays offline
+    assert all(
+        not (isinstance(a, ElectLeader) and a.partition == ("t", 2)) for a in actions
+    )  # offline stays offline
     unclean = reconcile(
         assignments=assignments,
         states=states,
@@ -178,15 +181,15 @@ def test_controller_reconcile_creates_elects_and_leaves_offline_partitions_alone
         settings=Elections(unclean_leader_election=True, election_policy="longest-log"),
         log_ends={("t", 2): {3: 5, 1: 9}},
     )
-    elected = [a for a in unclean if isinstance(a, ElectLeader) and a.index == 2]
-    assert elected and elected[0].election.leader == 1 and elected[0].election.unclean
+    elected = [a for a in unclean if isinstance(a, ElectLeader) and a.partition == ("t", 2)]
+    assert elected and elected[0].state.leader == 1 and elected[0].unclean
 
 
 def test_controller_elects_a_new_leader_in_a_new_epoch_when_the_leader_restarted() -> None:
     """ZooKeeper-mode Kafka: a broker that registered again (a new broker epoch) is handled as
     failed and started; it never resumes leading the epoch it led before."""
     assignments = {"t": {0: (1, 2, 3)}}
-    states = {("t", 0): KnownState(leader=1, leader_epoch=4, isr=(1, 2, 3), zk_version=7, written=100)}
+    states = {("t", 0): LeaderAndIsr(leader=1, leader_epoch=4, isr=(1, 2, 3), zk_version=7, written=100)}
     same = reconcile(
         assignments=assignments,
         states=states,
@@ -204,9 +207,9 @@ def test_controller_elects_a_new_leader_in_a_new_epoch_when_the_leader_restarted
     )
     (elect,) = restarted
     assert isinstance(elect, ElectLeader)
-    assert (elect.leader_epoch, elect.election.leader, elect.election.isr) == (5, 2, (2, 3))
+    assert (elect.state.leader_epoch, elect.state.leader, elect.state.isr) == (5, 2, (2, 3))
     # the last replica standing: elected again, but in a new epoch
-    alone = {("t", 0): KnownState(leader=1, leader_epoch=4, isr=(1,), zk_version=7, written=100)}
+    alone = {("t", 0): LeaderAndIsr(leader=1, leader_epoch=4, isr=(1,), zk_version=7, written=100)}
     (again,) = reconcile(
         assignments=assignments,
         states=alone,
@@ -214,25 +217,19 @@ def test_controller_elects_a_new_leader_in_a_new_epoch_when_the_leader_restarted
         settings=Elections(),
         registered={1: 120, 2: 51, 3: 52},
     )
-    assert isinstance(again, ElectLeader) and (again.leader_epoch, again.election.leader) == (5, 1)
+    assert isinstance(again, ElectLeader) and (again.state.leader_epoch, again.state.leader) == (5, 1)
 
 
 def test_controller_removes_dead_brokers_from_the_isr_but_never_empties_it() -> None:
     assignments = {"t": {0: (1, 2, 3), 1: (2, 1, 3)}}
     states = {
-        ("t", 0): KnownState(leader=1, leader_epoch=4, isr=(1, 2, 3), zk_version=7),
-        ("t", 1): KnownState(leader=2, leader_epoch=1, isr=(2,), zk_version=3),
+        ("t", 0): LeaderAndIsr(leader=1, leader_epoch=4, isr=(1, 2, 3), zk_version=7),
+        ("t", 1): LeaderAndIsr(leader=2, leader_epoch=1, isr=(2,), zk_version=3),
     }
     actions = reconcile(assignments=assignments, states=states, live={1, 2}, settings=Elections())
     (removal,) = actions
     assert isinstance(removal, RemoveFromIsr)
-    assert (removal.leader, removal.leader_epoch, removal.zk_version, removal.isr, removal.removed) == (
-        1,
-        4,
-        7,
-        (1, 2),
-        (3,),
-    )
+    assert (removal.state, removal.removed) == (LeaderAndIsr(1, 4, (1, 2), 7), (3,))
 
 
 def test_a_restarted_broker_does_not_lead_an_epoch_granted_before_it_registered() -> None:
@@ -254,31 +251,31 @@ def test_eligible_leader_replicas_join_below_min_insync_and_clear_at_it() -> Non
 def test_with_elr_the_leader_holds_the_hw_below_min_insync_and_writes_the_elr() -> None:
     r = PartitionReplica(1, 1000, elr_min_insync=2)
     r.become_leader(
-        leader_epoch=0,
-        isr=(1, 2),
-        replicas=(1, 2),
-        zk_version=0,
+        PartitionState(leader=1, leader_epoch=0, isr=(1, 2), replicas=(1, 2), zk_version=0),
         log_end_offset=5,
-        high_watermark=0,
         now_ms=0,
     )
     r.on_follower_fetch(2, 5, now_ms=10)
     assert r.high_watermark == 5
     (shrink,) = r.on_tick(now_ms=5000)
-    assert isinstance(shrink, WriteIsr) and shrink.isr == (1,) and shrink.elr == (2,)
-    r.state_changed(isr=(1,), replicas=(1, 2), zk_version=1, elr=(2,))
+    assert isinstance(shrink, WriteIsr) and shrink.state.isr == (1,) and shrink.state.elr == (2,)
+    r.state_changed(
+        PartitionState(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2), zk_version=1, elr=(2,))
+    )
     r.on_local_append(9)
     assert r.high_watermark == 5  # strict min ISR: alone, the leader acknowledges nothing more
     off = PartitionReplica(1, 1000)
     off.become_leader(
-        leader_epoch=0, isr=(1,), replicas=(1, 2), zk_version=0, log_end_offset=5, high_watermark=0, now_ms=0
+        PartitionState(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2), zk_version=0),
+        log_end_offset=5,
+        now_ms=0,
     )
     assert off.high_watermark == 5
 
 
 def test_with_elr_the_controller_elects_an_eligible_replica_before_the_last_one_standing() -> None:
     assignments = {"t": {0: (1, 2, 3)}}
-    alone = KnownState(leader=1, leader_epoch=4, isr=(1,), zk_version=7, written=100, elr=(2, 3))
+    alone = LeaderAndIsr(leader=1, leader_epoch=4, isr=(1,), zk_version=7, written=100, elr=(2, 3))
     restarted = {1: 120, 2: 51, 3: 52}
     (elect,) = reconcile(
         states={("t", 0): alone},
@@ -288,7 +285,7 @@ def test_with_elr_the_controller_elects_an_eligible_replica_before_the_last_one_
         assignments=assignments,
     )
     assert isinstance(elect, ElectLeader)
-    assert (elect.election.leader, elect.election.isr, elect.election.elr) == (2, (2,), (3,))
+    assert (elect.state.leader, elect.state.isr, elect.state.elr) == (2, (2,), (3,))
     (without,) = reconcile(
         states={("t", 0): alone},
         live={1, 2, 3},
@@ -296,9 +293,9 @@ def test_with_elr_the_controller_elects_an_eligible_replica_before_the_last_one_
         settings=Elections(),
         assignments=assignments,
     )
-    assert isinstance(without, ElectLeader) and without.election.leader == 1  # KIP-966's problem
+    assert isinstance(without, ElectLeader) and without.state.leader == 1  # KIP-966's problem
     # an eligible replica that restarted since (an unclean shutdown) leaves the ELR
-    led = KnownState(leader=2, leader_epoch=5, isr=(2,), zk_version=8, written=130, elr=(3,))
+    led = LeaderAndIsr(leader=2, leader_epoch=5, isr=(2,), zk_version=8, written=130, elr=(3,))
     (cleanup,) = reconcile(
         states={("t", 0): led},
         live={1, 2, 3},
@@ -306,14 +303,14 @@ def test_with_elr_the_controller_elects_an_eligible_replica_before_the_last_one_
         settings=Elections(elr_min_insync=2),
         assignments=assignments,
     )
-    assert isinstance(cleanup, RemoveFromIsr) and cleanup.isr == (2,) and cleanup.elr == ()
+    assert isinstance(cleanup, RemoveFromIsr) and cleanup.state.isr == (2,) and cleanup.state.elr == ()
 
 
 def test_with_the_broker_epoch_check_a_re_registered_follower_leaves_the_isr() -> None:
     """KIP-903: ISR membership belongs to a broker epoch; a follower that registered again (maybe
     with an empty disk) must catch up again, and is never elected from its old membership."""
     assignments = {"t": {0: (1, 2, 3)}}
-    state = KnownState(leader=1, leader_epoch=2, isr=(1, 2, 3), zk_version=5, written=100)
+    state = LeaderAndIsr(leader=1, leader_epoch=2, isr=(1, 2, 3), zk_version=5, written=100)
     registered = {1: 10, 2: 150, 3: 11}
     kept = reconcile(
         states={("t", 0): state},
@@ -330,7 +327,7 @@ def test_with_the_broker_epoch_check_a_re_registered_follower_leaves_the_isr() -
         settings=Elections(isr_broker_epoch_check=True),
         assignments=assignments,
     )
-    assert isinstance(fence, RemoveFromIsr) and fence.isr == (1, 3) and fence.removed == (2,)
+    assert isinstance(fence, RemoveFromIsr) and fence.state.isr == (1, 3) and fence.removed == (2,)
     # the leader is dead too: the re-registered follower is not elected, the other one is
     (elect,) = reconcile(
         states={("t", 0): state},
@@ -339,7 +336,7 @@ def test_with_the_broker_epoch_check_a_re_registered_follower_leaves_the_isr() -
         settings=Elections(isr_broker_epoch_check=True),
         assignments=assignments,
     )
-    assert isinstance(elect, ElectLeader) and elect.election.leader == 3 and elect.election.isr == (3,)
+    assert isinstance(elect, ElectLeader) and elect.state.leader == 3 and elect.state.isr == (3,)
     (unsafe,) = reconcile(
         states={("t", 0): state},
         live={2, 3},
@@ -347,7 +344,7 @@ def test_with_the_broker_epoch_check_a_re_registered_follower_leaves_the_isr() -
         settings=Elections(),
         assignments=assignments,
     )
-    assert isinstance(unsafe, ElectLeader) and unsafe.election.leader == 2
+    assert isinstance(unsafe, ElectLeader) and unsafe.state.leader == 2
 
 
 def test_v0_truncation_keeps_records_of_an_epoch_the_leader_never_had() -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from broker.groups.coordinator import (
     GroupCoordinator,
+    GroupSettings,
     GroupState,
     JoinRequest,
     JoinResult,
@@ -192,7 +193,7 @@ def test_protocol_vote(coordinator: GroupCoordinator) -> None:
 
 
 def test_initial_rebalance_delay_gathers_members(tmp_path: Path) -> None:
-    c = GroupCoordinator(tmp_path, initial_rebalance_delay_ms=3000)
+    c = GroupCoordinator(tmp_path, GroupSettings(initial_rebalance_delay_ms=3000))
     assert results(c.join("a", join_request(), 0)) == {}
     assert results(c.join("b", join_request(), 1000)) == {}
     done = results(c.tick(3000))

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from broker import protocol as p
 from broker.groups.coordinator import GroupCoordinator
-from broker.groups.service import GROUP_API_VERSIONS, GroupService
+from broker.groups.service import GroupService
 from broker.kafka_errors import NOT_COORDINATOR
 from broker.metadata import BrokerAddress
 from tests.support.group_requests import answer, join_data
@@ -32,14 +33,14 @@ def call(svc: GroupService, api_key: int, version: int, data: dict[str, Any]) ->
     return asyncio.run(answer(svc, api_key, version, data))
 
 
-@pytest.mark.parametrize("version", range(GROUP_API_VERSIONS[11][0], GROUP_API_VERSIONS[11][1] + 1))
+@pytest.mark.parametrize("version", range(p.VERSIONS[11][0], p.VERSIONS[11][1] + 1))
 def test_join_sync_heartbeat_leave_every_version(tmp_path: Path, version: int) -> None:
     svc = service(tmp_path)
     joined = call(svc, 11, version, join_data())
     assert joined.error_code == 0 and joined.generation_id == 1 and joined.leader == joined.member_id
     assert [m.metadata for m in joined.members] == [b"meta"]
     member = joined.member_id
-    sync_version = min(version, GROUP_API_VERSIONS[14][1])
+    sync_version = min(version, p.VERSIONS[14][1])
     synced = call(
         svc,
         14,
@@ -65,7 +66,7 @@ def test_join_sync_heartbeat_leave_every_version(tmp_path: Path, version: int) -
         assert [(m.member_id, m.error_code) for m in left.members] == [(member, 0)]
 
 
-@pytest.mark.parametrize("version", range(GROUP_API_VERSIONS[10][0], GROUP_API_VERSIONS[10][1] + 1))
+@pytest.mark.parametrize("version", range(p.VERSIONS[10][0], p.VERSIONS[10][1] + 1))
 def test_find_coordinator(tmp_path: Path, version: int) -> None:
     svc = service(tmp_path, me=2)
     found = call(svc, 10, version, {"key": "g", "key_type": 0, "coordinator_keys": ["g", "h"]})
@@ -75,7 +76,7 @@ def test_find_coordinator(tmp_path: Path, version: int) -> None:
         assert (found.node_id, found.host, found.port) == (1, "127.0.0.1", 9001)
 
 
-@pytest.mark.parametrize("commit_version", range(GROUP_API_VERSIONS[8][0], GROUP_API_VERSIONS[8][1] + 1))
+@pytest.mark.parametrize("commit_version", range(p.VERSIONS[8][0], p.VERSIONS[8][1] + 1))
 def test_offsets_every_version(tmp_path: Path, commit_version: int) -> None:
     svc = service(tmp_path)
     committed = call(
@@ -97,7 +98,7 @@ def test_offsets_every_version(tmp_path: Path, commit_version: int) -> None:
     assert [
         (t.name, [(q.partition_index, q.error_code) for q in t.partitions]) for t in committed.topics
     ] == [("t0", [(1, 0)])]
-    for version in range(GROUP_API_VERSIONS[9][0], GROUP_API_VERSIONS[9][1] + 1):
+    for version in range(p.VERSIONS[9][0], p.VERSIONS[9][1] + 1):
         topics = [{"name": "t0", "partition_indexes": [1, 2]}]
         data = {"group_id": "manual", "topics": topics, "groups": [{"group_id": "manual", "topics": topics}]}
         fetched = call(svc, 9, version, data)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from broker import protocol as p
 
-VERSIONS = p.CORE_VERSIONS
+VERSIONS = p.VERSIONS
 
 
 def metadata_frame(version: int = 9, topics: list[str] | None = None) -> bytes:

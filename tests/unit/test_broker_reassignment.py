@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from broker.partition_state import LeaderAndIsr, PartitionState
 from broker.reassignment import (
     CompleteReassignment,
     DropRequest,
     MoveLeadershipAndShrinkIsr,
-    PartitionView,
     ReplicaAssignment,
     StartReassignment,
     begin,
@@ -44,40 +44,40 @@ def test_a_request_starts_the_reassignment() -> None:
     actions = plan(
         requested={K: (1, 2, 4)},
         assignments={K: ReplicaAssignment((1, 2, 3))},
-        states={K: PartitionView(1, 5, (1, 2, 3), 7)},
+        states={K: LeaderAndIsr(1, 5, (1, 2, 3), 7)},
         live=LIVE,
     )
-    assert actions == [StartReassignment("t0", 0, ReplicaAssignment((1, 2, 4, 3), (4,), (3,)))]
+    assert actions == [StartReassignment(K, ReplicaAssignment((1, 2, 4, 3), (4,), (3,)))]
 
 
 def test_phase_a_waits_for_the_adding_replica_to_join_the_isr() -> None:
     running = ReplicaAssignment((1, 2, 4, 3), (4,), (3,))
-    states = {K: PartitionView(1, 5, (1, 2, 3), 7)}
+    states = {K: LeaderAndIsr(1, 5, (1, 2, 3), 7)}
     assert plan(requested={K: (1, 2, 4)}, assignments={K: running}, states=states, live=LIVE) == []
 
 
 def test_phase_b_shrinks_the_isr_to_the_target_in_a_new_epoch_then_completes() -> None:
     running = ReplicaAssignment((1, 2, 4, 3), (4,), (3,))
-    caught_up = {K: PartitionView(1, 5, (1, 2, 3, 4), 8)}
+    caught_up = {K: LeaderAndIsr(1, 5, (1, 2, 3, 4), 8)}
     actions = plan(requested={K: (1, 2, 4)}, assignments={K: running}, states=caught_up, live=LIVE)
-    assert actions == [MoveLeadershipAndShrinkIsr("t0", 0, 1, 1, 6, 8, (1, 2, 4))]
-    shrunk = {K: PartitionView(1, 6, (1, 2, 4), 9)}
+    assert actions == [MoveLeadershipAndShrinkIsr(K, 1, LeaderAndIsr(1, 6, (1, 2, 4), 8))]
+    shrunk = {K: LeaderAndIsr(1, 6, (1, 2, 4), 9)}
     actions = plan(requested={K: (1, 2, 4)}, assignments={K: running}, states=shrunk, live=LIVE)
-    assert actions == [CompleteReassignment("t0", 0, ReplicaAssignment((1, 2, 4)))]
+    assert actions == [CompleteReassignment(K, ReplicaAssignment((1, 2, 4)))]
     done = {K: ReplicaAssignment((1, 2, 4))}
     assert plan(requested={K: (1, 2, 4)}, assignments=done, states=shrunk, live=LIVE) == [
-        DropRequest("t0", 0, "done")
+        DropRequest(K, "done")
     ]
 
 
 def test_a_leader_being_removed_hands_over_to_the_first_live_target_replica_in_the_isr() -> None:
     running = ReplicaAssignment((2, 4, 1), (4,), (1,))
-    states = {K: PartitionView(1, 3, (1, 2, 4), 4)}
+    states = {K: LeaderAndIsr(1, 3, (1, 2, 4), 4)}
     actions = plan(requested={}, assignments={K: running}, states=states, live=LIVE)
-    assert actions == [MoveLeadershipAndShrinkIsr("t0", 0, 1, 2, 4, 4, (2, 4))]
+    assert actions == [MoveLeadershipAndShrinkIsr(K, 1, LeaderAndIsr(2, 4, (2, 4), 4))]
     # the first target replica is dead: the next live one leads
     actions = plan(requested={}, assignments={K: running}, states=states, live={1, 4})
-    assert actions == [MoveLeadershipAndShrinkIsr("t0", 0, 1, 4, 4, 4, (2, 4))]
+    assert actions == [MoveLeadershipAndShrinkIsr(K, 1, LeaderAndIsr(4, 4, (2, 4), 4))]
     # no live target replica: wait for one
     assert plan(requested={}, assignments={K: running}, states=states, live={1}) == []
 
@@ -85,15 +85,15 @@ def test_a_leader_being_removed_hands_over_to_the_first_live_target_replica_in_t
 def test_an_unfinished_reassignment_goes_on_without_its_request() -> None:
     """A new controller resumes from the topic znode alone (RS is written before anything else)."""
     running = ReplicaAssignment((1, 2, 4, 3), (4,), (3,))
-    states = {K: PartitionView(1, 6, (1, 2, 4), 9)}
+    states = {K: LeaderAndIsr(1, 6, (1, 2, 4), 9)}
     assert plan(requested={}, assignments={K: running}, states=states, live=LIVE) == [
-        CompleteReassignment("t0", 0, ReplicaAssignment((1, 2, 4)))
+        CompleteReassignment(K, ReplicaAssignment((1, 2, 4)))
     ]
 
 
 def test_impossible_requests_are_dropped() -> None:
     assignments = {K: ReplicaAssignment((1, 2, 3))}
-    states = {K: PartitionView(1, 1, (1, 2, 3), 1)}
+    states = {K: LeaderAndIsr(1, 1, (1, 2, 3), 1)}
     cases = {
         (): "an empty replica list",
         (1, 1, 2): "replicas [1, 1, 2] name a broker twice",
@@ -101,14 +101,14 @@ def test_impossible_requests_are_dropped() -> None:
     }
     for target, reason in cases.items():
         assert plan(requested={K: target}, assignments=assignments, states=states, live=LIVE) == [
-            DropRequest("t0", 0, reason)
+            DropRequest(K, reason)
         ]
     assert plan(requested={("t9", 0): (1, 2, 3)}, assignments=assignments, states=states, live=LIVE) == [
-        DropRequest("t9", 0, "no such partition")
+        DropRequest(("t9", 0), "no such partition")
     ]
     # a replica's broker that is down (not registered) is still a valid target: it is waited for
     down = plan(requested={K: (1, 3, 2)}, assignments=assignments, states=states, live={1, 2})
-    assert down == [StartReassignment("t0", 0, ReplicaAssignment((1, 3, 2)))]
+    assert down == [StartReassignment(K, ReplicaAssignment((1, 3, 2)))]
 
 
 def test_the_request_and_topic_znodes_round_trip() -> None:
@@ -127,17 +127,15 @@ def test_the_request_and_topic_znodes_round_trip() -> None:
 def test_the_leader_does_not_add_a_replica_being_removed_back_into_the_isr() -> None:
     from broker.replication import PartitionReplica, WriteIsr
 
-    leader = PartitionReplica(4, lag_time_max_ms=10_000)
+    leader = PartitionReplica(4, lag_time_max_ms=10_000, high_watermark=10)
     leader.become_leader(
-        leader_epoch=6,
-        isr=(4, 2),
-        replicas=(4, 2, 1),
-        zk_version=3,
+        PartitionState(leader=4, leader_epoch=6, isr=(4, 2), replicas=(4, 2, 1), zk_version=3),
         log_end_offset=10,
-        high_watermark=10,
         now_ms=0,
     )
     leader.removing = (1,)
     assert not [a for a in leader.on_follower_fetch(1, 10, 1.0) if isinstance(a, WriteIsr)]
     leader.removing = ()
-    assert [a.isr for a in leader.on_follower_fetch(1, 10, 2.0) if isinstance(a, WriteIsr)] == [(4, 2, 1)]
+    assert [a.state.isr for a in leader.on_follower_fetch(1, 10, 2.0) if isinstance(a, WriteIsr)] == [
+        (4, 2, 1)
+    ]

@@ -8,6 +8,7 @@ from pathlib import Path
 from broker.controller import elect_leader, initial_state
 from broker.follower import leader_epoch_truncation
 from broker.kafka_errors import OUT_OF_ORDER_SEQUENCE_NUMBER
+from broker.partition_state import LeaderAndIsr, PartitionState
 from broker.producer_state import Duplicate, ProducerState
 from broker.replication import (
     HighWatermarkAdvanced,
@@ -21,14 +22,10 @@ from broker.storage import LeaderEpochCache
 def leader(
     isr: tuple[int, ...] = (1, 2, 3), leo: int = 0, hw: int = 0, lag_ms: int = 1000
 ) -> PartitionReplica:
-    replica = PartitionReplica(broker_id=1, lag_time_max_ms=lag_ms)
+    replica = PartitionReplica(broker_id=1, lag_time_max_ms=lag_ms, high_watermark=hw)
     replica.become_leader(
-        leader_epoch=5,
-        isr=isr,
-        replicas=(1, 2, 3),
-        zk_version=7,
+        PartitionState(leader=1, leader_epoch=5, isr=isr, replicas=(1, 2, 3), zk_version=7),
         log_end_offset=leo,
-        high_watermark=hw,
         now_ms=0,
     )
     return replica
@@ -57,9 +54,29 @@ def test_lagging_follower_leaves_the_isr_and_hw_advances_after_the_write() -> No
     assert r.on_tick(now_ms=900) == []
     r.on_follower_fetch(2, 5, now_ms=1400)
     actions = r.on_tick(now_ms=1500)
-    assert actions == [WriteIsr((1, 2), 5, 7, "shrink: [3] lagging")]
+    assert actions == [WriteIsr(LeaderAndIsr(1, 5, (1, 2), 7), "shrink: [3] lagging")]
     assert r.on_tick(now_ms=1600) == []  # one write in flight at a time
-    assert r.state_changed(isr=(1, 2), replicas=(1, 2, 3), zk_version=8) == [HighWatermarkAdvanced(5)]
+    assert r.state_changed(
+        PartitionState(leader=1, leader_epoch=5, isr=(1, 2), replicas=(1, 2, 3), zk_version=8)
+    ) == [HighWatermarkAdvanced(5)]
+
+
+def test_a_landed_isr_write_is_taken_only_in_the_epoch_it_was_written_in() -> None:
+    held = PartitionState(leader=1, leader_epoch=5, isr=(1, 2, 3), replicas=(1, 2, 3), zk_version=7)
+    r = leader(lag_ms=1000)
+    r.on_local_append(5)
+    r.on_follower_fetch(2, 5, now_ms=1400)
+    (write,) = r.on_tick(now_ms=1500)
+    assert isinstance(write, WriteIsr)
+    state, actions = r.on_isr_written(held, write.state, 8)
+    assert state == PartitionState(leader=1, leader_epoch=5, isr=(1, 2), replicas=(1, 2, 3), zk_version=8)
+    assert actions == [HighWatermarkAdvanced(5)] and not r.isr_write_in_flight
+    lost = leader()
+    lost.isr_write_in_flight = True
+    assert lost.on_isr_written(held, write.state, None) == (held, []) and not lost.isr_write_in_flight
+    moved_on = leader()
+    moved_on.leader_epoch = 6  # a new epoch began before the write's outcome arrived
+    assert moved_on.on_isr_written(held, write.state, 8) == (held, [])
 
 
 def test_caught_up_follower_rejoins_the_isr() -> None:
@@ -69,12 +86,12 @@ def test_caught_up_follower_rejoins_the_isr() -> None:
     assert r.high_watermark == 4
     assert r.on_follower_fetch(3, 2, now_ms=2) == []
     actions = r.on_follower_fetch(3, 4, now_ms=3)
-    assert actions == [WriteIsr((1, 2, 3), 5, 7, "expand: 3 caught up")]
+    assert actions == [WriteIsr(LeaderAndIsr(1, 5, (1, 2, 3), 7), "expand: 3 caught up")]
 
 
 def test_follower_hw_is_capped_by_its_log_end() -> None:
     r = PartitionReplica(broker_id=2, lag_time_max_ms=1000)
-    r.become_follower(leader_id=1, leader_epoch=3, isr=(1, 2), replicas=(1, 2), zk_version=1)
+    r.become_follower(PartitionState(leader=1, leader_epoch=3, isr=(1, 2), replicas=(1, 2), zk_version=1))
     assert r.role is Role.FOLLOWER
     r.log_end_offset = 5
     assert r.on_leader_high_watermark(9) == [HighWatermarkAdvanced(5)]

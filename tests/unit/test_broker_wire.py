@@ -80,14 +80,14 @@ FETCH = [
 ]
 
 
-@pytest.mark.parametrize("version", range(3, p.CORE_VERSIONS[p.API_PRODUCE][1] + 1))
+@pytest.mark.parametrize("version", range(3, p.VERSIONS[p.API_PRODUCE][1] + 1))
 @pytest.mark.parametrize("data", PRODUCE)
 def test_produce_response_matches_kio(version: int, data: dict[str, Any]) -> None:
     expected = p.encode_response(p.API_PRODUCE, version, 42, p.build_response(p.API_PRODUCE, version, data))
     assert wire.encode_response(p.API_PRODUCE, version, 42, data) == expected
 
 
-@pytest.mark.parametrize("version", range(4, p.CORE_VERSIONS[p.API_FETCH][1] + 1))
+@pytest.mark.parametrize("version", range(4, p.VERSIONS[p.API_FETCH][1] + 1))
 @pytest.mark.parametrize("data", FETCH)
 def test_fetch_response_matches_kio(version: int, data: dict[str, Any]) -> None:
     expected = p.encode_response(p.API_FETCH, version, 7, p.build_response(p.API_FETCH, version, data))
@@ -98,7 +98,7 @@ def test_other_apis_fall_back_to_kio() -> None:
     assert wire.encode_response(p.API_METADATA, 9, 1, {}) is None
 
 
-@pytest.mark.parametrize("version", range(wire.FLEXIBLE_FETCH, p.CORE_VERSIONS[p.API_FETCH][1] + 1))
+@pytest.mark.parametrize("version", range(wire.FLEXIBLE_FETCH, p.VERSIONS[p.API_FETCH][1] + 1))
 def test_replica_fetch_request_matches_kio(version: int) -> None:
     body = {
         "replica_id": 2,
@@ -140,7 +140,7 @@ def test_replica_fetch_request_matches_kio(version: int) -> None:
 def test_replica_fetcher_speaks_kafka_4s_newest_fetch() -> None:
     from broker.fetcher import FETCH_BY_NAME_VERSION, FETCH_VERSION
 
-    assert FETCH_VERSION == p.CORE_VERSIONS[p.API_FETCH][1] == 17
+    assert FETCH_VERSION == p.VERSIONS[p.API_FETCH][1] == 17
     assert FETCH_BY_NAME_VERSION == wire.FETCH_TOPIC_IDS - 1
 
 
@@ -209,14 +209,14 @@ _PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=list(
 
 
 @_PROPERTY
-@given(version=st.integers(3, p.CORE_VERSIONS[p.API_PRODUCE][1]), data=_produce)
+@given(version=st.integers(3, p.VERSIONS[p.API_PRODUCE][1]), data=_produce)
 def test_any_produce_response_matches_kio(version: int, data: dict[str, Any]) -> None:
     expected = p.encode_response(p.API_PRODUCE, version, 5, p.build_response(p.API_PRODUCE, version, data))
     assert wire.encode_response(p.API_PRODUCE, version, 5, data) == expected
 
 
 @_PROPERTY
-@given(version=st.integers(4, p.CORE_VERSIONS[p.API_FETCH][1]), data=_fetch)
+@given(version=st.integers(4, p.VERSIONS[p.API_FETCH][1]), data=_fetch)
 def test_any_fetch_response_matches_kio(version: int, data: dict[str, Any]) -> None:
     if version < 7:
         data = {**data, "error_code": 0, "session_id": 0}  # not on the wire before v7

@@ -311,7 +311,7 @@ async def _real_leader(tmp: Path, ops: list[tuple], min_insync: int) -> list[tup
     writes: list[tuple[int, ...]] = []
 
     async def isr_writer(topic: str, index: int, action: WriteIsr) -> int | None:
-        writes.append(action.isr)
+        writes.append(action.state.isr)
         return None
 
     replicas.isr_writer = isr_writer
@@ -344,7 +344,7 @@ def _simulated_leader(ops: list[tuple], min_insync: int) -> list[tuple]:  # type
     writes: list[tuple[int, ...]] = []
 
     def write_isr(broker: object, action: WriteIsr) -> None:
-        writes.append(action.isr)
+        writes.append(action.state.isr)
         b.replica.on_isr_write_failed()
 
     sim.write_isr = write_isr  # type: ignore[method-assign]
