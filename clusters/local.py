@@ -320,14 +320,27 @@ class LocalCluster:
     def create_topic(
         self, name: str, partitions: int = 1, replication_factor: int = 3, timeout: float = 30.0
     ) -> None:
-        """Create a topic through the CreateTopics API (kafka-python's admin client) and wait for leaders."""
-        from kafka.admin import KafkaAdminClient, NewTopic
+        """Create a topic through the CreateTopics API (kafka-python's admin client) and wait for leaders.
 
+        The controller counts the live brokers its ZooKeeper watch last delivered, which can lag the
+        registrations `start` waited for by a moment: "larger than available brokers" is retried.
+        """
+        from kafka.admin import KafkaAdminClient, NewTopic
+        from kafka.errors import InvalidReplicationFactorError
+
+        deadline = time.monotonic() + timeout
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=int(timeout * 1000))
         try:
-            admin.create_topics(
-                [NewTopic(name, partitions, replication_factor)], timeout_ms=int(timeout * 1000)
-            )
+            while True:
+                try:
+                    admin.create_topics(
+                        [NewTopic(name, partitions, replication_factor)], timeout_ms=int(timeout * 1000)
+                    )
+                    break
+                except InvalidReplicationFactorError:
+                    if replication_factor > len(self.ports) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
         finally:
             admin.close()
         for p in range(partitions):
