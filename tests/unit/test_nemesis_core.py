@@ -159,8 +159,11 @@ def test_random_schedule_heals_before_the_next_fault() -> None:
 def test_same_seed_same_nodes_when_run(tmp_path: Path) -> None:
     def run(seed: int) -> list[Any]:
         c = cluster(5)
+        # Short clocks: the fakes never elect a new leader, so each failover waits out its bounds
+        # (1.5 session timeouts and more; 50 s with the default 6 s session).
+        short = {"zookeeper_session_timeout_ms": 600, "replica_lag_time_max_ms": 1000}
         nem = build_nemesis(
-            config(nemesis=("kill", "partition"), nodes=5), c, None, random.Random(seed), tmp_path
+            config(nemesis=("kill", "partition"), nodes=5, **short), c, None, random.Random(seed), tmp_path
         )
         steps = nem.steps()
         for _ in range(30):
