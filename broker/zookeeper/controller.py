@@ -227,21 +227,21 @@ class ControllerDriver:
         finished: dict[tuple[str, int], str] = {}
         for action in actions:
             key = action.partition
-            if isinstance(action, StartReassignment):
-                log.warning(
-                    "%s-%d: reassigning to %s: replicas %s, adding %s, removing %s",
-                    *key,
-                    list(requested[key]),
-                    list(action.assignment.replicas),
-                    list(action.assignment.adding),
-                    list(action.assignment.removing),
-                )
-            elif isinstance(action, CompleteReassignment):
-                log.warning(
-                    "%s-%d: reassignment complete: replicas %s", *key, list(action.assignment.replicas)
-                )
-                finished[key] = "complete"
             if isinstance(action, WriteAssignment):
+                if isinstance(action, StartReassignment):
+                    log.warning(
+                        "%s-%d: reassigning to %s: replicas %s, adding %s, removing %s",
+                        *key,
+                        list(requested[key]),
+                        list(action.assignment.replicas),
+                        list(action.assignment.adding),
+                        list(action.assignment.removing),
+                    )
+                elif isinstance(action, CompleteReassignment):
+                    log.warning(
+                        "%s-%d: reassignment complete: replicas %s", *key, list(action.assignment.replicas)
+                    )
+                    finished[key] = "complete"
                 topic, index = key
                 topic_writes.setdefault(topic, {})[index] = action.assignment
             elif isinstance(action, DropRequest):
