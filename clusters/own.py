@@ -79,7 +79,7 @@ def wants_lazyfs(config: TestConfig) -> bool:
 
 def refuse_lazyfs_off_netns(config: TestConfig, backend: str) -> None:
     """Only netns nodes put data dirs on FUSE: say so before a power-loss test starts elsewhere."""
-    if (config.system == "own" or config.system.endswith(".toml")) and wants_lazyfs(config):
+    if (config.system in ("own", "kafka") or config.system.endswith(".toml")) and wants_lazyfs(config):
         raise BadInput(
             f"the power-loss fault (lose-unsynced) needs the netns backend: data dirs on FUSE are "
             f"not set up on the {backend} backend"

@@ -118,6 +118,12 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--unclean-election", action="store_const", const=True, help="unclean.leader.election.enable=true"
     )
+    g.add_argument(
+        "--kafka-version",
+        metavar="V",
+        help="the Apache Kafka release of --system kafka (fetched from Maven Central on first use; "
+        "default: the newest that starts on Java 17)",
+    )
 
 
 def add_checker_flag(p: argparse.ArgumentParser, text: str) -> None:
@@ -353,6 +359,19 @@ def build_parser() -> _Parser:
         help="checker bench: the check converts the history to Parquet itself (a history from "
         "elsewhere), rather than finding the form `strandline run` writes during the load",
     )
+
+    p = sub.add_parser(
+        "kafka",
+        help="Apache Kafka releases: fetch one from Maven Central into the cache",
+        epilog="examples:\n"
+        "  strandline kafka fetch 4.4.0      # prints the folder holding the release's libs/\n"
+        "  strandline kafka fetch 0.11.0.3   # old releases too (ZooKeeper mode: systems/kafka-zk.toml)\n"
+        "exit codes: 0 fetched (or already there), 2 no such release (the nearest are named), "
+        "4 Maven Central unreachable.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("action", choices=("fetch",))
+    p.add_argument("version", metavar="VERSION")
 
     p = sub.add_parser(
         "demo",

@@ -40,6 +40,7 @@ CLUSTER_FLAGS = (
     "variant",
     "min_insync",
     "unclean_election",
+    "kafka_version",
 )
 
 

@@ -219,62 +219,6 @@ def test_kip_101_truncation_through_the_definition_is_invalid_with_high_watermar
     nothing_left(tmp_path)
 
 
-def test_kafka_kraft_definition_lifecycle_with_a_stand_in_distribution(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """systems/kafka-kraft.toml end to end (upload, install commands, files, the controller port and
-    quorum, start, readiness, Metadata, kill, start, down) with the stand-in Kafka distribution of
-    test_clusters_kafka.py (its start script runs the own broker; ZooKeeper on the controller)."""
-    import secrets
-
-    from clusters import zookeeper
-    from clusters.factory import build_cluster
-    from clusters.netns import NetnsNetwork
-    from foundation.config import validate
-    from tests.support.kafka_stand_in import stand_in_tarball
-
-    tarball = tmp_path / "kafka_stand-in.tgz"
-    tarball.write_bytes(b"")  # the definition names it; written once ZooKeeper's address is known
-    monkeypatch.setenv("STRANDLINE_KAFKA_TARBALL", str(tarball))
-    config = validate({"system": str(REPO / "systems" / "kafka-kraft.toml"), "nodes": 3, "seed": 1})
-    c = build_cluster(
-        config, tmp_path / "work", name=f"kk{secrets.token_hex(2)}", state_dir=tmp_path / "state"
-    )
-    network = c.network
-    assert isinstance(network, NetnsNetwork) and c.zookeeper_node is None
-    started = time.monotonic()
-    network.create({"system": config.system, "config": config.to_json(), "name": c.name})
-    zk_proc = None
-    try:
-        cfg = zookeeper.write_server_files(
-            tmp_path / "zk", client_port=2181, client_address=network.bridge_address
-        )
-        with open(tmp_path / "zookeeper.log", "wb") as log:
-            zk_proc = subprocess.Popen(zookeeper.command(cfg), stdout=log, stderr=subprocess.STDOUT)
-        stand_in_tarball(tarball, f"{network.bridge_address}:2181")
-        c.sut.setup()
-        n1 = c.node("n1")
-        properties = n1.exec(["cat", f"{c.sut.home(n1)}/server.properties"]).stdout
-        voters = ",".join(f"{i}@{n.address}:9093" for i, n in enumerate(c.nodes, start=1))
-        assert f"controller.quorum.voters={voters}" in properties and "node.id=1" in properties
-        assert (
-            f"cluster.id={c.sut.cluster_id}"
-            in n1.exec(["cat", f"{c.sut.home(n1)}/data/meta.properties"]).stdout
-        )
-        assert c.sut.registered_brokers() == [1, 2, 3]
-        c.sut.kill(n1)
-        assert n1.daemon_pid("broker") is None
-        c.sut.start(n1, wait_ready=True)
-        assert n1.daemon_pid("broker") is not None
-    finally:
-        c.down()
-        if zk_proc is not None:
-            zk_proc.kill()
-            zk_proc.wait()
-    nothing_left(tmp_path)
-    print(f"kafka-kraft.toml lifecycle with the stand-in distribution: {time.monotonic() - started:.0f} s")
-
-
 @pytest.mark.docker
 def test_the_definition_runs_on_docker_and_the_zookeeper_role_is_killed_and_healed(tmp_path: Path) -> None:
     """The same file on the docker backend (containers, process groups instead of cgroups), three

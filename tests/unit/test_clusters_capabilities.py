@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clusters.kafka import KafkaSystem
+from clusters import system_def
+from clusters.defined import defined_system
 from clusters.own import OwnSystem
 from clusters.sut import (
     HasBrokerDaemon,
@@ -22,15 +23,15 @@ from tests.support.nemesis_fakes import FakeNode
 
 def test_own_and_kafka_name_brokers_alike_and_say_what_they_offer(tmp_path: Path) -> None:
     nodes = [FakeNode(f"n{i}", f"10.77.9.{10 + i}") for i in (1, 2, 3)]
-    tarball = tmp_path / "kafka.tgz"
-    tarball.write_bytes(b"")
     own = OwnSystem(TestConfig(), nodes, FakeNode("zk", "10.77.9.10"))
-    kafka = KafkaSystem(TestConfig(system="kafka", kafka_tarball=str(tarball)), nodes)
+    config = TestConfig(system="kafka")
+    kafka = defined_system(config, system_def.load("kafka"), {"broker": nodes}, python=lambda: "python3")
     for sut in (own, kafka):
         assert isinstance(sut, NamesBrokers) and isinstance(sut, HasBrokerRegistry)
         assert isinstance(sut, WaitsReady) and isinstance(sut, HasBrokerDaemon)
         assert [sut.broker_id(n) for n in nodes] == [1, 2, 3]
         assert (sut.node_of_broker(2), sut.node_of_broker(9)) == ("n2", None)
-    assert (own.broker_daemon, kafka.broker_daemon) == ("broker", "kafka")
-    for capability in (HasClockFile, HasLazyfs, HasZookeeper, RunsOnPython):
-        assert isinstance(own, capability) and not isinstance(kafka, capability), capability.__name__
+    assert (own.broker_daemon, kafka.broker_daemon) == ("broker", "broker")
+    for capability in (HasClockFile, HasLazyfs, RunsOnPython):
+        assert isinstance(own, capability) and isinstance(kafka, capability), capability.__name__
+    assert isinstance(own, HasZookeeper) and not isinstance(kafka, HasZookeeper)
