@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from clusters import daemon_control, lazyfs, lazyfs_mount, software
+from clusters import daemon_control, jvm_clock, lazyfs, lazyfs_mount, software
 from clusters.defined_membership import ReassignsPartitions
 from clusters.kafka_metadata import KafkaMetadata, LeadersFromMetadata, node_answers, quorum_leader
 from clusters.node import Node, node_home
@@ -50,6 +50,16 @@ OWN_BROKER_SETTINGS = (
 )  # fmt: skip
 
 
+def clock_faults_wanted(config: TestConfig) -> str | None:
+    """ "named" when the test names a clock fault, "all" when `--nemesis all` may draw one, else None."""
+    names = {part.split(":", 1)[0].strip() for spec in config.nemesis for part in spec.split("+")}
+    if any(n.startswith("clock") for n in names) or any(
+        str(s.get("do", "")).startswith("clock") for s in config.schedule
+    ):
+        return "named"
+    return "all" if "all" in names else None
+
+
 def _default(key: str) -> object:
     return next(f.default for f in dataclasses.fields(TestConfig) if f.name == key)
 
@@ -77,6 +87,7 @@ class DefinedSystem(LeadersFromMetadata):
         self._role_of = {n.name: definition.role(r) for r, ns in nodes.items() for n in ns}
         self._role_of.update({n.name: definition.broker_role for n in self.spares})
         self.installed: dict[str, software.Installed] = {}  # software fetched for the nodes
+        self.clock_refused = ""  # why the clock fault cannot skew this system's JVMs ("": it can)
         self.metadata = KafkaMetadata(self._metadata_servers, self.node_of_broker)
         # lose-unsynced: the data dirs of the `lazyfs` roles are mounted on clusters.lazyfs
         mountable = any(r.lazyfs and r.data_dirs for r in definition.roles)
@@ -309,6 +320,8 @@ class DefinedSystem(LeadersFromMetadata):
             nodes = self.role_nodes[role.name]
             for node in nodes:
                 self.install(node)
+            if role.faketime and nodes:
+                self._prove_clock(nodes[0])
             for node in nodes:
                 self._start(node)
             deadline = time.monotonic() + role.ready.timeout
@@ -333,13 +346,7 @@ class DefinedSystem(LeadersFromMetadata):
         mounts = self._lazyfs_mounts(node)
         for daemon, data_dir, backing, sock, log_path in mounts:
             lazyfs_mount.mount(node, self.python, daemon, backing, data_dir, sock, log_path)
-        for command in role.install:
-            done = node.exec(["sh", "-c", render(command, values)], timeout=300, check=False)
-            if not done.ok:
-                raise InfrastructureError(
-                    f"{node.name}: install command of role {role.name} failed "
-                    f"(exit {done.exit_code}): {render(command, values)}: {done.stderr.strip()[-500:]}"
-                )
+        self._run_install_commands(node)
         for _daemon, data_dir, _backing, sock, _log in mounts:  # what install wrote survives a drop
             synced = node.exec(lazyfs.ctl_argv(self.python, sock, "sync"), timeout=60, check=False)
             if not synced.ok:
@@ -365,13 +372,38 @@ class DefinedSystem(LeadersFromMetadata):
         """Control sockets of the lazyfs mounts under this node's data dirs (empty: not on lazyfs)."""
         return [sock for _daemon, _dir, _backing, sock, _log in self._lazyfs_mounts(node)]
 
+    def _prove_clock(self, node: Node) -> None:
+        """A JVM role under the faketime preload, in a test with clock faults: prove on its first
+        node, before it starts, that the JVM follows the clock file. Refused (exit 2) when the
+        test names a clock fault; `--nemesis all` leaves the fault out (no clock file then)."""
+        wanted = clock_faults_wanted(self.config)
+        if wanted is None:
+            return
+        role, values = self.role_of(node), self.values(node)
+        command = render(role.start, values) if isinstance(role.start, str) else render(role.start[0], values)
+        if not jvm_clock.is_java(command):
+            return
+        env = {**faketime_env(self._clock_path(node), preload_library(node)), **self._role_env(node)}
+        why = jvm_clock.refusal(node, shlex.split(command)[0], env, f"{self.home(node)}/clock-proof")
+        if why is None:
+            log.info("%s: the JVM of role %s follows the faketime clock file", node.name, role.name)
+            return
+        if wanted == "named":
+            raise BadInput(f"clock cannot run against {self.definition.name}: {why}")
+        log.warning("--nemesis all leaves clock faults out: %s", why)
+        self.clock_refused = why
+
+    def _role_env(self, node: Node) -> dict[str, str]:
+        values = self.values(node)
+        return {k: render(v, values) for k, v in self.role_of(node).env.items()}
+
     def _start(self, node: Node) -> int:
         role, values = self.role_of(node), self.values(node)
         if isinstance(role.start, str):
             argv = ["sh", "-c", f"exec {render(role.start, values)}"]
         else:
             argv = [render(a, values) for a in role.start]
-        env = {k: render(v, values) for k, v in role.env.items()}
+        env = self._role_env(node)
         if role.faketime:
             env = {**faketime_env(self._clock_path(node), preload_library(node)), **env}
         log.info("%s: starting %s: %s", node.name, role.name, shlex.join(argv))
@@ -436,8 +468,28 @@ class DefinedSystem(LeadersFromMetadata):
     def kill(self, node: Node) -> None:
         node.signal_daemon(self.role_of(node).name, signal.SIGKILL)
 
+    def _run_install_commands(self, node: Node) -> None:
+        role, values = self.role_of(node), self.values(node)
+        for command in role.install:
+            done = node.exec(["sh", "-c", render(command, values)], timeout=300, check=False)
+            if not done.ok:
+                raise InfrastructureError(
+                    f"{node.name}: install command of role {role.name} failed "
+                    f"(exit {done.exit_code}): {render(command, values)}: {done.stderr.strip()[-500:]}"
+                )
+
+    def _has_empty_data_dir(self, node: Node) -> bool:
+        values = self.values(node)
+        dirs = [render(d, values) for d in self.role_of(node).data_dirs]
+        script = 'for d in "$@"; do [ -z "$(ls -A "$d" 2>/dev/null)" ] && exit 0; done; exit 1'
+        return bool(dirs) and node.exec(["sh", "-c", script, "sh", *dirs], check=False).ok
+
     def start(self, node: Node, *, wait_ready: bool = False) -> None:
         if node.daemon_pid(self.role_of(node).name) is None:
+            if self.role_of(node).install and self._has_empty_data_dir(node):
+                # a wiped (replaced) disk: prepared again as an operator would (Kafka: formatted)
+                log.info("%s: a data dir is empty: running the install commands again", node.name)
+                self._run_install_commands(node)
             self._start(node)
         if wait_ready:
             self.wait_ready(node)
@@ -485,6 +537,8 @@ class _SkewsClocks:
 
     def clock_file(self: DefinedSystem, node: Node) -> str:  # type: ignore[misc]
         """The libfaketime offset file of a role started under the faketime preload ("" if none)."""
+        if self.clock_refused:  # its JVM did not follow the clock file (`_prove_clock`)
+            return ""
         return f"{self.home(node)}/clock" if self.role_of(node).faketime else ""
 
 

@@ -35,6 +35,7 @@ LOG4J2_ARTIFACTS = ("log4j-api", "log4j-core", "log4j-slf4j-impl")
 # Before 4.0 Kafka logs through SLF4J 1.7 to Log4j 1 (reload4j from 3.1.1 on): one binding for all.
 SLF4J = "1.7.36"
 RELOAD4J = "1.2.25"
+JAXB = "javax.xml.bind:jaxb-api:2.3.1"
 LOG4J1_BINDINGS = (
     "org.slf4j:slf4j-log4j12",
     "log4j:log4j",
@@ -99,7 +100,10 @@ def artifacts(version: str) -> tuple[list[str], list[str]]:
     broker = f"{GROUP}:kafka_{scala_line(version)}:{version}"
     if key(version) >= (4, 0):
         return [broker, *(f"org.apache.logging.log4j:{a}:{LOG4J2}" for a in LOG4J2_ARTIFACTS)], []
+    # Before 2.0 the broker needs JAXB, which Java 11 dropped from the JDK (as on any newer Java).
+    jaxb = [JAXB] if key(version) < (2, 0) else []
     log4j1 = [
+        *jaxb,
         f"org.slf4j:slf4j-api:{SLF4J}",
         f"org.slf4j:slf4j-reload4j:{SLF4J}",
         f"ch.qos.reload4j:reload4j:{RELOAD4J}",

@@ -38,6 +38,7 @@ from foundation.errors import (
     StrandlineError,
 )
 from harness import rundir
+from harness.fetch_progress import fetch_progress
 
 log = logging.getLogger(__name__)
 
@@ -426,6 +427,7 @@ def _lifecycle(
     work.mkdir(parents=True, exist_ok=True)
     kwargs = {"state_dir": state_dir} if state_dir is not None else {}
     cluster = pieces.build_cluster(config, work, **kwargs)
+    cluster.progress = fetch_progress(phases.console)  # a first fetch of Kafka takes a while
     if pieces.preflight is not None and wants_nemesis(config):
         with phases.phase("preflight", "asking what the faults need, before any cluster starts"):
             why = pieces.preflight(config, cluster.sut, work, state_dir)
