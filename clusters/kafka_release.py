@@ -36,6 +36,9 @@ LOG4J2_ARTIFACTS = ("log4j-api", "log4j-core", "log4j-slf4j-impl")
 SLF4J = "1.7.36"
 RELOAD4J = "1.2.25"
 JAXB = "javax.xml.bind:jaxb-api:2.3.1"
+# Kafka 2.0 to 2.3 ship the ZooKeeper client 3.4.13/3.4.14, which cannot connect on Java 14 and
+# later (ZOOKEEPER-3779: UnresolvedAddressException); 3.4.12, the client before that change, can.
+ZOOKEEPER_CLIENT = "org.apache.zookeeper:zookeeper:3.4.12"
 LOG4J1_BINDINGS = (
     "org.slf4j:slf4j-log4j12",
     "log4j:log4j",
@@ -102,8 +105,10 @@ def artifacts(version: str) -> tuple[list[str], list[str]]:
         return [broker, *(f"org.apache.logging.log4j:{a}:{LOG4J2}" for a in LOG4J2_ARTIFACTS)], []
     # Before 2.0 the broker needs JAXB, which Java 11 dropped from the JDK (as on any newer Java).
     jaxb = [JAXB] if key(version) < (2, 0) else []
+    zookeeper = [ZOOKEEPER_CLIENT] if (2, 0) <= key(version) < (2, 4) else []
     log4j1 = [
         *jaxb,
+        *zookeeper,
         f"org.slf4j:slf4j-api:{SLF4J}",
         f"org.slf4j:slf4j-reload4j:{SLF4J}",
         f"ch.qos.reload4j:reload4j:{RELOAD4J}",

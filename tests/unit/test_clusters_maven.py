@@ -34,6 +34,8 @@ def test_releases_pick_their_scala_build_and_logging() -> None:
     old, excluded = kafka_release.artifacts("0.11.0.3")
     assert old[0] == "org.apache.kafka:kafka_2.12:0.11.0.3" and "log4j:log4j" in excluded
     assert kafka_release.JAXB in old and kafka_release.JAXB not in kafka_release.artifacts("2.0.1")[0]
+    assert kafka_release.ZOOKEEPER_CLIENT in kafka_release.artifacts("2.0.1")[0]  # ZOOKEEPER-3779
+    assert kafka_release.ZOOKEEPER_CLIENT not in kafka_release.artifacts("2.4.0")[0]
     with pytest.raises(BadInput, match="not a Kafka release number"):
         kafka_release.check_version("4.4")
 
