@@ -166,7 +166,9 @@ class DefinedSystem(LeadersFromMetadata):
         nodes = [*self.brokers, *self.spares]
         if advertised is not None:
             return next((n.name for n in nodes if self.broker_endpoint(n) == advertised), None)
-        return next((n.name for n in nodes if self.defined_node_id(n) == broker_id), None)
+        claimed = set(self.metadata.endpoints.values())  # nodes known by another id already
+        unseen = [n for n in nodes if self.broker_endpoint(n) not in claimed]
+        return next((n.name for n in unseen if self.defined_node_id(n) == broker_id), None)
 
     def bootstrap_servers(self) -> list[str]:
         return [self.broker_endpoint(b) for b in self.brokers]
