@@ -165,9 +165,14 @@ def definition_path(system: str) -> Path:
 
 
 def new_cluster_id(seed_bytes: bytes | None = None) -> str:
-    """A KRaft cluster id: 16 bytes, URL-safe base64 without padding (what kafka-storage.sh makes)."""
+    """A KRaft cluster id: 16 bytes, URL-safe base64 without padding (what kafka-storage.sh makes),
+    never starting with "-" (a command line would read it as an option: Kafka's own ids avoid it)."""
     raw = seed_bytes[:16].ljust(16, b"\0") if seed_bytes is not None else uuid.uuid4().bytes
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    while True:
+        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+        raw = uuid.uuid4().bytes
 
 
 # --- template values ---------------------------------------------------------------------------

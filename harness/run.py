@@ -414,6 +414,7 @@ def _lifecycle(
     live: bool,
     recovery: dict[str, Any],
 ) -> None:
+    from clusters.sut import RefusesTests
     from history.writer import HistoryWriter
 
     with phases.phase("heal_leftovers", "healing leftovers of earlier runs"):
@@ -428,7 +429,7 @@ def _lifecycle(
     kwargs = {"state_dir": state_dir} if state_dir is not None else {}
     cluster = pieces.build_cluster(config, work, **kwargs)
     cluster.progress = fetch_progress(phases.console)  # a first fetch of Kafka takes a while
-    if pieces.preflight is not None and wants_nemesis(config):
+    if pieces.preflight is not None and (wants_nemesis(config) or isinstance(cluster.sut, RefusesTests)):
         with phases.phase("preflight", "asking what the faults need, before any cluster starts"):
             why = pieces.preflight(config, cluster.sut, work, state_dir)
             if why:

@@ -78,3 +78,15 @@ def test_a_fetch_cut_short_leaves_nothing_that_looks_complete(
         _, err = fetch.communicate(timeout=60)
     assert fetch.returncode == 130, err
     assert list(folder.iterdir()) == []
+
+
+def test_a_release_maven_central_does_not_have_is_one_line_naming_the_nearest() -> None:
+    """Asks Maven Central itself which releases exist (the resolve of 4.4.9 fails, then the list)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "kafka", "fetch", "4.4.9"],
+        capture_output=True, text=True, cwd=REPO, timeout=300, check=False,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    said = out.stderr.strip().splitlines()[-1]
+    assert said.startswith("strandline kafka: Kafka 4.4.9 is not on Maven Central (nearest releases: "), said
+    assert "4.4.0" in said

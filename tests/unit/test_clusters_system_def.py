@@ -188,3 +188,35 @@ def test_own_toml_gives_the_broker_every_setting_system_own_does(settings: dict[
     assert BrokerConfig.from_properties(from_file) == BrokerConfig.from_properties(
         {**built_in, "auto.create.topics.enable": "false"}
     )
+
+
+@pytest.mark.parametrize(
+    ("system", "settings", "refusal"),
+    [
+        ("kafka", {"kafka_version": "3.2.3"}, "Kafka 3.2.3 cannot run as kafka-kraft.toml: it runs releases >=3.3"),
+        ("kafka-zk.toml", {"kafka_version": "4.0.0"}, "Kafka 4.0.0 cannot run as kafka-zk.toml: it runs releases <4.0"),
+        ("kafka", {"variant": "high-watermark"}, "variant = high-watermark cannot apply to kafka-kraft"),
+        ("kafka", {"kafka_version": "3.9.1", "eligible_leader_replicas": True}, "Kafka 3.9.1 has no eligible"),
+        ("kafka-zk.toml", {"kafka_version": "2.0.1", "nemesis": "member"}, "Kafka 2.0.1 cannot reassign"),
+        ("kafka", {"kafka_version": "3.9.1", "workload": "txn"}, "Kafka 3.9.1 has no transaction.version 2"),
+        ("kafka", {"kafka_version": "4.4"}, "not a Kafka release number"),
+        ("kafka", {"kafka_version": "3.9.1", "workload": "txn", "transaction_version": 1}, None),
+        ("kafka-zk.toml", {"kafka_version": "0.11.0.3", "nemesis": "kill"}, None),
+    ],
+)  # fmt: skip
+def test_what_a_release_cannot_run_is_refused_before_anything_exists(
+    system: str, settings: dict[str, Any], refusal: str | None
+) -> None:
+    from clusters.defined import defined_system
+    from tests.support.nemesis_fakes import FakeNode
+
+    path = system if system == "kafka" else str(REPO / "systems" / system)
+    config = validate({"system": path, "seed": 1, **settings})
+    d = system_def.load(path)
+    nodes = {r.name: [FakeNode(n, "10.0.0.1") for n in d.node_names(r, config)] for r in d.roles}
+    sut = defined_system(config, d, nodes, python=lambda: "python3")
+    try:
+        why = sut.refusal()
+    except BadInput as e:
+        why = str(e)
+    assert (why is None) if refusal is None else (refusal in str(why)), why
