@@ -146,9 +146,11 @@ def fetch(version: str, *, progress: maven.Progress | None = None) -> Path:
 
 def releases() -> list[str]:
     """Every Kafka release Maven Central lists, over the Scala builds (oldest first)."""
-    found: set[str] = set()
-    for scala in SCALA_LINES:
-        found |= {v for v in maven.released_versions(GROUP, f"kafka_{scala}") if VERSION.match(v)}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(SCALA_LINES)) as pool:  # three Maven runs at once
+        lists = list(pool.map(lambda scala: maven.released_versions(GROUP, f"kafka_{scala}"), SCALA_LINES))
+    found = {v for versions in lists for v in versions if VERSION.match(v)}
     return sorted(found, key=key)
 
 

@@ -68,6 +68,8 @@ def test_a_fetch_cut_short_leaves_nothing_that_looks_complete(
         fetch = subprocess.Popen(
             [sys.executable, "-m", "harness.cli", "kafka", "fetch", "4.4.0"],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            # a shell that started the tests in the background passed SIGINT on ignored: Ctrl-C's default
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )  # fmt: skip
         folder = tmp_path / "cache" / "maven" / "kafka"
         deadline = time.monotonic() + 120
