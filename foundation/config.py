@@ -25,7 +25,11 @@ SYSTEMS = ("own", "kafka")
 BACKENDS = ("netns", "docker", "ssh")
 VARIANTS = ("leader-epoch", "high-watermark", "leader-epoch-v0")
 ACKS = ("all", "1", "0")
-CLIENTS = ("kafka-python", "confluent-kafka")
+CLIENTS = ("kafka-python", "confluent-kafka", "java")
+GROUP_PROTOCOLS = ("classic", "consumer")
+# `retries` at this value means "retry until the delivery timeout" (the Java client's default); a
+# send's time bound is then what the default number of retries gives (`delivery_timeout_ms`).
+RETRY_UNTIL_TIMEOUT = 2**31 - 1
 CONSUME_MODES = ("assign", "subscribe", "mixed")
 WORKLOADS = ("queue", "txn")
 CHECKERS = ("auto", "spark", "reference")
@@ -72,7 +76,15 @@ class TestConfig:
     time_limit: float = 60.0
     rate: float = 200.0
     concurrency: int = 10
-    client: Literal["kafka-python", "confluent-kafka"] = "kafka-python"
+    client: Literal["kafka-python", "confluent-kafka", "java"] = "kafka-python"
+    # The official Java client (`client = "java"`): the kafka-clients release, fetched from Maven
+    # Central on first use ("": the newest that runs on this machine's Java,
+    # workloads/clients/java_program.py); Kafka client properties ("name=value") applied over the
+    # driver's own to every client it makes; and the consumer group protocol of its group members
+    # (classic, or KIP-848's consumer, where the broker offers it).
+    java_client_version: str = ""
+    java_client_properties: tuple[str, ...] = ()
+    group_protocol: Literal["classic", "consumer"] = "classic"
     # queue: single sends and polls; txn: each operation a transaction of 1-4 sends and polls,
     # committed or (with probability abort_p) aborted, read by read_committed consumers.
     workload: Literal["queue", "txn"] = "queue"
@@ -153,6 +165,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "variant": VARIANTS,
     "acks": ACKS,
     "client": CLIENTS,
+    "group_protocol": GROUP_PROTOCOLS,
     "consume": CONSUME_MODES,
     "workload": WORKLOADS,
     "checker": CHECKERS,
@@ -236,6 +249,8 @@ def validate(raw: Mapping[str, Any]) -> TestConfig:
         if isinstance(annotation, types.UnionType):  # not used today; keep the error clear
             raise BadInput(f"config key {raw_key!r}: unsupported type")
         values[key] = _coerce(raw_key, value, annotation)
+    if values.get("client") == "java":
+        values = {**java_safe_preset(values), **values}
     config = TestConfig(**values)
     if config.spare_nodes < 0:
         config = dataclasses.replace(config, spare_nodes=1 if wants_membership(config) else 0)
@@ -245,6 +260,26 @@ def validate(raw: Mapping[str, Any]) -> TestConfig:
     if config.seed == 0:
         config = dataclasses.replace(config, seed=random.SystemRandom().randrange(1, 2**31))
     return config
+
+
+def java_safe_preset(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The Java client's settings where the test gives none: Jepsen's safe preset (acks=all, the
+    default already; an idempotent producer; retries until the delivery timeout). Idempotence
+    needs acks=all and retries, so a test that sets acks or retries otherwise gets none; the
+    resolved values are written to test.json like every other key."""
+    acks = given.get("acks", TestConfig.acks)
+    retries = given.get("retries", RETRY_UNTIL_TIMEOUT)
+    return {"retries": RETRY_UNTIL_TIMEOUT, "idempotence": acks == "all" and retries > 0}
+
+
+def delivery_timeout_ms(config: TestConfig) -> int:
+    """How long a producer may try to deliver one record: every attempt may take a request
+    timeout, plus a second. `retries = RETRY_UNTIL_TIMEOUT` retries as often as it likes within the
+    bound the default number of retries gives."""
+    retries = config.retries
+    if retries >= RETRY_UNTIL_TIMEOUT:
+        retries = TestConfig.retries
+    return config.request_timeout_ms * (retries + 1) + 1000
 
 
 MEMBERSHIP_FAULT = "member"
@@ -308,6 +343,23 @@ def _check_ranges(c: TestConfig) -> None:
         need(c.acks == "all", "acks", f"a transactional producer needs acks=all, got acks={c.acks}")
         need(c.retries > 0, "retries", "a transactional producer needs retries > 0")
     need(c.retries >= 0, "retries", "must not be negative")
+    need(
+        c.retries <= RETRY_UNTIL_TIMEOUT,
+        "retries",
+        f"must be at most {RETRY_UNTIL_TIMEOUT} (retry until the delivery timeout), got {c.retries}",
+    )
+    bad = [p for p in c.java_client_properties if "=" not in p or not p.split("=", 1)[0].strip()]
+    need(not bad, "java_client_properties", f"expected Kafka client properties as name=value, got {bad[:1]}")
+    need(
+        c.client == "java" or not c.java_client_properties,
+        "java_client_properties",
+        "only the java client takes Kafka client properties",
+    )
+    need(
+        c.client == "java" or c.group_protocol == "classic",
+        "group_protocol",
+        f"the consumer group protocol (KIP-848) is driven by the java client only, not {c.client}",
+    )
     need(c.op_timeout >= 0, "op_timeout", "must not be negative (0: the producer's delivery bound)")
     need(c.drain_timeout > 0, "drain_timeout", "must be positive")
     need(

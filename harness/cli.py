@@ -22,6 +22,7 @@ from foundation.config import (
     CHECKERS,
     CLIENTS,
     CONSUME_MODES,
+    GROUP_PROTOCOLS,
     VARIANTS,
     WORKLOADS,
     TestConfig,
@@ -144,7 +145,24 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--time-limit", type=float, metavar="S", help="seconds of load and faults (default 60)")
     g.add_argument("--rate", type=float, metavar="OPS", help="target operations per second (default 200)")
     g.add_argument("--concurrency", type=int, metavar="C", help="client processes (default 10)")
-    g.add_argument("--client", choices=CLIENTS, help="Kafka client driver (default kafka-python)")
+    g.add_argument(
+        "--client",
+        choices=CLIENTS,
+        help="Kafka client driver (default kafka-python); java: Apache Kafka's own client, in a JVM"
+        " (docs/workloads.md)",
+    )
+    g.add_argument(
+        "--java-client-version",
+        metavar="V",
+        help="the kafka-clients release of --client java (fetched from Maven Central on first use;"
+        " default: the newest that runs on this machine's Java)",
+    )
+    g.add_argument(
+        "--group-protocol",
+        choices=GROUP_PROTOCOLS,
+        help="--client java group members' protocol: classic (default) or consumer (KIP-848, where"
+        " the broker offers it)",
+    )
     g.add_argument(
         "--workload",
         choices=WORKLOADS,

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from rich.console import Console
 
 from foundation import run_files
-from foundation.config import TestConfig
+from foundation.config import TestConfig, delivery_timeout_ms
 from foundation.errors import (
     EXIT_BAD_INPUT,
     EXIT_INFRASTRUCTURE,
@@ -208,6 +208,8 @@ class RunPieces:
     heal_leftovers: Callable[[Path], list[str]]
     # Why the requested faults cannot run here (None: they can), asked before any cluster starts.
     preflight: Callable[[TestConfig, Any, Path, Path | None], str | None] | None = None
+    # What the test's client needs before the test starts ((what, step) or None: nothing).
+    client_setup: Callable[[TestConfig], tuple[str, Callable[[Any], None]] | None] | None = None
     # Follows history.jsonl during the run and writes its Parquet form (the Spark check's input);
     # returns an object with `finish()`, called once the history is closed.
     columnar_journal: Callable[[Path], Any] | None = None
@@ -235,6 +237,7 @@ class RunPieces:
             build_nemesis=nemesis.build_nemesis,
             heal_leftovers=nemesis.heal_leftovers,
             preflight=refusal,
+            client_setup=workloads.client_setup,
             columnar_journal=lambda history: ColumnarJournal(history).start(),
         )
 
@@ -429,6 +432,11 @@ def _lifecycle(
     kwargs = {"state_dir": state_dir} if state_dir is not None else {}
     cluster = pieces.build_cluster(config, work, **kwargs)
     cluster.progress = fetch_progress(phases.console)  # a first fetch of Kafka takes a while
+    setup = pieces.client_setup(config) if pieces.client_setup is not None else None
+    if setup is not None:  # before any cluster starts: a bad client version is exit 2 at once
+        what, prepare = setup
+        with phases.phase("client", what):
+            prepare(cluster.progress)
     if pieces.preflight is not None and (wants_nemesis(config) or isinstance(cluster.sut, RefusesTests)):
         with phases.phase("preflight", "asking what the faults need, before any cluster starts"):
             why = pieces.preflight(config, cluster.sut, work, state_dir)
@@ -569,7 +577,7 @@ def _load(
             stop.set()
             for t in threads:
                 if t.ident is not None:  # a Ctrl-C between two starts leaves the later ones unstarted
-                    t.join(timeout=config.request_timeout_ms / 1000 * (config.retries + 2) + 30)
+                    t.join(timeout=(delivery_timeout_ms(config) + config.request_timeout_ms) / 1000 + 30)
             progress.stop()
     if errors:
         e = errors[0]

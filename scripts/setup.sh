@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   zookeeper default-jre-headless   # metadata store of the own broker; Java for Apache Kafka
+  default-jdk-headless             # javac: the Java client program (--client java) is compiled here
   maven                            # Apache Kafka releases from Maven Central (clusters/maven.py)
   iproute2 iptables nftables       # network namespaces, partitions, packet loss
   kcat                             # a fourth Kafka client for broker compatibility

@@ -1,6 +1,6 @@
 """Client workloads, operation generators and the final drain (the history itself is `history/`).
 
-The public API: `setup_topics`, `run_workload`, `final_drain`, `WorkloadStats`, `DrainResult`,
+The public API: `client_setup`, `setup_topics`, `run_workload`, `final_drain`, `WorkloadStats`, `DrainResult`,
 `LiveProgress`. They are imported lazily, so a command that needs one of them (`strandline cluster
 up` needs only `setup_topics`) does not pay for importing every Kafka client library.
 """
@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from workloads.clients import client_setup
     from workloads.drain import DrainResult, final_drain
     from workloads.progress import LiveProgress
     from workloads.queue import run_workload
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "setup_topics": "workloads.topics",
+    "client_setup": "workloads.clients",
     "run_workload": "workloads.queue",
     "final_drain": "workloads.drain",
     "DrainResult": "workloads.drain",
@@ -26,7 +28,15 @@ _EXPORTS = {
     "LiveProgress": "workloads.progress",
 }
 
-__all__ = ["DrainResult", "LiveProgress", "WorkloadStats", "final_drain", "run_workload", "setup_topics"]
+__all__ = [
+    "DrainResult",
+    "client_setup",
+    "LiveProgress",
+    "WorkloadStats",
+    "final_drain",
+    "run_workload",
+    "setup_topics",
+]
 
 
 def __getattr__(name: str) -> Any:

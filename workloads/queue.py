@@ -61,8 +61,10 @@ POLL_TIMEOUT_S = 0.1
 MAX_POLL_RECORDS = 10
 # When a slot falls this far behind its schedule, it forgets the debt instead of bursting.
 MAX_SCHEDULE_DEBT_S = 1.0
-# With crash_clients, at most this many client worker processes.
+# With crash_clients, at most this many client worker processes; with the Java client each worker
+# also runs a JVM (about 100 MB, and a few CPU seconds to start), so fewer of them.
 MAX_CRASHABLE_WORKERS = 32
+MAX_CRASHABLE_JVMS = 4
 # A group member commits its consumed positions this often (the libraries' auto-commit: 5 s).
 AUTO_COMMIT_INTERVAL_S = 1.0
 
@@ -436,7 +438,8 @@ def run_workload(
     if config.crash_clients > 0:
         # One client process per worker, so a crash kills exactly one (up to a bound on how many
         # Python processes a machine should carry; beyond it a worker holds a few).
-        count = min(config.concurrency, MAX_CRASHABLE_WORKERS)
+        most = MAX_CRASHABLE_JVMS if config.client == "java" else MAX_CRASHABLE_WORKERS
+        count = min(config.concurrency, most)
     started_progress = False
     if progress is not None:
         progress.attach(stats)

@@ -43,7 +43,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from foundation.config import TestConfig
+from foundation.config import TestConfig, delivery_timeout_ms
 from foundation.errors import BadInput, InfrastructureError
 from history.journal import COMPLETE, INVOKE, PROCESS
 from history.processes import ProcessNumbers
@@ -66,16 +66,17 @@ def default_workers(config: TestConfig) -> int:
 
     kafka-python decodes every record in Python, so its slots get one process per core (at least
     two, never more than there are slots). librdkafka does that work in C threads outside the GIL,
-    and its slots run best as threads of the controller: one producer batches all their sends.
+    and so does the Java client in its JVM: their slots run best as threads of the controller, one
+    producer batching all their sends.
     """
-    if config.client == "confluent-kafka":
+    if config.client in ("confluent-kafka", "java"):
         return 0
     return max(1, min(config.concurrency, max(2, os.cpu_count() or 1)))
 
 
 def op_bound_s(config: TestConfig) -> float:
     """How long an operation may take at most (the drivers' delivery timeout and wait), plus slack."""
-    return config.request_timeout_ms * (config.retries + 1) / 1000 + 1 + 5 + 10
+    return delivery_timeout_ms(config) / 1000 + 5 + 10
 
 
 @dataclass

@@ -13,6 +13,7 @@ RUN_KEYS = (
     "system", "backend", "nodes", "topics", "partitions", "replication_factor", "variant", "min_insync",
     "unclean_election", "acks", "nemesis", "nemesis_interval", "time_limit", "rate", "concurrency",
     "client", "workload", "consume", "crash_clients", "seed", "store", "checker", "name", "kafka_version",
+    "java_client_version", "group_protocol",
 )  # fmt: skip
 
 

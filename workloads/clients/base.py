@@ -10,13 +10,14 @@ operation certainly had no effect.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from foundation.config import TestConfig
+from foundation.config import TestConfig, delivery_timeout_ms
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,29 @@ def send_wait_s(delivery_bound_ms: float, op_timeout: float) -> float:
     is `info` with `op_timeout_error`)."""
     library_s = delivery_bound_ms / 1000 + 5
     return op_timeout if 0 < op_timeout < library_s else library_s
+
+
+def end_bound_s(config: TestConfig) -> float:
+    """How long a transaction's commit or abort may take: as long as a send may (every attempt a
+    request timeout), plus 5 s."""
+    return delivery_timeout_ms(config) / 1000 + 4
+
+
+# One attempt at ending a transaction, given the seconds left: its outcome, or None to try again.
+EndAttempt = Callable[[float], "tuple[OutcomeType, str | None] | None"]
+
+
+def end_within(end_s: float, commit: bool, attempt: EndAttempt) -> tuple[OutcomeType, str | None]:
+    """A transaction's commit or abort, attempted until it has an outcome or `end_s` passes (then
+    `info`): both drivers' producers may be asked the same call again after a retriable error."""
+    deadline = time.monotonic() + end_s
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "info", f"no answer to {'commit' if commit else 'abort'} within {end_s:g} s"
+        outcome = attempt(left)
+        if outcome is not None:
+            return outcome
 
 
 def reads_committed(config: TestConfig) -> bool:

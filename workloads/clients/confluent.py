@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any
 
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
-from foundation.config import TestConfig
+from foundation.config import TestConfig, delivery_timeout_ms
 from workloads.clients import base
 
 log = logging.getLogger(__name__)
@@ -79,7 +78,7 @@ def producer_settings(config: TestConfig, bootstrap: list[str]) -> dict[str, Any
         "enable.idempotence": config.idempotence,
         "retries": config.retries,
         "request.timeout.ms": request_ms,
-        "message.timeout.ms": request_ms * (config.retries + 1) + 1000,
+        "message.timeout.ms": delivery_timeout_ms(config),
         "socket.timeout.ms": max(request_ms, 10),
         "linger.ms": 2,
         "retry.backoff.ms": 100,
@@ -199,12 +198,10 @@ class ConfluentTxnProducer(ConfluentProducer):
                 "transaction.timeout.ms": config.transaction_timeout_ms,
                 "enable.idempotence": True,
                 # librdkafka insists that a record not outlive its transaction
-                "message.timeout.ms": min(
-                    config.request_timeout_ms * (config.retries + 1) + 1000, config.transaction_timeout_ms
-                ),
+                "message.timeout.ms": min(delivery_timeout_ms(config), config.transaction_timeout_ms),
             },
         )
-        self._end_s = config.request_timeout_ms * (config.retries + 1) / 1000 + 5
+        self._end_s = base.end_bound_s(config)
         try:
             self._producer.init_transactions(self._end_s)
         except KafkaException as e:
@@ -218,11 +215,7 @@ class ConfluentTxnProducer(ConfluentProducer):
             raise base.ClientError(_error_text(e.args[0]) if e.args else base.describe(e)) from e
 
     def _end(self, commit: bool) -> tuple[base.OutcomeType, str | None]:
-        deadline = time.monotonic() + self._end_s
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return "info", f"no answer to {'commit' if commit else 'abort'} within {self._end_s:g} s"
+        def attempt(left: float) -> tuple[base.OutcomeType, str | None] | None:
             try:
                 if commit:
                     self._producer.commit_transaction(left)
@@ -238,6 +231,9 @@ class ConfluentTxnProducer(ConfluentProducer):
                     return outcome, f"{_error_text(err)}; aborted" if outcome == "fail" else error
                 if not err.retriable():
                     return "info", _error_text(err)
+                return None  # retriable: the same call again
+
+        return base.end_within(self._end_s, commit, attempt)
 
     def commit(self) -> tuple[base.OutcomeType, str | None]:
         return self._end(commit=True)

@@ -41,7 +41,7 @@ from kafka import errors as kafka_errors
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KTopicPartition
 
-from foundation.config import TestConfig
+from foundation.config import TestConfig, delivery_timeout_ms
 from workloads.clients import base
 from workloads.clients.kafka_python_txn import KafkaPythonTxnProducer
 
@@ -150,7 +150,7 @@ def producer_settings(config: TestConfig, bootstrap: list[str]) -> dict[str, Any
         "enable_idempotence": config.idempotence,
         "request_timeout_ms": request_ms,
         # One op must end in bounded time: every attempt may take a request timeout.
-        "delivery_timeout_ms": request_ms * (config.retries + 1) + 1000,
+        "delivery_timeout_ms": delivery_timeout_ms(config),
         "max_block_ms": request_ms,
         # Creating a client must not block for kafka-python's default 30 s when no broker answers.
         "bootstrap_timeout_ms": request_ms,

@@ -37,6 +37,7 @@ from workloads.clients.base import (
     OutcomeType,
     SendOutcome,
     describe,
+    end_bound_s,
     op_timeout_error,
     send_wait_s,
 )
@@ -139,11 +140,6 @@ class _ReadyOrNot:
             return False
 
 
-def _end_bound_s(config: TestConfig) -> float:
-    """How long a commit or abort may take: every attempt may take a request timeout."""
-    return config.request_timeout_ms * (config.retries + 1) / 1000 + 5
-
-
 class KafkaPythonTxnProducer:
     """One transactional producer (its own transactional.id); `TxnProducer` of workloads.clients.base."""
 
@@ -159,7 +155,7 @@ class KafkaPythonTxnProducer:
         )
         self._wait_s = send_wait_s(settings["delivery_timeout_ms"], config.op_timeout)
         self._op_timeout = config.op_timeout
-        self._end_s = _end_bound_s(config)
+        self._end_s = end_bound_s(config)
         try:
             self._producer = KafkaProducer(**settings)
         except Exception as e:
