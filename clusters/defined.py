@@ -242,6 +242,10 @@ class DefinedSystem(LeadersFromMetadata):
     def replica_logs_unavailable(self) -> str | None:
         role = self.definition.broker_role
         if role.data_format == "kafka" and role.data_dirs:
+            for name, installed in self.installed.items():
+                why = software.kind(name).unreadable_segments(installed)
+                if why:
+                    return f"the replica-log checks were not available for this system: {why}; the history checks decide alone"
             return None
         return (
             f"the replica-log checks were not available for this system: the data dirs of its "
