@@ -22,7 +22,14 @@ from clusters.broker_ids import broker_id_of, node_of_broker_id
 from clusters.kafka_metadata import KafkaMetadata, LeadersFromMetadata, node_answers
 from clusters.node import Node, node_home
 from clusters.node_files import log_tail, put_text
-from clusters.own import CLOCK_UNSKEWED, LOSE_UNSYNCED, faketime_env, preload_library, wants_lazyfs
+from clusters.own import (
+    CLOCK_UNSKEWED,
+    LOSE_UNSYNCED,
+    faketime_env,
+    preload_library,
+    wants_clock,
+    wants_lazyfs,
+)
 from clusters.ports import port_open
 from clusters.system_def import (
     RoleDef,
@@ -242,7 +249,7 @@ class DefinedSystem(LeadersFromMetadata):
         else:
             argv = [render(a, values) for a in role.start]
         env = {k: render(v, values) for k, v in role.env.items()}
-        if role.faketime:
+        if role.faketime and wants_clock(self.config):
             env = {**faketime_env(self._clock_path(node), preload_library(node)), **env}
         log.info("%s: starting %s: %s", node.name, role.name, shlex.join(argv))
         return node.start_daemon(role.name, argv, env=env, log_path=self._daemon_log(node))
@@ -354,8 +361,10 @@ class _SkewsClocks:
     """The broker role runs under the faketime preload: the clock nemesis writes this file."""
 
     def clock_file(self: DefinedSystem, node: Node) -> str:  # type: ignore[misc]
-        """The libfaketime offset file of a role started under the faketime preload ("" if none)."""
-        return f"{self.home(node)}/clock" if self.role_of(node).faketime else ""
+        """The libfaketime offset file of a role started under the faketime preload ("" if none: the
+        role does not declare `faketime`, or the test has no clock fault)."""
+        skews = self.role_of(node).faketime and wants_clock(self.config)
+        return f"{self.home(node)}/clock" if skews else ""
 
 
 class _NamesZookeeper:
