@@ -205,21 +205,29 @@ class RunFigures:
     history: HistoryFigures
     stalls: list[dict[str, Any]]
     latency_ms_by_f: dict[str, dict[str, float]]
-    timings: dict[str, float]
+    phases: dict[str, float]  # phase_seconds: the wall time split at the phases
     cpu_s: dict[str, float]
     loads: list[float]
 
 
-def _phase_times(harness_log: Path) -> dict[str, float]:
-    """Wall-clock times at which each phase began, from harness.log's `phase NAME:` lines."""
-    times: dict[str, float] = {}
+def _phase_starts(harness_log: Path) -> dict[str, float]:
+    """When each phase began (wall clock), in order, from harness.log's `phase NAME:` lines."""
+    starts: dict[str, float] = {}
     with contextlib.suppress(OSError):
         for line in harness_log.read_text(errors="replace").splitlines():
             match = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) .* phase (\w+):", line)
             if match:
                 stamp = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
-                times.setdefault(match.group(3), stamp + int(match.group(2)) / 1000)
-    return times
+                starts.setdefault(match.group(3), stamp + int(match.group(2)) / 1000)
+    return starts
+
+
+def phase_seconds(starts: dict[str, float], began: float, ended: float) -> dict[str, float]:
+    """The wall time of the process split at its phases' starts: `start-up` (the interpreter and
+    imports, before the first phase), then each phase until the next (the last, `report`, until the
+    process ended); they add up to the whole."""
+    marks = [("start-up", began), *starts.items(), ("", ended)]
+    return {name: max(0.0, marks[i + 1][1] - at) for i, (name, at) in enumerate(marks[:-1])}
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -233,7 +241,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 def run_once(args: list[str], store: Path, name: str, timeout: float) -> RunFigures:
     """One `strandline run` in a fresh process; its figures from its run directory."""
     argv = [sys.executable, "-m", "harness.cli", *args, "--store", str(store), "--name", name]
-    started = time.monotonic()
+    began = time.time()
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         sampler = Sampler(proc.pid, store / ".work")
         with sampler:
@@ -243,7 +251,7 @@ def run_once(args: list[str], store: Path, name: str, timeout: float) -> RunFigu
                 proc.kill()
                 proc.communicate()
                 raise InfrastructureError(f"bench workload: the run took over {timeout:.0f} s") from None
-    wall = time.monotonic() - started
+    ended = time.time()
     last = out.strip().splitlines()[-1] if out.strip() else ""
     match = re.fullmatch(r"verdict: (\w+) (.+)", last)
     if proc.returncode not in (0, 1, 3) or match is None:
@@ -252,20 +260,17 @@ def run_once(args: list[str], store: Path, name: str, timeout: float) -> RunFigu
     run_dir = Path(match.group(2))
     results = _read_json(run_dir / run_files.RESULTS)
     stats = results.get("stats", {})
-    phases = _phase_times(run_dir / run_files.HARNESS_LOG)
-    load_start, load_end = (
-        phases.get("load", 0.0),
-        phases.get("recover") or phases.get("drain") or time.time(),
-    )
+    starts = _phase_starts(run_dir / run_files.HARNESS_LOG)
+    load_start, load_end = starts.get("load", 0.0), starts.get("recover") or starts.get("drain") or ended
     cpu, loads = sampler.between(load_start, load_end)
     return RunFigures(
         run_dir=run_dir,
         verdict=match.group(1),
-        wall_s=wall,
+        wall_s=ended - began,
         history=history_figures(run_dir / run_files.HISTORY),
         stalls=list(stats.get("unavailable", [])),
         latency_ms_by_f=dict(stats.get("latency_ms_by_f", {})),
-        timings=dict(_read_json(run_dir / run_files.OUTCOME).get("timings", {})),
+        phases=phase_seconds(starts, began, ended),
         cpu_s=cpu,
         loads=loads,
     )
@@ -291,10 +296,10 @@ def _latency_text(r: RunFigures) -> str:
 
 
 def _breakdown(r: RunFigures) -> str:
-    phases = ", ".join(f"{k} {v:.1f}" for k, v in r.timings.items() if k != "total" and v >= 0.05)
+    phases = ", ".join(f"{k} {v:.1f}" for k, v in r.phases.items() if v >= 0.05)
     line = f"    breakdown of the {r.wall_s:.1f} s wall (s): {phases}\n"
     if r.cpu_s:
-        seconds = r.timings.get("load") or 1.0
+        seconds = r.phases.get("load") or 1.0
         ops = max(r.history.acked_ops, 1)
         used = ", ".join(
             f"{part} {r.cpu_s[part]:.1f} s ({r.cpu_s[part] / seconds:.2f} cores, "

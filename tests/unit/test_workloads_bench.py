@@ -76,3 +76,11 @@ def test_default_client_layout() -> None:
     assert default_workers(TestConfig(client="confluent-kafka")) == 0  # librdkafka: threads
     assert default_workers(TestConfig(client="kafka-python", concurrency=10)) >= 2
     assert default_workers(TestConfig(client="kafka-python", concurrency=1)) == 1
+
+
+def test_the_wall_time_is_split_at_the_phases_and_adds_up() -> None:
+    from harness.bench_workload import phase_seconds
+
+    split = phase_seconds({"cluster_up": 102.0, "load": 110.0, "report": 150.0}, began=100.0, ended=155.5)
+    assert split == {"start-up": 2.0, "cluster_up": 8.0, "load": 40.0, "report": 5.5}
+    assert sum(split.values()) == 55.5
