@@ -22,7 +22,15 @@ from clusters.defined_membership import ReassignsPartitions
 from clusters.kafka_metadata import KafkaMetadata, LeadersFromMetadata, node_answers, quorum_leader
 from clusters.node import Node, node_home
 from clusters.node_files import log_tail, put_text
-from clusters.own import CLOCK_UNSKEWED, LOSE_UNSYNCED, faketime_env, preload_library, wants_lazyfs
+from clusters.own import (
+    CLOCK_FAULTS,
+    CLOCK_UNSKEWED,
+    LOSE_UNSYNCED,
+    faketime_env,
+    preload_library,
+    wants_clock,
+    wants_lazyfs,
+)
 from clusters.ports import port_open
 from clusters.system_def import (
     RoleDef,
@@ -34,7 +42,7 @@ from clusters.system_def import (
     role_placeholders,
     role_values,
 )
-from foundation.config import TestConfig
+from foundation.config import TestConfig, fault_names
 from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
@@ -52,12 +60,9 @@ OWN_BROKER_SETTINGS = (
 
 def clock_faults_wanted(config: TestConfig) -> str | None:
     """ "named" when the test names a clock fault, "all" when `--nemesis all` may draw one, else None."""
-    names = {part.split(":", 1)[0].strip() for spec in config.nemesis for part in spec.split("+")}
-    if any(n.startswith("clock") for n in names) or any(
-        str(s.get("do", "")).startswith("clock") for s in config.schedule
-    ):
+    if fault_names(config) & CLOCK_FAULTS or any(s.get("do") in CLOCK_FAULTS for s in config.schedule):
         return "named"
-    return "all" if "all" in names else None
+    return "all" if wants_clock(config) else None
 
 
 def _default(key: str) -> object:
@@ -242,6 +247,10 @@ class DefinedSystem(LeadersFromMetadata):
     def replica_logs_unavailable(self) -> str | None:
         role = self.definition.broker_role
         if role.data_format == "kafka" and role.data_dirs:
+            for name, installed in self.installed.items():
+                why = software.kind(name).unreadable_segments(installed)
+                if why:
+                    return f"the replica-log checks were not available for this system: {why}; the history checks decide alone"
             return None
         return (
             f"the replica-log checks were not available for this system: the data dirs of its "
@@ -406,7 +415,7 @@ class DefinedSystem(LeadersFromMetadata):
         else:
             argv = [render(a, values) for a in role.start]
         env = self._role_env(node)
-        if role.faketime:
+        if role.faketime and wants_clock(self.config):
             env = {**faketime_env(self._clock_path(node), preload_library(node)), **env}
         log.info("%s: starting %s: %s", node.name, role.name, shlex.join(argv))
         return node.start_daemon(role.name, argv, env=env, log_path=self._daemon_log(node))
@@ -538,10 +547,13 @@ class _SkewsClocks:
     """The broker role runs under the faketime preload: the clock nemesis writes this file."""
 
     def clock_file(self: DefinedSystem, node: Node) -> str:  # type: ignore[misc]
-        """The libfaketime offset file of a role started under the faketime preload ("" if none)."""
-        if self.clock_refused:  # its JVM did not follow the clock file (`_prove_clock`)
+        """The libfaketime offset file of a role started under the faketime preload ("" if none: the
+        role does not declare `faketime`, the test has no clock fault, or its JVM did not follow
+        the clock file: `_prove_clock`)."""
+        if self.clock_refused:
             return ""
-        return f"{self.home(node)}/clock" if self.role_of(node).faketime else ""
+        skews = self.role_of(node).faketime and wants_clock(self.config)
+        return f"{self.home(node)}/clock" if skews else ""
 
 
 class _NamesZookeeper:

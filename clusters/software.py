@@ -69,6 +69,10 @@ class Software(Protocol):
         """The template values (`{NAME.VALUE}`) with the software at `path` on the node."""
         ...
 
+    def unreadable_segments(self, installed: Installed) -> str | None:
+        """Why the replica-log checker cannot read the segments this release writes (None: it can)."""
+        ...
+
 
 # --- Apache Kafka ------------------------------------------------------------------------------
 
@@ -136,6 +140,14 @@ class KafkaSoftware:
             "kafka.version": installed.version,
             "kafka.format_features": format_features(config, installed.version),
         }
+
+    def unreadable_segments(self, installed: Installed) -> str | None:
+        if installed.version and kafka_release.key(installed.version) < (0, 11):
+            return (
+                f"Kafka {installed.version} writes message format v1 (before 0.11), which the "
+                "replica-log checker does not read"
+            )
+        return None
 
 
 def format_features(config: TestConfig, version: str) -> str:

@@ -285,10 +285,16 @@ def delivery_timeout_ms(config: TestConfig) -> int:
 MEMBERSHIP_FAULT = "member"
 
 
+def fault_names(config: TestConfig) -> set[str]:
+    """The fault kinds `nemesis` names, without qualifiers or groups ("kill:leader", "partition+clock")."""
+    return {part.split(":", 1)[0].strip() for spec in config.nemesis for part in spec.split("+")}
+
+
 def wants_membership(config: TestConfig) -> bool:
     """Does this test ask for the membership fault (so a spare broker node by default)?"""
-    names = {part.split(":", 1)[0].strip() for spec in config.nemesis for part in spec.split("+")}
-    return MEMBERSHIP_FAULT in names or any(s.get("do") == MEMBERSHIP_FAULT for s in config.schedule)
+    return MEMBERSHIP_FAULT in fault_names(config) or any(
+        s.get("do") == MEMBERSHIP_FAULT for s in config.schedule
+    )
 
 
 def _check_ranges(c: TestConfig) -> None:

@@ -347,9 +347,10 @@ def build_parser() -> _Parser:
         epilog="targets:\n"
         "  checker   a generated run of --ops operations checked end to end as `strandline check` does,\n"
         "            by Spark, DuckDB and the reference checker: wall time, ops/s, peak memory\n"
-        "  workload  the queue workload at an unlimited rate on 3 own brokers (RF 3): acknowledged\n"
-        "            sends/s and all operations/s, counted from the history (docs/workloads.md)\n"
-        "  broker    raw pipelined acks=all produce throughput on the same cluster: the ceiling\n"
+        "  workload  `strandline run --client confluent-kafka --concurrency 100 --rate 100000\n"
+        "            --time-limit 30 --checker reference` in a fresh process, --runs times: acknowledged\n"
+        "            sends/s and stall windows from each run's history, phases and CPU as a breakdown\n"
+        "  broker    raw pipelined acks=all produce throughput on 3 local own brokers (RF 3): a ceiling\n"
         "  explore   the simulator: seeds that find each known loss, time to find, safe schedules\n"
         "examples:\n"
         "  strandline bench checker --ops 10000000\n"
@@ -359,7 +360,10 @@ def build_parser() -> _Parser:
     p.add_argument("target", choices=("checker", "broker", "workload", "explore"))
     p.add_argument("--ops", type=int, default=1_000_000, metavar="N", help="operations (checker bench)")
     p.add_argument("--checker", choices=CHECKERS, default=None)
-    p.add_argument("--keep", metavar="DIR", help="checker bench: keep the generated run directory here")
+    p.add_argument(
+        "--keep", metavar="DIR", help="checker and workload benches: keep the run directories here"
+    )
+    p.add_argument("--runs", type=int, default=None, metavar="N", help="workload bench: runs (default 3)")
     p.add_argument("--schedules", type=int, default=10_000, metavar="N", help="explore bench: safe schedules")
     p.add_argument("--budget", type=float, default=600.0, metavar="S", help="explore bench: seconds per part")
     p.add_argument("--no-duckdb", action="store_true", help="checker bench: skip the DuckDB comparison")

@@ -67,6 +67,8 @@ MAX_CRASHABLE_WORKERS = 32
 MAX_CRASHABLE_JVMS = 4
 # A group member commits its consumed positions this often (the libraries' auto-commit: 5 s).
 AUTO_COMMIT_INTERVAL_S = 1.0
+# How long the slots of one process wait for each other to prepare before the first operation.
+PREPARE_TIMEOUT_S = 10.0
 
 
 def records_json(records: list[Record]) -> list[dict[str, Any]]:
@@ -116,21 +118,43 @@ class Slot:
         self.process = self._new_process()
         # Where this slot's reads of each partition got to: `seek: position` resumes there.
         self.read_up_to: dict[TopicPartition, int] = {}
+        self._first: Op | None = None  # the first operation, planned by `prepare`
 
     def _new_process(self) -> int:
         return self.journal.new_process()
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: threading.Event, start: threading.Barrier | None = None) -> None:
+        """Run until `stop`; with `start`, prepare first and begin when every slot of it has."""
         try:
+            if start is not None:
+                self.prepare(stop)
+                try:
+                    start.wait()
+                except threading.BrokenBarrierError:  # a slot took too long, or the load stopped
+                    pass
             self._run(stop)
         except JournalClosed as e:  # the controller is gone: no operation may start
             log.warning("slot %d stops: %s", self.gen.slot, e)
         finally:
             self.close()
 
+    def prepare(self, stop: threading.Event) -> None:
+        """Make the clients the first operation needs, and let its consumer ask the partitions it
+        will assign for their ends (bootstrap, metadata, connections), before the first invocation:
+        a hundred clients starting up inside their first operations held the first sends for seconds."""
+        op = self._first = self.gen.next_op()
+        if not self._ensure_clients(op, stop) or self.consumer is None or not op.partitions:
+            return
+        try:
+            self.consumer.end_offsets(list(op.partitions), PREPARE_TIMEOUT_S)
+        except Exception as e:  # the first operation meets the problem and journals it
+            log.info("slot %d: its consumer did not reach the cluster yet: %s", self.gen.slot, e)
+
     def _run(self, stop: threading.Event) -> None:
         next_at = time.monotonic()
-        op: Op | None = None
+        op, self._first = self._first, None
+        if op is not None:  # planned by `prepare`: the generator's draws stay in the same order
+            next_at += self.gen.next_delay(self.rate)
         while not stop.is_set():
             if op is None:
                 op = self.gen.next_op()
@@ -465,15 +489,18 @@ def _run_in_threads(
 ) -> None:
     shared = make_producer(driver) if shared_producer and config.workload == "queue" else None
     slots = [make_slot(config, gen, driver, journal, shared) for gen in generators(config)]
+    start = threading.Barrier(len(slots), timeout=PREPARE_TIMEOUT_S)
     finished: list[threading.Event] = []
     try:
         for slot in slots:
-            finished.append(_start_thread(functools.partial(slot.run, stop_event), f"client-{slot.gen.slot}"))
+            run = functools.partial(slot.run, stop_event, start)
+            finished.append(_start_thread(run, f"client-{slot.gen.slot}"))
         for done in finished:
             _wait(done)
     finally:
         # Ctrl-C or an error: every slot finishes the operation in flight and journals it.
         stop_event.set()
+        start.abort()
         for done in finished:
             _wait(done)
         if shared is not None:

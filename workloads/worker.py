@@ -59,7 +59,7 @@ class ForwardLogs(logging.Handler):
 def serve(control: Connection, slot_conns: list[Connection]) -> int:
     """Run the slots the controller assigns until it says stop (or disappears)."""
     from history.journal import JournalClosed, RemoteJournal
-    from workloads.queue import generators, make_producer, make_slot
+    from workloads.queue import PREPARE_TIMEOUT_S, generators, make_producer, make_slot
 
     setup: dict[str, Any] = control.recv()
     lock = threading.Lock()
@@ -94,8 +94,10 @@ def serve(control: Connection, slot_conns: list[Connection]) -> int:
         return 1
     with lock:
         control.send(("ready",))
+    # The slots prepare their first clients together, then start together (workloads.queue.Slot.run).
+    start = threading.Barrier(len(slots), timeout=PREPARE_TIMEOUT_S) if slots else None
     for slot in slots:
-        t = threading.Thread(target=slot.run, args=(stop,), name=f"client-{slot.gen.slot}", daemon=True)
+        t = threading.Thread(target=slot.run, args=(stop, start), name=f"client-{slot.gen.slot}", daemon=True)
         t.start()
         threads.append(t)
     try:
@@ -103,6 +105,8 @@ def serve(control: Connection, slot_conns: list[Connection]) -> int:
     except (EOFError, OSError):
         pass  # the controller is gone: stop too
     stop.set()
+    if start is not None:
+        start.abort()
     for t in threads:
         t.join()
     if shared is not None:

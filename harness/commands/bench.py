@@ -1,7 +1,7 @@
 """`strandline bench TARGET`: a thin dispatcher; each target's benchmark lives with its area.
 
-`workload` and `broker` are in `workloads/bench.py`, `checker` in `checkers/bench.py`, `explore` in
-`explore/bench.py`. Imports are
+`workload` (the `strandline run` command, end to end) is `harness/bench_workload.py`, `broker` is in
+`workloads/bench.py`, `checker` in `checkers/bench.py`, `explore` in `explore/bench.py`. Imports are
 lazy so that one area's dependencies (Spark, Kafka clients) load only for its own benchmark.
 """
 
@@ -13,7 +13,7 @@ import importlib
 from foundation.errors import BadInput
 
 _TARGETS = {
-    "workload": "workloads.bench",
+    "workload": "harness.bench_workload",
     "broker": "workloads.bench",
     "checker": "checkers.bench",
     "explore": "explore.bench",

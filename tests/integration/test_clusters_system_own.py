@@ -5,7 +5,7 @@ shows the kill of node zk in the history and heals; a system that never becomes 
 with its log's last lines in harness.log and nothing left running; a bad definition (unknown key,
 no start command, unknown template value, count below one) is exit 2 in one line;
 a system without InitProducerId and group APIs refuses them and the report says so; lose-unsynced puts the
-broker role's data dirs on lazyfs. Marker kafka: real Apache Kafka through systems/kafka-kraft.toml.
+broker role's data dirs on lazyfs (real Apache Kafka through its definitions: test_clusters_kafka.py).
 A kill and partition run with the safe settings is valid, and kip-101-truncation with the high-watermark
 variant, run through the definition, is invalid (about a minute each: issue 14 asks for both in CI).
 """
@@ -359,27 +359,3 @@ def test_lose_unsynced_mounts_the_definitions_data_dirs_on_lazyfs(tmp_path: Path
     assert str(tmp_path) not in mounts
     nothing_left(tmp_path)
     print(f"lose-unsynced through systems/own.toml: {time.monotonic() - started:.0f} s")
-
-
-@pytest.mark.kafka
-@pytest.mark.timeout(420)
-@pytest.mark.skipif(
-    not os.environ.get("STRANDLINE_KAFKA_TARBALL"),
-    reason="not run: STRANDLINE_KAFKA_TARBALL is not set (no Apache Kafka distribution to test against)",
-)
-def test_real_apache_kafka_through_the_kraft_definition(tmp_path: Path) -> None:
-    """systems/kafka-kraft.toml against a real Kafka distribution: leaders from Kafka's Metadata
-    (`kill:leader` finds one), a kill run with the safe settings is valid, nothing is left."""
-    started = time.monotonic()
-    out = cli(["run", "--system", str(REPO / "systems" / "kafka-kraft.toml"), "--name", "kraft", "--time-limit",
-               "30", "--nemesis", "kill:leader", "--nemesis-interval", "10", "--store", str(tmp_path / "store"),
-               *LOAD], environment(tmp_path), timeout=400)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    run = run_dir(out)
-    assert out.stdout.strip().splitlines()[-1] == f"verdict: valid {run}"
-    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
-    kills = [op for op in ops if op["process"] == "nemesis" and op["f"] == "kill" and op["type"] == "ok"]
-    assert kills and all(op["value"]["nodes"] for op in kills)
-    assert any((run / "nodes" / "n1" / "data").glob("t0-*/*.log"))  # Kafka's segments, read by the checks
-    nothing_left(tmp_path)
-    print(f"real Kafka through systems/kafka-kraft.toml: {time.monotonic() - started:.0f} s")

@@ -44,7 +44,8 @@ PORT = 9092
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("nemesis")
-    # Asking for lose-unsynced makes the own system put every data dir on lazyfs.
+    # Asking for lose-unsynced makes the own system put every data dir on lazyfs, and asking for
+    # clock faults starts the brokers under libfaketime.
     config = TestConfig(
         name="nemt",
         nodes=3,
@@ -52,7 +53,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         partitions=2,
         replication_factor=3,
         seed=11,
-        nemesis=("lose-unsynced",),
+        nemesis=("lose-unsynced", "clock"),
     )
     cluster = build_cluster(config, root / "work", state_dir=root / "state")
     cluster.up()
