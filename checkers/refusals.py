@@ -54,6 +54,15 @@ FEATURES = (
         # kafka-python: "Kafka broker does not support the 'JoinGroupRequest' Kafka protocol"
         re.compile(rf"does not support the '({'|'.join(GROUP_APIS.values())})Request'", re.I),
     ),
+    Feature(
+        "consumer group protocol (KIP-848)",
+        {68: "ConsumerGroupHeartbeat"},
+        lambda c: (
+            "group_protocol = consumer" if c.group_protocol == "consumer" and c.consume != "assign" else None
+        ),
+        # the Java client: "The cluster does not support the new CONSUMER group protocol. Set ..."
+        re.compile(r"does not support the new CONSUMER group protocol", re.I),
+    ),
 )
 
 

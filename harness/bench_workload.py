@@ -46,6 +46,8 @@ SAMPLE_S = 0.5
 # A run's own slack beyond its time limit: cluster up, drain, check and report (seconds).
 RUN_SLACK_S = 600.0
 _REPO = Path(__file__).resolve().parents[1]
+# How the controller's client processes show in their command lines.
+CLIENT_PROCESSES = ("workloads.worker", "StrandlineClients")
 
 
 def command(seconds: float, client: str, concurrency: int) -> list[str]:
@@ -135,13 +137,17 @@ def _cpu_s(pid: int) -> float | None:
 
 
 def _part_of(pid: int, controller: int, work: str) -> str | None:
-    """Which part of the run a process is: the controller, a broker, ZooKeeper, or none."""
+    """Which part of the run a process is: the controller, its client processes (kafka-python's
+    worker processes, the Java client's JVM), a broker, ZooKeeper, or none."""
     if pid == controller:
         return "controller"
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
+        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
         return None
+    if parent == controller and any(mark in cmdline for mark in CLIENT_PROCESSES):
+        return "clients"
     if work not in cmdline:
         return None
     if "zookeeper" in cmdline:
@@ -304,7 +310,7 @@ def _breakdown(r: RunFigures) -> str:
         used = ", ".join(
             f"{part} {r.cpu_s[part]:.1f} s ({r.cpu_s[part] / seconds:.2f} cores, "
             f"{1000 * r.cpu_s[part] / ops:.2f} ms per acked op)"
-            for part in ("controller", "brokers", "zookeeper")
+            for part in ("controller", "clients", "brokers", "zookeeper")
             if part in r.cpu_s
         )
         line += f"    CPU during the load: {used}\n"

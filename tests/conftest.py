@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,18 @@ def scratch(request: pytest.FixtureRequest) -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix=f"sltest-{stem}-"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def release() -> Iterator[str]:
+    """Apache Kafka's default release, fetched here on a fresh machine from Maven Central (a later
+    test finds it in the cache): the modules that run `--system kafka` share it."""
+    from clusters import kafka_release
+
+    started = time.monotonic()
+    folder = kafka_release.fetch(kafka_release.DEFAULT_VERSION)
+    print(f"\nKafka {kafka_release.DEFAULT_VERSION} in {folder} after {time.monotonic() - started:.1f}s")
+    yield kafka_release.DEFAULT_VERSION
 
 
 @pytest.fixture(scope="module")

@@ -19,28 +19,15 @@ import os
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from clusters import kafka_release
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.timeout(420)]
 
 REPO = Path(__file__).resolve().parents[2]
 SPLIT = str(REPO / "systems" / "kafka-kraft-split.toml")
 LOAD = ["--checker", "reference", "--rate", "100", "--concurrency", "6"]
-
-
-@pytest.fixture(scope="module")
-def release() -> Iterator[str]:
-    """The default release, fetched here on a fresh machine (a later test finds it in the cache)."""
-    started = time.monotonic()
-    folder = kafka_release.fetch(kafka_release.DEFAULT_VERSION)
-    print(f"\nKafka {kafka_release.DEFAULT_VERSION} in {folder} after {time.monotonic() - started:.1f}s")
-    yield kafka_release.DEFAULT_VERSION
 
 
 def run(
