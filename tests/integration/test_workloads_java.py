@@ -6,7 +6,8 @@ kafka-clients in a real JVM, compiled here on first use.
   checker finds it valid;
 - its history has the shape of the Python drivers' (one history contract): the same fields, of the
   same types, for every kind of operation and outcome both drivers journal;
-- a process killed with SIGKILL takes its JVM with it (PR_SET_PDEATHSIG): what a crash kills.
+- a process killed with SIGKILL takes its JVM with it (PR_SET_PDEATHSIG): what a crash kills;
+- client properties the Java client refuses are bad input, before any client of the test exists.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ import pytest
 from checkers.api import check_run
 from clusters.local import LocalCluster
 from foundation.config import TestConfig
+from foundation.errors import BadInput
 from history.format import validate
 from history.pairing import pair_problems
 from history.reader import iter_ops
 from history.writer import HistoryWriter
 from workloads import final_drain, run_workload, setup_topics
+from workloads.clients import java
 
 pytestmark = [pytest.mark.integration, pytest.mark.java]
 
@@ -156,3 +159,11 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_client_properties_the_java_client_refuses_are_bad_input() -> None:
+    """Each time: a refusal is not remembered as tried (the JVM is shared by the process's tests)."""
+    refused = TestConfig(client="java", java_client_properties=("acks=banana",))
+    for _ in range(2):
+        with pytest.raises(BadInput, match="java_client_properties.*acks"):
+            java.start(refused)

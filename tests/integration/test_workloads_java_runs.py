@@ -64,6 +64,13 @@ def test_bad_input_ends_before_any_cluster_in_one_line(tmp_path: Path) -> None:
     line = next(line for line in err.splitlines() if line.startswith("failed:"))
     assert "kafka-clients 4.4.99 is not on Maven Central (nearest releases:" in line and "4.4.0" in line
     assert "Traceback" not in err
+
+    refused = tmp_path / "refused.toml"
+    refused.write_text('java_client_properties = ["acks=banana"]\n')
+    code, err, _ = run(["--time-limit", "5", "--config", str(refused)], tmp_path)
+    assert code == 2, err[-2000:]
+    line = next(line for line in err.splitlines() if line.startswith("failed:"))
+    assert "java_client_properties" in line and "acks" in line and "Traceback" not in err
     assert not (tmp_path / "store").exists() or not list((tmp_path / "store").rglob("history.jsonl"))
 
 

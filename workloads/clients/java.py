@@ -110,15 +110,16 @@ def host(config: TestConfig) -> ClientHost:
 
 
 def start(config: TestConfig) -> ClientHost:
-    """The program ready and its JVM started and warmed up: bad settings and a missing JDK fail
-    here, at once."""
+    """The program ready and its JVM started and warmed up with the test's settings: bad settings
+    and a missing JDK fail here, at once."""
     overrides(config)
     started = host(config)
     with _programs_lock:
-        if started.warm:
+        if config.java_client_properties in started.tried:
             return started
-        started.warm = True
-    warm_up(config, started)
+    warm_up(config, started)  # BadInput leaves them untried: the next start refuses them again
+    with _programs_lock:
+        started.tried.add(config.java_client_properties)
     return started
 
 
@@ -130,15 +131,21 @@ def warm_up(config: TestConfig, started: ClientHost) -> None:
     """Make a producer and a consumer that reach nothing, poll once and close them: the JVM loads
     the client's classes now (a second of CPU), not while the test's first clients wait."""
     began = time.monotonic()
+    made: list[_Remote] = []
     try:
-        producer = _Remote(started, "producer", producer_settings(config, NOWHERE))
-        consumer = _Remote(started, "consumer", consumer_settings(config, NOWHERE))
+        made.append(_Remote(started, "producer", producer_settings(config, NOWHERE)))
+        made.append(consumer := _Remote(started, "consumer", consumer_settings(config, NOWHERE)))
         consumer.ask("assign", REPLY_SLACK_S * 2, partitions=[["warm-up", 0]], positions=[])
         consumer.ask("poll", REPLY_SLACK_S * 2, timeout_ms=0, max_records=1)
-        producer.close()
-        consumer.close()
-    except base.ClientError as e:  # only slower without it
-        log.info("warming up the Java client failed: %s", e.error)
+    except base.ClientError as e:
+        if e.definite:  # the client refused its settings: the test's java_client_properties
+            raise BadInput(
+                f"config key 'java_client_properties': the Java client refused them: {e.error}"
+            ) from None
+        log.info("warming up the Java client failed: %s", e.error)  # only slower without it
+    finally:
+        for client in made:
+            client.close()
     log.info("Java client warmed up in %.1f s", time.monotonic() - began)
 
 
@@ -282,8 +289,9 @@ class _Remote:
         except (HostGone, HostTimeout) as e:
             self.close()
             raise base.ClientError(_lost(e)) from None
-        if not reply.get("ok"):
-            raise base.ClientError(str(reply.get("error")), definite=reply.get("class") == CONFIG_CLASS)
+        if not reply.get("ok"):  # a client refusing its settings never existed
+            refused = reply.get("class") == CONFIG_CLASS or "ConfigException" in str(reply.get("error"))
+            raise base.ClientError(str(reply.get("error")), definite=refused)
 
     def call(self, op: str, timeout_s: float, **fields: Any) -> dict[str, Any]:
         """The reply to one operation; raises HostGone or HostTimeout when none comes."""

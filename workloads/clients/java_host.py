@@ -70,7 +70,8 @@ class ClientHost:
         self._gone: str | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_KEPT)
         self.version = ""
-        self.warm = False  # its clients' classes loaded (workloads.clients.java.warm_up)
+        # The client properties its clients were made with once (workloads.clients.java.warm_up).
+        self.tried: set[tuple[str, ...]] = set()
 
     # -- starting ------------------------------------------------------------------------------
     def start(self) -> ClientHost:
