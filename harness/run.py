@@ -542,8 +542,12 @@ def _load(
 
         return body
 
+    ready, go = threading.Event(), threading.Event()
     workload = threading.Thread(
-        target=guarded(lambda: pieces.run_workload(config, bootstrap, history, stop, progress), "workload"),
+        target=guarded(
+            lambda: pieces.run_workload(config, bootstrap, history, stop, progress, ready=ready, go=go),
+            "workload",
+        ),
         name="workload",
         daemon=True,
     )
@@ -555,19 +559,28 @@ def _load(
             )
         )
     faults = ", ".join(config.nemesis) or ("scripted" if config.schedule else "none")
-    with phases.phase("load", f"load for {config.time_limit:g} s at {config.rate:g} ops/s; faults: {faults}"):
-        try:
-            for t in threads:
+    try:
+        # The clients start before the load phase: on a loaded machine a worker process takes
+        # seconds to import its client library, and those seconds are not load.
+        with phases.phase("clients", f"starting {config.concurrency} client processes"):
+            workload.start()
+            while not ready.wait(0.2) and workload.is_alive() and not stop.is_set():
+                pass
+        with phases.phase(
+            "load", f"load for {config.time_limit:g} s at {config.rate:g} ops/s; faults: {faults}"
+        ):
+            go.set()
+            for t in threads[1:]:
                 t.start()
             deadline = time.monotonic() + config.time_limit
             while not stop.is_set() and time.monotonic() < deadline:
                 stop.wait(min(0.5, max(0.0, deadline - time.monotonic())))
-        finally:
-            stop.set()
-            for t in threads:
-                if t.ident is not None:  # a Ctrl-C between two starts leaves the later ones unstarted
-                    t.join(timeout=config.request_timeout_ms / 1000 * (config.retries + 2) + 30)
-            progress.stop()
+    finally:
+        stop.set()
+        for t in threads:
+            if t.ident is not None:  # a Ctrl-C between two starts leaves the later ones unstarted
+                t.join(timeout=config.request_timeout_ms / 1000 * (config.retries + 2) + 30)
+        progress.stop()
     if errors:
         e = errors[0]
         if isinstance(e, StrandlineError):

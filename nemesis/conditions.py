@@ -21,6 +21,9 @@ history so a reader sees the offsets the script acted on.
 - `out-of-isr`: the leader dropped `node` from the partition's ISR.
 - `in-isr`: `node` is in the partition's ISR.
 - `isr-shrunk-to-leader`: the partition's ISR is its leader alone.
+- `acknowledged-alone`: the partition's ISR is its leader alone (`node`, when given) and
+  acknowledgements flow steadily into it (`load-flowing`): the leader acknowledges writes only
+  its own disk holds (min.insync.replicas=1, acks=1; min.insync.replicas=2 refuses them).
 - `brokers-ready`: every broker serves again (`broker-ready` on each node). The random schedule
   waits for it after healing a crash, so the calm before the next fault is load, not restarts.
 - `isrs-full`: every partition has a leader and its full ISR: the cluster is whole again. The
@@ -239,6 +242,19 @@ def isr_shrunk_to_leader(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict
     return met, {"leader": leader, "isr": isr}
 
 
+def acknowledged_alone(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether the leader, the ISR alone, acknowledges steadily: the high watermark grew in each
+    half of the last `window` s while every sample saw the ISR at the leader alone. The one jump
+    of the high watermark when the ISR shrinks (over what the leader appended while its
+    followers were cut off, unacknowledged under min.insync.replicas=2) is not steady growth."""
+    alone, seen = isr_shrunk_to_leader(ctx, step)
+    if not alone:
+        ctx.cache.pop("hw-samples", None)  # count again from the next sample of the leader alone
+        return False, seen
+    met, flowing = load_flowing(ctx, step)
+    return met, {**seen, **flowing}
+
+
 def isrs_full(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     """Whether every partition has a leader and its full ISR: the cluster is whole again."""
     states = ctx.sut.partition_state()
@@ -293,6 +309,7 @@ CONDITIONS: dict[str, Condition] = {
     "out-of-isr": out_of_isr,
     "in-isr": in_isr,
     "isr-shrunk-to-leader": isr_shrunk_to_leader,
+    "acknowledged-alone": acknowledged_alone,
     "load-flowing": load_flowing,
     "isrs-full": isrs_full,
 }

@@ -15,6 +15,7 @@ and safe to call from a signal handler's thread or twice.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import sys
 import threading
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from clusters.node import Node
-from clusters.sut import ClusterView, RunsOnPython
+from clusters.sut import ClusterView, HasLeaders, RunsOnPython
 from foundation.config import TestConfig
 from foundation.errors import BadInput
 from history.writer import HistoryWriter
@@ -101,6 +102,8 @@ class Nemesis(Requested):
         clients blocked on a paused or cut-off broker finish while the workload winds down.
         """
         try:
+            if not self._await_load(stop_event):
+                log.warning("nemesis: the load never flowed before the time limit: no fault struck")
             for step in self.steps():
                 if stop_event.is_set() or self._closing:
                     break
@@ -116,6 +119,25 @@ class Nemesis(Requested):
                 self.heal()
             except Exception:  # noqa: BLE001 - heal_all will try again
                 log.exception("nemesis: healing at the end of the schedule failed")
+
+    def _await_load(self, stop: threading.Event) -> bool:
+        """Wait until acknowledgements flow into every partition (condition `load-flowing`), so
+        the schedule's clock starts with the load: a fault into a cluster that serves no client
+        tests nothing. Unbounded but for the time limit (`stop`); said once it takes long. False:
+        stopped first. A system that reports no leaders cannot tell, and is not waited for."""
+        if not isinstance(self.ctx.sut, HasLeaders):
+            return True
+        started = time.monotonic()
+        for t in range(self.config.topics):
+            for p in range(self.config.partitions):
+                step = {"wait_until": "load-flowing", "topic": f"t{t}", "partition": p}
+                self._wait_until({**step, "timeout": None, "say_after": choreography.LOAD_TIMEOUT_S}, stop)
+                if stop.is_set() or self._closing:
+                    self._after = None
+                    return False
+        self._after = None  # the first fault's own waits say what it struck into
+        log.info("nemesis: the load flows after %.1f s; the schedule starts", time.monotonic() - started)
+        return True
 
     def execute(self, step: dict[str, Any], stop_event: threading.Event | None = None) -> None:
         stop = stop_event or threading.Event()
@@ -262,29 +284,54 @@ class Nemesis(Requested):
         (with `before`: the wait before it, when no fault came between).
 
         Conditions are not faults, so they get no history op of their own (a report would shade them).
+        `timeout` None waits until `stop` (the time limit); `say_after` s without the condition,
+        a warning says what it waits for (once), and the detail then carries `waited_s`.
         """
         name = str(step["wait_until"])
         condition = conditions.CONDITIONS[name]
-        timeout = float(step.get("timeout", 60))
-        deadline = time.monotonic() + timeout
+        timeout = step.get("timeout", 60)
+        started = time.monotonic()
+        deadline = math.inf if timeout is None else started + float(timeout)
+        say_after = step.get("say_after")
+        said = False
         detail: dict[str, Any] = {}
+        where = _where(step)
         try:
             while not stop.is_set() and time.monotonic() < deadline:
                 try:
                     met, detail = condition(self.ctx, step)
                 except Exception as e:  # noqa: BLE001 - a cluster in flux: not met yet
                     met, detail = False, {"error": _text(e)}
+                waited = time.monotonic() - started
+                if said:
+                    detail = {**detail, "waited_s": round(waited, 1)}
                 if met:
                     log.info("nemesis: condition %s met: %s", name, detail)
                     self._after = self._seen({"condition": name, **detail})
                     return
+                if say_after is not None and not said and waited >= float(say_after):
+                    said = True
+                    log.warning(
+                        "nemesis: %s%s not met for %g s (%s): waiting for it%s",
+                        name,
+                        where,
+                        float(say_after),
+                        _brief(detail),
+                        " until the time limit" if timeout is None else f" for at most {float(timeout):g} s",
+                    )
                 stop.wait(float(step.get("poll", 0.2)))
         finally:
             conditions.close(self.ctx)
         if stop.is_set():
-            log.info("nemesis: stopped while waiting for %s: %s", name, detail)
+            log.log(
+                logging.WARNING if said else logging.INFO,
+                "nemesis: stopped while waiting for %s%s: %s",
+                name,
+                where,
+                detail,
+            )
         else:
-            log.warning("nemesis: condition %s not met within %g s: %s", name, timeout, detail)
+            log.warning("nemesis: condition %s not met within %g s: %s", name, float(timeout), detail)
         self._after = self._seen({"condition": name, "timed_out": True, **detail})
 
     def _seen(self, after: dict[str, Any]) -> dict[str, Any]:
@@ -365,6 +412,18 @@ def _same_partition(after: dict[str, Any], step: dict[str, Any]) -> bool:
         step.get("topic", "t0"),
         step.get("partition", 0),
     )
+
+
+def _where(step: dict[str, Any]) -> str:
+    """' on t0-1' for a condition about one partition; '' otherwise."""
+    if "topic" in step:
+        return f" on {step['topic']}-{step.get('partition', 0)}"
+    return f" on {step['node']}" if "node" in step else ""
+
+
+def _brief(detail: dict[str, Any]) -> str:
+    """What a condition saw, short enough for a console line."""
+    return ", ".join(f"{k} {v}" for k, v in detail.items() if k not in ("records", "window")) or "nothing yet"
 
 
 def _heal_rank(active: Active) -> int:

@@ -94,6 +94,12 @@ def serve(control: Connection, slot_conns: list[Connection]) -> int:
         return 1
     with lock:
         control.send(("ready",))
+    if setup.get("held"):
+        try:
+            if control.recv() != "go":  # "stop" before the load began
+                return _close(shared, slot_conns)
+        except (EOFError, OSError):
+            return _close(shared, slot_conns)
     for slot in slots:
         t = threading.Thread(target=slot.run, args=(stop,), name=f"client-{slot.gen.slot}", daemon=True)
         t.start()
@@ -105,6 +111,10 @@ def serve(control: Connection, slot_conns: list[Connection]) -> int:
     stop.set()
     for t in threads:
         t.join()
+    return _close(shared, slot_conns)
+
+
+def _close(shared: Any, slot_conns: list[Connection]) -> int:
     if shared is not None:
         shared.close()
     for conn in slot_conns:

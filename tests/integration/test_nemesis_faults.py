@@ -294,7 +294,7 @@ def test_failovers_move_leadership_the_way_they_say(
     leads; lagging-follower: the frozen follower left the ISR before the others died."""
     from nemesis import choreography, conditions
 
-    monkeypatch.setattr(choreography, "LOAD_TIMEOUT_S", 1.0)  # no load here: strike at once
+    monkeypatch.setattr(choreography, "LOAD_BOUND_S", 1.0)  # no load here: strike at once
     _full_isr(env)
     nem, history = nemesis_for(env, target)
     # the waits read high watermarks from the brokers themselves (ListOffsets, leader first)
