@@ -17,14 +17,16 @@ Events (completed client operations, at their completion time):
 * `write`: any completed send or transaction, whatever its outcome: the load ends with the last.
 
 The load runs from the first client invocation to the last completed send or transaction (the
-final drain's reads come after it and are not load). Each fault window (`history.faults`: from
+final drain's reads come after it and are not load); the clients issued it until their last send
+or transaction was invoked (`issued_until`: operations blocked on a paused broker complete long
+after the time limit stopped the clients). Each fault window (`history.faults`: from
 the fault's invocation to its heal) is counted from its start to its heal plus `recovery_s`
 (the cluster's session timeout: what it takes to notice a restarted broker and elect), clipped to
 the load's end; a fault never healed runs to the load's end.
 
 The rule (docs/checkers.md, "Verdict power"): a run is `valid` only when
-* its acknowledged writes reach `MIN_ACKED_SHARE` of the operations its rate asked for over the
-  load's span (at least one; without test.json the rate is not known and only "at least one"
+* its acknowledged writes reach `MIN_ACKED_SHARE` of the operations its rate asked for while the
+  clients issued them (at least one; without test.json the rate is not known and only "at least one"
   holds), and at least one read returned records;
 * before the first fault, and inside every fault window, at least one write was acknowledged and
   one read returned records;
@@ -50,10 +52,13 @@ from history.faults import FaultWindow
 
 NS = 1_000_000_000
 KINDS = ("acked", "read", "commit", "rebalance", "crash", "write")
-# Of the operations the test's rate asks for over the load, at least this share must be
-# acknowledged writes. The queue workload makes about half of its operations sends, so a run at
-# a tenth of its asked rate (a machine too loaded, a cluster that mostly refused) falls below it.
-MIN_ACKED_SHARE = 0.05
+# Of the operations the test's rate asks for while the clients issue them, at least this share
+# must be acknowledged writes. The queue workload makes 55 % of its operations sends; on a loaded
+# 2-core machine a run under `--nemesis all` acknowledges 10-20 % of its asked operations, a repro
+# that keeps its one partition offline for half its run about 5 %; below 2 % the clients barely got
+# through (a machine too loaded to run the test as asked: 24 acknowledged writes in 45 s at 200
+# ops/s is 0.3 %).
+MIN_ACKED_SHARE = 0.02
 # Stretches without an acknowledged write shorter than this are not measured (reported as 0).
 MIN_STRETCH_S = 1.0
 
@@ -68,6 +73,7 @@ class Tally:
     exact: dict[str, dict[int, list[float]]] = field(default_factory=dict)
     load_start: float | None = None
     load_end: float | None = None
+    issued_until: float | None = None  # the last send or transaction invoked
 
     def count(self, kind: str, lo: float, hi: float) -> int:
         """Events of `kind` with lo <= t <= hi."""
@@ -100,10 +106,14 @@ class Tally:
 
 
 def tally_from_times(
-    times: dict[str, list[float]], load_start: float | None, load_end: float | None, seconds: Iterable[int]
+    times: dict[str, list[float]],
+    load_start: float | None,
+    load_end: float | None,
+    seconds: Iterable[int],
+    issued_until: float | None = None,
 ) -> Tally:
     """A tally from every event's time (the reference's way), exact in `seconds`."""
-    tally = Tally(load_start=load_start, load_end=load_end)
+    tally = Tally(load_start=load_start, load_end=load_end, issued_until=issued_until)
     wanted = set(seconds)
     for kind, values in times.items():
         per: dict[int, tuple[int, float, float]] = {}
@@ -203,24 +213,25 @@ def evaluate(tally: Tally, windows: list[FaultWindow], asked: Asked) -> dict[str
         out["reasons"] = ["too little load: no write completed"]
         return out
     seconds = round(max(0.0, end - start), 3)
+    issued = round(max(0.0, (tally.issued_until if tally.issued_until is not None else end) - start), 3)
     run = _counts(tally, Interval(start, end))
     run["crashes"] = tally.count("crash", start, end)
     minimum = 1
     if asked.rate is not None:
-        minimum = max(1, math.ceil(MIN_ACKED_SHARE * asked.rate * seconds))
-    out["load"] = {"start_s": round(start, 3), "end_s": round(end, 3), "seconds": seconds}
+        minimum = max(1, math.ceil(MIN_ACKED_SHARE * asked.rate * issued))
+    out["load"] = {"start_s": round(start, 3), "end_s": round(end, 3), "seconds": seconds, "issued_s": issued}
     out["run"] = run
     out["minimum"] = {
         "acked_writes": minimum,
         "why": (
-            f"{MIN_ACKED_SHARE:.0%} of the operations {asked.rate:g} ops/s asks for in {seconds:g} s"
+            f"{MIN_ACKED_SHARE:.0%} of the operations {asked.rate:g} ops/s asks for in {issued:g} s"
             if asked.rate is not None
             else "one (no test.json: the rate is not known)"
         ),
     }
     short: list[str] = []
     if run["acked_writes"] < minimum:
-        short.append(f"{run['acked_writes']} acknowledged writes in {seconds:.0f} s (at least {minimum})")
+        short.append(f"{run['acked_writes']} acknowledged writes in {issued:.0f} s (at least {minimum})")
     if run["reads"] < 1:
         short.append("no read returned records")
     before = None
@@ -264,6 +275,16 @@ def evaluate(tally: Tally, windows: list[FaultWindow], asked: Asked) -> dict[str
         reasons.append("faults were asked for and none struck")
     out.update(before_first_fault=before, windows=rows, enough=not reasons, reasons=reasons)
     return out
+
+
+def lines(power: dict[str, Any] | None) -> list[str]:
+    """What a console says of a run's power: one line of counts, one per reason it falls short."""
+    if not isinstance(power, dict):
+        return []
+    return [
+        f"power: {summary(power)}",
+        *(f"  not enough to call it valid: {r}" for r in power.get("reasons") or []),
+    ]
 
 
 def summary(power: dict[str, Any] | None) -> str:

@@ -54,6 +54,7 @@ def tally_history(history: str | os.PathLike[str], asked: Asked) -> tuple[Tally,
     open_ops: dict[Any, dict[str, Any]] = {}
     nemesis: list[dict[str, Any]] = []
     load_start: float | None = None
+    issued_until: float | None = None
     for op in iter_ops(history, problems=[]):
         process = op.get("process")
         if process == NEMESIS_PROCESS:
@@ -63,6 +64,8 @@ def tally_history(history: str | os.PathLike[str], asked: Asked) -> tuple[Tally,
         if op.get("type") == "invoke":
             open_ops[process] = op
             load_start = t if load_start is None else load_start
+            if op.get("f") in ("send", TXN):
+                issued_until = t if issued_until is None else max(issued_until, t)
             if op.get("f") == "crash":
                 times.setdefault("crash", []).append(t)
             continue
@@ -75,4 +78,4 @@ def tally_history(history: str | os.PathLike[str], asked: Asked) -> tuple[Tally,
     load_end = max(writes_done) if writes_done else None
     windows = fault_windows(nemesis)
     seconds = exact_seconds(intervals(windows, asked, load_start, load_end))
-    return tally_from_times(times, load_start, load_end, seconds), windows
+    return tally_from_times(times, load_start, load_end, seconds, issued_until), windows

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 _OK, _OPEN = OUTCOME_CODES.index("ok"), OUTCOME_CODES.index("open")
 _F = {f: F_CODES.index(f) for f in ("send", "poll", "commit", "rebalance", "crash", "txn")}
 INVOKED = len(KINDS)  # the kind code of client invocations (the load's start)
+ISSUED = INVOKED + 1  # the kind code of send and transaction invocations (what the clients issued)
 
 
 def _code(kind: str) -> int:
@@ -54,6 +55,7 @@ def events(spark: SparkSession, operations_path: str, reads: DataFrame, txns: Tx
 
     parts = [
         rows(ops, INVOKED, col("invoke_time").cast("double") / NS),
+        rows(ops.filter(f.isin(_F["send"], _F["txn"])), ISSUED, col("invoke_time").cast("double") / NS),
         rows(ops.filter(completed & f.isin(_F["send"], _F["txn"])), _code("write")),
         rows(ops.filter((f == _F["send"]) & ok & (col("offset") >= 0)), _code("acked")),
         rows(ops.filter((f == _F["poll"]) & ok).join(reads, "index", "left_semi"), _code("read")),
@@ -97,19 +99,21 @@ def tally(
         every = events(spark, operations_path, kept.keep(whole), txns)
         out = Tally()
         starts: list[float] = []
+        issued: list[float] = []
         for r in every.groupBy("k", "s").agg(F.count(F.lit(1)).alias("n"), F.min("t"), F.max("t")).collect():
             k, s, n, lo, hi = r
-            if k == INVOKED:
-                starts.append(lo)
+            if k in (INVOKED, ISSUED):
+                (starts if k == INVOKED else issued).append(lo if k == INVOKED else hi)
                 continue
             out.per_second.setdefault(KINDS[k], {})[int(s)] = (int(n), float(lo), float(hi))
         writes = out.per_second.get("write", {})
         out.load_start = min(starts) if starts else None
+        out.issued_until = max(issued) if issued else None
         out.load_end = max(hi for _, _, hi in writes.values()) if writes else None
         windows = fault_windows(nemesis)
         seconds = sorted(exact_seconds(intervals(windows, asked, out.load_start, out.load_end)))
         if seconds:
-            exact = every.filter(col("s").isin(seconds) & (col("k") != INVOKED)).select("k", "s", "t")
+            exact = every.filter(col("s").isin(seconds) & (col("k") < INVOKED)).select("k", "s", "t")
             for k, s, t in exact.collect():
                 out.exact.setdefault(KINDS[k], {}).setdefault(int(s), []).append(float(t))
         for per_kind in out.exact.values():

@@ -59,6 +59,9 @@ class RunOutcome:
     timings: dict[str, float] = field(default_factory=dict)
     # After healing: did every partition get a leader and its full replica set in the ISR in time?
     recovery: dict[str, Any] = field(default_factory=dict)
+    # Why a scripted schedule did not reach the state it was written for (nemesis `unreached`):
+    # a step that did nothing, a required condition not met; a repro does not judge such a run.
+    unreached: list[str] = field(default_factory=list)
 
     @property
     def verdict_line(self) -> str:
@@ -376,7 +379,7 @@ def run_test(
     started = time.monotonic()
     with _harness_log(run), _signals_as_interrupt():
         try:
-            _lifecycle(config, run, pieces, phases, state_dir, live, outcome.recovery)
+            _lifecycle(config, run, pieces, phases, state_dir, live, outcome.recovery, outcome.unreached)
         except (KeyboardInterrupt, _Interrupted) as e:
             outcome.status, outcome.reason = "interrupted", f"interrupted ({type(e).__name__} {e})".strip()
             console.print("[yellow]interrupted: healed and tore down; what was written is kept[/]")
@@ -412,6 +415,7 @@ def _lifecycle(
     state_dir: Path | None,
     live: bool,
     recovery: dict[str, Any],
+    unreached: list[str],
 ) -> None:
     from history.writer import HistoryWriter
 
@@ -457,6 +461,9 @@ def _lifecycle(
             _load(config, pieces, phases, history, nemesis, bootstrap, live)
         finally:
             if nemesis is not None:
+                unreached += [str(x) for x in getattr(nemesis, "unreached", [])]
+                for why in unreached:
+                    phases.console.print(f"    [yellow]schedule: {why}[/]", highlight=False, soft_wrap=True)
                 with phases.phase("heal", "healing every fault"):
                     nemesis.heal_all()
         with phases.phase("recover", "waiting for every partition to have a leader and its full ISR"):
@@ -619,6 +626,7 @@ def _finish(
 ) -> None:
     """Check and report whatever was written, then settle the verdict and the exit code."""
     from checkers.api import checked_with
+    from checkers.power import lines as power_lines
     from harness.report import write_report
 
     config = rundir.read_json(run / run_files.TEST_JSON) or {}
@@ -629,6 +637,8 @@ def _finish(
             with phases.phase("check", f"checking the history ({engine} checker)"):
                 outcome.results = check_run(run, engine, spark_master=spark_master)
             phases.console.print(f"  {checked_with(outcome.results)}", highlight=False, markup=False)
+            for line in power_lines(outcome.results.get("power")):
+                phases.console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
         except (Exception, KeyboardInterrupt) as e:
             log.info("check failed", exc_info=True)
             phases.console.print(f"[red]check failed:[/] {e}", highlight=False, soft_wrap=True)
@@ -646,6 +656,7 @@ def _finish(
             "verdict": outcome.verdict,
             "timings": outcome.timings,
             **({"recovery": outcome.recovery} if outcome.recovery else {}),
+            **({"unreached": outcome.unreached} if outcome.unreached else {}),
         },
     )
     try:

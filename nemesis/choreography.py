@@ -55,6 +55,8 @@ class Stage(Protocol):
 
     def timing(self) -> Timing: ...
 
+    def note_unreached(self, why: str) -> None: ...
+
 
 def sight(ctx: Context, step: dict[str, Any], pattern: Pattern) -> Sight:
     """What the cluster shows now (a cluster in flux shows nothing: the pattern then fails)."""
@@ -109,6 +111,7 @@ def play(stage: Stage, pattern: Pattern, step: dict[str, Any], stop: threading.E
         request = {**extra, "target": pattern.name, "pattern": tag, "fault_id": fault_id}
         stage.journal("invoke", f, request)
         stage.journal("fail", f, request, error=f"no partition is in the shape {pattern.name} needs now")
+        stage.note_unreached(f"pattern {pattern_id}: no partition in the shape it needs")
         return
     plan = pattern.steps(aim, stage.timing())
     log.info("nemesis: pattern %s aimed at %s: %s", pattern_id, aim.value(), plan)
@@ -126,6 +129,8 @@ def play(stage: Stage, pattern: Pattern, step: dict[str, Any], stop: threading.E
             seen = stage.wait_until(condition, stop)
             if s.get("required") and seen.get("timed_out"):
                 log.info("nemesis: pattern %s ends: %s not met (%s)", pattern_id, s["wait_until"], seen)
+                if not stop.is_set():
+                    stage.note_unreached(f"pattern {pattern_id}: {s['wait_until']} not met")
                 for held in list(parts):
                     stage.heal_active(parts.pop(held))
                 return

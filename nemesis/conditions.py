@@ -31,6 +31,14 @@ history so a reader sees the offsets the script acted on.
 - `load-flowing`: acknowledgements flow steadily into the partition: its high watermark grew by
   half of `records` in each half of the last `window` s (default 1; `records` from the test's
   rate). A pattern waits for it before it strikes.
+- `leader-elsewhere`: the partition has a leader, and it is not `node` (e.g. the killed leader:
+  the cluster elected another).
+- `unsynced-writes`: every node `target` names (a target as faults take them: `followers`,
+  `leader`, `all`, node names; for the partition of `topic`/`partition`) holds at least `bytes`
+  (default 1) written to its data dirs and not fsynced (lazyfs): a power loss now drops something.
+
+A condition's `node` may be `last`: the (first) node of the last fault applied, e.g. the follower
+a `kill` of `target = "follower"` chose.
 
 High watermarks are asked of the brokers themselves with ListOffsets, the partition's leader
 first, a short timeout each (a frozen broker accepts a connection and never answers; a Kafka
@@ -39,15 +47,19 @@ client bootstrapping to it hung for half a minute).
 
 from __future__ import annotations
 
+import json
 import logging
+import random
 import time
 from collections.abc import Callable
 from typing import Any
 
-from clusters import kafka_metadata
-from clusters.sut import HasBrokerRegistry, HasDataDirs, HasLeaders, WaitsReady
+from clusters import kafka_metadata, lazyfs
+from clusters.sut import HasBrokerRegistry, HasDataDirs, HasLazyfs, HasLeaders, WaitsReady
 from foundation.errors import BadInput
+from nemesis import targets
 from nemesis.packages.base import Context
+from nemesis.packages.disk import sockets
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +267,34 @@ def acknowledged_alone(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[s
     return met, {**seen, **flowing}
 
 
+def leader_elsewhere(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether the partition has a leader other than `node` (the cluster elected another)."""
+    state = _state(ctx, step)
+    leader = state.get("leader")
+    return leader is not None and str(leader) != str(step.get("node")), {
+        "leader": leader,
+        "leader_epoch": state.get("leader_epoch"),
+    }
+
+
+def unsynced_writes(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether every node the `target` names holds unsynced writes in its data dirs (lazyfs
+    `stats`: pending bytes), at least `bytes` each: a power loss of them now drops something."""
+    topic, partition = ctx.topic_partition(step)
+    names = targets.resolve(step.get("target", "all"), ctx.names, ctx.sut, random.Random(0), topic, partition)
+    want = int(step.get("bytes", 1))
+    pending: dict[str, int] = {}
+    for name in names:
+        node = ctx.node(name)
+        total = 0
+        for sock in sockets(ctx, name):
+            result = node.exec(lazyfs.ctl_argv(ctx.python, sock, "stats"), timeout=10, check=False)
+            if result.ok:
+                total += int(json.loads(result.stdout.strip().splitlines()[-1]).get("pending_bytes", 0))
+        pending[name] = total
+    return bool(names) and all(v >= want for v in pending.values()), {"unsynced_bytes": pending}
+
+
 def isrs_full(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     """Whether every partition has a leader and its full ISR: the cluster is whole again."""
     states = ctx.sut.partition_state()
@@ -312,6 +352,8 @@ CONDITIONS: dict[str, Condition] = {
     "acknowledged-alone": acknowledged_alone,
     "load-flowing": load_flowing,
     "isrs-full": isrs_full,
+    "leader-elsewhere": leader_elsewhere,
+    "unsynced-writes": unsynced_writes,
 }
 
 
@@ -321,13 +363,17 @@ def check(ctx: Context, step: dict[str, Any]) -> None:
         raise BadInput(f"schedule: unknown condition {name!r} (conditions: {', '.join(CONDITIONS)})")
     if name == "brokers-ready":
         return
-    if name in ("broker-gone", "broker-ready", "leader-is", "out-of-isr", "in-isr"):
-        if step.get("node") not in ctx.names:
+    if name in ("broker-gone", "broker-ready", "leader-is", "out-of-isr", "in-isr", "leader-elsewhere"):
+        if step.get("node") not in (*ctx.names, "last"):
             raise BadInput(f"schedule: condition {name!r} needs a node (one of {', '.join(ctx.names)})")
         if name.startswith("broker-"):
             return
     if not isinstance(ctx.sut, HasLeaders):
         raise BadInput(f"schedule: condition {name!r} needs a system that reports leaders (HasLeaders)")
+    if name == "unsynced-writes":
+        targets.check(step.get("target", "all"), ctx.names, ctx.sut, "schedule: condition 'unsynced-writes'")
+        if not isinstance(ctx.sut, HasLazyfs):
+            raise BadInput("schedule: condition 'unsynced-writes' needs data dirs on lazyfs (HasLazyfs)")
     if name == "follower-fetched-past-hw" and not isinstance(ctx.sut, HasDataDirs):
         raise BadInput(
             "schedule: condition 'follower-fetched-past-hw' needs the brokers' data dirs (HasDataDirs)"

@@ -92,6 +92,11 @@ class Nemesis(Requested):
         self._after: dict[str, Any] | None = None  # what the last wait_until saw
         self._unprobed: set[str] = set()  # packages `all` leaves out: their probe failed
         self.executed: list[dict[str, Any]] = []  # the decisions, in order, as they were taken
+        # The nodes of the last fault applied or broker started or resumed (`node = "last"`).
+        self._last_nodes: list[str] = []
+        # Why a scripted schedule did not reach the state it was written for: a step that did
+        # nothing, a required condition not met, the time limit before its last fault.
+        self.unreached: list[str] = []
 
     # --- running ------------------------------------------------------------------------------
 
@@ -101,6 +106,8 @@ class Nemesis(Requested):
         When stopped (the time limit), it heals what is active at once, from this thread, so
         clients blocked on a paused or cut-off broker finish while the workload winds down.
         """
+        steps = list(self.config.schedule) if self.scripted else []
+        done = 0
         try:
             if not self._await_load(stop_event):
                 log.warning("nemesis: the load never flowed before the time limit: no fault struck")
@@ -109,11 +116,18 @@ class Nemesis(Requested):
                     break
                 self.executed.append(dict(step))
                 try:
-                    self.execute(step, stop_event)
+                    if not self.execute(step, stop_event):
+                        break
                 except Exception as e:  # noqa: BLE001 - one failed fault must not end the test
                     log.warning("nemesis step %s failed: %s", step, e)
+                done += 1
         except Exception:  # noqa: BLE001
             log.exception("nemesis schedule crashed")
+        left = [s for s in steps[done:] if "do" in s or "wait_until" in s]
+        if left and not self.unreached:
+            self.unreached.append(
+                f"the time limit came before step {done + 1} of {len(steps)} ({_step_text(left[0])})"
+            )
         if stop_event.is_set() and not self._closing:
             try:
                 self.heal()
@@ -139,7 +153,9 @@ class Nemesis(Requested):
         log.info("nemesis: the load flows after %.1f s; the schedule starts", time.monotonic() - started)
         return True
 
-    def execute(self, step: dict[str, Any], stop_event: threading.Event | None = None) -> None:
+    def execute(self, step: dict[str, Any], stop_event: threading.Event | None = None) -> bool:
+        """Run one step; False when the schedule cannot go on: a required condition was not met
+        (it is said in `unreached`)."""
         stop = stop_event or threading.Event()
         if "wait" in step:
             stop.wait(float(step["wait"]))
@@ -148,6 +164,12 @@ class Nemesis(Requested):
             self.heal(None if which in ("all", True) else str(which))
         elif "wait_until" in step:
             self._wait_until(step, stop)
+            seen = self._after or {}
+            if step.get("required") and seen.get("timed_out") and not stop.is_set():
+                self.note_unreached(
+                    f"{_step_text(step)}: not met within {float(step.get('timeout', 60)):g} s"
+                )
+                return False
         elif step.get("do") == "heal":
             self.heal(step.get("fault"))
         elif step.get("do") in ("start", "resume"):
@@ -156,6 +178,13 @@ class Nemesis(Requested):
             choreography.play(self, pattern, step, stop)
         elif "do" in step:
             self.apply(step)
+        return True
+
+    def note_unreached(self, why: str) -> None:
+        """A scripted schedule (not the random one, whose patterns end at will) missed its state."""
+        if self.scripted:
+            log.warning("nemesis: the schedule did not reach its state: %s", why)
+            self.unreached.append(why)
 
     # --- what a pattern's sequence asks of its stage (nemesis.choreography.Stage) ---------------
 
@@ -216,7 +245,16 @@ class Nemesis(Requested):
             active.started = time.monotonic()
             if package.name in ("bandwidth", "delay"):
                 self._touched_qdisc = True
+            self._last_nodes = list(active.nodes)
             done = {**active.value, "fault_id": fault_id}
+            nothing = package.did_nothing(active.value)
+            if nothing is not None:
+                done["did_nothing"] = nothing
+                what = f"{package.name} {' '.join(active.nodes)}".strip()
+                if step.get("required"):  # the step is what the schedule needs: it did not happen
+                    self.note_unreached(f"{what}: {nothing}")
+                else:
+                    log.info("nemesis: %s: %s", what, nothing)
             if "pattern" in step:  # a part of a pattern says so in its completion too
                 done["pattern"] = {k: v for k, v in step["pattern"].items() if k in ("id", "name", "part")}
             self._journal("ok", package.f, done)
@@ -269,6 +307,8 @@ class Nemesis(Requested):
                 self._heal_one(active)
             healed = {n for a in chosen for n in a.nodes}
             rest = sorted((wanted or set()) - healed)
+            if wanted:
+                self._last_nodes = sorted(wanted)
             if rest and step["do"] == "start":  # start brokers this nemesis did not kill
                 self._journal("invoke", "start", {"nodes": rest})
                 try:
@@ -289,6 +329,8 @@ class Nemesis(Requested):
         """
         name = str(step["wait_until"])
         condition = conditions.CONDITIONS[name]
+        if step.get("node") == LAST:
+            step = {**step, "node": self._last_nodes[0] if self._last_nodes else None}
         timeout = step.get("timeout", 60)
         started = time.monotonic()
         deadline = math.inf if timeout is None else started + float(timeout)
@@ -400,6 +442,16 @@ class Nemesis(Requested):
 
 
 HEALS = ("start", "resume", "heal")
+# A condition's `node = "last"`: the (first) node of the last fault applied.
+LAST = "last"
+
+
+def _step_text(step: dict[str, Any]) -> str:
+    """'wait_until out-of-isr (node last, t0-0)' / 'do kill follower': a step in a few words."""
+    kind = "wait_until" if "wait_until" in step else "do" if "do" in step else next(iter(step), "?")
+    what = step.get(kind, "")
+    extra = [str(step[k]) for k in ("node", "target", "grudge") if isinstance(step.get(k), str)]
+    return f"{kind} {what}" + (f" ({', '.join(extra)})" if extra else "")
 
 
 def _pattern(step: dict[str, Any]) -> Pattern | None:

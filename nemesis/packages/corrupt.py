@@ -151,5 +151,11 @@ class Corrupt(Package):
             fault_id, self.name, self.heal_f, names, {"nodes": names, "kind": kind, "damage": damage}, heal
         )
 
+    def did_nothing(self, value: dict[str, Any]) -> str | None:
+        damage = value.get("damage") or {}
+        if damage and not any(isinstance(d, dict) and d.get("damaged") for d in damage.values()):
+            return f"damaged nothing on {', '.join(sorted(damage))}: no segment data to damage"
+        return None
+
 
 PACKAGES: tuple[Package, ...] = (Corrupt(),)

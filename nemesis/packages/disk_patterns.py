@@ -30,7 +30,8 @@ def _steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
     """Cut the leader off from its followers (it still reaches ZooKeeper and the clients) until it
     shrank the ISR to itself (`isr-shrunk-to-leader`, required, at most L + T); wait until it
     acknowledges alone (`acknowledged-alone`: the ISR is still the leader alone and its high
-    watermark grows steadily, required, at most L): settings that refuse those writes
+    watermark grows steadily, required, at most L + T/2: the clients its cut stalled come back
+    with their next request or retry): settings that refuse those writes
     (min.insync.replicas=2 with acks=all) end the pattern here and heal the cut, with nothing
     lost. Then its disk is lost: the broker is killed and its data dir wiped (`corrupt`, kind
     `wipe`); the cut is healed and the broker started again with an empty disk. It is the only
@@ -43,7 +44,7 @@ def _steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
         {
             "wait_until": "acknowledged-alone",
             "node": leader,
-            "timeout": round(timing.lag_s, 3),
+            "timeout": round(timing.lag_s + timing.session_s / 2, 3),
             "required": True,
             **at,
         },

@@ -84,10 +84,10 @@ def test_load_in_every_window_and_before_the_first_fault_is_valid(tmp_path: Path
 
 def test_too_little_load_over_the_run_names_the_minimum(tmp_path: Path) -> None:
     b = HistoryBuilder()
-    load(b, 45, 0, 0)  # 45 acks in 45 s where 100 ops/s asks for at least 5 % of 4500
-    results = check_run(run_dir(tmp_path, b, rate=100.0), "reference")
+    load(b, 45, 0, 0)  # 45 acks in 45 s where 200 ops/s asks for at least 2 % of 9000
+    results = check_run(run_dir(tmp_path, b, rate=200.0), "reference")
     assert results["valid"] == "unknown"
-    assert results["power"]["reasons"] == ["too little load: 45 acknowledged writes in 44 s (at least 221)"]
+    assert results["power"]["reasons"] == ["too little load: 45 acknowledged writes in 44 s (at least 177)"]
 
 
 def test_no_load_before_the_first_fault(tmp_path: Path) -> None:
