@@ -19,10 +19,14 @@ Events (completed client operations, at their completion time):
 The load runs from the first client invocation to the last completed send or transaction (the
 final drain's reads come after it and are not load); the clients issued it until their last send
 or transaction was invoked (`issued_until`: operations blocked on a paused broker complete long
-after the time limit stopped the clients). Each fault window (`history.faults`: from
-the fault's invocation to its heal) is counted from its start to its heal plus `recovery_s`
-(the cluster's session timeout: what it takes to notice a restarted broker and elect), clipped to
-the load's end; a fault never healed runs to the load's end.
+after the time limit stopped the clients). Each fault window (`history.faults`: from the fault's
+invocation to its heal) is counted from its start to its heal plus `recovery_s` (the session
+timeout plus the clients' request timeout: what it takes the cluster to notice a broker and elect,
+and the clients' requests stuck on it to give up and go elsewhere), clipped to the load's end; a
+fault never healed runs to the load's end. Faults in force together are tested together: a window
+is counted to the end of the last window that overlaps it (a follower restarted while its leader
+is cut off and then killed struck into the outage the others made, and the load after their heal
+is its load too).
 
 The rule (docs/checkers.md, "Verdict power"): a run is `valid` only when
 * its acknowledged writes reach `MIN_ACKED_SHARE` of the operations its rate asked for while the
@@ -137,7 +141,7 @@ class Asked:
     crash_clients: float = 0.0
     groups: bool = False
     faults: bool = False
-    recovery_s: float = 6.0
+    recovery_s: float = 11.0
 
     @staticmethod
     def of(config: TestConfig, known: bool) -> Asked:
@@ -146,7 +150,7 @@ class Asked:
             crash_clients=config.crash_clients,
             groups=config.consume != "assign" and config.workload == "queue",
             faults=bool(config.nemesis) or bool(config.schedule),
-            recovery_s=config.zookeeper_session_timeout_ms / 1000,
+            recovery_s=(config.zookeeper_session_timeout_ms + config.request_timeout_ms) / 1000,
         )
 
 
@@ -158,11 +162,24 @@ class Interval:
     hi: float
 
 
-def window_interval(window: FaultWindow, recovery_s: float, load_end: float) -> Interval:
-    """A fault window as the rule counts it: from its start to its heal plus the recovery time
-    (never healed: to the load's end), clipped to the load's end."""
-    end = load_end if window.healed_ns is None else window.healed_ns / NS + recovery_s
-    return Interval(window.invoked_ns / NS, min(end, load_end))
+def window_intervals(windows: list[FaultWindow], recovery_s: float, load_end: float) -> list[Interval]:
+    """The fault windows as the rule counts them: each from its start to its heal plus the
+    recovery time (never healed: to the load's end), then to the end of the last window that
+    overlaps it, clipped to the load's end. `windows` by start (as `history.faults` gives them)."""
+    spans = [
+        Interval(w.invoked_ns / NS, load_end if w.healed_ns is None else w.healed_ns / NS + recovery_s)
+        for w in windows
+    ]
+    ends = [span.hi for span in spans]
+    group: list[int] = []
+    for i, span in enumerate(spans):
+        if group and span.lo > max(ends[j] for j in group):
+            group = []
+        group.append(i)
+        reach = max(ends[j] for j in group)
+        for j in group:
+            ends[j] = reach
+    return [Interval(span.lo, min(end, load_end)) for span, end in zip(spans, ends, strict=True)]
 
 
 def intervals(
@@ -174,7 +191,7 @@ def intervals(
     out = [Interval(load_start, load_end)]
     if windows:
         out.append(Interval(load_start, windows[0].invoked_ns / NS))
-        out += [window_interval(w, asked.recovery_s, load_end) for w in windows]
+        out += window_intervals(windows, asked.recovery_s, load_end)
     return out
 
 
@@ -241,8 +258,7 @@ def evaluate(tally: Tally, windows: list[FaultWindow], asked: Asked) -> dict[str
         if not _loaded(before):
             short.append("none before the first fault")
     rows = []
-    for w in windows:
-        span = window_interval(w, asked.recovery_s, end)
+    for w, span in zip(windows, window_intervals(windows, asked.recovery_s, end), strict=True):
         row: dict[str, Any] = {
             "fault": w.f,
             "fault_id": w.fault_id,

@@ -30,8 +30,8 @@ log = logging.getLogger(__name__)
 # After this long without load flowing steadily into its partition (condition `load-flowing`), a
 # pattern says that it waits (and goes on waiting, until the time limit).
 LOAD_TIMEOUT_S = 15.0
-# How long a pattern waits for the load at most (None: until the time limit) before it strikes
-# anyway: only tests that drive a pattern on a cluster without clients bound it.
+# How long a pattern (and the schedule's start) waits for the load at most (None: until the time
+# limit) before it strikes anyway: only tests that drive the nemesis without clients bound it.
 LOAD_BOUND_S: float | None = None
 
 
