@@ -20,13 +20,14 @@ The load runs from the first client invocation to the last completed send or tra
 final drain's reads come after it and are not load); the clients issued it until their last send
 or transaction was invoked (`issued_until`: operations blocked on a paused broker complete long
 after the time limit stopped the clients). Each fault window (`history.faults`: from the fault's
-invocation to its heal) is counted from its start to its heal plus `recovery_s` (the session
-timeout plus the clients' request timeout: what it takes the cluster to notice a broker and elect,
-and the clients' requests stuck on it to give up and go elsewhere), clipped to the load's end; a
-fault never healed runs to the load's end. Faults in force together are tested together: a window
-is counted to the end of the last window that overlaps it (a follower restarted while its leader
-is cut off and then killed struck into the outage the others made, and the load after their heal
-is its load too).
+invocation to its heal) is counted from its start to its heal plus `recovery_s` (two session
+timeouts and the clients' request timeout: the cluster notices a crashed broker, takes the
+registration of the restarted one once its old session expired and elects, and the clients'
+requests stuck on it give up and go elsewhere), clipped to the load's end; a fault never healed
+runs to the load's end. Faults in force together are tested together: a window is counted to the
+last heal of the faults in force with it, plus the recovery (a follower restarted in an instant
+while its leader is cut off and then killed struck into the outage the others made, and the load
+after their heal is its load too).
 
 The rule (docs/checkers.md, "Verdict power"): a run is `valid` only when
 * its acknowledged writes reach `MIN_ACKED_SHARE` of the operations its rate asked for while the
@@ -141,7 +142,7 @@ class Asked:
     crash_clients: float = 0.0
     groups: bool = False
     faults: bool = False
-    recovery_s: float = 11.0
+    recovery_s: float = 17.0
 
     @staticmethod
     def of(config: TestConfig, known: bool) -> Asked:
@@ -150,7 +151,7 @@ class Asked:
             crash_clients=config.crash_clients,
             groups=config.consume != "assign" and config.workload == "queue",
             faults=bool(config.nemesis) or bool(config.schedule),
-            recovery_s=(config.zookeeper_session_timeout_ms + config.request_timeout_ms) / 1000,
+            recovery_s=(2 * config.zookeeper_session_timeout_ms + config.request_timeout_ms) / 1000,
         )
 
 
@@ -163,23 +164,24 @@ class Interval:
 
 
 def window_intervals(windows: list[FaultWindow], recovery_s: float, load_end: float) -> list[Interval]:
-    """The fault windows as the rule counts them: each from its start to its heal plus the
-    recovery time (never healed: to the load's end), then to the end of the last window that
-    overlaps it, clipped to the load's end. `windows` by start (as `history.faults` gives them)."""
+    """The fault windows as the rule counts them: each from its start to the last heal of the
+    faults in force with it (never healed: the load's end) plus the recovery time, clipped to the
+    load's end. `windows` by start (as `history.faults` gives them)."""
     spans = [
-        Interval(w.invoked_ns / NS, load_end if w.healed_ns is None else w.healed_ns / NS + recovery_s)
-        for w in windows
+        Interval(w.invoked_ns / NS, load_end if w.healed_ns is None else w.healed_ns / NS) for w in windows
     ]
-    ends = [span.hi for span in spans]
-    group: list[int] = []
+    heals = [span.hi for span in spans]
+    group: list[int] = []  # faults in force together, one after another by start
     for i, span in enumerate(spans):
-        if group and span.lo > max(ends[j] for j in group):
+        if group and span.lo > max(heals[j] for j in group):
             group = []
         group.append(i)
-        reach = max(ends[j] for j in group)
+        last = max(heals[j] for j in group)
         for j in group:
-            ends[j] = reach
-    return [Interval(span.lo, min(end, load_end)) for span, end in zip(spans, ends, strict=True)]
+            heals[j] = last
+    return [
+        Interval(span.lo, min(heal + recovery_s, load_end)) for span, heal in zip(spans, heals, strict=True)
+    ]
 
 
 def intervals(
