@@ -458,7 +458,7 @@ def _lifecycle(
             nemesis = pieces.build_nemesis(config, cluster, history, random.Random(config.seed))
             nemesis.validate()
         try:
-            _load(config, pieces, phases, history, nemesis, bootstrap, live)
+            _load(config, pieces, phases, history, nemesis, bootstrap, live, cluster.sut)
         finally:
             if nemesis is not None:
                 unreached += [str(x) for x in getattr(nemesis, "unreached", [])]
@@ -529,9 +529,16 @@ def _load(
     nemesis: RunsFaults | None,
     bootstrap: list[str],
     live: bool,
+    sut: Any = None,
 ) -> None:
-    """Load and faults until the time limit (or Ctrl-C); both threads stop before this returns."""
+    """Load and faults until the time limit (or Ctrl-C); both threads stop before this returns.
+
+    At the time limit the faults end first: the nemesis heals, and the load goes on until every
+    partition has a leader and min.insync.replicas in its ISR again (at most the recovery time of
+    verdict power, checkers/power.py) and RECOVERY_TAIL_S more, so that a fault healed by the time
+    limit is followed by load like every other (its fault window's load, for the verdict)."""
     stop = threading.Event()
+    faults_stop = threading.Event()  # the nemesis's: set first at the time limit
     errors: list[BaseException] = []
     progress = pieces.LiveProgress(enabled=live, console=phases.console, title=f"load {config.name}")
     if nemesis is not None:
@@ -562,7 +569,9 @@ def _load(
     if nemesis is not None:
         threads.append(
             threading.Thread(
-                target=guarded(lambda: nemesis.run_schedule(stop), "nemesis"), name="nemesis", daemon=True
+                target=guarded(lambda: nemesis.run_schedule(faults_stop), "nemesis"),
+                name="nemesis",
+                daemon=True,
             )
         )
     faults = ", ".join(config.nemesis) or ("scripted" if config.schedule else "none")
@@ -582,7 +591,12 @@ def _load(
             deadline = time.monotonic() + config.time_limit
             while not stop.is_set() and time.monotonic() < deadline:
                 stop.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+            if nemesis is not None and not stop.is_set():
+                faults_stop.set()
+                threads[1].join(timeout=config.request_timeout_ms / 1000 * (config.retries + 2) + 30)
+                _recovery_tail(config, sut, stop, phases.console)
     finally:
+        faults_stop.set()
         stop.set()
         for t in threads:
             if t.ident is not None:  # a Ctrl-C between two starts leaves the later ones unstarted
@@ -593,6 +607,26 @@ def _load(
         if isinstance(e, StrandlineError):
             raise e
         raise InfrastructureError(f"load or faults failed: {type(e).__name__}: {e}")
+
+
+# Load kept after the cluster recovered from the faults healed at the time limit.
+RECOVERY_TAIL_S = 2.0
+
+
+def _recovery_tail(config: TestConfig, sut: Any, stop: threading.Event, console: Console) -> None:
+    """The load after the time limit's heal: until every partition serves again (at most the
+    recovery time verdict power counts after a heal), then RECOVERY_TAIL_S more."""
+    from checkers.power import Asked
+
+    started = time.monotonic()
+    bound = Asked.of(config, known=True).recovery_s
+    ok, why = (True, "") if sut is None else wait_for_recovery(sut, config, bound)
+    if not stop.is_set():
+        stop.wait(RECOVERY_TAIL_S)
+    took = time.monotonic() - started
+    said = "the cluster serves again" if ok else f"not recovered within {bound:g} s ({why})"
+    log.info("load after the faults' heal: %.1f s (%s)", took, said)
+    console.print(f"    faults healed at the time limit; load for {took:.1f} s more: {said}", highlight=False)
 
 
 def _fault_text(active: Any) -> str:
