@@ -31,6 +31,10 @@ history so a reader sees the offsets the script acted on.
 - `load-flowing`: acknowledgements flow steadily into the partition: its high watermark grew by
   half of `records` in each half of the last `window` s (default 1; `records` from the test's
   rate). A pattern waits for it before it strikes.
+- `acks-flowing`: acknowledgements reach the cluster steadily: the sum of every partition's high
+  watermark grew by half of `records` (default 2) in each half of the last `window` s (default 1).
+  The schedule's clock starts with it: clients that connected and get acknowledgements, whatever
+  the rate they reach (a transactional workload on a loaded machine reaches a few per second).
 - `leader-elsewhere`: the partition has a leader, and it is not `node` (e.g. the killed leader:
   the cluster elected another).
 - `unsynced-writes`: every node `target` names (a target as faults take them: `followers`,
@@ -181,20 +185,44 @@ def load_flowing(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, An
     if not ctx.bootstrap() and not isinstance(_state(ctx, step).get("high_watermark"), int):
         return True, {"high_watermark": "unknown (no client can reach the cluster)"}
     hw = high_watermark(ctx, step)
+    if hw is None:
+        ctx.cache.pop("hw-samples", None)  # the partition is in flux: count again from the next answer
+        return False, {"high_watermark": None}
+    return _steady(ctx, hw, window, records)
+
+
+def acks_flowing(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether acknowledgements reach the cluster steadily: the sum of the partitions' high
+    watermarks grew by half of `records` (default 2) in each half of the last `window` s."""
+    config = ctx.config
+    total = 0
+    for t in range(config.topics):
+        for p in range(config.partitions):
+            part = {"topic": f"t{t}", "partition": p}
+            if not ctx.bootstrap() and not isinstance(_state(ctx, part).get("high_watermark"), int):
+                return True, {"high_watermarks": "unknown (no client can reach the cluster)"}
+            hw = high_watermark(ctx, part)
+            if hw is None:
+                ctx.cache.pop("hw-samples", None)  # a partition in flux: count again
+                return False, {"partition": f"t{t}-{p}", "high_watermark": None}
+            total += hw
+    return _steady(ctx, total, float(step.get("window", 1.0)), int(step.get("records", 2)))
+
+
+def _steady(ctx: Context, value: int, window: float, records: int) -> tuple[bool, dict[str, Any]]:
+    """Whether `value` (a high watermark, or their sum) grew by half of `records` in each half of
+    the last `window` s, from the samples this wait took (`ctx.cache`)."""
     now = time.monotonic()
     samples: list[tuple[float, int]] = ctx.cache.setdefault("hw-samples", [])
-    if hw is None:
-        samples.clear()  # the partition is in flux: count again from the next answer
-        return False, {"high_watermark": None}
-    samples.append((now, hw))
+    samples.append((now, value))
     while len(samples) > 1 and now - samples[1][0] >= window:
         samples.pop(0)  # keep one sample at least `window` old
     oldest_t, oldest = samples[0]
-    detail = {"high_watermark": hw, "records": records, "window": window}
+    detail: dict[str, Any] = {"high_watermark": value, "records": records, "window": window}
     if now - oldest_t < window:
         return False, detail
     mid = next(v for t, v in reversed(samples) if now - t >= window / 2)
-    first, second = mid - oldest, hw - mid
+    first, second = mid - oldest, value - mid
     detail.update(first_half=first, second_half=second)
     return first >= records / 2 and second >= records / 2, detail
 
@@ -351,6 +379,7 @@ CONDITIONS: dict[str, Condition] = {
     "isr-shrunk-to-leader": isr_shrunk_to_leader,
     "acknowledged-alone": acknowledged_alone,
     "load-flowing": load_flowing,
+    "acks-flowing": acks_flowing,
     "isrs-full": isrs_full,
     "leader-elsewhere": leader_elsewhere,
     "unsynced-writes": unsynced_writes,

@@ -135,22 +135,20 @@ class Nemesis(Requested):
                 log.exception("nemesis: healing at the end of the schedule failed")
 
     def _await_load(self, stop: threading.Event) -> bool:
-        """Wait until acknowledgements flow into every partition (condition `load-flowing`), so
+        """Wait until acknowledgements reach the cluster steadily (condition `acks-flowing`), so
         the schedule's clock starts with the load: a fault into a cluster that serves no client
         tests nothing. Unbounded but for the time limit (`stop`; `choreography.LOAD_BOUND_S` for
-        tests without clients); said once it takes long. False: stopped first. A system that reports no leaders cannot tell, and is not waited for."""
+        tests without clients); said once it takes long. False: stopped first. A system that
+        reports no leaders cannot tell, and is not waited for."""
         if not isinstance(self.ctx.sut, HasLeaders):
             return True
         started = time.monotonic()
-        for t in range(self.config.topics):
-            for p in range(self.config.partitions):
-                step = {"wait_until": "load-flowing", "topic": f"t{t}", "partition": p}
-                bound = choreography.LOAD_BOUND_S
-                self._wait_until({**step, "timeout": bound, "say_after": choreography.LOAD_TIMEOUT_S}, stop)
-                if stop.is_set() or self._closing:
-                    self._after = None
-                    return False
+        step = {"wait_until": "acks-flowing", "poll": 0.5}
+        bound = choreography.LOAD_BOUND_S
+        self._wait_until({**step, "timeout": bound, "say_after": choreography.LOAD_TIMEOUT_S}, stop)
         self._after = None  # the first fault's own waits say what it struck into
+        if stop.is_set() or self._closing:
+            return False
         log.info("nemesis: the load flows after %.1f s; the schedule starts", time.monotonic() - started)
         return True
 

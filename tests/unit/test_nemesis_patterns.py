@@ -469,3 +469,36 @@ def test_acknowledged_alone_is_steady_growth_with_the_leader_alone_in_the_isr(
     # steady through a whole window from the ninth reading on; the full ISR of the eleventh starts over
     assert met == [False] * 8 + [True, True, False, False]
     conditions.close(nem.ctx)
+
+
+class TwoPartitionsSut(FakeSut):
+    """A FakeSut whose two partitions' high watermarks are what the test sets them to."""
+
+    hws = (0, 0)
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        states = super().partition_state()
+        return {tp: {**s, "high_watermark": self.hws[tp[1]]} for tp, s in states.items()}
+
+
+def test_the_schedule_starts_once_acknowledgements_reach_the_cluster(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """`acks-flowing`: the sum of the partitions' high watermarks grows through a whole window,
+    however slowly (a transactional workload on a loaded machine acknowledges a few per second)."""
+    from nemesis import conditions
+
+    clock = iter([0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0])
+    monkeypatch.setattr(conditions.time, "monotonic", lambda: next(clock))
+    sut = TwoPartitionsSut(["n1", "n2", "n3"])
+    c = cluster(3, sut=sut)
+    c.bootstrap_servers = lambda: ["10.77.9.11:9092"]  # type: ignore[method-assign]
+    nem = build_nemesis(config(partitions=2), c, None, random.Random(1), tmp_path)
+    # nothing for a second, then one record on one partition or the other every quarter second
+    readings = [(0, 0), (0, 0), (0, 0), (0, 0), (0, 0), (1, 0), (1, 1), (2, 1), (2, 2)]
+    met = []
+    for hws in readings:
+        sut.hws = hws
+        met.append(conditions.acks_flowing(nem.ctx, {})[0])
+    assert met == [False] * 7 + [True, True]
+    conditions.close(nem.ctx)
