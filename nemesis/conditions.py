@@ -32,7 +32,8 @@ history so a reader sees the offsets the script acted on.
   half of `records` in each half of the last `window` s (default 1; `records` from the test's
   rate). A pattern waits for it before it strikes.
 - `acks-flowing`: acknowledgements reach the cluster steadily: the sum of every partition's high
-  watermark grew by half of `records` (default 2) in each half of the last `window` s (default 1).
+  watermark grew by half of `records` (default 2) in each half of the last `window` s (default 4:
+  one reading of many partitions' high watermarks takes a second on a loaded machine).
   The schedule's clock starts with it: clients that connected and get acknowledgements, whatever
   the rate they reach (a transactional workload on a loaded machine reaches a few per second).
 - `leader-elsewhere`: the partition has a leader, and it is not `node` (e.g. the killed leader:
@@ -193,7 +194,9 @@ def load_flowing(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, An
 
 def acks_flowing(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     """Whether acknowledgements reach the cluster steadily: the sum of the partitions' high
-    watermarks grew by half of `records` (default 2) in each half of the last `window` s."""
+    watermarks grew by half of `records` (default 2) in each half of the last `window` s (default
+    4: reading eight partitions' high watermarks took over a second at load 15, and a window
+    shorter than two readings never sees both its halves grow)."""
     config = ctx.config
     total = 0
     for t in range(config.topics):
@@ -206,7 +209,7 @@ def acks_flowing(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, An
                 ctx.cache.pop("hw-samples", None)  # a partition in flux: count again
                 return False, {"partition": f"t{t}-{p}", "high_watermark": None}
             total += hw
-    return _steady(ctx, total, float(step.get("window", 1.0)), int(step.get("records", 2)))
+    return _steady(ctx, total, float(step.get("window", 4.0)), int(step.get("records", 2)))
 
 
 def _steady(ctx: Context, value: int, window: float, records: int) -> tuple[bool, dict[str, Any]]:

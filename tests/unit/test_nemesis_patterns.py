@@ -499,6 +499,6 @@ def test_the_schedule_starts_once_acknowledgements_reach_the_cluster(
     met = []
     for hws in readings:
         sut.hws = hws
-        met.append(conditions.acks_flowing(nem.ctx, {})[0])
+        met.append(conditions.acks_flowing(nem.ctx, {"window": 1.0})[0])
     assert met == [False] * 7 + [True, True]
     conditions.close(nem.ctx)
