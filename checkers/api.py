@@ -211,7 +211,7 @@ def check_run(
             # node nN runs broker N; brokers added during the run hold replicas of the final assignment
             brokers=tuple(sorted({f"n{i}" for i in range(1, config.nodes + 1)} | assigned_nodes(state))),
         )
-    asked = Asked.of(config, known=not notes)
+    asked = Asked.of(config, known=(run / TEST_JSON).exists())
     judged = run_engine(engine, history, spark_master, spark_remote, inputs, asked)
     result, facts, replicas = judged.result, judged.facts, judged.replicas
     engine_seconds = time.monotonic() - started
