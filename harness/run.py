@@ -533,7 +533,9 @@ def _load(
 ) -> None:
     """Load and faults until the time limit (or Ctrl-C); both threads stop before this returns.
 
-    At the time limit the faults end first: the nemesis heals, and the load goes on until the
+    With faults, the time limit counts from when the load flows (the nemesis's schedule starts:
+    a loaded machine's clients may take half a minute to get their first acknowledgement), taken
+    at most a time limit after the clients began. At the time limit the faults end first: the nemesis heals, and the load goes on until the
     clients got a write acknowledged and a read returned records again (at most the recovery time
     of verdict power, checkers/power.py) and RECOVERY_TAIL_S more, so that a fault healed by the
     time limit is followed by load like every other (its fault window's load, for the verdict)."""
@@ -588,9 +590,23 @@ def _load(
             go.set()
             for t in threads[1:]:
                 t.start()
-            deadline = time.monotonic() + config.time_limit
+            began = time.monotonic()
+            deadline = began + config.time_limit
+            said = False
             while not stop.is_set() and time.monotonic() < deadline:
                 stop.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+                # The time limit counts from when the load flows (the nemesis's schedule starts),
+                # taken at most a time limit after the clients began.
+                flowing = getattr(nemesis, "schedule_started", None) if nemesis is not None else None
+                if flowing is not None and not said:
+                    said = True
+                    late = min(flowing, began + config.time_limit) - began
+                    deadline = began + late + config.time_limit
+                    if late >= LATE_LOAD_S:
+                        phases.console.print(
+                            f"    the load flowed {late:.0f} s after the clients began: the time limit counts from there",
+                            highlight=False,
+                        )
             if nemesis is not None and not stop.is_set():
                 faults_stop.set()
                 threads[1].join(timeout=config.request_timeout_ms / 1000 * (config.retries + 2) + 30)
@@ -609,6 +625,8 @@ def _load(
         raise InfrastructureError(f"load or faults failed: {type(e).__name__}: {e}")
 
 
+# A load that flows this late is said on the console (the time limit counts from it).
+LATE_LOAD_S = 5.0
 # Load kept after the clients got through again, once the faults were healed at the time limit.
 RECOVERY_TAIL_S = 1.0
 

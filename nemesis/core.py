@@ -97,6 +97,8 @@ class Nemesis(Requested):
         # Why a scripted schedule did not reach the state it was written for: a step that did
         # nothing, a required condition not met, the time limit before its last fault.
         self.unreached: list[str] = []
+        # When (time.monotonic()) the load flowed and the schedule's clock started; None: not yet.
+        self.schedule_started: float | None = None
 
     # --- running ------------------------------------------------------------------------------
 
@@ -141,6 +143,7 @@ class Nemesis(Requested):
         tests without clients); said once it takes long. False: stopped first. A system that
         reports no leaders cannot tell, and is not waited for."""
         if not isinstance(self.ctx.sut, HasLeaders):
+            self.schedule_started = time.monotonic()
             return True
         started = time.monotonic()
         step = {"wait_until": "acks-flowing", "poll": 0.5}
@@ -150,6 +153,7 @@ class Nemesis(Requested):
         if stop.is_set() or self._closing:
             return False
         log.info("nemesis: the load flows after %.1f s; the schedule starts", time.monotonic() - started)
+        self.schedule_started = time.monotonic()
         return True
 
     def execute(self, step: dict[str, Any], stop_event: threading.Event | None = None) -> bool:
