@@ -20,7 +20,7 @@ The load runs from the first client invocation to the last completed send or tra
 final drain's reads come after it and are not load); the clients issued it until their last send
 or transaction was invoked (`issued_until`: operations blocked on a paused broker complete long
 after the time limit stopped the clients). Each fault window (`history.faults`: from the fault's
-invocation to its heal) is counted from its start to its heal plus `recovery_s` (two session
+invocation to its heal) is counted from `IN_FLIGHT_S` after its start to its heal plus `recovery_s` (two session
 timeouts and the clients' request timeout: the cluster notices a crashed broker, takes the
 registration of the restarted one once its old session expired and elects, and the clients'
 requests stuck on it give up and go elsewhere), clipped to the load's end; a fault never healed
@@ -66,6 +66,10 @@ KINDS = ("acked", "read", "commit", "rebalance", "crash", "write")
 MIN_ACKED_SHARE = 0.02
 # Stretches without an acknowledged write shorter than this are not measured (reported as 0).
 MIN_STRETCH_S = 1.0
+# A fault window's load is counted from this long after the fault struck: what was in flight then
+# (an acknowledgement already on the wire to a client) completes within it, and is not load the
+# fault saw (every broker paused: one acknowledgement and three reads completed in its first 50 ms).
+IN_FLIGHT_S = 1.0
 
 
 @dataclass
@@ -164,9 +168,9 @@ class Interval:
 
 
 def window_intervals(windows: list[FaultWindow], recovery_s: float, load_end: float) -> list[Interval]:
-    """The fault windows as the rule counts them: each from its start to the last heal of the
-    faults in force with it (never healed: the load's end) plus the recovery time, clipped to the
-    load's end. `windows` by start (as `history.faults` gives them)."""
+    """The fault windows as the rule counts them: each from IN_FLIGHT_S after its start to the last
+    heal of the faults in force with it (never healed: the load's end) plus the recovery time,
+    clipped to the load's end. `windows` by start (as `history.faults` gives them)."""
     spans = [
         Interval(w.invoked_ns / NS, load_end if w.healed_ns is None else w.healed_ns / NS) for w in windows
     ]
@@ -180,7 +184,8 @@ def window_intervals(windows: list[FaultWindow], recovery_s: float, load_end: fl
         for j in group:
             heals[j] = last
     return [
-        Interval(span.lo, min(heal + recovery_s, load_end)) for span, heal in zip(spans, heals, strict=True)
+        Interval(span.lo + IN_FLIGHT_S, min(heal + recovery_s, load_end))
+        for span, heal in zip(spans, heals, strict=True)
     ]
 
 
@@ -265,7 +270,7 @@ def evaluate(tally: Tally, windows: list[FaultWindow], asked: Asked) -> dict[str
             "fault": w.f,
             "fault_id": w.fault_id,
             "nodes": w.nodes,
-            "start_s": round(span.lo, 3),
+            "start_s": round(w.invoked_ns / NS, 3),  # counted from IN_FLIGHT_S later
             "healed_s": None if w.healed_ns is None else round(w.healed_ns / NS, 3),
             "end_s": round(span.hi, 3),
             **_counts(tally, span),
