@@ -20,7 +20,7 @@ from tests.support.txn_histories import generate_txn_ops
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(600)]
 
-ASKED = Asked(rate=50.0, crash_clients=2.0, groups=True, faults=True, recovery_s=0.5)
+ASKED = Asked(rate=50.0, crash_clients=2.0, groups=True, faults=True, recovery_s=1.5)
 
 
 def both(spark: Any, path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -52,7 +52,7 @@ def grouped(b: HistoryBuilder) -> None:
             b.nemesis("kill", {"nodes": ["n2"], "fault_id": "kill-1"})
         if second == 3:
             b.nemesis("start", {"nodes": ["n2"], "fault_id": "kill-1"})
-        b.advance(0.4)
+        b.advance(1.0)
     b.nemesis("pause", {"nodes": ["n1"], "fault_id": "pause-2"})
     b.advance(3.0)  # silent
     b.nemesis("resume", {"nodes": ["n1"], "fault_id": "pause-2"})
