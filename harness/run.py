@@ -595,6 +595,11 @@ def _load(
             said = False
             while not stop.is_set() and time.monotonic() < deadline:
                 stop.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+                if nemesis is not None and getattr(nemesis, "unreached", None):
+                    # the scripted schedule cannot reach its state: the rest of the time limit
+                    # would test nothing it was written for (repro tries another attempt)
+                    phases.console.print("    the schedule stopped: ending the load early", highlight=False)
+                    break
                 # The time limit counts from when the load flows (the nemesis's schedule starts),
                 # taken at most a time limit after the clients began.
                 flowing = getattr(nemesis, "schedule_started", None) if nemesis is not None else None
