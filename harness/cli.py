@@ -16,6 +16,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
+import argcomplete
+
 from foundation.config import (
     ACKS,
     BACKENDS,
@@ -185,6 +187,7 @@ def build_parser() -> _Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
+    parser.add_argument("--version", action="version", version=f"strandline {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     parser.commands = sub.choices
 
@@ -390,8 +393,18 @@ def build_parser() -> _Parser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("strandline")
+    except PackageNotFoundError:  # run from a checkout without an install
+        return "(not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argcomplete.autocomplete(parser)  # answers the shell's completion request and exits; else nothing
     args, extra = parser.parse_known_args(argv)
     if extra:
         # said by the command's parser, so the line names the command whose --help lists the flags
