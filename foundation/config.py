@@ -257,6 +257,18 @@ def validate(raw: Mapping[str, Any]) -> TestConfig:
 MEMBERSHIP_FAULT = "member"
 
 
+def check_local_files(config: TestConfig) -> None:
+    """The files this machine reads for a test exist, before anything is created for it (a
+    stored test.json whose files are gone still validates: `check` does not need them)."""
+    tarball = config.kafka_tarball
+    if tarball and not tarball.startswith(("http://", "https://")):
+        if not Path(tarball).expanduser().is_file():
+            raise BadInput(f"config key 'kafka_tarball': no file {tarball}")
+    for i, host in enumerate(config.ssh_hosts):
+        if host.key_file and not Path(host.key_file).expanduser().is_file():
+            raise BadInput(f"config key ssh_hosts[{i}].key_file: no file {host.key_file}")
+
+
 def fault_names(config: TestConfig) -> set[str]:
     """The fault kinds `nemesis` names, without qualifiers or groups ("kill:leader", "partition+clock")."""
     return {part.split(":", 1)[0].strip() for spec in config.nemesis for part in spec.split("+")}

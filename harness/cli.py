@@ -471,6 +471,15 @@ def build_parser() -> _Parser:
     return parser
 
 
+def keep_cwd_clean() -> None:
+    """Nothing of ours in the user's current directory: the Kafka protocol library imports
+    hypothesis, which would otherwise keep its data in ./.hypothesis (the cache is ours)."""
+    cache = os.environ.get("STRANDLINE_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "strandline"
+    )
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(cache, "hypothesis"))
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -491,6 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_BAD_INPUT
     export_spark_flags(args)
+    keep_cwd_clean()
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -504,6 +514,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write(f"strandline {args.command}: interrupted\n")
         return 130
+    except BrokenPipeError:  # `strandline repro --list | head`: the reader has seen enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:  # the one place that turns a bug into one line
         if os.environ.get("STRANDLINE_DEBUG"):
             raise
