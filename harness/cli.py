@@ -382,6 +382,7 @@ def build_parser() -> _Parser:
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="an invalid run's directory")
     p.add_argument("--budget", type=float, default=1800.0, metavar="S", help="seconds of real runs")
+    add_spark_flags(p)
     p.epilog = (
         "examples:\n"
         "  strandline shrink results/latest --budget 900\n"

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PARSER = build_parser()
 COMMANDS = dict(PARSER.commands)
 # The commands that judge runs, and so choose a Spark: the same two flags in each.
-CHECKING = ("run", "check", "campaign", "repro", "demo", "explore", "analyze")
+CHECKING = ("run", "check", "campaign", "repro", "demo", "explore", "shrink", "analyze")
 
 
 def help_of(command: argparse.ArgumentParser) -> str:
