@@ -97,6 +97,8 @@ class ReplicaFindings:
     notes: list[str]
     # lost-committed-on-replicas acks by the second of their ack (str(floor(time_ns / 1e9))).
     lost_by_second: dict[str, int] = field(default_factory=dict)
+    # The logs as read, with their epochs (the reference's; evidence.json draws them).
+    logs: dict[TopicPartition, list[ReplicaLog]] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -594,7 +596,7 @@ def check_replica_logs(
     brokers: Iterable[str] | None = None,
 ) -> ReplicaFindings:
     """Read every replica, find divergence and acked records missing on the leader."""
-    replicas, incomplete = read_replicas(nodes_dir, brokers)
+    replicas, incomplete = read_replicas(nodes_dir, brokers, epochs=True)
     node_names = [p.name for p in nodes_dir.iterdir()] if nodes_dir.is_dir() else []
     notes: list[str] = []
     if final_state is not None:
@@ -625,4 +627,4 @@ def check_replica_logs(
         )
     anomalies = {"log-divergence": divergence, "lost-committed-on-replicas": lost}
     assert set(anomalies) == set(REPLICA_ANOMALIES)
-    return ReplicaFindings(anomalies, partitions, incomplete, notes, lost_by_second)
+    return ReplicaFindings(anomalies, partitions, incomplete, notes, lost_by_second, dict(replicas))

@@ -45,6 +45,7 @@ from checkers.catalogue import (
 )
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
 from checkers.spark_session import Persisted
+from checkers.timeline import Point
 from history.format import ReadProblem
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ class ParquetForm:
     max_time: int | None = None  # the largest `time` of any line
     nemesis: list[list[Any]] | None = None  # the nemesis ops: [index, time, type, f, value]
     ok_sends_in_order: bool = False  # `prev_ok_time` is each ok send's predecessor in time
+    latency: list[Point] | None = None  # the report's latency sample, when the conversion took it
+    lines_path: str | None = None  # where some lines start (`parquet_lines.line_marks`), when known
 
 
 # Candidate sets up to this many rows are broadcast to the joins that gather their examples.

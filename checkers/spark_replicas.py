@@ -28,13 +28,16 @@ such a value (Spark aggregates longs by hash, text by sorting).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
+from functools import partial, reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from checkers.catalogue import MAX_EXAMPLES, REPLICA_ANOMALIES, AnomalyResult
+from checkers.data_dirs import LEADER_EPOCH_CHECKPOINT, CheckpointError, read_epoch_checkpoint
+from checkers.evidence import ReplicaView, epochs_of
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
 from checkers.replica_logs import (
     ReplicaDir,
@@ -65,7 +68,8 @@ log = logging.getLogger(__name__)
 # What Spark's reader hands back: record rows (summary false) and one summary row per replica.
 ROWS_SCHEMA = (
     "replica INT, offset LONG, epoch INT, value LONG, other STRING, summary BOOLEAN, "
-    "log_start LONG, log_end LONG, records LONG, others LONG, ordered BOOLEAN, problems ARRAY<STRING>"
+    "log_start LONG, log_end LONG, records LONG, others LONG, ordered BOOLEAN, problems ARRAY<STRING>, "
+    "epochs ARRAY<STRUCT<epoch: INT, offset: LONG>>"
 )
 ROWS_PER_BATCH = 65_536
 # Up to this many wrong positions are collected at once; more are streamed in order.
@@ -127,13 +131,17 @@ def _replica_rows(replica: int, path: Path, last_of_each: bool) -> Iterator[pa.R
                 **{name: pa.nulls(n, pa.int64()) for name in ("log_start", "log_end", "records", "others")},
                 "ordered": pa.nulls(n, pa.bool_()),
                 "problems": pa.nulls(n, pa.list_(pa.string())),
+                "epochs": pa.nulls(n, epochs_type),
             }
         )
         for values in columns.values():
             values.clear()
         return batch
 
+    epochs_type = pa.list_(pa.struct([("epoch", pa.int32()), ("offset", pa.int64())]))
+    first_of_epoch: dict[int, int] = {}  # each batch leader epoch's least offset
     for offset, raw, epoch in iter_replica_records(path, scan):
+        first_of_epoch[epoch] = min(first_of_epoch.get(epoch, offset), offset)
         ordered = ordered and offset > last
         last = max(last, offset)
         value, other = split_value(decode_value(raw))
@@ -167,6 +175,9 @@ def _replica_rows(replica: int, path: Path, last_of_each: bool) -> Iterator[pa.R
             "others": pa.array([n_text], pa.int64()),
             "ordered": pa.array([ordered or last_of_each]),
             "problems": pa.array([scan.problems], pa.list_(pa.string())),
+            "epochs": pa.array(
+                [[{"epoch": e, "offset": o} for e, o in sorted(first_of_epoch.items())]], epochs_type
+            ),
         }
     )
 
@@ -185,6 +196,7 @@ class _Replica:
     log_end: int = 0
     records: int = 0
     problems: tuple[str, ...] = ()
+    first_of_epoch: dict[int, int] = field(default_factory=dict)  # batch leader epoch -> least offset
 
     @property
     def node(self) -> str:
@@ -199,6 +211,19 @@ def history_tp(topics: list[str], topic: str, partition: int) -> int | None:
 
 
 def check_replicas(
+    spark: SparkSession, nodes_dir: Path, operations_path: str | None, topics: list[str], **settings: Any
+) -> ReplicaFindings:
+    """`checkers.replica_logs.check_replica_logs`, computed by Spark (see the module docstring);
+    `settings` as `judged_replicas` takes them."""
+    with judged_replicas(spark, nodes_dir, operations_path, topics, **settings) as (findings, _):
+        return findings
+
+
+Views = Callable[[dict[TopicPartition, set[int]]], dict[TopicPartition, list[ReplicaView]]]
+
+
+@contextmanager
+def judged_replicas(
     spark: SparkSession,
     nodes_dir: Path,
     operations_path: str | None,
@@ -208,8 +233,9 @@ def check_replicas(
     expected: Iterable[TopicPartition] = (),
     replication_factor: int = 1,
     brokers: Iterable[str] | None = None,
-) -> ReplicaFindings:
-    """`checkers.replica_logs.check_replica_logs`, computed by Spark (see the module docstring).
+) -> Iterator[tuple[ReplicaFindings, Views]]:
+    """The replica-log findings, and while inside, the replicas' views for evidence.json at some
+    offsets (the replicas' records stay cached until the end).
 
     `operations_path`: the history's Parquet operations (the acks; None: no history to judge
     against), `topics`: its topic names by id."""
@@ -235,10 +261,11 @@ def check_replicas(
         anomalies: dict[str, AnomalyResult] = {
             name: {"count": 0, "examples": []} for name in REPLICA_ANOMALIES
         }
-        return ReplicaFindings(anomalies, {}, incomplete, notes, {})
+        yield ReplicaFindings(anomalies, {}, incomplete, notes, {}), lambda _: {}
+        return
     job = _Job(spark, replicas, by_tp, leaders, isrs, topics)
     try:
-        return job.run(operations_path, incomplete, notes)
+        yield job.run(operations_path, incomplete, notes), job.views
     finally:
         job.close()
 
@@ -269,6 +296,7 @@ class _Job:
     topics: list[str]
     persisted: Persisted = field(default_factory=Persisted, init=False)
     chosen: dict[TopicPartition, tuple[_Replica, bool]] = field(default_factory=dict, init=False)
+    records: DataFrame | None = field(default=None, init=False)  # (replica, offset, epoch, value, other)
 
     def __post_init__(self) -> None:
         # Partitions in (topic, partition) order: ordering by this id is the examples' order.
@@ -300,12 +328,14 @@ class _Job:
             r.log_start, r.log_end = int(s["log_start"]), int(s["log_end"])
             r.records = int(s["records"] or 0)
             r.problems = tuple(s["problems"] or ())
+            r.first_of_epoch = {int(e["epoch"]): int(e["offset"]) for e in s["epochs"] or []}
             texts += int(s["others"] or 0)
             if not s["ordered"]:
                 unordered.append(r.id)
-        records = rows.filter(~col("summary")).select("replica", "offset", "value", "other")
+        records = rows.filter(~col("summary")).select("replica", "offset", "epoch", "value", "other")
         if unordered:
             records = self._reread_unordered(records, unordered)
+        self.records = records
         self.chosen = {tp: self._choose_leader(tp, rs) for tp, rs in self.by_tp.items()}
 
         # --- Action 2: everything judged per position; only the wrong positions are kept ------------
@@ -329,6 +359,40 @@ class _Job:
                 self._lost(found, wrong, records, acks)
         return self._findings(found, incomplete, notes)
 
+    def views(self, offsets: dict[TopicPartition, set[int]]) -> dict[TopicPartition, list[ReplicaView]]:
+        """Each judged replica as the report draws it (`checkers.evidence.ReplicaView`), with its
+        records at `offsets` (one small job; none without offsets)."""
+        from pyspark.sql import functions as F
+
+        col = F.col
+        held: dict[int, dict[int, tuple[Value, int]]] = {}
+        wanted = [(r, sorted(offsets[tp])) for tp, rs in self.by_tp.items() if offsets.get(tp) for r in rs]
+        if wanted and self.records is not None:
+            condition = reduce(
+                lambda a, b: a | b,
+                [(col("replica") == r.id) & col("offset").isin(at) for r, at in wanted],
+            )
+            for row in self.records.filter(condition).collect():
+                held.setdefault(row["replica"], {})[row["offset"]] = (
+                    join_value(row["value"], row["other"]),
+                    int(row["epoch"]),
+                )
+        out: dict[TopicPartition, list[ReplicaView]] = {}
+        for tp, rs in sorted(self.by_tp.items()):
+            out[tp] = [
+                ReplicaView(
+                    node=r.node,
+                    log_start=r.log_start,
+                    log_end=r.log_end,
+                    high_watermark=r.dir.high_watermark,
+                    epochs=epochs_of(_checkpoint(r.dir.path), r.first_of_epoch),
+                    problem="; ".join(r.problems[:3]) or None,
+                    records=held.get(r.id, {}),
+                )
+                for r in rs
+            ]
+        return out
+
     # --- the pieces ------------------------------------------------------------------------------
 
     def _reread_unordered(self, records: DataFrame, unordered: list[int]) -> DataFrame:
@@ -345,7 +409,7 @@ class _Job:
         )
         for row in again.filter(col("summary")).select("replica", "records").collect():
             self.replicas[row["replica"]].records = int(row["records"])
-        kept = again.filter(~col("summary")).select("replica", "offset", "value", "other")
+        kept = again.filter(~col("summary")).select("replica", "offset", "epoch", "value", "other")
         return records.filter(~col("replica").isin(unordered)).unionByName(kept)
 
     def _choose_leader(self, tp: TopicPartition, rs: list[_Replica]) -> tuple[_Replica, bool]:
@@ -480,8 +544,6 @@ class _Job:
           does not hold the acked value there: the ack is lost unless the value is elsewhere in
           the leader's log (decided by value, for these acks only).
         """
-        from functools import reduce
-
         from pyspark.sql import functions as F
 
         col = F.col
@@ -651,6 +713,15 @@ class _Job:
             ]
             examples.append(divergence_example(tp, offset, covering))
         return examples
+
+
+def _checkpoint(path: Path) -> list[tuple[int, int]] | None:
+    """A replica's leader-epoch-checkpoint entries (None when it has none to read)."""
+    try:
+        return read_epoch_checkpoint(path / LEADER_EPOCH_CHECKPOINT)
+    except CheckpointError as e:
+        log.warning("%s", e)
+        return None
 
 
 def _extend(ranges: list[list[int]], offset: int) -> None:

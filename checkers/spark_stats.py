@@ -35,7 +35,9 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
-from checkers.stats import NS, OUTCOMES, Facts, fault_windows
+from checkers.stats import NS, OUTCOMES, PROBLEMS_KEPT, Facts, fault_windows
+from checkers.timeline import RATE_SERIES, LatencySample, Point
+from history.format import ReadProblem
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -88,11 +90,15 @@ def spark_facts(
     max_time: int | None,
     nemesis: list[list[Any]],
     ok_sends_in_order: bool = False,
+    latency: list[Point] | None = None,
+    problems: list[ReadProblem] | None = None,
 ) -> Facts:
     """The statistics' facts of a history in Parquet form (see module docstring).
 
     `ok_sends_in_order`: the conversion found the ok sends' completion times never going back in
-    history order, so each one's `prev_ok_time` is its predecessor in time (no sort needed)."""
+    history order, so each one's `prev_ok_time` is its predecessor in time (no sort needed).
+    `latency`: the report's latency sample as the conversion took it (None: taken here, by a sort);
+    `problems`: the lines the conversion could not read."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -136,7 +142,7 @@ def spark_facts(
     # gap between two inside it; (fc, b): the latency histogram's first level (16.8 ms buckets).
     in_second = F.when(col("ok") & (col("prev") >= col("s")), col("t") - col("prev"))
     summary = rows.groupingSets(
-        [["s", "code"], ["fc", "code", "state"], ["s", "ok"], ["fc", "b"]],
+        [["s", "fc", "code"], ["fc", "code", "state"], ["s", "ok"], ["fc", "b"]],
         "s",
         "code",
         "fc",
@@ -160,11 +166,15 @@ def spark_facts(
     first_level: dict[int, dict[int, int]] = defaultdict(dict)
     # grouping_id: a bit per grouping column (s, code, fc, state, ok, b; the first the highest), set
     # where the column is not grouped.
-    by_second, by_f, ok_by_second, by_bucket = 0b001111, 0b100011, 0b011101, 0b110110
+    by_second, by_f, ok_by_second, by_bucket = 0b000111, 0b100011, 0b011101, 0b110110
+    rates: dict[tuple[str, str], dict[int, int]] = {}
     for r in summary.collect():
         g = r["g"]
         if g == by_second and r["s"] is not None:
             per_second[r["s"]][r["code"]] += r["n"]
+            series = (F_CODES[r["fc"]], OUTCOME_CODES[r["code"]])
+            if series in RATE_SERIES:
+                rates.setdefault(series, {})[r["s"]] = r["n"]
         elif g == by_f:
             if r["state"] != 2:
                 outcomes[F_CODES[r["fc"]]][OUTCOME_CODES[r["code"]]] += r["n"]
@@ -227,7 +237,24 @@ def spark_facts(
         first_send=first_send[1] if first_send is not None else None,
         ok_send_seconds=ok_send_seconds,
         windows=windows,
+        rates={series: dict(sorted(rates[series].items())) for series in RATE_SERIES if series in rates},
+        latency_sample=latency
+        if latency is not None
+        else _latency_sample(spark.read.parquet(operations_path)),
+        problems=[(p.line_no, p.reason) for p in (problems or [])[:PROBLEMS_KEPT]],
     )
+
+
+def _latency_sample(operations: DataFrame) -> list[Point]:
+    """The report's latency sample (`checkers.timeline`) by Spark, for a form converted without it
+    (by Spark, `checkers.spark_convert`): the completed sends in the order of their completions."""
+    from pyspark.sql import functions as F
+
+    sample = LatencySample()
+    sends = operations.filter((F.col("f_code") == _SEND) & (F.col("outcome_code") < _OPEN))
+    for r in sends.select("index", "time", "invoke_time", "outcome_code").orderBy("index").toLocalIterator():
+        sample.add(r["time"], r["invoke_time"], OUTCOME_CODES[r["outcome_code"]])
+    return sample.points()
 
 
 def window_facts(

@@ -321,8 +321,9 @@ def build_parser() -> _Parser:
         help="benchmarks that print figures",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="targets:\n"
-        "  checker   a generated run of --ops operations checked end to end as `strandline check` does,\n"
-        "            by Spark, DuckDB and the reference checker: wall time, ops/s, peak memory\n"
+        "  checker   `strandline check` timed whole on a generated run of --ops operations, without and\n"
+        "            with its Parquet form, beside DuckDB and the reference checker, then a small run's\n"
+        "            first and second check: wall time, ops/s, peak memory, breakdown\n"
         "  workload  the queue workload at an unlimited rate on 3 own brokers (RF 3): acknowledged\n"
         "            sends/s and all operations/s, counted from the history (docs/workloads.md)\n"
         "  broker    raw pipelined acks=all produce throughput on the same cluster: the ceiling\n"
@@ -350,9 +351,22 @@ def build_parser() -> _Parser:
     p.add_argument(
         "--convert",
         action="store_true",
-        help="checker bench: the check converts the history to Parquet itself (a history from "
-        "elsewhere), rather than finding the form `strandline run` writes during the load",
+        help="checker bench: only the check that converts the history to Parquet itself (a history "
+        "from elsewhere), not the one that finds the form `strandline run` writes during the load",
     )
+    p.add_argument(
+        "--no-convert",
+        action="store_true",
+        help="checker bench: only the check that finds the history's Parquet form (as after `strandline run`)",
+    )
+    p.add_argument(
+        "--small-ops",
+        type=int,
+        default=2000,
+        metavar="N",
+        help="checker bench: operations of the small run checked twice in one process (default 2000)",
+    )
+    p.add_argument("--no-small", action="store_true", help="checker bench: skip the small run")
 
     p = sub.add_parser(
         "demo",

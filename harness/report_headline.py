@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from checkers.evidence import refs
 from harness.report_catalogue import SEVERITY, description
-from harness.report_examples import example_partitions, refs
+from harness.report_examples import example_partitions
 from harness.report_faults import ShadedWindow
 from harness.report_history import NS, HistoryDigest
 from harness.report_inputs import SETUP_PHASES as SETUP_PHASE_WORDS

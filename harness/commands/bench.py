@@ -1,6 +1,7 @@
 """`strandline bench TARGET`: a thin dispatcher; each target's benchmark lives with its area.
 
-`workload` and `broker` are in `workloads/bench.py`, `checker` in `checkers/bench.py`, `explore` in
+`workload` and `broker` are in `workloads/bench.py`, `checker` in `harness/bench_checker.py` (it times
+the `strandline check` command; its checker parts are in `checkers/bench.py`), `explore` in
 `explore/bench.py`. Imports are
 lazy so that one area's dependencies (Spark, Kafka clients) load only for its own benchmark.
 """
@@ -15,7 +16,7 @@ from foundation.errors import BadInput
 _TARGETS = {
     "workload": "workloads.bench",
     "broker": "workloads.bench",
-    "checker": "checkers.bench",
+    "checker": "harness.bench_checker",
     "explore": "explore.bench",
 }
 
