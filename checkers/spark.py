@@ -27,7 +27,7 @@ from checkers.spark_engine import ParquetForm, check_parquet, topic_names
 from checkers.spark_evidence import find_in_form
 from checkers.spark_groups import check_groups, merge_into
 from checkers.spark_replicas import Views, judged_replicas
-from checkers.spark_session import get_session, size_shuffles
+from checkers.spark_session import get_session, size_for
 from checkers.spark_stats import nemesis_op, spark_facts
 from checkers.stats import Facts
 from foundation.errors import BadInput, InfrastructureError
@@ -158,7 +158,7 @@ def check_run(
         form = convert_with_spark(spark, os.fspath(history_path), reconvert)
         last_timings["convert"] = time.monotonic() - started
     last_timings["spark_start"] = float(box.get("seconds", 0.0))
-    size_shuffles(spark, form.ops)
+    size_for(spark, form.ops)
     checking = time.monotonic()
     # A history's transactions: their micro-operations, read again from the text (spark_txn.py).
     # The operation kinds the conversion saw (None: not counted, e.g. Spark converted the history).

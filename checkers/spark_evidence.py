@@ -22,6 +22,7 @@ from checkers.parquet_schema import F_CODES, OUTCOME_CODES
 from checkers.spark_engine import ParquetForm
 from checkers.spark_lines import ops_matching
 from checkers.spark_replicas import history_tp
+from checkers.spark_session import read_form
 from history.reader import ops_at
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def find_in_form(
     sends: dict[str, tuple[int, int | None]] = {}  # value -> (invoke index, completion index)
     if conditions:
         rows = (
-            spark.read.parquet(form.operations_path)
+            read_form(spark, form.operations_path)
             .filter(reduce(lambda a, b: a | b, conditions))
             .select("invoke_index", "index", "value", "tp", "offset", "outcome_code", "f_code")
             .collect()

@@ -57,7 +57,10 @@ from checkers.replica_logs import (
     partition_summary,
     pending_note,
 )
-from checkers.spark_session import Persisted
+from checkers.rules import log_divergence, lost_committed
+from checkers.rules.rows import LeaderAck, ReplicaPosition
+from checkers.spark_columns import SQL, columns_of, expr
+from checkers.spark_session import Persisted, read_form
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -74,6 +77,8 @@ ROWS_SCHEMA = (
 ROWS_PER_BATCH = 65_536
 # Up to this many wrong positions are collected at once; more are streamed in order.
 ON_DRIVER = 100_000
+# Replicas whose segments hold at most this many bytes in all are read in the driver.
+READ_HERE_BYTES = 32 << 20
 _LONG = (-(2**63), 2**63)
 # A value's kind: none (no record, or a record without value), a long, or text.
 NONE, LONG, TEXT = 0, 1, 2
@@ -297,6 +302,7 @@ class _Job:
     persisted: Persisted = field(default_factory=Persisted, init=False)
     chosen: dict[TopicPartition, tuple[_Replica, bool]] = field(default_factory=dict, init=False)
     records: DataFrame | None = field(default=None, init=False)  # (replica, offset, epoch, value, other)
+    read_here: bool | None = field(default=None, init=False)  # the logs are read in this process
 
     def __post_init__(self) -> None:
         # Partitions in (topic, partition) order: ordering by this id is the examples' order.
@@ -307,19 +313,41 @@ class _Job:
     def close(self) -> None:
         self.persisted.release()
 
-    def _read(self) -> DataFrame:
-        """Every replica's rows, read by Spark's Python workers (replicas spread over the tasks)."""
+    def _read(self, ids: list[int], last_of_each: bool = False) -> DataFrame:
+        """These replicas' rows (`read_replica_rows`): read by Spark's Python workers (replicas
+        spread over the tasks), or, when the data dirs are small, here, handed to Spark as Arrow
+        (starting Python workers would cost more than reading)."""
         paths = [str(r.dir.path) for r in self.replicas]
-        tasks = max(1, min(len(paths), 2 * int(self.spark.conf.get("spark.sql.shuffle.partitions") or 2)))
-        numbers = self.spark.range(0, len(paths), 1, tasks)
-        return self.persisted.keep(numbers.mapInArrow(partial(read_replica_rows, paths), ROWS_SCHEMA))
+        if self._small():
+            import pyarrow as pa
+
+            batches = list(
+                read_replica_rows(paths, [pa.record_batch({"id": ids})], last_of_each=last_of_each)
+            )
+            return self.spark.createDataFrame(pa.Table.from_batches(batches))
+        if len(ids) == len(paths):  # every replica: spread over the tasks
+            tasks = max(1, min(len(ids), 2 * int(self.spark.conf.get("spark.sql.shuffle.partitions") or 2)))
+            numbers = self.spark.range(0, len(ids), 1, tasks)
+        else:
+            numbers = self.spark.createDataFrame([(i,) for i in ids], "id LONG")
+        read = partial(read_replica_rows, paths, last_of_each=last_of_each)
+        return self.persisted.keep(numbers.mapInArrow(read, ROWS_SCHEMA))
+
+    def _small(self) -> bool:
+        """The replicas' logs are small enough to read in this process (READ_HERE_BYTES in all)."""
+        if self.read_here is None:
+            total = 0
+            for r in self.replicas:
+                total += sum(f.stat().st_size for f in r.dir.path.glob("*.log"))
+            self.read_here = total <= READ_HERE_BYTES
+        return self.read_here
 
     def run(self, operations_path: str | None, incomplete: list[str], notes: list[str]) -> ReplicaFindings:
         """The findings; `notes` so far (the copies set aside) come first."""
         from pyspark.sql import functions as F
 
         col = F.col
-        rows = self._read()
+        rows = self._read([r.id for r in self.replicas])
         # --- Action 1: each replica's summary ----------------------------------------------------
         unordered: list[int] = []
         texts = 0
@@ -401,12 +429,7 @@ class _Job:
         from pyspark.sql import functions as F
 
         col = F.col
-        paths = [str(r.dir.path) for r in self.replicas]
-        again = self.persisted.keep(
-            self.spark.createDataFrame([(i,) for i in unordered], "id LONG").mapInArrow(
-                partial(read_replica_rows, paths, last_of_each=True), ROWS_SCHEMA
-            )
-        )
+        again = self._read(unordered, last_of_each=True)
         for row in again.filter(col("summary")).select("replica", "records").collect():
             self.replicas[row["replica"]].records = int(row["records"])
         kept = again.filter(~col("summary")).select("replica", "offset", "epoch", "value", "other")
@@ -448,7 +471,7 @@ class _Job:
             F.create_map(*[F.lit(x) for pair in sorted(known.items()) for x in pair]), col("tp")
         )
         return (
-            self.spark.read.parquet(operations_path)
+            read_form(self.spark, operations_path)
             .filter(ack & col("tp").isin(list(known)))
             .select("index", "process", tp.cast("int").alias("tp"), "offset", "value", "time")
         )
@@ -561,8 +584,7 @@ class _Job:
             return reduce(lambda a, b: a | b, pairs, F.lit(False))
 
         covering = reduce(lambda a, b: a + b, [F.when(c, 1).otherwise(0) for c in covers], F.lit(0))
-        divergent = (covering >= 2) & differ(covers)
-        counted = differ([c & ~p for c, p in zip(covers, pending, strict=True)])
+        settled = [c & ~p for c, p in zip(covers, pending, strict=True)]
 
         def holds_acked(k: int) -> Column:
             v = col(f"v{k}")
@@ -572,21 +594,35 @@ class _Job:
         leader_kd = F.coalesce(*[F.when(col("leader_slot") == k, col(f"kd{k}")) for k in range(n)])
         leader_v = F.coalesce(*[F.when(col("leader_slot") == k, col(f"v{k}")) for k in range(n)])
         leader_holds = (leader_kd == LONG) & (leader_v == col("ack_lo")) & (leader_v == col("ack_hi"))
-        flags = [
-            divergent.alias("divergent"),
-            (divergent & counted).alias("counted"),
+        facts = [
+            covering.alias("covering"),
+            differ(covers).alias("differ"),
+            differ(settled).alias("differ_settled"),
             (acked & (o >= col("leader_start")) & ~F.coalesce(leader_holds, F.lit(False))).alias("suspect"),
         ]
         for k in range(n):
-            flags.append((divergent & ~counted & covers[k] & pending[k]).alias(f"pend{k}"))
+            facts.append((covers[k] & pending[k]).alias(f"tail{k}"))
             mine = acked & col(f"st{k}").isNotNull() & (o >= col(f"st{k}"))
-            flags.append((mine & ~F.coalesce(holds_acked(k), F.lit(False))).alias(f"absent{k}"))
+            facts.append((mine & ~F.coalesce(holds_acked(k), F.lit(False))).alias(f"absent{k}"))
         keep = (
             [f"kd{k}" for k in range(n)]
             + [f"v{k}" for k in range(n)]
             + ([f"t{k}" for k in range(n)] if texts else [])
         )
-        return df.select("tp", "offset", *keep, *flags)
+        # log-divergence's rule (`checkers/rules/log_divergence.py`) over this position's facts;
+        # where the replicas differ but only a pending tail makes them, the tail goes to `notes`.
+        counted = expr(log_divergence.RULE.holds(SQL, columns_of(ReplicaPosition)))
+        divergent = (col("covering") >= 2) & col("differ")
+        return df.select("tp", "offset", *keep, *facts).select(
+            "tp",
+            "offset",
+            *keep,
+            divergent.alias("divergent"),
+            counted.alias("counted"),
+            "suspect",
+            *[(divergent & ~counted & col(f"tail{k}")).alias(f"pend{k}") for k in range(n)],
+            *[f"absent{k}" for k in range(n)],
+        )
 
     def _take(self, found: _Found, row: Any, texts: bool) -> None:
         """One wrong position (they come in (partition, offset) order) into the findings."""
@@ -626,8 +662,15 @@ class _Job:
         held = records.filter(col("value").isNotNull() & col("replica").isin(list(leaders))).select(
             F.element_at(tp_of_leader, col("replica")).alias("tp"), "value"
         )
-        held = held.join(suspects.select("tp", "value"), ["tp", "value"], "left_semi")
-        lost = suspects.join(held, ["tp", "value"], "left_anti")
+        held = held.join(suspects.select("tp", "value"), ["tp", "value"], "left_semi").distinct()
+        # lost-committed-on-replicas' rule (`checkers/rules/lost_committed.py`): a suspect ack is
+        # absent at its offset; is its value held elsewhere in the leader's log?
+        ack = columns_of(LeaderAck, absent="true", held="coalesce(`held`, false)")
+        lost = (
+            suspects.join(held.withColumn("held", F.lit(True)), ["tp", "value"], "left")
+            .filter(expr(lost_committed.RULE.holds(SQL, ack)))
+            .drop("held")
+        )
         # One shuffle: each second's lost acks, its count and its first examples by index.
         second = F.floor(col("time") / F.lit(1_000_000_000)).alias("second")
         in_second = Window.partitionBy("second")
