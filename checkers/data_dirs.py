@@ -30,6 +30,9 @@ _HEADER = DefaultRecordBatch.HEADER_STRUCT  # base offset, length, leader epoch,
 _LOG_OVERHEAD = 12  # base offset (int64) + length (int32): the bytes the length field does not count
 _MIN_LENGTH = _HEADER.size - _LOG_OVERHEAD
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
+_MAGIC_AT = 16  # base offset (8), length (4), partition leader epoch or v0/v1 CRC (4), then magic
+_OLD_MAGIC = (0, 1)
+UNSUPPORTED = "unsupported message format"
 
 Entry = TypeVar("Entry")
 
@@ -79,6 +82,8 @@ def iter_partition_dirs(data_dir: Path) -> Iterator[tuple[str, int, Path]]:
 def _whole_batch_at(data: bytes, pos: int) -> tuple[tuple[int, ...] | None, str]:
     """The header fields of the whole v2 batch at `pos`, or (None, why it is torn or malformed)."""
     remaining = len(data) - pos
+    if remaining > _MAGIC_AT and data[pos + _MAGIC_AT] in _OLD_MAGIC:  # a message set of v0 or v1
+        return None, f"{UNSUPPORTED} v{data[pos + _MAGIC_AT]} (Kafka before 0.11) at position {pos}"
     if remaining < _HEADER.size:
         return None, f"torn batch header at position {pos} ({remaining} bytes)"
     header = _HEADER.unpack_from(data, pos)
@@ -88,17 +93,21 @@ def _whole_batch_at(data: bytes, pos: int) -> tuple[tuple[int, ...] | None, str]
     if length + _LOG_OVERHEAD > remaining:
         return None, f"torn batch at position {pos}: length {length}, {remaining} bytes left"
     if magic != 2:
-        return None, f"unsupported magic {magic} at position {pos}"
+        return None, f"{UNSUPPORTED}: magic {magic} at position {pos}"
     if last_offset_delta < 0 or records_count < 0:
         return None, f"negative last offset delta or record count at position {pos}"
     return header, ""
 
 
-def iter_batches(log_dir: Path, *, decode: bool = True) -> Iterator[BatchInfo]:
+def iter_batches(
+    log_dir: Path, *, decode: bool = True, problems: list[str] | None = None
+) -> Iterator[BatchInfo]:
     """Every batch of a partition directory's segments, in offset order.
 
     A batch of full length whose CRC fails is yielded with crc_ok=False (records decoded if
-    possible, else empty); an incomplete tail or a malformed header ends that segment.
+    possible, else empty); an incomplete tail or a malformed header ends that segment. A message
+    format this reader does not know (v0/v1, another magic) ends it too and is said in `problems`:
+    what it holds is unknown, not absent.
     """
     segments = sorted(
         (base, path)
@@ -112,6 +121,8 @@ def iter_batches(log_dir: Path, *, decode: bool = True) -> Iterator[BatchInfo]:
             header, problem = _whole_batch_at(data, pos)
             if header is None:
                 log.info("%s: stops at position %d: %s", path, pos, problem)
+                if problems is not None and problem.startswith(UNSUPPORTED):
+                    problems.append(f"{path.name}: {problem}; not read from there on")
                 break
             size = header[1] + _LOG_OVERHEAD
             batch = DefaultRecordBatch(data[pos : pos + size])

@@ -139,7 +139,7 @@ def iter_replica_records(path: Path, scan: ReplicaScan) -> Iterator[tuple[int, b
     order, stopping at the first batch that fails its CRC; `scan` receives the log's bounds and
     problems. The one reading rule of both engines (the reference's `read_replica`, Spark's reader)."""
     first = True
-    for batch in iter_batches(path):
+    for batch in iter_batches(path, problems=scan.problems):
         if not batch.crc_ok:
             scan.problems.append(
                 f"{batch.segment.name}: batch at offset {batch.base_offset} fails its CRC; log read up to it"

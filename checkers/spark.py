@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from checkers import spark_txn
+from checkers import spark_power, spark_txn
 from checkers.catalogue import EngineResult
 from checkers.evidence import Found, example_positions, marked_offsets, wanted
 from checkers.parquet import convert
+from checkers.power import Asked, Tally
 from checkers.replica_logs import ReplicaFindings, ReplicaInputs
 from checkers.spark_engine import ParquetForm, check_parquet, topic_names
 from checkers.spark_evidence import find_in_form
@@ -104,6 +105,8 @@ class SparkRun:
     replicas: ReplicaFindings | None
     nemesis: list[dict[str, Any]]
     found: Found  # what evidence.json quotes (`checkers.evidence`)
+    # The verdict power's tally and the fault windows it counts in (with `power`, else None).
+    power: tuple[Tally, list[Any]] | None = None
 
 
 def check(history_path: str | os.PathLike[str], **options: Any) -> tuple[EngineResult, Facts | None]:
@@ -122,9 +125,11 @@ def check_run(
     facts: bool = False,
     spark_remote: str | None = None,
     replicas: ReplicaInputs | None = None,
+    power: Asked | None = None,
 ) -> SparkRun:
     """Everything a check of one run needs from Spark: the history's anomalies, with `facts` the
-    statistics' facts, with `replicas` the replica-log checks of the collected data dirs."""
+    statistics' facts, with `replicas` the replica-log checks of the collected data dirs, with
+    `power` the verdict power's tally (checkers/spark_power.py)."""
     last_timings.clear()
     started = time.monotonic()
     thread, box = _start(spark_master, driver_memory, spark_remote)
@@ -166,6 +171,7 @@ def check_run(
     txns = spark_txn.prepare(
         spark, os.fspath(history_path), form.operations_path, form.reads_path, form.topics, kinds
     )
+    tallied: tuple[Tally, list[Any]] | None = None
     try:
         result = check_parquet(
             spark,
@@ -180,6 +186,13 @@ def check_run(
         if txns is not None:
             found, figures = spark_txn.judge(spark, txns, form.operations_path, form.reads_path, txns.topics)
             spark_txn.merge_into(result, txns, found, figures)
+        if power is not None:
+            counting = time.monotonic()
+            nemesis_ops = [nemesis_op(row) for row in form.nemesis or []]
+            tallied = spark_power.tally(
+                spark, form.operations_path, form.reads_path, nemesis_ops, power, txns
+            )
+            last_timings["power"] = time.monotonic() - counting
     finally:
         if txns is not None:
             txns.unpersist()
@@ -227,4 +240,4 @@ def check_run(
         last_timings["evidence"] = time.monotonic() - gathering
     last_timings["total"] = time.monotonic() - started
     nemesis = [nemesis_op(row) for row in form.nemesis or []]
-    return SparkRun(result, stats_facts, findings, nemesis, quoted)
+    return SparkRun(result, stats_facts, findings, nemesis, quoted, tallied)

@@ -14,25 +14,35 @@ import logging
 import shlex
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from clusters import daemon_control, kafka_config, lazyfs, lazyfs_mount
-from clusters.broker_ids import broker_id_of, node_of_broker_id
-from clusters.kafka_metadata import KafkaMetadata, LeadersFromMetadata, node_answers
+from clusters import daemon_control, jvm_clock, lazyfs, lazyfs_mount, software
+from clusters.defined_membership import ReassignsPartitions
+from clusters.kafka_metadata import KafkaMetadata, LeadersFromMetadata, node_answers, quorum_leader
 from clusters.node import Node, node_home
 from clusters.node_files import log_tail, put_text
-from clusters.own import CLOCK_UNSKEWED, LOSE_UNSYNCED, faketime_env, preload_library, wants_lazyfs
+from clusters.own import (
+    CLOCK_FAULTS,
+    CLOCK_UNSKEWED,
+    LOSE_UNSYNCED,
+    faketime_env,
+    preload_library,
+    wants_clock,
+    wants_lazyfs,
+)
 from clusters.ports import port_open
 from clusters.system_def import (
     RoleDef,
     SystemDefinition,
     config_values,
+    new_cluster_id,
     own_role_values,
     render,
+    role_placeholders,
     role_values,
 )
-from foundation.config import TestConfig
+from foundation.config import TestConfig, fault_names
 from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
@@ -40,6 +50,23 @@ log = logging.getLogger(__name__)
 LOG_TAIL_LINES = 12
 ZOOKEEPER_ROLE = "zookeeper"
 LAZYFS_DAEMON = "lazyfs"  # lazyfs0, lazyfs1 ...: one FUSE daemon per data dir of a `lazyfs` role
+# Settings of the own broker's code that only a definition reading them can honour: a test that
+# changes one for a system whose definition never reads it is refused (`DefinedSystem.refusal`).
+OWN_BROKER_SETTINGS = (
+    "variant", "leader_election_policy", "eligible_leader_replicas", "isr_broker_epoch_check",
+    "leader_epoch_checkpoint_fsync", "log_segment_bytes", "transaction_version",
+)  # fmt: skip
+
+
+def clock_faults_wanted(config: TestConfig) -> str | None:
+    """ "named" when the test names a clock fault, "all" when `--nemesis all` may draw one, else None."""
+    if fault_names(config) & CLOCK_FAULTS or any(s.get("do") in CLOCK_FAULTS for s in config.schedule):
+        return "named"
+    return "all" if wants_clock(config) else None
+
+
+def _default(key: str) -> object:
+    return next(f.default for f in dataclasses.fields(TestConfig) if f.name == key)
 
 
 class DefinedSystem(LeadersFromMetadata):
@@ -53,15 +80,20 @@ class DefinedSystem(LeadersFromMetadata):
         *,
         python: Callable[[], str],
         cluster_id: str | None = None,
+        spares: Sequence[Node] = (),
     ) -> None:
         self.config = config
         self.definition = definition
-        self.role_nodes = nodes  # role name -> its nodes, in id order
+        self.role_nodes = nodes  # role name -> its nodes at the start, in id order
         self._python = python  # asked when needed: a remote backend knows it once it installed
-        self.cluster_id = cluster_id or kafka_config.new_cluster_id()
+        self.cluster_id = cluster_id or new_cluster_id()
         self.brokers = nodes[definition.brokers]
+        self.spares = list(spares)  # broker nodes the member fault may start a broker on later
         self._role_of = {n.name: definition.role(r) for r, ns in nodes.items() for n in ns}
-        self.metadata = KafkaMetadata(self.bootstrap_servers, self.node_of_broker)
+        self._role_of.update({n.name: definition.broker_role for n in self.spares})
+        self.installed: dict[str, software.Installed] = {}  # software fetched for the nodes
+        self.clock_refused = ""  # why the clock fault cannot skew this system's JVMs ("": it can)
+        self.metadata = KafkaMetadata(self._metadata_servers, self.node_of_broker)
         # lose-unsynced: the data dirs of the `lazyfs` roles are mounted on clusters.lazyfs
         mountable = any(r.lazyfs and r.data_dirs for r in definition.roles)
         self.lazyfs = wants_lazyfs(config) and mountable
@@ -95,41 +127,91 @@ class DefinedSystem(LeadersFromMetadata):
         return [n.name for n in self.role_nodes.get(role, [])]
 
     def node_named(self, name: str) -> Node | None:
-        for nodes in self.role_nodes.values():
-            for n in nodes:
-                if n.name == name:
-                    return n
+        for n in self._all_nodes():
+            if n.name == name:
+                return n
         return None
+
+    def _all_nodes(self) -> list[Node]:
+        return [*(n for nodes in self.role_nodes.values() for n in nodes), *self.spares]
+
+    def _role_members(self, role: RoleDef) -> list[Node]:
+        """The role's nodes in id order (the broker role's spares after its first nodes)."""
+        members = list(self.role_nodes[role.name])
+        return [*members, *self.spares] if role.name == self.definition.brokers else members
 
     @property
     def broker_daemon(self) -> str:
         return self.definition.brokers
 
+    # --- broker identity: what the system advertises ------------------------------------------
+
+    def defined_node_id(self, node: Node) -> int:
+        """The node id the definition gives the node (`{node_id}`: its role's `node_id` + index)."""
+        role = self.role_of(node)
+        index = [n.name for n in self._role_members(role)].index(node.name)
+        return role.node_id + index
+
+    def broker_endpoint(self, node: Node) -> str:
+        return f"{node.address}:{self.definition.broker_role.port}"
+
     def broker_id(self, node: Node) -> int:
-        """Kafka's broker id (`broker.id` / `node.id`) of the broker on `node` (1..N, in node order)."""
-        return broker_id_of(self.brokers, node)
+        """The broker id the cluster's Metadata lists at the node's address and port (what the
+        system advertises), else the id the definition gives it."""
+        endpoint = self.broker_endpoint(node)
+        for broker_id, advertised in self.metadata.endpoints.items():
+            if advertised == endpoint:
+                return broker_id
+        return self.defined_node_id(node)
 
     def node_of_broker(self, broker_id: int) -> str | None:
-        return node_of_broker_id(self.brokers, broker_id)
+        """The node whose address and port the broker advertises in Metadata; a broker not seen
+        yet: the node the definition gives that id; None when no node is either."""
+        advertised = self.metadata.endpoints.get(broker_id)
+        nodes = [*self.brokers, *self.spares]
+        if advertised is not None:
+            return next((n.name for n in nodes if self.broker_endpoint(n) == advertised), None)
+        claimed = set(self.metadata.endpoints.values())  # nodes known by another id already
+        unseen = [n for n in nodes if self.broker_endpoint(n) not in claimed]
+        return next((n.name for n in unseen if self.defined_node_id(n) == broker_id), None)
 
     def bootstrap_servers(self) -> list[str]:
-        port = self.definition.broker_role.port
-        return [f"{b.address}:{port}" for b in self.brokers]
+        return [self.broker_endpoint(b) for b in self.brokers]
+
+    def _metadata_servers(self) -> list[str]:
+        """Every broker node, spares included: a broker the member fault added answers too."""
+        return [self.broker_endpoint(b) for b in [*self.brokers, *self.spares]]
+
+    def controller(self) -> str | None:
+        """The active controller: Metadata's controller id, or KRaft's quorum leader
+        (DescribeQuorum asked of the controller role) when the definition says so."""
+        found = self.definition.controller
+        if found.kind != "describe-quorum":
+            return self.metadata.controller()
+        role = self.definition.role(found.role)
+        port = role.ports[found.port] if found.port else role.port
+        nodes = self.role_nodes[role.name]
+        leader = quorum_leader([f"{n.address}:{port}" for n in nodes])
+        return next((n.name for n in nodes if self.defined_node_id(n) == leader), None)
+
+    # --- template values --------------------------------------------------------------------
 
     def values(self, node: Node) -> dict[str, str]:
         """Every template value for `node` (docs/systems.md lists them)."""
         role = self.role_of(node)
         out = config_values(self.config)
         for r in self.definition.roles:
-            members = [(i, n.address) for i, n in enumerate(self.role_nodes[r.name], start=1)]
+            members = [(r.node_id + i, n.address) for i, n in enumerate(self.role_nodes[r.name])]
             out.update(role_values(r, members))
         out.update(own_role_values(role, out))
-        index = [n.name for n in self.role_nodes[role.name]].index(node.name) + 1
+        index = [n.name for n in self._role_members(role)].index(node.name) + 1
         home = self.home(node)
+        java = f"{self.config.java_home.rstrip('/')}/bin/java" if self.config.java_home else "java"
         out.update(
             {
                 "id": str(index),
                 "index": str(index - 1),
+                "node_id": str(self.defined_node_id(node)),
                 "name": node.name,
                 "address": node.address,
                 "home": home,
@@ -137,8 +219,16 @@ class DefinedSystem(LeadersFromMetadata):
                 "python": self.python,
                 "clock_file": self._clock_path(node),
                 "bootstrap": ",".join(self.bootstrap_servers()),
+                "java": java,
             }
         )
+        for name, installed in self.installed.items():
+            out.update(
+                software.kind(name).values(self.config, installed, self._software_path(node, installed))
+            )
+        spare = node.name in {n.name for n in self.spares}
+        for name, template in role.values.items():
+            out[f"values.{name}"] = render(role.spare_values.get(name, template) if spare else template, out)
         return out
 
     def log_files(self, node: Node) -> list[str]:
@@ -157,6 +247,10 @@ class DefinedSystem(LeadersFromMetadata):
     def replica_logs_unavailable(self) -> str | None:
         role = self.definition.broker_role
         if role.data_format == "kafka" and role.data_dirs:
+            for name, installed in self.installed.items():
+                why = software.kind(name).unreadable_segments(installed)
+                if why:
+                    return f"the replica-log checks were not available for this system: {why}; the history checks decide alone"
             return None
         return (
             f"the replica-log checks were not available for this system: the data dirs of its "
@@ -171,15 +265,74 @@ class DefinedSystem(LeadersFromMetadata):
     def _clock_path(self, node: Node) -> str:
         return f"{self.home(node)}/clock"
 
+    # --- software ---------------------------------------------------------------------------
+
+    def refusal(self) -> str | None:
+        """Why this test cannot run on this system, asked before anything is created: a setting
+        the definition never reads, or what the software's release cannot do."""
+        used = {p for role in self.definition.roles for p in role_placeholders(role)}
+        for key in OWN_BROKER_SETTINGS:
+            value, default = getattr(self.config, key), _default(key)
+            if value != default and f"config.{key}" not in used and not self._software_reads(key):
+                hint = " (Kafka's releases play that role: --kafka-version)" if key == "variant" else ""
+                return (
+                    f"{key} = {value} cannot apply to {self.definition.name}: its definition "
+                    f"({self.definition.path.name}) never reads {{config.{key}}}{hint}"
+                )
+        for spec in self.definition.software:
+            why = software.kind(spec.name).refusal(self.config, spec, self.definition)
+            if why:
+                return why
+        return None
+
+    def _software_reads(self, key: str) -> bool:
+        return any(key in software.SETTINGS_READ.get(s.name, ()) for s in self.definition.software)
+
+    def prepare(self, progress: software.Progress | None = None) -> None:
+        """Refuse what cannot run (BadInput) and fetch the software the definition runs, on the
+        controller, before any node exists (a first fetch of Kafka takes a while: `progress`)."""
+        why = self.refusal()
+        if why:
+            raise BadInput(why)
+        for spec in self.definition.software:
+            if spec.name not in self.installed:
+                self.installed[spec.name] = software.kind(spec.name).fetch(self.config, progress)
+
+    def _software_path(self, node: Node, installed: software.Installed) -> str:
+        """Where the software is on the node: the image's place, the controller's folder itself
+        (netns nodes share the controller's files), or a copy under the node's home."""
+        if installed.folder is None:
+            return installed.node_path
+        if self.config.backend == "netns":
+            return str(installed.folder)
+        return f"{self.home(node)}/software/{installed.name}-{installed.version}"
+
+    def _install_software(self, node: Node) -> None:
+        used = role_placeholders(self.role_of(node))
+        for name, installed in self.installed.items():
+            if installed.folder is None or self.config.backend == "netns":
+                continue
+            if not any(p.startswith(f"{name}.") for p in used):
+                continue
+            dest = self._software_path(node, installed)
+            if node.exec(["test", "-e", f"{dest}/{software.MARKER}"], check=False).ok:
+                continue
+            node.exec(["mkdir", "-p", str(Path(dest).parent)])
+            node.upload(str(installed.folder), dest)
+            node.exec(["touch", f"{dest}/{software.MARKER}"])
+
     # --- Lifecycle ----------------------------------------------------------------------------
 
     def setup(self) -> None:
         """Roles in the file's order: install and start a role's nodes together, wait until they
         are ready, then the next role (a broker may need its storage or coordinator first)."""
+        self.prepare()
         for role in self.definition.roles:
             nodes = self.role_nodes[role.name]
             for node in nodes:
                 self.install(node)
+            if role.faketime and nodes:
+                self._prove_clock(nodes[0])
             for node in nodes:
                 self._start(node)
             deadline = time.monotonic() + role.ready.timeout
@@ -190,6 +343,7 @@ class DefinedSystem(LeadersFromMetadata):
         role, values = self.role_of(node), self.values(node)
         dirs = [f"{self.home(node)}/logs", *(render(d, values) for d in role.data_dirs)]
         node.exec(["mkdir", "-p", *dirs])
+        self._install_software(node)
         for upload in role.upload:
             dest = render(upload.dest, values)
             node.exec(["mkdir", "-p", str(Path(dest).parent)])
@@ -203,13 +357,7 @@ class DefinedSystem(LeadersFromMetadata):
         mounts = self._lazyfs_mounts(node)
         for daemon, data_dir, backing, sock, log_path in mounts:
             lazyfs_mount.mount(node, self.python, daemon, backing, data_dir, sock, log_path)
-        for command in role.install:
-            done = node.exec(["sh", "-c", render(command, values)], timeout=300, check=False)
-            if not done.ok:
-                raise InfrastructureError(
-                    f"{node.name}: install command of role {role.name} failed "
-                    f"(exit {done.exit_code}): {render(command, values)}: {done.stderr.strip()[-500:]}"
-                )
+        self._run_install_commands(node)
         for _daemon, data_dir, _backing, sock, _log in mounts:  # what install wrote survives a drop
             synced = node.exec(lazyfs.ctl_argv(self.python, sock, "sync"), timeout=60, check=False)
             if not synced.ok:
@@ -235,14 +383,39 @@ class DefinedSystem(LeadersFromMetadata):
         """Control sockets of the lazyfs mounts under this node's data dirs (empty: not on lazyfs)."""
         return [sock for _daemon, _dir, _backing, sock, _log in self._lazyfs_mounts(node)]
 
+    def _prove_clock(self, node: Node) -> None:
+        """A JVM role under the faketime preload, in a test with clock faults: prove on its first
+        node, before it starts, that the JVM follows the clock file. Refused (exit 2) when the
+        test names a clock fault; `--nemesis all` leaves the fault out (no clock file then)."""
+        wanted = clock_faults_wanted(self.config)
+        if wanted is None:
+            return
+        role, values = self.role_of(node), self.values(node)
+        command = render(role.start, values) if isinstance(role.start, str) else render(role.start[0], values)
+        if not jvm_clock.is_java(command):
+            return
+        env = {**faketime_env(self._clock_path(node), preload_library(node)), **self._role_env(node)}
+        why = jvm_clock.refusal(node, shlex.split(command)[0], env, f"{self.home(node)}/clock-proof")
+        if why is None:
+            log.info("%s: the JVM of role %s follows the faketime clock file", node.name, role.name)
+            return
+        if wanted == "named":
+            raise BadInput(f"clock cannot run against {self.definition.name}: {why}")
+        log.warning("--nemesis all leaves clock faults out: %s", why)
+        self.clock_refused = why
+
+    def _role_env(self, node: Node) -> dict[str, str]:
+        values = self.values(node)
+        return {k: render(v, values) for k, v in self.role_of(node).env.items()}
+
     def _start(self, node: Node) -> int:
         role, values = self.role_of(node), self.values(node)
         if isinstance(role.start, str):
             argv = ["sh", "-c", f"exec {render(role.start, values)}"]
         else:
             argv = [render(a, values) for a in role.start]
-        env = {k: render(v, values) for k, v in role.env.items()}
-        if role.faketime:
+        env = self._role_env(node)
+        if role.faketime and wants_clock(self.config):
             env = {**faketime_env(self._clock_path(node), preload_library(node)), **env}
         log.info("%s: starting %s: %s", node.name, role.name, shlex.join(argv))
         return node.start_daemon(role.name, argv, env=env, log_path=self._daemon_log(node))
@@ -292,11 +465,11 @@ class DefinedSystem(LeadersFromMetadata):
             command = render(role.ready.command, self.values(node))
             done = node.exec(["sh", "-c", command], timeout=30, check=False)
             return None if done.ok else f"ready command exited {done.exit_code}"
-        wanted = range(1, len(self.brokers) + 1) if everyone else [self._broker_id_or_none(node)]
-        return node_answers(node.address, role.port, [w for w in wanted if w is not None])
-
-    def _broker_id_or_none(self, node: Node) -> int | None:
-        return self.broker_id(node) if node in self.brokers else None
+        brokers = {n.name for n in [*self.brokers, *self.spares]}
+        if node.name not in brokers:  # a role of its own answering Kafka's protocol
+            return node_answers(node.address, role.port, [])
+        wanted = self.bootstrap_servers() if everyone else [self.broker_endpoint(node)]
+        return node_answers(node.address, role.port, wanted)
 
     def _log_tail(self, node: Node) -> str:
         return log_tail(node, self._daemon_log(node), LOG_TAIL_LINES)
@@ -306,8 +479,28 @@ class DefinedSystem(LeadersFromMetadata):
     def kill(self, node: Node) -> None:
         node.signal_daemon(self.role_of(node).name, signal.SIGKILL)
 
+    def _run_install_commands(self, node: Node) -> None:
+        role, values = self.role_of(node), self.values(node)
+        for command in role.install:
+            done = node.exec(["sh", "-c", render(command, values)], timeout=300, check=False)
+            if not done.ok:
+                raise InfrastructureError(
+                    f"{node.name}: install command of role {role.name} failed "
+                    f"(exit {done.exit_code}): {render(command, values)}: {done.stderr.strip()[-500:]}"
+                )
+
+    def _has_empty_data_dir(self, node: Node) -> bool:
+        values = self.values(node)
+        dirs = [render(d, values) for d in self.role_of(node).data_dirs]
+        script = 'for d in "$@"; do [ -z "$(ls -A "$d" 2>/dev/null)" ] && exit 0; done; exit 1'
+        return bool(dirs) and node.exec(["sh", "-c", script, "sh", *dirs], check=False).ok
+
     def start(self, node: Node, *, wait_ready: bool = False) -> None:
         if node.daemon_pid(self.role_of(node).name) is None:
+            if self.role_of(node).install and self._has_empty_data_dir(node):
+                # a wiped (replaced) disk: prepared again as an operator would (Kafka: formatted)
+                log.info("%s: a data dir is empty: running the install commands again", node.name)
+                self._run_install_commands(node)
             self._start(node)
         if wait_ready:
             self.wait_ready(node)
@@ -354,8 +547,13 @@ class _SkewsClocks:
     """The broker role runs under the faketime preload: the clock nemesis writes this file."""
 
     def clock_file(self: DefinedSystem, node: Node) -> str:  # type: ignore[misc]
-        """The libfaketime offset file of a role started under the faketime preload ("" if none)."""
-        return f"{self.home(node)}/clock" if self.role_of(node).faketime else ""
+        """The libfaketime offset file of a role started under the faketime preload ("" if none: the
+        role does not declare `faketime`, the test has no clock fault, or its JVM did not follow
+        the clock file: `_prove_clock`)."""
+        if self.clock_refused:
+            return ""
+        skews = self.role_of(node).faketime and wants_clock(self.config)
+        return f"{self.home(node)}/clock" if skews else ""
 
 
 class _NamesZookeeper:
@@ -372,6 +570,7 @@ def defined_system(
     nodes: dict[str, list[Node]],
     *,
     python: Callable[[], str],
+    spares: Sequence[Node] = (),
 ) -> DefinedSystem:
     """The system, with the capabilities its definition gives (clock skew, a ZooKeeper role)."""
     bases: list[type] = []
@@ -379,6 +578,8 @@ def defined_system(
         bases.append(_SkewsClocks)
     if ZOOKEEPER_ROLE in nodes:
         bases.append(_NamesZookeeper)
+    if definition.membership == "reassign":
+        bases.append(ReassignsPartitions)
     cls = type("DefinedSystem", (*bases, DefinedSystem), {}) if bases else DefinedSystem
-    system: DefinedSystem = cls(config, definition, nodes, python=python)
+    system: DefinedSystem = cls(config, definition, nodes, python=python, spares=spares)
     return system

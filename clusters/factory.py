@@ -19,7 +19,7 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +56,13 @@ class Network(Protocol):
 
 
 @runtime_checkable
+class Prepares(Protocol):
+    """A system that refuses what it cannot run and fetches its software before nodes exist."""
+
+    def prepare(self, progress: Callable[[str], None] | None = None) -> None: ...
+
+
+@runtime_checkable
 class InstallsPython(Protocol):
     """A remote backend that installs the project's Python on its nodes (None until it has)."""
 
@@ -73,9 +80,12 @@ def broker_node_names(config: TestConfig) -> list[str]:
 
 
 def spare_node_names(config: TestConfig) -> list[str]:
-    """Nodes that run no broker at the start; the membership fault adds them (own system only)."""
+    """Nodes that run no broker at the start; the membership fault adds them (the own system, and
+    a definition whose brokers can join and leave: `membership = "reassign"`)."""
     if config.system != "own":
-        return []
+        definition = _definition(config)
+        if definition is None or definition.membership == "none":
+            return []
     return [f"n{i}" for i in range(config.nodes + 1, config.nodes + max(0, config.spare_nodes) + 1)]
 
 
@@ -88,6 +98,8 @@ class Cluster:
     network: Network
     sut: Any
     timings: dict[str, float] = field(default_factory=dict, init=False)  # nodes_s, up_s, down_s
+    # Where a first fetch of the system's software reports how far it got (a person watches it).
+    progress: Callable[[str], None] | None = field(default=None, init=False)
 
     @property
     def nodes(self) -> list[Node]:
@@ -130,6 +142,8 @@ class Cluster:
         if cleaned:
             log.warning("removed leftovers of crashed clusters: %s", ", ".join(cleaned))
         started = time.monotonic()
+        if isinstance(self.sut, Prepares):  # refusals and fetches before any node exists
+            self.sut.prepare(self.progress)
         try:
             self.network.create(
                 {"system": self.config.system, "config": self.config.to_json(), "name": self.name}
@@ -229,11 +243,8 @@ def _sut(config: TestConfig, network: Network) -> Any:
         def nodes_python() -> str:  # remote backends know their nodes' Python once they installed it
             return _nodes_python(network) or sys.executable
 
-        return defined_system(config, definition, nodes, python=nodes_python)
-    if config.system == "kafka":
-        from clusters.kafka import KafkaSystem
-
-        return KafkaSystem(config, [network.nodes[n] for n in broker_node_names(config)])
+        spares = [network.nodes[n] for n in spare_node_names(config)]
+        return defined_system(config, definition, nodes, python=nodes_python, spares=spares)
     if config.system == "own":
         brokers = [network.nodes[n] for n in broker_node_names(config)]
         spares = [network.nodes[n] for n in spare_node_names(config)]
@@ -249,7 +260,8 @@ def _node_names(config: TestConfig) -> list[str]:
     if definition is not None:
         names = definition.node_names(definition.broker_role, config)
         others = [r for r in definition.roles if r.name != definition.brokers]
-        return [*names, *(n for r in others for n in definition.node_names(r, config))]
+        spares = spare_node_names(config)
+        return [*names, *spares, *(n for r in others for n in definition.node_names(r, config))]
     brokers = broker_node_names(config)
     return [ZOOKEEPER_NODE, *brokers, *spare_node_names(config)] if config.system == "own" else brokers
 

@@ -15,6 +15,11 @@ same epoch, the leader's own (the leader keeps the ISR). The requests are encode
 decoded with kafka-python's protocol classes (generated from Kafka's message schemas). A node's
 own readiness is asked of that node alone (`node_answers`), and so is the coordinator of
 a group or transactional id (`coordinator_of`, for the nemesis's role targets).
+
+Brokers are known by what they advertise: every answer's broker list (id, host, port) is kept in
+`endpoints`, so a system maps ids to its nodes by advertised host and port, whatever ids the
+system gives its brokers. KRaft's active controller is the leader of the metadata quorum, which
+DescribeQuorum names (`quorum_leader`); Metadata's controller id is only some live broker there.
 """
 
 from __future__ import annotations
@@ -52,6 +57,12 @@ class KafkaMetadata:
         self.bootstrap = bootstrap
         self.node_of_broker = node_of_broker
         self.deadline = deadline
+        # broker id -> "host:port" it advertised in the last answer that listed it
+        self.endpoints: dict[int, str] = {}
+
+    def _learn(self, answer: dict[str, Any]) -> None:
+        for b in answer.get("brokers") or []:
+            self.endpoints[int(b["node_id"])] = f"{b['host']}:{b['port']}"
 
     def close(self) -> None:
         """Nothing stays open between questions (kept for the systems' close())."""
@@ -69,6 +80,8 @@ class KafkaMetadata:
         while True:
             answered, why = _ask_every(list(self.bootstrap()))
             if answered:
+                for _address, answer in reversed(answered):  # the first answer's view wins
+                    self._learn(answer)
                 return answered
             left = limit - time.monotonic()
             if left <= 0:
@@ -126,6 +139,7 @@ class KafkaMetadata:
                 "leader": self.node_of_broker(leader) if leader >= 0 else None,
                 "leader_epoch": epoch,
                 "isr": [self.node_of_broker(int(b)) or str(b) for b in p.get("isr_nodes") or []],
+                "replicas": [self.node_of_broker(int(b)) or str(b) for b in p.get("replica_nodes") or []],
             }
         return result
 
@@ -159,15 +173,19 @@ class LeadersFromMetadata:
 # --- one question to every broker ----------------------------------------------------------------
 
 
-def _ask_every(addresses: list[str]) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, str]]:
-    """Metadata of each address, asked at once: the answers that arrived until GRACE_S after the
-    first (first arrival first), and why each other address gave none (so far)."""
+def _ask_every(
+    addresses: list[str], ask: Callable[..., dict[str, Any]] | None = None
+) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, str]]:
+    """Metadata (or `ask(host, port, timeout=...)`) of each address, asked at once: the answers
+    that arrived until GRACE_S after the first (first arrival first), and why each other address
+    gave none (so far)."""
     arrivals: queue.Queue[tuple[str, dict[str, Any] | None, str]] = queue.Queue()
+    question = ask or metadata_of
 
     def one(address: str) -> None:
         host, _, port = address.rpartition(":")
         try:
-            arrivals.put((address, metadata_of(host, int(port), timeout=ANSWER_TIMEOUT_S), ""))
+            arrivals.put((address, question(host, int(port), timeout=ANSWER_TIMEOUT_S), ""))
         except NO_ANSWER as e:
             arrivals.put((address, None, f"{type(e).__name__} {e}"))
 
@@ -293,12 +311,55 @@ def _read(sock: socket.socket, n: int) -> bytes:
     return bytes(data)
 
 
-def node_answers(address: str, port: int, brokers: Sequence[int], timeout: float = 5.0) -> str | None:
-    """Does the broker at address:port answer ApiVersions and list every broker in `brokers` in its
-    Metadata? None when it does, else what is missing (asked of that one broker, no other)."""
+def node_answers(address: str, port: int, brokers: Sequence[str], timeout: float = 5.0) -> str | None:
+    """Does the broker at address:port answer ApiVersions and list a broker advertising each of
+    `brokers` (host:port) in its Metadata? None when it does, else what is missing (asked of that
+    one broker, no other)."""
     try:
-        listed = {int(b["node_id"]) for b in metadata_of(address, port, timeout, topics=False)["brokers"]}
+        listed = metadata_of(address, port, timeout, topics=False)["brokers"]
     except NO_ANSWER as e:
         return f"{address}:{port} does not answer ApiVersions and Metadata ({type(e).__name__} {e})"
-    missing = sorted(set(brokers) - listed)
-    return f"{address}:{port} lists no broker {missing} in its metadata" if missing else None
+    advertised = {f"{b['host']}:{b['port']}" for b in listed}
+    missing = [b for b in brokers if b not in advertised]
+    if not missing:
+        return None
+    said = ", ".join(f"{b['node_id']} at {b['host']}:{b['port']}" for b in listed) or "none"
+    return f"{address}:{port} lists no broker at {', '.join(missing)} in its metadata (it lists {said})"
+
+
+def quorum_leader(addresses: Sequence[str], deadline: float = ASK_DEADLINE_S) -> int | None:
+    """The node id of the KRaft metadata quorum's leader (the active controller), as DescribeQuorum
+    asked of every controller at `addresses` at once answers it; the highest leader epoch wins (a
+    cut-off voter may still name an old leader). None when no controller answered in time or none
+    knows a leader."""
+    limit = time.monotonic() + deadline
+    pause = FIRST_PAUSE_S
+    while True:
+        answered, _why = _ask_every(list(addresses), _describe_quorum)
+        best: tuple[int, int] | None = None
+        for _address, answer in answered:
+            for topic in answer.get("topics") or []:
+                for p in topic.get("partitions") or []:
+                    if p.get("error_code") or int(p.get("leader_id", -1)) < 0:
+                        continue
+                    seen = (int(p.get("leader_epoch", -1)), int(p["leader_id"]))
+                    best = seen if best is None or seen > best else best
+        if best is not None:
+            return best[1]
+        if time.monotonic() >= limit:
+            return None
+        time.sleep(pause)
+        pause = min(pause * 2, LAST_PAUSE_S)
+
+
+def _describe_quorum(host: str, port: int, timeout: float = ANSWER_TIMEOUT_S) -> dict[str, Any]:
+    from kafka.protocol.admin import DescribeQuorumRequest, DescribeQuorumResponse
+
+    topic = DescribeQuorumRequest.TopicData
+    request = DescribeQuorumRequest(
+        topics=[topic(topic_name="__cluster_metadata", partitions=[topic.PartitionData(partition_index=0)])]
+    )
+    answer = _ask(host, port, request, DescribeQuorumResponse, timeout, "DescribeQuorum")
+    if answer.get("error_code"):
+        raise ConnectionError(f"DescribeQuorum error code {answer['error_code']}")
+    return answer

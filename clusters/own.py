@@ -2,9 +2,10 @@
 
 Works on any backend through the Node protocol only: files are written locally and uploaded,
 processes are started with `start_daemon`, everything else is `exec`. ZooKeeper runs on a node of
-its own so that the nemesis can partition brokers from it. Brokers start with libfaketime
-preloaded, reading their clock offset from a per-node file (`clock_file(node)`) that the clock
-nemesis rewrites; monotonic clocks stay real so timeouts and timed waits keep working.
+its own so that the nemesis can partition brokers from it. When the test has clock faults
+(`wants_clock`), brokers start with libfaketime preloaded, reading their clock offset from a
+per-node file (`clock_file(node)`) that the clock nemesis rewrites; monotonic clocks stay real so
+timeouts and timed waits keep working.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from clusters.broker_ids import broker_id_of, node_of_broker_id
 from clusters.node import CarriesFaketime, Node, node_home
 from clusters.own_membership import OwnMembership
 from clusters.ports import port_open
-from foundation.config import TestConfig
+from foundation.config import TestConfig, fault_names
 from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
@@ -66,10 +67,26 @@ def faketime_env(clock_file: str, library: str | None = None) -> dict[str, str]:
     }
 
 
+# The faults that move a broker's wall clock (nemesis.packages.clockskew; `skew` is an alias).
+CLOCK_FAULTS = frozenset({"clock", "clock-bump", "clock-strobe", "clock-reset", "skew"})
+
+
+def wants_clock(config: TestConfig) -> bool:
+    """Does this test skew clocks (`--nemesis all` may)? Only then do brokers run under libfaketime.
+
+    The preload is not free: with FAKETIME_NO_CACHE it re-reads the offset file on every wall-clock
+    read and on every timed condition wait, including each wait of Python's GIL, and it reads it
+    while holding the GIL's mutex. A broker thread preempted in that read holds up every thread of
+    the broker; on a busy machine fault-free runs stalled for seconds (docs/workloads.md, "Rate").
+    """
+    names = fault_names(config)
+    return bool(names & (CLOCK_FAULTS | {"all"})) or any(s.get("do") in CLOCK_FAULTS for s in config.schedule)
+
+
 def wants_lazyfs(config: TestConfig) -> bool:
     """Does this test ask for the power-loss fault (data dirs must then sit on lazyfs)?"""
     # Fault specs may carry qualifiers and groups: "lose-unsynced:all", "kill+power-loss".
-    names = {part.split(":", 1)[0].strip() for spec in config.nemesis for part in spec.split("+")}
+    names = fault_names(config)
     if "all" in names and config.backend == "netns":  # `--nemesis all` takes power loss where it can
         return True
     return bool(names & {LOSE_UNSYNCED, "disk", "power-loss"}) or any(
@@ -79,7 +96,7 @@ def wants_lazyfs(config: TestConfig) -> bool:
 
 def refuse_lazyfs_off_netns(config: TestConfig, backend: str) -> None:
     """Only netns nodes put data dirs on FUSE: say so before a power-loss test starts elsewhere."""
-    if (config.system == "own" or config.system.endswith(".toml")) and wants_lazyfs(config):
+    if (config.system in ("own", "kafka") or config.system.endswith(".toml")) and wants_lazyfs(config):
         raise BadInput(
             f"the power-loss fault (lose-unsynced) needs the netns backend: data dirs on FUSE are "
             f"not set up on the {backend} backend"
@@ -192,6 +209,7 @@ class OwnSystem(OwnMembership):
         self.python = python
         self.ready_timeout = ready_timeout
         self.lazyfs = wants_lazyfs(config)
+        self.skews_clocks = wants_clock(config)
         self._stale_sessions: dict[int, int | None] = {}  # broker id -> session of its last process
         self._zk: Any = None  # a kazoo client, connected on first use
         self._zk_lock = threading.Lock()
@@ -223,8 +241,9 @@ class OwnSystem(OwnMembership):
         return [f"{b.address}:{BROKER_PORT}" for b in self.initial_brokers]
 
     def clock_file(self, node: Node) -> str:
-        """The file holding this broker's clock offset (libfaketime syntax, e.g. "+30s")."""
-        return self.layout(node).clock_file
+        """The file holding this broker's clock offset (libfaketime syntax, e.g. "+30s"); "" when
+        the test has no clock fault, so its brokers run without libfaketime."""
+        return self.layout(node).clock_file if self.skews_clocks else ""
 
     # --- Lifecycle ----------------------------------------------------------------------------
 
@@ -373,11 +392,10 @@ class OwnSystem(OwnMembership):
                 self._stale_sessions[broker_id] = self._registration_owner(broker_id)
             except InfrastructureError as e:  # unreachable: readiness is then port + registration
                 log.debug("registration of broker %d unknown before start: %s", broker_id, e)
-        # A node whose libfaketime lives elsewhere than the controller's (docker, ssh) names it.
-        env = {
-            **faketime_env(lay.clock_file, preload_library(node)),
-            "PYTHONUNBUFFERED": "1",
-        }
+        env = {"PYTHONUNBUFFERED": "1"}
+        if self.skews_clocks:
+            # A node whose libfaketime lives elsewhere than the controller's (docker, ssh) names it.
+            env.update(faketime_env(lay.clock_file, preload_library(node)))
         return node.start_daemon(
             BROKER, broker_command(self.python, lay.config_path), env=env, log_path=lay.log_path
         )

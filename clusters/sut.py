@@ -185,6 +185,14 @@ class MayLackReplicaLogs(Protocol):
 
 
 @runtime_checkable
+class RefusesTests(Protocol):
+    def refusal(self) -> str | None:
+        """Why this system cannot run this test (a setting it never reads, a release that lacks a
+        feature), asked before anything is created; None when it can."""
+        ...
+
+
+@runtime_checkable
 class HasRoles(Protocol):
     """A system of several roles (a definition file's): faults aim at one (`kill:role=storage`)."""
 

@@ -8,10 +8,12 @@ and what is wrong (BadInput, exit 2).
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import os
 import re
 import signal
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +31,21 @@ PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 BROKERS_DEFAULT = "broker"
 
-TOP_KEYS = ("name", "description", "brokers", "roles")
+TOP_KEYS = ("name", "description", "brokers", "roles", "software", "controller", "membership")
 ROLE_KEYS = (
     "count", "port", "ports", "node_prefix", "files", "upload", "install", "start", "env", "ready",
     "logs", "data_dirs", "data_format", "stop_signal", "stop_timeout", "pause", "faketime", "lazyfs",
+    "node_id", "values", "spare_values",
 )  # fmt: skip
+SOFTWARE_KEYS = ("versions",)
+CONTROLLER_KEYS = ("kind", "role", "port")
+CONTROLLER_KINDS = ("metadata", "describe-quorum")
+MEMBERSHIP_KINDS = ("none", "reassign")
+# Software strandline fetches on the controller and puts on the nodes (clusters/software.py), with
+# the template values each offers as `{NAME.VALUE}`.
+SOFTWARE_VALUES: dict[str, tuple[str, ...]] = {
+    "kafka": ("home", "classpath", "version", "format_features"),
+}
 FILE_KEYS = ("path", "content")
 UPLOAD_KEYS = ("source", "dest")
 READY_KEYS = ("kind", "command", "timeout")
@@ -79,14 +91,37 @@ class RoleDef:
     pause: str = "auto"
     faketime: bool = False
     lazyfs: bool = False  # data dirs on the lazy-fsync filesystem when a test asks for lose-unsynced
+    node_id: int = 1  # the first node's id (`{node_id}`, `{quorum}`); the next nodes count on
+    values: dict[str, str] = field(default_factory=dict)  # `{values.NAME}`: the definition's own
+    spare_values: dict[str, str] = field(default_factory=dict)  # ... on a node the member fault adds
+
+
+@dataclass(frozen=True)
+class SoftwareDef:
+    """Software a definition runs (`[software.kafka]`): fetched on the controller, put on the nodes."""
+
+    name: str
+    versions: str = ""  # a PEP 440 specifier of the releases the definition runs ("" : any)
+
+
+@dataclass(frozen=True)
+class ControllerDef:
+    """How the cluster's active controller is found (the `controller` target of faults)."""
+
+    kind: str = "metadata"  # Metadata's controller id | describe-quorum: KRaft's quorum leader
+    role: str = ""  # whose nodes answer (default: the broker role)
+    port: str = ""  # which named port of that role (default: its port)
 
 
 @dataclass(frozen=True)
 class SystemDefinition:
     path: Path
     name: str
-    brokers: str  # the role clients connect to (its nodes are n1..nN, broker ids 1..N)
+    brokers: str  # the role clients connect to (its nodes are n1..nN)
     roles: tuple[RoleDef, ...]  # in the file's order: roles start in this order
+    software: tuple[SoftwareDef, ...] = ()
+    controller: ControllerDef = ControllerDef()
+    membership: str = "none"  # reassign: brokers join and leave, partitions move (Admin API)
 
     def role(self, name: str) -> RoleDef:
         for r in self.roles:
@@ -115,8 +150,29 @@ class SystemDefinition:
         return [f"{role.node_prefix}{i}" for i in range(1, n + 1)]
 
 
+SYSTEMS_DIR = Path(__file__).resolve().parents[1] / "systems"
+# `--system NAME` for a definition shipped in systems/ (the own broker keeps its Python system).
+SHIPPED = {"kafka": "kafka-kraft.toml"}
+
+
 def is_definition(system: str) -> bool:
-    return system.endswith(".toml")
+    return system.endswith(".toml") or system in SHIPPED
+
+
+def definition_path(system: str) -> Path:
+    """The file a `--system` value names (a shipped name, or the path itself)."""
+    return SYSTEMS_DIR / SHIPPED[system] if system in SHIPPED else Path(system)
+
+
+def new_cluster_id(seed_bytes: bytes | None = None) -> str:
+    """A KRaft cluster id: 16 bytes, URL-safe base64 without padding (what kafka-storage.sh makes),
+    never starting with "-" (a command line would read it as an option: Kafka's own ids avoid it)."""
+    raw = seed_bytes[:16].ljust(16, b"\0") if seed_bytes is not None else uuid.uuid4().bytes
+    while True:
+        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+        raw = uuid.uuid4().bytes
 
 
 # --- template values ---------------------------------------------------------------------------
@@ -140,10 +196,12 @@ def config_values(config: TestConfig) -> dict[str, str]:
     return out
 
 
-def value_names(definition_roles: Sequence[RoleDef], role: RoleDef) -> set[str]:
+def value_names(definition_roles: Sequence[RoleDef], role: RoleDef, software: Sequence[str] = ()) -> set[str]:
     """Every template value a template of `role` may use (docs/systems.md lists them)."""
     names = {"id", "index", "name", "address", "home", "port", "count", "peers", "addresses", "quorum"}
-    names |= {"cluster_id", "python", "clock_file", "bootstrap"}
+    names |= {"cluster_id", "python", "clock_file", "bootstrap", "node_id", "java"}
+    names |= {f"values.{v}" for v in role.values}
+    names |= {f"{s}.{v}" for s in software for v in SOFTWARE_VALUES[s]}
     names |= {f"config.{f.name}" for f in dataclasses.fields(TestConfig)}
     for p in role.ports:
         names |= {f"ports.{p}", f"peers.{p}", f"quorum.{p}"}
@@ -156,7 +214,8 @@ def value_names(definition_roles: Sequence[RoleDef], role: RoleDef) -> set[str]:
 
 
 def role_values(role: RoleDef, nodes: Sequence[tuple[int, str]]) -> dict[str, str]:
-    """The values a role shows to every template: its servers, addresses, quorum, count, ports."""
+    """The values a role shows to every template: its servers, addresses, quorum, count, ports
+    (`nodes`: each node's id and address)."""
     q = role.name
     out = {
         f"{q}.servers": ",".join(f"{a}:{role.port}" for _, a in nodes),
@@ -262,8 +321,9 @@ class _Reader:
 
 
 def load(path: str | Path) -> SystemDefinition:
-    """Read and check a definition file (templates are checked against the values that exist)."""
-    p = Path(path)
+    """Read and check a definition file (templates are checked against the values that exist);
+    a shipped name (`kafka`) reads its file in systems/."""
+    p = definition_path(str(path))
     return parse(read_toml(p, "system definition"), p)
 
 
@@ -287,11 +347,56 @@ def parse(raw: Mapping[str, Any], path: Path) -> SystemDefinition:
                     f"{role.node_prefix!r} is taken by role {other!r}: set another",
                 )
             prefixes[role.node_prefix] = role.name
+    software = _software(r, top.get("software", {}))
     for role in roles:
-        _check_templates(r, roles, role)
+        _check_templates(r, roles, role, [s.name for s in software])
     name = r.string("name", top.get("name", path.stem))
     r.string("description", top.get("description", ""))
-    return SystemDefinition(path=path.resolve(), name=name, brokers=brokers, roles=roles)
+    return SystemDefinition(
+        path=path.resolve(),
+        name=name,
+        brokers=brokers,
+        roles=roles,
+        software=software,
+        controller=_controller(r, top.get("controller", "metadata"), roles, brokers),
+        membership=r.choice("membership", top.get("membership", "none"), MEMBERSHIP_KINDS),
+    )
+
+
+def _software(r: _Reader, value: Any) -> tuple[SoftwareDef, ...]:
+    out = []
+    for name, spec in r.table("software", value, tuple(SOFTWARE_VALUES)).items():
+        t = r.table(f"software.{name}", spec, SOFTWARE_KEYS)
+        versions = r.string(f"software.{name}.versions", t.get("versions", ""))
+        if versions:
+            from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+            try:
+                SpecifierSet(versions)
+            except InvalidSpecifier:
+                raise r.fail(
+                    f"software.{name}.versions", f"not a version range such as '>=3.3': {versions!r}"
+                ) from None
+        out.append(SoftwareDef(name, versions))
+    return tuple(out)
+
+
+def _controller(r: _Reader, value: Any, roles: Sequence[RoleDef], brokers: str) -> ControllerDef:
+    if isinstance(value, str):
+        value = {"kind": value}
+    t = r.table("controller", value, CONTROLLER_KEYS)
+    kind = r.choice("controller.kind", t.get("kind", "metadata"), CONTROLLER_KINDS)
+    role_name = r.string("controller.role", t.get("role", brokers))
+    role = next((x for x in roles if x.name == role_name), None)
+    if role is None:
+        raise r.fail("controller.role", f"no role {role_name!r} (roles: {', '.join(x.name for x in roles)})")
+    port = r.string("controller.port", t.get("port", ""))
+    if port and port not in role.ports:
+        raise r.fail(
+            "controller.port",
+            f"role {role_name!r} has no port named {port!r} (ports: {', '.join(role.ports) or 'none'})",
+        )
+    return ControllerDef(kind, role_name, port)
 
 
 def _role(r: _Reader, name: str, value: Any, brokers: str) -> RoleDef:
@@ -367,7 +472,16 @@ def _role(r: _Reader, name: str, value: Any, brokers: str) -> RoleDef:
         pause=r.choice(f"{key}.pause", t.get("pause", "auto"), PAUSE_KINDS),
         faketime=_boolean(r, f"{key}.faketime", t.get("faketime", False)),
         lazyfs=_boolean(r, f"{key}.lazyfs", t.get("lazyfs", name == brokers)),
+        node_id=r.integer(f"{key}.node_id", t.get("node_id", 1), 0),
+        values=_string_table(r, f"{key}.values", t.get("values", {})),
+        spare_values=_string_table(r, f"{key}.spare_values", t.get("spare_values", {})),
     )
+
+
+def _string_table(r: _Reader, key: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise r.fail(key, f"expected a table of strings, got {value!r}")
+    return {str(k): r.string(f"{key}.{k}", v) for k, v in value.items()}
 
 
 def _tables(
@@ -407,8 +521,14 @@ def role_placeholders(role: RoleDef) -> set[str]:
     return {name for _where, template in _templates(role) for name in placeholders(template)}
 
 
-def _check_templates(r: _Reader, roles: Sequence[RoleDef], role: RoleDef) -> None:
-    known = value_names(roles, role)
+def _check_templates(r: _Reader, roles: Sequence[RoleDef], role: RoleDef, software: Sequence[str]) -> None:
+    known = value_names(roles, role, software)
+    unknown_spare = sorted(set(role.spare_values) - set(role.values))
+    if unknown_spare:
+        raise r.fail(
+            f"roles.{role.name}.spare_values.{unknown_spare[0]}",
+            "not in the role's values: a spare value replaces one of them",
+        )
     for where, template in _templates(role):
         for name in placeholders(template):
             if name not in known:
@@ -428,4 +548,6 @@ def _templates(role: RoleDef) -> list[tuple[str, str]]:
     templates += [(f"{key}.env.{k}", v) for k, v in role.env.items()]
     templates += [(f"{key}.ready.command", role.ready.command)]
     templates += [(f"{key}.logs", s) for s in role.logs] + [(f"{key}.data_dirs", s) for s in role.data_dirs]
+    templates += [(f"{key}.values.{k}", v) for k, v in role.values.items()]
+    templates += [(f"{key}.spare_values.{k}", v) for k, v in role.spare_values.items()]
     return templates

@@ -123,9 +123,15 @@ class TestConfig:
     drain_timeout: float = 60.0
     # How long to wait for the cluster to recover after healing.
     recover_timeout: float = 60.0
-    # Apache Kafka: a tarball path or URL (netns, ssh) or an image (docker).
+    # Apache Kafka (`--system kafka`, a definition with [software.kafka]): the release, fetched
+    # from Maven Central on first use ("": the default release, clusters/kafka_release.py), or a
+    # distribution tarball (a path or an http(s) URL) or, on docker, an image with it in /opt/kafka.
+    kafka_version: str = ""
     kafka_tarball: str = ""
     kafka_image: str = ""
+    # The JDK a defined system's `{java}` runs ("": the `java` on the nodes' PATH), e.g. a newer
+    # one for a release that needs it: /usr/lib/jvm/temurin-25-jdk-amd64.
+    java_home: str = ""
     # docker backend: an image of your own for the nodes (default: the cached strandline-node image).
     docker_image: str = ""
     # ssh backend: the real hosts, one per node.
@@ -244,10 +250,16 @@ def validate(raw: Mapping[str, Any]) -> TestConfig:
 MEMBERSHIP_FAULT = "member"
 
 
+def fault_names(config: TestConfig) -> set[str]:
+    """The fault kinds `nemesis` names, without qualifiers or groups ("kill:leader", "partition+clock")."""
+    return {part.split(":", 1)[0].strip() for spec in config.nemesis for part in spec.split("+")}
+
+
 def wants_membership(config: TestConfig) -> bool:
     """Does this test ask for the membership fault (so a spare broker node by default)?"""
-    names = {part.split(":", 1)[0].strip() for spec in config.nemesis for part in spec.split("+")}
-    return MEMBERSHIP_FAULT in names or any(s.get("do") == MEMBERSHIP_FAULT for s in config.schedule)
+    return MEMBERSHIP_FAULT in fault_names(config) or any(
+        s.get("do") == MEMBERSHIP_FAULT for s in config.schedule
+    )
 
 
 def _check_ranges(c: TestConfig) -> None:

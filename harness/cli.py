@@ -118,6 +118,12 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--unclean-election", action="store_const", const=True, help="unclean.leader.election.enable=true"
     )
+    g.add_argument(
+        "--kafka-version",
+        metavar="V",
+        help="the Apache Kafka release of --system kafka (fetched from Maven Central on first use; "
+        "default: the newest that starts on Java 17)",
+    )
 
 
 def add_checker_flag(p: argparse.ArgumentParser, text: str) -> None:
@@ -324,9 +330,10 @@ def build_parser() -> _Parser:
         "  checker   `strandline check` timed whole on a generated run of --ops operations, without and\n"
         "            with its Parquet form, beside DuckDB and the reference checker, then a small run's\n"
         "            first and second check: wall time, ops/s, peak memory, breakdown\n"
-        "  workload  the queue workload at an unlimited rate on 3 own brokers (RF 3): acknowledged\n"
-        "            sends/s and all operations/s, counted from the history (docs/workloads.md)\n"
-        "  broker    raw pipelined acks=all produce throughput on the same cluster: the ceiling\n"
+        "  workload  `strandline run --client confluent-kafka --concurrency 100 --rate 100000\n"
+        "            --time-limit 30 --checker reference` in a fresh process, --runs times: acknowledged\n"
+        "            sends/s and stall windows from each run's history, phases and CPU as a breakdown\n"
+        "  broker    raw pipelined acks=all produce throughput on 3 local own brokers (RF 3): a ceiling\n"
         "  explore   the simulator: seeds that find each known loss, time to find, safe schedules\n"
         "examples:\n"
         "  strandline bench checker --ops 10000000\n"
@@ -336,7 +343,10 @@ def build_parser() -> _Parser:
     p.add_argument("target", choices=("checker", "broker", "workload", "explore"))
     p.add_argument("--ops", type=int, default=1_000_000, metavar="N", help="operations (checker bench)")
     p.add_argument("--checker", choices=CHECKERS, default=None)
-    p.add_argument("--keep", metavar="DIR", help="checker bench: keep the generated run directory here")
+    p.add_argument(
+        "--keep", metavar="DIR", help="checker and workload benches: keep the run directories here"
+    )
+    p.add_argument("--runs", type=int, default=None, metavar="N", help="workload bench: runs (default 3)")
     p.add_argument("--schedules", type=int, default=10_000, metavar="N", help="explore bench: safe schedules")
     p.add_argument("--budget", type=float, default=600.0, metavar="S", help="explore bench: seconds per part")
     p.add_argument("--no-duckdb", action="store_true", help="checker bench: skip the DuckDB comparison")
@@ -367,6 +377,19 @@ def build_parser() -> _Parser:
         help="checker bench: operations of the small run checked twice in one process (default 2000)",
     )
     p.add_argument("--no-small", action="store_true", help="checker bench: skip the small run")
+
+    p = sub.add_parser(
+        "kafka",
+        help="Apache Kafka releases: fetch one from Maven Central into the cache",
+        epilog="examples:\n"
+        "  strandline kafka fetch 4.4.0      # prints the folder holding the release's libs/\n"
+        "  strandline kafka fetch 0.11.0.3   # old releases too (ZooKeeper mode: systems/kafka-zk.toml)\n"
+        "exit codes: 0 fetched (or already there), 2 no such release (the nearest are named), "
+        "4 Maven Central unreachable.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("action", choices=("fetch",))
+    p.add_argument("version", metavar="VERSION")
 
     p = sub.add_parser(
         "demo",

@@ -20,6 +20,12 @@ log = logging.getLogger(__name__)
 
 def refusal(config: TestConfig, sut: Any, work_dir: Path, state_dir: Path | None) -> str | None:
     """Why this test cannot run here, in one line, or None when every fault it asks for can."""
+    from clusters.sut import RefusesTests
+
+    if isinstance(sut, RefusesTests):  # what the system (a release of Kafka, say) cannot run
+        why = sut.refusal()
+        if why:
+            return why
     if not (config.nemesis or config.schedule):
         return None
     from clusters.factory import probe_node

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  zookeeper default-jre-headless   # metadata store of the own broker
+  zookeeper default-jre-headless   # metadata store of the own broker; Java for Apache Kafka
+  maven                            # Apache Kafka releases from Maven Central (clusters/maven.py)
   iproute2 iptables nftables       # network namespaces, partitions, packet loss
   kcat                             # a fourth Kafka client for broker compatibility
   openssh-server                   # ssh backend, tested against sshd in namespaces

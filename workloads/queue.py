@@ -65,6 +65,8 @@ MAX_SCHEDULE_DEBT_S = 1.0
 MAX_CRASHABLE_WORKERS = 32
 # A group member commits its consumed positions this often (the libraries' auto-commit: 5 s).
 AUTO_COMMIT_INTERVAL_S = 1.0
+# How long the slots of one process wait for each other to prepare before the first operation.
+PREPARE_TIMEOUT_S = 10.0
 
 
 def records_json(records: list[Record]) -> list[dict[str, Any]]:
@@ -114,21 +116,51 @@ class Slot:
         self.process = self._new_process()
         # Where this slot's reads of each partition got to: `seek: position` resumes there.
         self.read_up_to: dict[TopicPartition, int] = {}
+        self._first: Op | None = None  # the first operation, planned by `prepare`
 
     def _new_process(self) -> int:
         return self.journal.new_process()
 
-    def run(self, stop: threading.Event) -> None:
+    def run(
+        self,
+        stop: threading.Event,
+        start: threading.Barrier | None = None,
+        opened: Callable[[], bool] | None = None,
+    ) -> None:
+        """Run until `stop`; with `start`, prepare first and begin when every slot of it has;
+        with `opened`, then wait for the load phase (False: it never began)."""
         try:
+            if start is not None:
+                self.prepare(stop)
+                try:
+                    start.wait()
+                except threading.BrokenBarrierError:  # a slot took too long, or the load stopped
+                    pass
+            if opened is not None and not opened():
+                return
             self._run(stop)
         except JournalClosed as e:  # the controller is gone: no operation may start
             log.warning("slot %d stops: %s", self.gen.slot, e)
         finally:
             self.close()
 
+    def prepare(self, stop: threading.Event) -> None:
+        """Make the clients the first operation needs, and let its consumer ask the partitions it
+        will assign for their ends (bootstrap, metadata, connections), before the first invocation:
+        a hundred clients starting up inside their first operations held the first sends for seconds."""
+        op = self._first = self.gen.next_op()
+        if not self._ensure_clients(op, stop) or self.consumer is None or not op.partitions:
+            return
+        try:
+            self.consumer.end_offsets(list(op.partitions), PREPARE_TIMEOUT_S)
+        except Exception as e:  # the first operation meets the problem and journals it
+            log.info("slot %d: its consumer did not reach the cluster yet: %s", self.gen.slot, e)
+
     def _run(self, stop: threading.Event) -> None:
         next_at = time.monotonic()
-        op: Op | None = None
+        op, self._first = self._first, None
+        if op is not None:  # planned by `prepare`: the generator's draws stay in the same order
+            next_at += self.gen.next_delay(self.rate)
         while not stop.is_set():
             if op is None:
                 op = self.gen.next_op()
@@ -423,11 +455,16 @@ def run_workload(
     *,
     shared_producer: bool = True,
     workers: int | None = None,
+    ready: threading.Event | None = None,
+    go: threading.Event | None = None,
 ) -> WorkloadStats:
     """Drive `config.concurrency` client processes at `config.rate` ops/s until `stop_event` is set.
 
     `workers`: how many client worker processes run the slots (default: `default_workers`, see
-    `workloads.workers`); 0 runs them as threads of this process.
+    `workloads.workers`); 0 runs them as threads of this process. With `ready` and `go`, the
+    clients are started (worker processes spawned, producers made) and `ready` is set; no
+    operation starts before `go` is (a run's load phase, and its time limit, begin with the load,
+    not with the seconds a loaded machine takes to start Python processes).
     """
     driver = make_driver(config, bootstrap)  # bad settings fail here, before any process starts
     stats = WorkloadStats()
@@ -442,11 +479,14 @@ def run_workload(
         progress.attach(stats)
         started_progress = progress.start()
     try:
+        gate = Gate(ready, go, stop_event)
         if count > 0:
-            _run_in_workers(config, bootstrap, history, stats, numbers, stop_event, count, shared_producer)
+            _run_in_workers(
+                config, bootstrap, history, stats, numbers, stop_event, count, shared_producer, gate
+            )
         else:
             _run_in_threads(
-                driver, config, LocalJournal(history, stats, numbers), stop_event, shared_producer
+                driver, config, LocalJournal(history, stats, numbers), stop_event, shared_producer, gate
             )
     finally:
         stop_event.set()
@@ -457,20 +497,53 @@ def run_workload(
     return stats
 
 
+class Gate:
+    """The clients' start line: `started()` once they can run (sets `ready`), `opened()` waits
+    for `go` (True) or a stop (False). Without events it is always open."""
+
+    def __init__(self, ready: threading.Event | None, go: threading.Event | None, stop: threading.Event):
+        self.ready, self.go, self.stop = ready, go, stop
+
+    def started(self) -> None:
+        if self.ready is not None:
+            self.ready.set()
+
+    def opened(self) -> bool:
+        while self.go is not None and not self.go.wait(0.1):
+            if self.stop.is_set():
+                return False
+        return not self.stop.is_set()
+
+
 def _run_in_threads(
-    driver: Driver, config: TestConfig, journal: Journal, stop_event: threading.Event, shared_producer: bool
+    driver: Driver,
+    config: TestConfig,
+    journal: Journal,
+    stop_event: threading.Event,
+    shared_producer: bool,
+    gate: Gate,
 ) -> None:
     shared = make_producer(driver) if shared_producer and config.workload == "queue" else None
     slots = [make_slot(config, gen, driver, journal, shared) for gen in generators(config)]
+    # The slots prepare their first clients together; once every one has (or the barrier broke),
+    # the clients count as started and each waits for the gate before its first operation.
+    start = threading.Barrier(len(slots), timeout=PREPARE_TIMEOUT_S)
+
+    def opened() -> bool:
+        gate.started()
+        return gate.opened()
+
     finished: list[threading.Event] = []
     try:
         for slot in slots:
-            finished.append(_start_thread(functools.partial(slot.run, stop_event), f"client-{slot.gen.slot}"))
+            run = functools.partial(slot.run, stop_event, start, opened)
+            finished.append(_start_thread(run, f"client-{slot.gen.slot}"))
         for done in finished:
             _wait(done)
     finally:
         # Ctrl-C or an error: every slot finishes the operation in flight and journals it.
         stop_event.set()
+        start.abort()
         for done in finished:
             _wait(done)
         if shared is not None:
@@ -486,8 +559,9 @@ def _run_in_workers(
     stop_event: threading.Event,
     count: int,
     shared_producer: bool,
+    gate: Gate,
 ) -> None:
-    pool = WorkerPool(config, bootstrap, history, stats, numbers, count, shared_producer)
+    pool = WorkerPool(config, bootstrap, history, stats, numbers, count, shared_producer, held=True)
     failures: list[BaseException] = []
 
     def journal() -> None:
@@ -495,6 +569,9 @@ def _run_in_workers(
         never interrupt it between writing a line and tracking or acknowledging it."""
         try:
             pool.start(stop_event)
+            gate.started()
+            if gate.opened():
+                pool.release()
             pool.serve(stop_event)
         except BaseException as e:
             log.info("client workers failed: %r", e, exc_info=True)

@@ -59,7 +59,7 @@ class ForwardLogs(logging.Handler):
 def serve(control: Connection, slot_conns: list[Connection]) -> int:
     """Run the slots the controller assigns until it says stop (or disappears)."""
     from history.journal import JournalClosed, RemoteJournal
-    from workloads.queue import generators, make_producer, make_slot
+    from workloads.queue import PREPARE_TIMEOUT_S, generators, make_producer, make_slot
 
     setup: dict[str, Any] = control.recv()
     lock = threading.Lock()
@@ -92,19 +92,48 @@ def serve(control: Connection, slot_conns: list[Connection]) -> int:
         ]
     except JournalClosed:
         return 1
-    with lock:
-        control.send(("ready",))
+    # The slots prepare their first clients together (workloads.queue.Slot.run); the controller
+    # hears "ready" once every one has (or the barrier broke), and they begin at its "go".
+    start = threading.Barrier(len(slots), timeout=PREPARE_TIMEOUT_S) if slots else None
+    ready_sent = threading.Event()
+    go = threading.Event()
+
+    def say_ready() -> None:
+        with lock:
+            if not ready_sent.is_set():
+                control.send(("ready",))
+                ready_sent.set()
+
+    def opened() -> bool:
+        say_ready()
+        while not go.wait(0.1):
+            if stop.is_set():
+                return False
+        return not stop.is_set()
+
+    if not slots:
+        say_ready()
     for slot in slots:
-        t = threading.Thread(target=slot.run, args=(stop,), name=f"client-{slot.gen.slot}", daemon=True)
+        t = threading.Thread(
+            target=slot.run, args=(stop, start, opened), name=f"client-{slot.gen.slot}", daemon=True
+        )
         t.start()
         threads.append(t)
     try:
-        control.recv()  # "stop"
+        if not setup.get("held") or control.recv() == "go":
+            go.set()
+            control.recv()  # "stop"
     except (EOFError, OSError):
         pass  # the controller is gone: stop too
     stop.set()
+    if start is not None:
+        start.abort()
     for t in threads:
         t.join()
+    return _close(shared, slot_conns)
+
+
+def _close(shared: Any, slot_conns: list[Connection]) -> int:
     if shared is not None:
         shared.close()
     for conn in slot_conns:

@@ -1,7 +1,8 @@
 """`strandline bench TARGET`: a thin dispatcher; each target's benchmark lives with its area.
 
-`workload` and `broker` are in `workloads/bench.py`, `checker` in `harness/bench_checker.py` (it times
-the `strandline check` command; its checker parts are in `checkers/bench.py`), `explore` in
+`workload` (the `strandline run` command, end to end) is `harness/bench_workload.py`, `broker` is in
+`workloads/bench.py`, `checker` (the `strandline check` command, end to end) is
+`harness/bench_checker.py` with its checker parts in `checkers/bench.py`, `explore` in
 `explore/bench.py`. Imports are
 lazy so that one area's dependencies (Spark, Kafka clients) load only for its own benchmark.
 """
@@ -14,7 +15,7 @@ import importlib
 from foundation.errors import BadInput
 
 _TARGETS = {
-    "workload": "workloads.bench",
+    "workload": "harness.bench_workload",
     "broker": "workloads.bench",
     "checker": "harness.bench_checker",
     "explore": "explore.bench",

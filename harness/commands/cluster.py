@@ -20,12 +20,15 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from rich.console import Console
+
 from clusters.factory import Cluster, attach_cluster, build_cluster
 from clusters.node import InspectsDaemons, Node, Reattachable
 from clusters.state import cleanup_leftovers, state_dir_default
 from clusters.sut import HasLeaders, HasRoles
 from foundation.config import TestConfig, resolve
 from foundation.errors import BadInput, InfrastructureError
+from harness.fetch_progress import fetch_progress
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,7 @@ CLUSTER_FLAGS = (
     "variant",
     "min_insync",
     "unclean_election",
+    "kafka_version",
 )
 
 
@@ -80,9 +84,8 @@ def up(args: argparse.Namespace, handle: Path) -> int:
     config = resolve(args.config, {k: getattr(args, k, None) for k in CLUSTER_FLAGS})
     work_dir = handle.resolve().parent / ".clusters"
     cluster = build_cluster(config, work_dir)
-    from rich.console import Console
-
     console = Console(stderr=True)
+    cluster.progress = fetch_progress(console)  # a first fetch of Kafka takes a while
     with _sigterm_as_interrupt():
         with console.status(f"bringing up cluster {cluster.name} ({config.backend}, {config.nodes} nodes)"):
             cluster.up()

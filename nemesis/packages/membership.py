@@ -79,7 +79,8 @@ class Membership(Package):
         if not isinstance(ctx.sut, HasMembership):
             raise BadInput(
                 "member needs a system that can add and remove brokers and reassign partitions "
-                f"(the own system in ZooKeeper mode); {type(ctx.sut).__name__} cannot"
+                '(the own system, or a definition with membership = "reassign" such as Kafka\'s); '
+                f"{type(ctx.sut).__name__} cannot"
             )
         action = step.get("action")
         if action is None:

@@ -67,7 +67,10 @@ def image() -> str:
 
 @pytest.fixture(scope="module")
 def cluster(image: str, scratch: Path) -> Iterator[Cluster]:
-    config = TestConfig(backend="docker", nodes=3, partitions=2, replication_factor=3, min_insync=2)
+    # clock: brokers then start under the image's libfaketime (asserted below)
+    config = TestConfig(
+        backend="docker", nodes=3, partitions=2, replication_factor=3, min_insync=2, nemesis=("clock",)
+    )
     state_dir = scratch / "state"
     c = build_cluster(config, scratch / "work", name=f"dk{secrets.token_hex(2)}", state_dir=state_dir)
     started = time.monotonic()
@@ -140,7 +143,7 @@ def test_pause_resume_status_and_collect(cluster: Cluster, scratch: Path) -> Non
     assert not node.daemon_paused(BROKER)
     zk = cluster.zookeeper_node
     assert zk is not None and zk.daemon_names() == [ZOOKEEPER]  # type: ignore[attr-defined]
-    # brokers run with libfaketime preloaded from the image's venv
+    # a test with clock faults runs its brokers with libfaketime preloaded from the image's venv
     pid = node.daemon_pid(BROKER)
     environ = node.exec(["sh", "-c", f"tr '\\0' '\\n' < /proc/{pid}/environ"]).stdout
     assert f"LD_PRELOAD={docker_image.FAKETIME_LIBRARY}" in environ

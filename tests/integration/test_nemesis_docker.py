@@ -33,7 +33,10 @@ def cluster() -> Iterator[Cluster]:
 
     docker_image.ensure_image(ensure_dockerd())
     scratch = Path(tempfile.mkdtemp(prefix="sltest-nemdock-"))
-    config = TestConfig(backend="docker", nodes=3, partitions=1, replication_factor=3, seed=3)
+    # clock: the brokers start under libfaketime, so the clock fault has files to write
+    config = TestConfig(
+        backend="docker", nodes=3, partitions=1, replication_factor=3, seed=3, nemesis=("clock",)
+    )
     c = build_cluster(config, scratch / "work", name=f"nd{secrets.token_hex(2)}", state_dir=scratch / "state")
     c.up()
     try:

@@ -57,3 +57,25 @@ def test_an_epoch_entry_is_an_int_epoch_and_a_long_start_offset(tmp_path: Path) 
     (tmp_path / "ckpt").write_text(f"0\n1\n{2**31} 0\n")
     with pytest.raises(CheckpointError, match="malformed entry"):
         read_epoch_checkpoint(tmp_path / "ckpt")
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_message_format_before_v2_is_reported_not_read_as_empty(tmp_path: Path, magic: int) -> None:
+    """Kafka before 0.11 writes message sets of v0/v1 (0.10.2's default is v1): the reader does not
+    decode them, and says so rather than report a log with no records."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    from checkers.data_dirs import iter_batches
+
+    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=0, batch_size=1 << 20)
+    for offset in range(3):
+        builder.append(offset, timestamp=None if magic == 0 else 1, key=None, value=str(offset).encode())
+    partition = tmp_path / "t0-0"
+    partition.mkdir()
+    (partition / "00000000000000000000.log").write_bytes(bytes(builder.build()))
+    problems: list[str] = []
+    assert list(iter_batches(partition, problems=problems)) == []
+    assert problems == [
+        f"00000000000000000000.log: unsupported message format v{magic} (Kafka before 0.11) at position 0; "
+        "not read from there on"
+    ]

@@ -126,10 +126,14 @@ def test_a_refused_and_a_silent_broker_are_skipped(
     addresses = [f"127.0.0.1:{refusing}", f"127.0.0.1:{hanging}", f"127.0.0.1:{answering.port}"]
     metadata = KafkaMetadata(lambda: addresses, nodes, deadline=10)
     started = time.monotonic()
-    assert metadata.partition_state() == {("t0", 0): {"leader": "n2", "leader_epoch": 7, "isr": ["n2", "n3"]}}
+    assert metadata.partition_state() == {
+        ("t0", 0): {"leader": "n2", "leader_epoch": 7, "isr": ["n2", "n3"], "replicas": ["n1", "n2", "n3"]}
+    }
     assert time.monotonic() - started < 4  # the silent broker's 5 s answer timeout was not waited for
     assert metadata.registered_brokers() == [2, 3]
     assert metadata.controller() == "n3"
+    # what each broker advertised, for the systems to map ids to nodes by address
+    assert metadata.endpoints == {2: f"127.0.0.1:{answering.port}", 3: "127.0.0.1:1"}
 
 
 @pytest.mark.parametrize(
@@ -154,7 +158,7 @@ def test_the_newest_leader_epoch_wins_over_a_live_brokers_old_view(
         for order in (brokers, brokers[::-1]):
             addresses = [f"127.0.0.1:{b.port}" for b in order]
             state = KafkaMetadata(lambda a=addresses: a, nodes, deadline=10).partition_state()  # type: ignore[misc]
-            assert state == {("t0", 0): expected}
+            assert state == {("t0", 0): {**expected, "replicas": ["n1", "n2", "n3"]}}
     finally:
         for b in brokers:
             b.close()
@@ -183,8 +187,11 @@ def test_a_broker_that_comes_back_within_the_deadline_answers(refusing: int) -> 
 def test_node_answers_names_the_brokers_missing_from_its_metadata(
     answering: StandInBroker, refusing: int
 ) -> None:
-    assert node_answers("127.0.0.1", answering.port, [2, 3]) is None
-    assert node_answers("127.0.0.1", answering.port, [1, 2]) == (
-        f"127.0.0.1:{answering.port} lists no broker [1] in its metadata"
+    me = f"127.0.0.1:{answering.port}"
+    assert node_answers("127.0.0.1", answering.port, [me, "127.0.0.1:1"]) is None
+    assert node_answers("127.0.0.1", answering.port, ["10.0.0.1:9092", me]) == (
+        f"{me} lists no broker at 10.0.0.1:9092 in its metadata (it lists 2 at {me}, 3 at 127.0.0.1:1)"
     )
-    assert "does not answer ApiVersions and Metadata" in str(node_answers("127.0.0.1", refusing, [1]))
+    assert "does not answer ApiVersions and Metadata" in str(
+        node_answers("127.0.0.1", refusing, ["127.0.0.1:1"])
+    )

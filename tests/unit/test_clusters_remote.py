@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters import kafka, node_software
+from clusters import node_software, software
 from clusters.docker_backend import extract_single
 from clusters.factory import build_cluster
 from clusters.node import ExecResult
@@ -174,33 +174,44 @@ def test_ssh_missing_files_are_bad_input(tmp_path: Path) -> None:
     check_host_files(SshHost(host="h", known_hosts=str(tmp_path / "nope"), insecure_skip_host_key_check=True))
 
 
-def test_kafka_needs_a_distribution_before_anything_is_created(tmp_path: Path) -> None:
-    with pytest.raises(BadInput, match="needs kafka_tarball"):
-        build_cluster(TestConfig(system="kafka"), tmp_path, state_dir=tmp_path / "state")
+def test_kafka_tarball_that_is_missing_or_not_kafka_is_refused_before_any_node(tmp_path: Path) -> None:
+    cluster = build_cluster(
+        TestConfig(system="kafka", kafka_tarball=str(tmp_path / "kafka.tgz")),
+        tmp_path,
+        state_dir=tmp_path / "s",
+    )
     with pytest.raises(BadInput, match="no file"):
-        build_cluster(
-            TestConfig(system="kafka", kafka_tarball=str(tmp_path / "kafka.tgz")),
-            tmp_path,
-            state_dir=tmp_path / "s",
-        )
-    assert not (tmp_path / "state").exists() and not (tmp_path / "s").exists()
-    kafka.check_source(TestConfig(system="kafka", backend="docker", kafka_image="apache/kafka:3.9.0"))
-    kafka.check_source(TestConfig(system="kafka", kafka_tarball="https://example.invalid/kafka.tgz"))
+        cluster.up()
+    not_kafka = tmp_path / "other.tgz"
+    with tarfile.open(not_kafka, "w:gz") as tar:
+        info = tarfile.TarInfo("other/README")
+        tar.addfile(info, io.BytesIO(b""))
+    with pytest.raises(BadInput, match="holds no libs/"):
+        software.unpacked_tarball(str(not_kafka))
+    assert not (tmp_path / "s").exists() or not list((tmp_path / "s").glob("*.json"))
 
 
-def test_kafka_layout_from_an_image_uses_its_distribution() -> None:
-    class N:
-        name, address, home = "n1", "10.77.1.11", "/var/lib/strandline/n1"
-
+def test_kafka_from_an_image_uses_its_distribution_and_fetches_nothing() -> None:
     config = TestConfig(system="kafka", backend="docker", kafka_image="apache/kafka:3.9.0")
-    lay = kafka.KafkaSystem(config, [N()]).layout(N())  # type: ignore[list-item]
-    assert lay.install_dir == kafka.IMAGE_INSTALL_DIR and lay.data_dir == "/var/lib/strandline/n1/data"
+    installed = software.kind("kafka").fetch(config, None)
+    assert (installed.folder, installed.node_path, installed.version) == (None, "/opt/kafka", "3.9.0")
 
 
-def test_kafka_tarball_url_is_downloaded_once(tmp_path: Path) -> None:
+def _distribution(version: str) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo(f"kafka_2.13-{version}/libs/kafka_2.13-{version}.jar")
+        tar.addfile(info, io.BytesIO(b""))
+    return buffer.getvalue()
+
+
+def test_kafka_tarball_url_is_downloaded_and_unpacked_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STRANDLINE_CACHE", str(tmp_path / "cache"))
     served = tmp_path / "www"
     served.mkdir()
-    (served / "kafka_2.13-9.9.tgz").write_bytes(b"distribution")
+    (served / "kafka_2.13-9.9.0.tgz").write_bytes(_distribution("9.9.0"))
     hits: list[str] = []
 
     class Handler(http.server.SimpleHTTPRequestHandler):
@@ -213,15 +224,15 @@ def test_kafka_tarball_url_is_downloaded_once(tmp_path: Path) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/kafka_2.13-9.9.tgz"
-        first = kafka.fetch_tarball(url, cache=tmp_path / "cache")
-        second = kafka.fetch_tarball(url, cache=tmp_path / "cache")
-        assert (
-            first == second and first.read_bytes() == b"distribution" and first.name == "kafka_2.13-9.9.tgz"
-        )
+        url = f"http://127.0.0.1:{server.server_address[1]}/kafka_2.13-9.9.0.tgz"
+        config = TestConfig(system="kafka", kafka_tarball=url)
+        first = software.kind("kafka").fetch(config, None)
+        second = software.kind("kafka").fetch(config, None)
+        assert first == second and first.version == "9.9.0" and first.folder is not None
+        assert (first.folder / "libs" / "kafka_2.13-9.9.0.jar").exists()
         assert len(hits) == 1
         with pytest.raises(BadInput, match="cannot download"):
-            kafka.fetch_tarball(url.replace("9.9", "0.0"), cache=tmp_path / "cache")
+            software.unpacked_tarball(url.replace("9.9.0", "0.0.0"))
     finally:
         server.shutdown()
         server.server_close()

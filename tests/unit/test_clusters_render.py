@@ -9,9 +9,21 @@ import pytest
 
 from clusters.factory import build_cluster, default_cluster_name
 from clusters.netns import NetnsNetwork
-from clusters.own import broker_command, broker_layout, faketime_env, render_broker_properties, wants_lazyfs
+from clusters.own import (
+    CLOCK_FAULTS,
+    OwnSystem,
+    broker_command,
+    broker_layout,
+    faketime_env,
+    render_broker_properties,
+    wants_clock,
+    wants_lazyfs,
+)
 from foundation.config import TestConfig, validate
 from foundation.errors import BadInput, InfrastructureError
+from nemesis.packages import ALIASES, PACKAGES
+from nemesis.packages.clockskew import Clock
+from tests.support.nemesis_fakes import FakeNode
 
 
 def parse(text: str) -> dict[str, str]:
@@ -111,3 +123,51 @@ def test_a_cluster_is_described_before_it_exists(tmp_path: Path) -> None:
 )
 def test_data_dirs_go_on_lazyfs_only_for_the_power_loss_fault(raw: dict[str, object], wanted: bool) -> None:
     assert wants_lazyfs(validate(raw)) is wanted
+
+
+@pytest.mark.parametrize(
+    "raw,wanted",
+    [
+        ({}, False),
+        ({"nemesis": "kill,pause,partition,loss"}, False),
+        ({"nemesis": "clock"}, True),
+        ({"nemesis": "kill+clock-strobe:leader"}, True),
+        ({"nemesis": "skew"}, True),
+        ({"nemesis": "all"}, True),
+        ({"schedule": [{"do": "clock-bump", "target": "one", "offset": "+30s"}]}, True),
+        ({"schedule": [{"do": "kill", "target": "one"}]}, False),
+    ],
+)
+def test_brokers_run_under_libfaketime_only_for_clock_faults(raw: dict[str, object], wanted: bool) -> None:
+    assert wants_clock(validate(raw)) is wanted
+
+
+def test_every_clock_fault_is_known_to_the_system() -> None:
+    clock_packages = {name for name, package in PACKAGES.items() if isinstance(package, Clock)}
+    clock_aliases = {alias for alias, name in ALIASES.items() if name in clock_packages}
+    assert clock_packages and clock_packages | clock_aliases == CLOCK_FAULTS
+
+
+class _StartingNode(FakeNode):
+    """Keeps the environment each daemon was started with."""
+
+    started: dict[str, dict[str, str]]
+
+    def start_daemon(
+        self, name: str, argv: list[str], *, env: dict[str, str] | None = None, log_path: str
+    ) -> int:
+        self.started = {**getattr(self, "started", {}), name: dict(env or {})}
+        return 1
+
+
+@pytest.mark.parametrize("nemesis,preloaded", [((), False), (("kill", "clock"), True)])
+def test_a_broker_preloads_libfaketime_only_when_its_clock_may_be_skewed(
+    nemesis: tuple[str, ...], preloaded: bool
+) -> None:
+    node = _StartingNode("n1", "10.77.9.11")
+    own = OwnSystem(TestConfig(nemesis=nemesis), [node], FakeNode("zk", "10.77.9.10"))
+    own._start_broker(node, fresh=True)
+    env = node.started["broker"]
+    assert ("LD_PRELOAD" in env) is preloaded and env["PYTHONUNBUFFERED"] == "1"
+    # without the preload the clock fault has no file to write, so it refuses instead of doing nothing
+    assert bool(own.clock_file(node)) is preloaded

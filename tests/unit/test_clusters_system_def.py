@@ -133,27 +133,36 @@ def test_config_accepts_a_definition_path_and_keeps_it_absolute(tmp_path: Path) 
         validate({"system": "redpanda"})
 
 
-@pytest.mark.parametrize("name", ["own.toml", "kafka-kraft.toml"])
-def test_shipped_definitions_parse_and_every_template_renders(
-    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    tarball = tmp_path / "kafka.tgz"
-    tarball.write_bytes(b"")
-    monkeypatch.setenv("STRANDLINE_KAFKA_TARBALL", str(tarball))
+@pytest.mark.parametrize("name", ["own.toml", "kafka-kraft.toml", "kafka-kraft-split.toml", "kafka-zk.toml"])
+def test_shipped_definitions_parse_and_every_template_renders(name: str) -> None:
+    from clusters.defined import defined_system
+    from clusters.factory import spare_node_names
+    from clusters.software import Installed
+    from tests.support.nemesis_fakes import FakeNode
+
     d = system_def.load(REPO / "systems" / name)
-    config = validate({"nodes": 3, "seed": 1})
-    for role in d.roles:
-        members = [(i + 1, f"10.0.0.{i + 1}") for i in range(d.count(role, config))]
-        values = system_def.config_values(config)
-        for r in d.roles:
-            values.update(
-                system_def.role_values(r, [(i + 1, f"10.0.1.{i}") for i in range(d.count(r, config))])
-            )
-        values.update(system_def.own_role_values(role, values))
-        values.update({"id": "1", "index": "0", "name": "n1", "address": members[0][1], "home": "/h",
-                       "cluster_id": "c", "python": "python3", "clock_file": "/h/clock", "bootstrap": "b"})  # fmt: skip
+    config = validate({"nodes": 3, "seed": 1, "nemesis": "member", "system": str(REPO / "systems" / name)})
+    nodes = {
+        r.name: [FakeNode(n, f"10.0.{i}.{j}") for j, n in enumerate(d.node_names(r, config))]
+        for i, r in enumerate(d.roles)
+    }
+    spares = [FakeNode(n, "10.0.9.1") for n in spare_node_names(config)]
+    assert len(spares) == (0 if d.membership == "none" else 1)
+    sut = defined_system(config, d, nodes, python=lambda: "python3", spares=spares)
+    for s in d.software:
+        sut.installed[s.name] = Installed(s.name, "4.4.0" if "zk" not in name else "3.9.1", Path("/k"))
+    for node in [*(n for ns in nodes.values() for n in ns), *spares]:
+        role, values = sut.role_of(node), sut.values(node)
         rendered = [system_def.render(f.content, values) for f in role.files]
-        assert all("{" not in text or "{{" in f.content for text, f in zip(rendered, role.files, strict=True))
+        rendered += [system_def.render(c, values) for c in role.install]
+        assert all("{" not in text or "{{" in text for text in rendered), rendered
+        if "kafka" in name and role.name == d.brokers:
+            properties = next(text for text in rendered if "listeners=" in text)
+            assert f"advertised.listeners=PLAINTEXT://{node.address}:9092" in properties
+            if "kraft" in name:  # combined mode: the spare joins as a broker only, not a voter
+                assert ("process.roles=broker\n" in properties) == (node in spares or "split" in name)
+            else:
+                assert f"broker.id={sut.defined_node_id(node)}" in properties
 
 
 @pytest.mark.parametrize("settings", [{}, {"log_flush_interval_messages": 1, "eligible_leader_replicas": True,
@@ -179,3 +188,35 @@ def test_own_toml_gives_the_broker_every_setting_system_own_does(settings: dict[
     assert BrokerConfig.from_properties(from_file) == BrokerConfig.from_properties(
         {**built_in, "auto.create.topics.enable": "false"}
     )
+
+
+@pytest.mark.parametrize(
+    ("system", "settings", "refusal"),
+    [
+        ("kafka", {"kafka_version": "3.2.3"}, "Kafka 3.2.3 cannot run as kafka-kraft.toml: it runs releases >=3.3"),
+        ("kafka-zk.toml", {"kafka_version": "4.0.0"}, "Kafka 4.0.0 cannot run as kafka-zk.toml: it runs releases <4.0"),
+        ("kafka", {"variant": "high-watermark"}, "variant = high-watermark cannot apply to kafka-kraft"),
+        ("kafka", {"kafka_version": "3.9.1", "eligible_leader_replicas": True}, "Kafka 3.9.1 has no eligible"),
+        ("kafka-zk.toml", {"kafka_version": "2.0.1", "nemesis": "member"}, "Kafka 2.0.1 cannot reassign"),
+        ("kafka", {"kafka_version": "3.9.1", "workload": "txn"}, "Kafka 3.9.1 has no transaction.version 2"),
+        ("kafka", {"kafka_version": "4.4"}, "not a Kafka release number"),
+        ("kafka", {"kafka_version": "3.9.1", "workload": "txn", "transaction_version": 1}, None),
+        ("kafka-zk.toml", {"kafka_version": "0.11.0.3", "nemesis": "kill"}, None),
+    ],
+)  # fmt: skip
+def test_what_a_release_cannot_run_is_refused_before_anything_exists(
+    system: str, settings: dict[str, Any], refusal: str | None
+) -> None:
+    from clusters.defined import defined_system
+    from tests.support.nemesis_fakes import FakeNode
+
+    path = system if system == "kafka" else str(REPO / "systems" / system)
+    config = validate({"system": path, "seed": 1, **settings})
+    d = system_def.load(path)
+    nodes = {r.name: [FakeNode(n, "10.0.0.1") for n in d.node_names(r, config)] for r in d.roles}
+    sut = defined_system(config, d, nodes, python=lambda: "python3")
+    try:
+        why = sut.refusal()
+    except BadInput as e:
+        why = str(e)
+    assert (why is None) if refusal is None else (refusal in str(why)), why

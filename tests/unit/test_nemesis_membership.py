@@ -185,6 +185,7 @@ def test_a_system_that_cannot_reassign_is_refused() -> None:
     why = system_refusal(resolve(None, {"nemesis": "member:add"}), KillOnly())
     assert why == (
         "fault 'member': member needs a system that can add and remove brokers and reassign "
-        "partitions (the own system in ZooKeeper mode); KillOnly cannot"
+        'partitions (the own system, or a definition with membership = "reassign" such as Kafka\'s); '
+        "KillOnly cannot"
     )
     check_config(resolve(None, {"nemesis": "member"}))  # with a spare node, every change can happen

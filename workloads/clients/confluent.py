@@ -42,6 +42,10 @@ from foundation.config import TestConfig
 from workloads.clients import base
 
 log = logging.getLogger(__name__)
+# librdkafka's own log lines (`%3|...|FAIL|rdkafka#producer-1| ... Connect to ... failed`) go to
+# this logger, so to harness.log, instead of the process's stderr: hundreds of them during kills.
+# (A client serves them from its poll/flush calls, in the thread that polls.)
+LIBRDKAFKA_LOG = logging.getLogger("confluent_kafka.librdkafka")
 
 # A workload's consumers fetch ahead this much per partition: a poll takes at most
 # workloads.queue.MAX_POLL_RECORDS, and whatever librdkafka fetches ahead the brokers serve and the
@@ -51,6 +55,10 @@ PREFETCH_BYTES = 8 * 1024
 # The final drain's consumers read whole partitions as fast as they can.
 BULK_PREFETCH_MESSAGES = 1000
 BULK_PREFETCH_BYTES = 64 * 1024
+# Once a partition's queue holds queued.min.messages, librdkafka fetches it again only after this
+# (its default: 1 s). The drain empties its queue in milliseconds and then waited out the rest of the
+# second with an empty poll: half of a 30 s run's drain.
+BULK_FETCH_QUEUE_BACKOFF_MS = 10
 # Local errors reported for messages that never left the client.
 NEVER_SENT_ERRORS = frozenset({KafkaError._PURGE_QUEUE})
 
@@ -87,6 +95,7 @@ def producer_settings(config: TestConfig, bootstrap: list[str]) -> dict[str, Any
         "topic.metadata.refresh.interval.ms": 10000,
         "max.in.flight.requests.per.connection": 5,
         "error_cb": _log_error,
+        "logger": LIBRDKAFKA_LOG,
     }
 
 
@@ -295,6 +304,7 @@ def _consumer(
                 "reconnect.backoff.max.ms": 1000,
                 "topic.metadata.refresh.interval.ms": 10000,
                 "error_cb": _log_error,
+                "logger": LIBRDKAFKA_LOG,
                 **(extra or {}),
             }
         )
@@ -320,6 +330,7 @@ class ConfluentConsumer(base.ConsumerEnds):
         ahead = {
             "queued.min.messages": BULK_PREFETCH_MESSAGES,
             "max.partition.fetch.bytes": BULK_PREFETCH_BYTES,
+            "fetch.queue.backoff.ms": BULK_FETCH_QUEUE_BACKOFF_MS,
         }
         super().__init__(
             config,
