@@ -59,7 +59,8 @@ ENGINES = ("reference", "spark")
 AUTO_SPARK_BYTES = 512 * 1024 * 1024
 
 # Filled in by each check, for `strandline bench checker`: seconds per part (Spark's: convert,
-# spark_start, check, stats, replicas; the reference's: check, stats, replicas; both: results).
+# spark_start, check, stats, power, replicas, evidence; the reference's: check, stats, evidence, power,
+# replicas; both: results).
 last_timings: dict[str, float] = {}
 
 

@@ -13,7 +13,8 @@ process: the first check pays for Spark's start, the second is what a campaign's
 
 Prints each one's wall time and ops/s, the process tree's CPU time, the driver's and the tree's
 peak memory and the load average, and under each total its breakdown (start and exit of the process,
-conversion, Spark's start, the rules, the statistics, the replica logs, results.json, the report).
+conversion, Spark's start, the rules, the statistics, the verdict power, the replica logs, the
+evidence, results.json, the report).
 Exit 1 unless the checker found exactly what was planted and Spark's results.json equals the
 reference's (but for `checker`). No figure comes from a cache a user would not have: the Parquet
 form is removed before the first check, and the class archive of Spark's JVM is the machine's own.
@@ -50,6 +51,7 @@ PARTS = (
     ("spark_start", "Spark start"),
     ("check", "rules"),
     ("stats", "statistics"),
+    ("power", "verdict power"),
     ("replicas", "replica logs"),
     ("evidence", "evidence"),
     ("results", "verdict and results.json"),

@@ -58,6 +58,7 @@ def test_every_registered_anomaly_is_planted() -> None:
     assert {a.name for a in ANOMALIES} <= set(PLANTERS)
 
 
+@pytest.mark.slow  # 69 s at load 10; test_checkers_spark_engine's agreement tests plant them in CI
 @settings(FEW, max_examples=2)
 @given(seed=st.integers(0, 10_000))
 def test_each_planted_anomaly_is_found_alike_by_both_engines(
