@@ -353,7 +353,9 @@ def parse(raw: Mapping[str, Any], path: Path) -> SystemDefinition:
     r = _Reader(path)
     top = r.table("", dict(raw), TOP_KEYS)
     roles_raw = top.get("roles")
-    if not isinstance(roles_raw, dict) or not roles_raw:
+    if roles_raw is not None and not isinstance(roles_raw, dict):
+        raise r.fail("roles", f"expected a table of roles ([roles.broker] ...), got {roles_raw!r}")
+    if not roles_raw:
         raise r.fail("roles", "missing: at least one role ([roles.broker] ...)")
     brokers = r.string("brokers", top.get("brokers", BROKERS_DEFAULT))
     if brokers not in roles_raw:

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from rich.console import Console
 
 from foundation import run_files
-from foundation.config import TestConfig
+from foundation.config import TestConfig, check_local_files
 from foundation.errors import (
     EXIT_BAD_INPUT,
     EXIT_INFRASTRUCTURE,
@@ -250,6 +250,7 @@ def precheck(config: TestConfig) -> None:
 
     if system_def.is_definition(config.system):
         system_def.load(config.system)
+    check_local_files(config)
     check_config(config)
 
 

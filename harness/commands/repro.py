@@ -17,12 +17,15 @@ def main(args: argparse.Namespace) -> int:
     if args.list or not args.scenario:
         if not args.list:
             raise BadInput("name a scenario (see `strandline repro --list`)")
-        for s in SCENARIOS.values():
+        listed = [scenario(args.scenario)] if args.scenario else list(SCENARIOS.values())
+        width = max(len(s.name) for s in listed)  # the story and settings start where the summary does
+        indent = " " * (width + 1)
+        for s in listed:
             unsafe = ", ".join(f"{k}={v}" for k, v in s.unsafe.items())
             safe = ", ".join(f"{k}={v}" for k, v in s.safe.items())
-            story = textwrap.fill(s.story, width=100, initial_indent=" " * 23, subsequent_indent=" " * 23)
+            story = textwrap.fill(s.story, width=100, initial_indent=indent, subsequent_indent=indent)
             print(
-                f"{s.name:<22} {s.summary}\n{story}\n{'':<22} unsafe: {unsafe} (invalid) · safe: {safe} (valid)"
+                f"{s.name:<{width}} {s.summary}\n{story}\n{indent}unsafe: {unsafe} (invalid) · safe: {safe} (valid)"
             )
         return EXIT_VALID
     s = scenario(args.scenario)
