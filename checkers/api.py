@@ -18,6 +18,7 @@ from typing import Any
 
 from checkers.catalogue import EngineResult
 from checkers.damage import attribute, damaged_replicas
+from checkers.power import Asked, Tally, evaluate
 from checkers.refusals import describe as describe_refusal
 from checkers.refusals import refusals
 from checkers.replica_logs import (
@@ -41,6 +42,7 @@ from foundation.run_files import (
     RESULTS,
     TEST_JSON,
 )
+from history.faults import FaultWindow
 from history.format import NEMESIS_PROCESS
 from history.reader import iter_ops
 
@@ -70,6 +72,8 @@ class EngineRun:
     replicas: ReplicaFindings | None
     nemesis: Iterable[dict[str, Any]]
     ops_matching: Callable[[list[re.Pattern[str]]], Iterable[dict[str, Any]]]
+    # The verdict power's tally and the fault windows it counts in (None: not asked for).
+    power: tuple[Tally, list[FaultWindow]] | None = None
 
 
 def run_engine(
@@ -78,8 +82,10 @@ def run_engine(
     spark_master: str | None,
     spark_remote: str | None = None,
     replicas: ReplicaInputs | None = None,
+    power: Asked | None = None,
 ) -> EngineRun:
-    """Run one engine on a run's history (and, with `replicas`, its data dirs).
+    """Run one engine on a run's history (and, with `replicas`, its data dirs; with `power`, the
+    verdict power's tally).
 
     The reference reads the history in Python passes; Spark computes everything from the history's
     Parquet form and the data dirs' rows, and the driver keeps only summaries and the few nemesis
@@ -102,7 +108,12 @@ def run_engine(
                 brokers=replicas.brokers,
             )
         nemesis = (op for op in iter_ops(history, problems=[]) if op["process"] == NEMESIS_PROCESS)
-        return EngineRun(check_history(history), history_facts(history), found, nemesis, every_op)
+        tallied = None
+        if power is not None:
+            from checkers.power_history import tally_history
+
+            tallied = tally_history(history, power)
+        return EngineRun(check_history(history), history_facts(history), found, nemesis, every_op, tallied)
     if engine == "spark":
         try:
             from checkers import spark as spark_checker  # type: ignore[import-not-found,unused-ignore]
@@ -116,14 +127,19 @@ def run_engine(
             ) from None
 
         run = spark_checker.check_run(
-            history, spark_master=spark_master, facts=True, spark_remote=spark_remote, replicas=replicas
+            history,
+            spark_master=spark_master,
+            facts=True,
+            spark_remote=spark_remote,
+            replicas=replicas,
+            power=power,
         )
         assert run.facts is not None
 
         def matching(patterns: list[re.Pattern[str]]) -> Iterable[dict[str, Any]]:
             return ops_matching(get_session(spark_master, None, spark_remote), str(history), patterns)
 
-        return EngineRun(run.result, run.facts, run.replicas, run.nemesis, matching)
+        return EngineRun(run.result, run.facts, run.replicas, run.nemesis, matching, run.power)
     raise BadInput(f"unknown checker {engine!r} (one of {', '.join(ENGINES)})")
 
 
@@ -195,12 +211,14 @@ def check_run(
             # node nN runs broker N; brokers added during the run hold replicas of the final assignment
             brokers=tuple(sorted({f"n{i}" for i in range(1, config.nodes + 1)} | assigned_nodes(state))),
         )
-    judged = run_engine(engine, history, spark_master, spark_remote, inputs)
+    asked = Asked.of(config, known=(run / TEST_JSON).exists())
+    judged = run_engine(engine, history, spark_master, spark_remote, inputs, asked)
     result, facts, replicas = judged.result, judged.facts, judged.replicas
     engine_seconds = time.monotonic() - started
+    power = evaluate(*judged.power, asked) if judged.power is not None else None
 
     drain, _ = read_optional_json(run / DRAIN)
-    verdict = decide(result, replicas, config, drain, replicas_unavailable=unavailable)
+    verdict = decide(result, replicas, config, drain, replicas_unavailable=unavailable, power=power)
     counts = {name: a["count"] for name, a in verdict["anomalies"].items()}
     stats = assemble(facts, result["stats"], counts, replicas.lost_by_second if replicas else None)
     if replicas is not None:
@@ -240,8 +258,12 @@ def check_run(
         "explanation": verdict["explanation"],
         "notes": notes + verdict["notes"] + damage_notes + unsettled_notes,
     }
+    if power is not None:
+        results["power"] = power
     if "replicas_unavailable" in verdict:
         results["replicas_unavailable"] = verdict["replicas_unavailable"]
+    if verdict.get("underpowered"):
+        results["underpowered"] = True
     refused = refusals(
         config, history, read_optional_json(run / NODES / API_VERSIONS)[0], judged.ops_matching
     )

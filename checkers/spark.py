@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from checkers import spark_txn
+from checkers import spark_power, spark_txn
 from checkers.catalogue import EngineResult
 from checkers.parquet import convert
+from checkers.power import Asked, Tally
 from checkers.replica_logs import ReplicaFindings, ReplicaInputs
 from checkers.spark_engine import ParquetForm, check_parquet, topic_names
 from checkers.spark_groups import check_groups, merge_into
@@ -100,6 +101,8 @@ class SparkRun:
     facts: Facts | None
     replicas: ReplicaFindings | None
     nemesis: list[dict[str, Any]]
+    # The verdict power's tally and the fault windows it counts in (with `power`, else None).
+    power: tuple[Tally, list[Any]] | None = None
 
 
 def check(history_path: str | os.PathLike[str], **options: Any) -> tuple[EngineResult, Facts | None]:
@@ -118,9 +121,11 @@ def check_run(
     facts: bool = False,
     spark_remote: str | None = None,
     replicas: ReplicaInputs | None = None,
+    power: Asked | None = None,
 ) -> SparkRun:
     """Everything a check of one run needs from Spark: the history's anomalies, with `facts` the
-    statistics' facts, with `replicas` the replica-log checks of the collected data dirs."""
+    statistics' facts, with `replicas` the replica-log checks of the collected data dirs, with
+    `power` the verdict power's tally (checkers/spark_power.py)."""
     last_timings.clear()
     started = time.monotonic()
     thread, box = _start(spark_master, driver_memory, spark_remote)
@@ -160,6 +165,7 @@ def check_run(
     txns = spark_txn.prepare(
         spark, os.fspath(history_path), form.operations_path, form.reads_path, form.topics, kinds
     )
+    tallied: tuple[Tally, list[Any]] | None = None
     try:
         result = check_parquet(
             spark,
@@ -174,6 +180,13 @@ def check_run(
         if txns is not None:
             found, figures = spark_txn.judge(spark, txns, form.operations_path, form.reads_path, txns.topics)
             spark_txn.merge_into(result, txns, found, figures)
+        if power is not None:
+            counting = time.monotonic()
+            nemesis_ops = [nemesis_op(row) for row in form.nemesis or []]
+            tallied = spark_power.tally(
+                spark, form.operations_path, form.reads_path, nemesis_ops, power, txns
+            )
+            last_timings["power"] = time.monotonic() - counting
     finally:
         if txns is not None:
             txns.unpersist()
@@ -205,4 +218,4 @@ def check_run(
         last_timings["replicas"] = time.monotonic() - judging
     last_timings["total"] = time.monotonic() - started
     nemesis = [nemesis_op(row) for row in form.nemesis or []]
-    return SparkRun(result, stats_facts, findings, nemesis)
+    return SparkRun(result, stats_facts, findings, nemesis, tallied)

@@ -13,7 +13,9 @@ Trust (what an incomplete history can still prove):
 * replica-log anomalies stand on their own (they are read from disk).
 
 `valid` is false when any anomaly's effect is `invalid`; otherwise `"unknown"` when any effect is
-`unknown` or anything is incomplete (history, drain, replica data); otherwise true.
+`unknown` or anything is incomplete (history, drain, replica data); otherwise `"unknown"` when the
+run tested too little (`checkers.power`: too little load, before the first fault or in a fault
+window, or a workload option that never happened; `underpowered` then says so); otherwise true.
 """
 
 from __future__ import annotations
@@ -152,11 +154,13 @@ def decide(
     drain: dict[str, Any] | None,
     *,
     replicas_unavailable: str | None = None,
+    power: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The results.json dict (without stats and checker): valid, anomalies, fatal, incomplete, why.
 
     `replicas_unavailable`: why the system's data dirs cannot be read as replica logs; then the
-    history checks decide alone and the reason is a note (not an incompleteness)."""
+    history checks decide alone and the reason is a note (not an incompleteness). `power`: how
+    much the run tested (`checkers.power.evaluate`); not enough turns a `valid` into `unknown`."""
     incomplete = list(engine["incomplete"])
     stats = engine["stats"]
     if (
@@ -214,6 +218,10 @@ def decide(
         valid = "unknown"
     else:
         valid = True
+    underpowered = power is not None and not power.get("enough", False)
+    if underpowered:
+        assert power is not None
+        explanation += [f"power: {reason}" for reason in power.get("reasons") or []]
     out: dict[str, Any] = {
         "valid": valid,
         "anomalies": anomalies,
@@ -222,6 +230,9 @@ def decide(
         "explanation": explanation,
         "notes": notes,
     }
+    if valid is True and underpowered:
+        out["valid"] = "unknown"
+        out["underpowered"] = True  # unknown for no other reason than too little tested
     if replicas_unavailable is not None:
         out["replicas_unavailable"] = replicas_unavailable
     return out

@@ -17,7 +17,9 @@ The campaign directory `<store>/campaigns/<name>/<time>/` gets `summary.json`, `
 table linking each run's report) and `junit.xml` for CI systems. A verdict other than the expected
 one fails the campaign (exit 1). A test whose faults cannot run on this machine (`strandline run`
 refuses it before any cluster starts) is shown as `refused: <reason>`: neither a pass nor a miss,
-counted apart, and a skipped test case in JUnit.
+counted apart, and a skipped test case in JUnit; so is a run `unknown` because it tested too
+little (results.json's `underpowered`: too little load before the first fault or in a fault
+window, or a workload option that never happened).
 """
 
 from __future__ import annotations
@@ -80,10 +82,15 @@ class TestResult:
     anomalies: dict[str, int] = field(default_factory=dict)
     reason: str = ""
     time_to_loss_s: float | None = None  # from the first fault to the first lost write's ack
+    underpowered: bool = False  # unknown because it tested too little (results.json)
 
     @property
     def as_expected(self) -> bool:
-        return self.verdict in NOT_RUN or "any" in self.test.expect or self.verdict in self.test.expect
+        """Neither a refused run, nor one that tested too little, nor one past the budget is a miss:
+        they count apart."""
+        if self.verdict in NOT_RUN or self.underpowered:
+            return True
+        return "any" in self.test.expect or self.verdict in self.test.expect
 
 
 @dataclass
@@ -257,18 +264,24 @@ def run_campaign(campaign: Campaign, store: Path, console: Console) -> tuple[Pat
                 TestResult(test, "unknown", time.monotonic() - t0, reason=f"{type(e).__name__}: {e}")
             )
             continue
+        underpowered = bool((outcome.results or {}).get("underpowered")) and outcome.verdict == "unknown"
         result = TestResult(
             test,
             "refused" if outcome.status == "refused" else outcome.verdict,
             time.monotonic() - t0,
             outcome.run_dir,
             _anomaly_counts(outcome),
-            outcome.reason,
+            outcome.reason or (too_little(outcome.results) if underpowered else ""),
             time_to_loss(outcome.results),
+            underpowered,
         )
         results.append(result)
         if result.verdict == "refused":
             console.print(f"[yellow]refused[/] {test.label}: {outcome.reason}", highlight=False)
+        elif underpowered:
+            console.print(
+                f"[yellow]unknown[/] {test.label}: {result.reason} (counted apart)", highlight=False
+            )
         else:
             mark = "[green]as expected[/]" if result.as_expected else "[red]NOT as expected[/]"
             console.print(f"{test.label}: {outcome.verdict} ({mark})", highlight=False)
@@ -287,7 +300,11 @@ def summary_json(campaign: Campaign, results: list[TestResult], seconds: float) 
         "budget": campaign.budget,
         "seconds": round(seconds, 1),
         "as_expected": all(r.as_expected for r in results),
-        "counts": {v: sum(1 for r in results if r.verdict == v) for v in (*VERDICTS, *NOT_RUN)},
+        "counts": {
+            **{v: sum(1 for r in results if r.verdict == v) for v in (*VERDICTS, *NOT_RUN)},
+            # of the unknown: those that tested too little (too little load, an option never used)
+            "underpowered": sum(1 for r in results if r.underpowered),
+        },
         "tests": [
             {
                 "name": r.test.label,
@@ -303,6 +320,7 @@ def summary_json(campaign: Campaign, results: list[TestResult], seconds: float) 
                 "run_dir": str(r.run_dir) if r.run_dir else None,
                 "reason": r.reason,
                 "time_to_loss_s": r.time_to_loss_s,
+                "underpowered": r.underpowered,
             }
             for r in results
         ],
@@ -321,10 +339,17 @@ def table(results: list[TestResult]) -> list[Any]:
                 r.test.config.seed,
                 r.verdict,
                 r.time_to_loss_s,
+                r.underpowered,
             )
             for r in results
         ]
     )
+
+
+def too_little(results: dict[str, Any] | None) -> str:
+    """Why a run tested too little, from its results.json's `power` (one line)."""
+    power = (results or {}).get("power") or {}
+    return "; ".join(power.get("reasons") or []) or "tested too little"
 
 
 def failure_message(r: TestResult) -> str:
@@ -364,6 +389,8 @@ def junit_xml(campaign: Campaign, results: list[TestResult], seconds: float) -> 
             ET.SubElement(case, "skipped", message=r.reason)
         elif r.verdict == "refused":
             ET.SubElement(case, "skipped", message=f"refused: {r.reason}")
+        elif r.underpowered:
+            ET.SubElement(case, "skipped", message=f"unknown: {r.reason or 'too little load'}")
         elif not r.as_expected:
             failure = ET.SubElement(case, "failure", message=failure_message(r), type="verdict")
             failure.text = "\n".join(
@@ -390,6 +417,7 @@ def index_html(campaign: Campaign, results: list[TestResult], seconds: float, ou
         seconds=seconds,
         ok=all(r.as_expected for r in results),
         refused=sum(1 for r in results if r.verdict == "refused"),
+        underpowered=sum(1 for r in results if r.underpowered),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
     )
 

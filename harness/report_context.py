@@ -22,6 +22,7 @@ from harness.report_history import NS, digest_history
 from harness.report_inputs import RunInputs, read_inputs
 from harness.report_panels import files, settings_rows, stats_cards
 from harness.report_pictures import divergence_table, leaders, missing_groups, state_of
+from harness.report_power import power_panel
 from harness.report_replicas import marks_from_results, read_partition_logs
 from harness.report_svg import latency_chart, rate_chart, replica_chart
 from harness.report_text import availability, availability_text, run_facts, weak_evidence
@@ -130,6 +131,7 @@ def build_context(run: Path) -> dict[str, Any]:
             cfg, results, facts, ("never started: " + str(status)) if before_load else ""
         ),
         "cards": stats_cards(results, digest, avail),
+        "power": power_panel(results),
         "availability": availability_text(avail, cut_short=facts.cut_short),
         "weak": weak,
         "examples_open": EXAMPLES_OPEN,

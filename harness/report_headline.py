@@ -188,6 +188,13 @@ def headline(
         return "valid", [first, *([f"Allowed by these settings: {' '.join(extra)}"] if extra else [])]
     if valid is False:
         return "invalid", sentences or ["The checker judged this run invalid (see the anomalies below)."]
+    power: dict[str, Any] = results["power"] if isinstance(results.get("power"), dict) else {}
+    if results.get("underpowered") and power.get("reasons"):
+        said = "; ".join(map(str, power["reasons"]))
+        return "unknown", [
+            f"The verdict is unknown: no anomaly found, but the run tested too little ({said}).",
+            *sentences,
+        ]
     reasons = results.get("incomplete") or results.get("stats", {}).get("incomplete") or []
     text = "The verdict is unknown: the history or the final reads are incomplete"
     if reasons:

@@ -169,6 +169,9 @@ def clean_results(raw: Any) -> dict[str, Any] | None:
         out["replicas_unavailable"] = raw["replicas_unavailable"]
     if isinstance(raw.get("refused"), dict):  # features the system refused (checkers/refusals.py)
         out["refused"] = {str(k): v for k, v in raw["refused"].items() if isinstance(v, dict)}
+    if isinstance(raw.get("power"), dict):  # how much the run tested (checkers/power.py)
+        out["power"] = raw["power"]
+        out["underpowered"] = raw.get("underpowered") is True
     if "valid" not in raw:
         out["incomplete"].insert(0, "results.json holds no verdict (a damaged file or another version)")
     return out

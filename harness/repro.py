@@ -1,7 +1,11 @@
 """Running library scenarios (harness/scenarios.py): the unsafe run until it reproduces, then the safe run.
 
 Used by `strandline repro` and `strandline demo`. Each attempt is an ordinary run (its own run dir,
-report and verdict); this module only chooses seeds, keeps time and compares verdicts.
+report and verdict); this module only chooses seeds, keeps time and compares verdicts. An attempt
+whose schedule did not reach the state it was written for (a step that did nothing, a required
+condition not met: the run's `unreached`) proves nothing either way: it is not judged, and the
+next attempt (the next seed) runs within the scenario's budget; so does one `unknown` for too
+little load. The safe run is retried the same way.
 """
 
 from __future__ import annotations
@@ -30,18 +34,39 @@ class Attempt:
     def verdict(self) -> str:
         return self.outcome.verdict
 
+    @property
+    def judged(self) -> bool:
+        """Whether the attempt says something: it reached its state, and tested enough (an
+        invalid verdict always says something: data was lost)."""
+        if self.verdict == "invalid":
+            return True
+        underpowered = bool((self.outcome.results or {}).get("underpowered"))
+        return not self.outcome.unreached and not underpowered
+
+    @property
+    def why_not_judged(self) -> str:
+        if self.outcome.unreached:
+            return "the schedule did not reach its state: " + "; ".join(self.outcome.unreached)
+        power = (self.outcome.results or {}).get("power") or {}
+        return "; ".join(power.get("reasons") or []) or ""
+
 
 @dataclass
 class Reproduction:
     scenario: Scenario
     unsafe: list[Attempt] = field(default_factory=list)
-    safe: Attempt | None = None
+    safe_attempts: list[Attempt] = field(default_factory=list)
     reproduced_after_s: float | None = None  # wall time until the unsafe run was invalid
+
+    @property
+    def safe(self) -> Attempt | None:
+        """The safe run that counts: the last one (earlier ones were not judged)."""
+        return self.safe_attempts[-1] if self.safe_attempts else None
 
     @property
     def as_expected(self) -> bool:
         unsafe_ok = any(a.verdict == "invalid" for a in self.unsafe)
-        safe_ok = self.safe is None or self.safe.verdict == "valid"
+        safe_ok = self.safe is None or (self.safe.verdict == "valid" and self.safe.judged)
         return unsafe_ok and safe_ok
 
     def summary(self) -> dict[str, Any]:
@@ -49,24 +74,24 @@ class Reproduction:
             "scenario": self.scenario.name,
             "reproduced": any(a.verdict == "invalid" for a in self.unsafe),
             "reproduced_after_s": self.reproduced_after_s,
-            "attempts": [
-                {
-                    "seed": a.seed,
-                    "verdict": a.verdict,
-                    "seconds": round(a.seconds, 1),
-                    "run_dir": str(a.outcome.run_dir),
-                }
-                for a in self.unsafe
-            ],
-            "safe": None
-            if self.safe is None
-            else {
-                "seed": self.safe.seed,
-                "verdict": self.safe.verdict,
-                "run_dir": str(self.safe.outcome.run_dir),
-            },
+            "attempts": [_attempt_json(a) for a in self.unsafe],
+            "safe": None if self.safe is None else _attempt_json(self.safe),
+            "safe_attempts": [_attempt_json(a) for a in self.safe_attempts],
             "as_expected": self.as_expected,
         }
+
+
+def _attempt_json(a: Attempt) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "seed": a.seed,
+        "verdict": a.verdict,
+        "judged": a.judged,
+        "seconds": round(a.seconds, 1),
+        "run_dir": str(a.outcome.run_dir),
+    }
+    if not a.judged:
+        out["not_judged"] = a.why_not_judged
+    return out
 
 
 def attempt(
@@ -112,7 +137,8 @@ def reproduce(
     with_safe: bool = True,
     checker: str | None = None,
 ) -> Reproduction:
-    """Unsafe attempts (seed, seed+1, …) until one is invalid or the budget is spent; then the safe run."""
+    """Unsafe attempts (seed, seed+1, …) until one is invalid or the budget is spent; then safe
+    attempts (from the last unsafe seed on) until one is judged or the budget is spent again."""
     budget = scenario.budget if budget is None else budget
     result = Reproduction(scenario)
     started = time.monotonic()
@@ -120,11 +146,7 @@ def reproduce(
     while True:
         a = attempt(scenario, False, next_seed, store, console, checker)
         result.unsafe.append(a)
-        console.print(
-            f"[bold]{scenario.name}[/] unsafe attempt {len(result.unsafe)} (seed {a.seed}): "
-            f"{a.verdict} — {lost_text(a.outcome)} ({a.seconds:.0f} s)",
-            highlight=False,
-        )
+        _say(console, scenario, a, len(result.unsafe))
         if a.verdict == "invalid":
             result.reproduced_after_s = time.monotonic() - started
             break
@@ -132,5 +154,25 @@ def reproduce(
             break
         next_seed += 1
     if with_safe:
-        result.safe = attempt(scenario, True, result.unsafe[-1].seed, store, console, checker)
+        started = time.monotonic()
+        next_seed = result.unsafe[-1].seed
+        while True:
+            a = attempt(scenario, True, next_seed, store, console, checker)
+            result.safe_attempts.append(a)
+            if not a.judged:
+                _say(console, scenario, a, len(result.safe_attempts))
+            if a.judged or a.outcome.status != "completed" or time.monotonic() - started + a.seconds > budget:
+                break
+            next_seed += 1
     return result
+
+
+def _say(console: Console, scenario: Scenario, a: Attempt, n: int) -> None:
+    kind = "safe" if a.safe else "unsafe"
+    said = f" — not judged: {a.why_not_judged}" if not a.judged else ""
+    console.print(
+        f"[bold]{scenario.name}[/] {kind} attempt {n} (seed {a.seed}): "
+        f"{a.verdict} — {lost_text(a.outcome)} ({a.seconds:.0f} s){said}",
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -60,6 +60,9 @@ class RunOutcome:
     timings: dict[str, float] = field(default_factory=dict)
     # After healing: did every partition get a leader and its full replica set in the ISR in time?
     recovery: dict[str, Any] = field(default_factory=dict)
+    # Why a scripted schedule did not reach the state it was written for (nemesis `unreached`):
+    # a step that did nothing, a required condition not met; a repro does not judge such a run.
+    unreached: list[str] = field(default_factory=list)
 
     @property
     def verdict_line(self) -> str:
@@ -377,7 +380,7 @@ def run_test(
     started = time.monotonic()
     with _harness_log(run), _signals_as_interrupt():
         try:
-            _lifecycle(config, run, pieces, phases, state_dir, live, outcome.recovery)
+            _lifecycle(config, run, pieces, phases, state_dir, live, outcome.recovery, outcome.unreached)
         except (KeyboardInterrupt, _Interrupted) as e:
             outcome.status, outcome.reason = "interrupted", f"interrupted ({type(e).__name__} {e})".strip()
             console.print("[yellow]interrupted: healed and tore down; what was written is kept[/]")
@@ -413,6 +416,7 @@ def _lifecycle(
     state_dir: Path | None,
     live: bool,
     recovery: dict[str, Any],
+    unreached: list[str],
 ) -> None:
     from clusters.sut import RefusesTests
     from history.writer import HistoryWriter
@@ -457,9 +461,12 @@ def _lifecycle(
             nemesis = pieces.build_nemesis(config, cluster, history, random.Random(config.seed))
             nemesis.validate()
         try:
-            _load(config, pieces, phases, history, nemesis, bootstrap, live)
+            _load(config, pieces, phases, history, nemesis, bootstrap, live, cluster.sut)
         finally:
             if nemesis is not None:
+                unreached += [str(x) for x in getattr(nemesis, "unreached", [])]
+                for why in unreached:
+                    phases.console.print(f"    [yellow]schedule: {why}[/]", highlight=False, soft_wrap=True)
                 with phases.phase("heal", "healing every fault"):
                     nemesis.heal_all()
         with phases.phase("recover", "waiting for every partition to have a leader and its full ISR"):
@@ -525,9 +532,18 @@ def _load(
     nemesis: RunsFaults | None,
     bootstrap: list[str],
     live: bool,
+    sut: Any = None,
 ) -> None:
-    """Load and faults until the time limit (or Ctrl-C); both threads stop before this returns."""
+    """Load and faults until the time limit (or Ctrl-C); both threads stop before this returns.
+
+    With faults, the time limit counts from when the load flows (the nemesis's schedule starts:
+    a loaded machine's clients may take half a minute to get their first acknowledgement), taken
+    at most a time limit after the clients began. At the time limit the faults end first: the nemesis heals, and the load goes on until the
+    clients got a write acknowledged and a read returned records again (at most the recovery time
+    of verdict power, checkers/power.py) and RECOVERY_TAIL_S more, so that a fault healed by the
+    time limit is followed by load like every other (its fault window's load, for the verdict)."""
     stop = threading.Event()
+    faults_stop = threading.Event()  # the nemesis's: set first at the time limit
     errors: list[BaseException] = []
     progress = pieces.LiveProgress(enabled=live, console=phases.console, title=f"load {config.name}")
     if nemesis is not None:
@@ -545,8 +561,12 @@ def _load(
 
         return body
 
+    ready, go = threading.Event(), threading.Event()
     workload = threading.Thread(
-        target=guarded(lambda: pieces.run_workload(config, bootstrap, history, stop, progress), "workload"),
+        target=guarded(
+            lambda: pieces.run_workload(config, bootstrap, history, stop, progress, ready=ready, go=go),
+            "workload",
+        ),
         name="workload",
         daemon=True,
     )
@@ -554,28 +574,105 @@ def _load(
     if nemesis is not None:
         threads.append(
             threading.Thread(
-                target=guarded(lambda: nemesis.run_schedule(stop), "nemesis"), name="nemesis", daemon=True
+                target=guarded(lambda: nemesis.run_schedule(faults_stop), "nemesis"),
+                name="nemesis",
+                daemon=True,
             )
         )
     faults = ", ".join(config.nemesis) or ("scripted" if config.schedule else "none")
-    with phases.phase("load", f"load for {config.time_limit:g} s at {config.rate:g} ops/s; faults: {faults}"):
-        try:
-            for t in threads:
+    try:
+        # The clients start before the load phase: on a loaded machine a worker process takes
+        # seconds to import its client library, and those seconds are not load.
+        with phases.phase("clients", f"starting {config.concurrency} client processes"):
+            workload.start()
+            while not ready.wait(0.2) and workload.is_alive() and not stop.is_set():
+                pass
+        with phases.phase(
+            "load", f"load for {config.time_limit:g} s at {config.rate:g} ops/s; faults: {faults}"
+        ):
+            go.set()
+            for t in threads[1:]:
                 t.start()
-            deadline = time.monotonic() + config.time_limit
+            began = time.monotonic()
+            deadline = began + config.time_limit
+            said = False
             while not stop.is_set() and time.monotonic() < deadline:
                 stop.wait(min(0.5, max(0.0, deadline - time.monotonic())))
-        finally:
-            stop.set()
-            for t in threads:
-                if t.ident is not None:  # a Ctrl-C between two starts leaves the later ones unstarted
-                    t.join(timeout=config.request_timeout_ms / 1000 * (config.retries + 2) + 30)
-            progress.stop()
+                if nemesis is not None and getattr(nemesis, "unreached", None):
+                    # the scripted schedule cannot reach its state: the rest of the time limit
+                    # would test nothing it was written for (repro tries another attempt)
+                    phases.console.print("    the schedule stopped: ending the load early", highlight=False)
+                    break
+                # The time limit counts from when the load flows (the nemesis's schedule starts),
+                # taken at most a time limit after the clients began.
+                flowing = getattr(nemesis, "schedule_started", None) if nemesis is not None else None
+                if flowing is not None and not said:
+                    said = True
+                    late = min(flowing, began + config.time_limit) - began
+                    deadline = began + late + config.time_limit
+                    if late >= LATE_LOAD_S:
+                        phases.console.print(
+                            f"    the load flowed {late:.0f} s after the clients began: the time limit counts from there",
+                            highlight=False,
+                        )
+            if nemesis is not None and not stop.is_set():
+                faults_stop.set()
+                threads[1].join(timeout=config.request_timeout_ms / 1000 * (config.retries + 2) + 30)
+                _recovery_tail(config, sut, stop, phases.console, progress)
+    finally:
+        faults_stop.set()
+        stop.set()
+        for t in threads:
+            if t.ident is not None:  # a Ctrl-C between two starts leaves the later ones unstarted
+                t.join(timeout=config.request_timeout_ms / 1000 * (config.retries + 2) + 30)
+        progress.stop()
     if errors:
         e = errors[0]
         if isinstance(e, StrandlineError):
             raise e
         raise InfrastructureError(f"load or faults failed: {type(e).__name__}: {e}")
+
+
+# A load that flows this late is said on the console (the time limit counts from it).
+LATE_LOAD_S = 5.0
+# Load kept after the clients got through again, once the faults were healed at the time limit.
+RECOVERY_TAIL_S = 1.0
+
+
+def _recovery_tail(
+    config: TestConfig, sut: Any, stop: threading.Event, console: Console, progress: Any
+) -> None:
+    """The load after the time limit's heal: until the clients got a write acknowledged and a read
+    that returned records again (the workload's counts; without them, until every partition has a
+    leader and min.insync.replicas in its ISR), at most the recovery time verdict power counts
+    after a heal, then RECOVERY_TAIL_S more."""
+    from checkers.power import Asked
+
+    started = time.monotonic()
+    bound = Asked.of(config, known=True).recovery_s
+    stats = getattr(progress, "stats", None)
+    if stats is not None:
+
+        def seen() -> tuple[int, int]:
+            return stats.counts["send"]["ok"] + stats.counts["txn"]["ok"], stats.records_read
+
+        acked, read = seen()
+        ok = False
+        while not stop.is_set() and time.monotonic() - started < bound:
+            now_acked, now_read = seen()
+            if now_acked > acked and now_read > read:
+                ok = True
+                break
+            stop.wait(0.2)
+        why = "" if ok else "no acknowledged write and read yet"
+    else:
+        ok, why = (True, "") if sut is None else wait_for_recovery(sut, config, bound)
+    if not stop.is_set():
+        stop.wait(RECOVERY_TAIL_S)
+    took = time.monotonic() - started
+    said = "the clients get through again" if ok else f"not within {bound:g} s ({why})"
+    log.info("load after the faults' heal: %.1f s (%s)", took, said)
+    console.print(f"    faults healed at the time limit; load for {took:.1f} s more: {said}", highlight=False)
 
 
 def _fault_text(active: Any) -> str:
@@ -609,6 +706,7 @@ def _finish(
 ) -> None:
     """Check and report whatever was written, then settle the verdict and the exit code."""
     from checkers.api import checked_with
+    from checkers.power import lines as power_lines
     from harness.report import write_report
 
     config = rundir.read_json(run / run_files.TEST_JSON) or {}
@@ -619,6 +717,8 @@ def _finish(
             with phases.phase("check", f"checking the history ({engine} checker)"):
                 outcome.results = check_run(run, engine, spark_master=spark_master)
             phases.console.print(f"  {checked_with(outcome.results)}", highlight=False, markup=False)
+            for line in power_lines(outcome.results.get("power")):
+                phases.console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
         except (Exception, KeyboardInterrupt) as e:
             log.info("check failed", exc_info=True)
             phases.console.print(f"[red]check failed:[/] {e}", highlight=False, soft_wrap=True)
@@ -636,6 +736,7 @@ def _finish(
             "verdict": outcome.verdict,
             "timings": outcome.timings,
             **({"recovery": outcome.recovery} if outcome.recovery else {}),
+            **({"unreached": outcome.unreached} if outcome.unreached else {}),
         },
     )
     try:

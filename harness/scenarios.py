@@ -30,7 +30,10 @@ class Scenario:
     safe: dict[str, Any]  # the same test with the safe settings
     schedule: tuple[dict[str, Any], ...]
     time_limit: float
-    budget: float = 120.0  # seconds of attempts for the unsafe run, in repro
+    # Seconds of attempts for the unsafe run (and again for the safe run), in repro: an attempt that
+    # did not reach its state is tried again (its load ends when its schedule stops); at a load
+    # average of 6-10 an attempt takes 60-100 s, at 25-35 up to 230 s.
+    budget: float = 420.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def config(

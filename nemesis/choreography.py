@@ -5,9 +5,11 @@ Every part is a fault of its own in the history (its own `fault_id`, healed by i
 its invoke and ok values carrying `pattern: {id, name, part}`; the first part's also carries
 `aim` (the partition, leader, leader epoch, ISR and the roles it picked), `plan` (the whole
 sequence, as it was decided) and `after` (how the load flowed when it struck: a pattern aimed at a
-partition first waits, at most LOAD_TIMEOUT_S, until acknowledgements flow steadily into it,
-condition `load-flowing`). A pattern with nothing to aim at is journaled as one `fail` of its
-fault. The stage (the Nemesis) applies faults, heals them and waits for conditions.
+partition first waits until acknowledgements flow steadily into it, condition `load-flowing`, for
+as long as it takes before the time limit: a warning says so after LOAD_TIMEOUT_S; a pattern
+never strikes into a partition that takes no writes). A pattern with nothing to aim at is
+journaled as one `fail` of its fault. The stage (the Nemesis) applies faults, heals them and
+waits for conditions.
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ from nemesis.packages.sequence import Pattern, Sight, Timing
 
 log = logging.getLogger(__name__)
 
-# How long a pattern waits for load to flow steadily into its partition (condition `load-flowing`)
-# before it strikes anyway.
+# After this long without load flowing steadily into its partition (condition `load-flowing`), a
+# pattern says that it waits (and goes on waiting, until the time limit).
 LOAD_TIMEOUT_S = 15.0
+# How long a pattern (and the schedule's start) waits for the load at most (None: until the time
+# limit) before it strikes anyway: only tests that drive the nemesis without clients bound it.
+LOAD_BOUND_S: float | None = None
 
 
 class Stage(Protocol):
@@ -49,6 +54,8 @@ class Stage(Protocol):
     def next_id(self, prefix: str) -> str: ...
 
     def timing(self) -> Timing: ...
+
+    def note_unreached(self, why: str) -> None: ...
 
 
 def sight(ctx: Context, step: dict[str, Any], pattern: Pattern) -> Sight:
@@ -91,9 +98,10 @@ def play(stage: Stage, pattern: Pattern, step: dict[str, Any], stop: threading.E
         # A pattern loses only what is in flight: strike once acknowledgements flow steadily (the
         # wait's detail is the first part's `after`).
         topic, partition = ctx.topic_partition(step)
-        load = {"topic": topic, "partition": partition, "timeout": LOAD_TIMEOUT_S}
+        load = {"topic": topic, "partition": partition, "timeout": LOAD_BOUND_S, "say_after": LOAD_TIMEOUT_S}
         stage.wait_until({"wait_until": "load-flowing", **load}, stop)
         if stop.is_set() or stage.closing:
+            log.warning("nemesis: %s did not strike: the load never flowed before the time limit", pattern_id)
             return
     aim = pattern.choose(sight(ctx, step, pattern))
     tag: dict[str, Any] = {"id": pattern_id, "name": pattern.name}
@@ -103,6 +111,7 @@ def play(stage: Stage, pattern: Pattern, step: dict[str, Any], stop: threading.E
         request = {**extra, "target": pattern.name, "pattern": tag, "fault_id": fault_id}
         stage.journal("invoke", f, request)
         stage.journal("fail", f, request, error=f"no partition is in the shape {pattern.name} needs now")
+        stage.note_unreached(f"pattern {pattern_id}: no partition in the shape it needs")
         return
     plan = pattern.steps(aim, stage.timing())
     log.info("nemesis: pattern %s aimed at %s: %s", pattern_id, aim.value(), plan)
@@ -120,6 +129,8 @@ def play(stage: Stage, pattern: Pattern, step: dict[str, Any], stop: threading.E
             seen = stage.wait_until(condition, stop)
             if s.get("required") and seen.get("timed_out"):
                 log.info("nemesis: pattern %s ends: %s not met (%s)", pattern_id, s["wait_until"], seen)
+                if not stop.is_set():
+                    stage.note_unreached(f"pattern {pattern_id}: {s['wait_until']} not met")
                 for held in list(parts):
                     stage.heal_active(parts.pop(held))
                 return

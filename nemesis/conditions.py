@@ -21,6 +21,9 @@ history so a reader sees the offsets the script acted on.
 - `out-of-isr`: the leader dropped `node` from the partition's ISR.
 - `in-isr`: `node` is in the partition's ISR.
 - `isr-shrunk-to-leader`: the partition's ISR is its leader alone.
+- `acknowledged-alone`: the partition's ISR is its leader alone (`node`, when given) and
+  acknowledgements flow steadily into it (`load-flowing`): the leader acknowledges writes only
+  its own disk holds (min.insync.replicas=1, acks=1; min.insync.replicas=2 refuses them).
 - `brokers-ready`: every broker serves again (`broker-ready` on each node). The random schedule
   waits for it after healing a crash, so the calm before the next fault is load, not restarts.
 - `isrs-full`: every partition has a leader and its full ISR: the cluster is whole again. The
@@ -28,6 +31,19 @@ history so a reader sees the offsets the script acted on.
 - `load-flowing`: acknowledgements flow steadily into the partition: its high watermark grew by
   half of `records` in each half of the last `window` s (default 1; `records` from the test's
   rate). A pattern waits for it before it strikes.
+- `acks-flowing`: acknowledgements reach the cluster steadily: the sum of every partition's high
+  watermark grew by half of `records` (default 2) in each half of the last `window` s (default 4:
+  one reading of many partitions' high watermarks takes a second on a loaded machine).
+  The schedule's clock starts with it: clients that connected and get acknowledgements, whatever
+  the rate they reach (a transactional workload on a loaded machine reaches a few per second).
+- `leader-elsewhere`: the partition has a leader, and it is not `node` (e.g. the killed leader:
+  the cluster elected another).
+- `unsynced-writes`: every node `target` names (a target as faults take them: `followers`,
+  `leader`, `all`, node names; for the partition of `topic`/`partition`) holds at least `bytes`
+  (default 1) written to its data dirs and not fsynced (lazyfs): a power loss now drops something.
+
+A condition's `node` may be `last`: the (first) node of the last fault applied, e.g. the follower
+a `kill` of `target = "follower"` chose.
 
 High watermarks are asked of the brokers themselves with ListOffsets, the partition's leader
 first, a short timeout each (a frozen broker accepts a connection and never answers; a Kafka
@@ -36,15 +52,19 @@ client bootstrapping to it hung for half a minute).
 
 from __future__ import annotations
 
+import json
 import logging
+import random
 import time
 from collections.abc import Callable
 from typing import Any
 
-from clusters import kafka_metadata
-from clusters.sut import HasBrokerRegistry, HasDataDirs, HasLeaders, WaitsReady
+from clusters import kafka_metadata, lazyfs
+from clusters.sut import HasBrokerRegistry, HasDataDirs, HasLazyfs, HasLeaders, WaitsReady
 from foundation.errors import BadInput
+from nemesis import targets
 from nemesis.packages.base import Context
+from nemesis.packages.disk import sockets
 
 log = logging.getLogger(__name__)
 
@@ -166,20 +186,46 @@ def load_flowing(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, An
     if not ctx.bootstrap() and not isinstance(_state(ctx, step).get("high_watermark"), int):
         return True, {"high_watermark": "unknown (no client can reach the cluster)"}
     hw = high_watermark(ctx, step)
+    if hw is None:
+        ctx.cache.pop("hw-samples", None)  # the partition is in flux: count again from the next answer
+        return False, {"high_watermark": None}
+    return _steady(ctx, hw, window, records)
+
+
+def acks_flowing(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether acknowledgements reach the cluster steadily: the sum of the partitions' high
+    watermarks grew by half of `records` (default 2) in each half of the last `window` s (default
+    4: reading eight partitions' high watermarks took over a second at load 15, and a window
+    shorter than two readings never sees both its halves grow)."""
+    config = ctx.config
+    total = 0
+    for t in range(config.topics):
+        for p in range(config.partitions):
+            part = {"topic": f"t{t}", "partition": p}
+            if not ctx.bootstrap() and not isinstance(_state(ctx, part).get("high_watermark"), int):
+                return True, {"high_watermarks": "unknown (no client can reach the cluster)"}
+            hw = high_watermark(ctx, part)
+            if hw is None:
+                ctx.cache.pop("hw-samples", None)  # a partition in flux: count again
+                return False, {"partition": f"t{t}-{p}", "high_watermark": None}
+            total += hw
+    return _steady(ctx, total, float(step.get("window", 4.0)), int(step.get("records", 2)))
+
+
+def _steady(ctx: Context, value: int, window: float, records: int) -> tuple[bool, dict[str, Any]]:
+    """Whether `value` (a high watermark, or their sum) grew by half of `records` in each half of
+    the last `window` s, from the samples this wait took (`ctx.cache`)."""
     now = time.monotonic()
     samples: list[tuple[float, int]] = ctx.cache.setdefault("hw-samples", [])
-    if hw is None:
-        samples.clear()  # the partition is in flux: count again from the next answer
-        return False, {"high_watermark": None}
-    samples.append((now, hw))
+    samples.append((now, value))
     while len(samples) > 1 and now - samples[1][0] >= window:
         samples.pop(0)  # keep one sample at least `window` old
     oldest_t, oldest = samples[0]
-    detail = {"high_watermark": hw, "records": records, "window": window}
+    detail: dict[str, Any] = {"high_watermark": value, "records": records, "window": window}
     if now - oldest_t < window:
         return False, detail
     mid = next(v for t, v in reversed(samples) if now - t >= window / 2)
-    first, second = mid - oldest, hw - mid
+    first, second = mid - oldest, value - mid
     detail.update(first_half=first, second_half=second)
     return first >= records / 2 and second >= records / 2, detail
 
@@ -239,6 +285,47 @@ def isr_shrunk_to_leader(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict
     return met, {"leader": leader, "isr": isr}
 
 
+def acknowledged_alone(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether the leader, the ISR alone, acknowledges steadily: the high watermark grew in each
+    half of the last `window` s while every sample saw the ISR at the leader alone. The one jump
+    of the high watermark when the ISR shrinks (over what the leader appended while its
+    followers were cut off, unacknowledged under min.insync.replicas=2) is not steady growth."""
+    alone, seen = isr_shrunk_to_leader(ctx, step)
+    if not alone:
+        ctx.cache.pop("hw-samples", None)  # count again from the next sample of the leader alone
+        return False, seen
+    met, flowing = load_flowing(ctx, step)
+    return met, {**seen, **flowing}
+
+
+def leader_elsewhere(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether the partition has a leader other than `node` (the cluster elected another)."""
+    state = _state(ctx, step)
+    leader = state.get("leader")
+    return leader is not None and str(leader) != str(step.get("node")), {
+        "leader": leader,
+        "leader_epoch": state.get("leader_epoch"),
+    }
+
+
+def unsynced_writes(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether every node the `target` names holds unsynced writes in its data dirs (lazyfs
+    `stats`: pending bytes), at least `bytes` each: a power loss of them now drops something."""
+    topic, partition = ctx.topic_partition(step)
+    names = targets.resolve(step.get("target", "all"), ctx.names, ctx.sut, random.Random(0), topic, partition)
+    want = int(step.get("bytes", 1))
+    pending: dict[str, int] = {}
+    for name in names:
+        node = ctx.node(name)
+        total = 0
+        for sock in sockets(ctx, name):
+            result = node.exec(lazyfs.ctl_argv(ctx.python, sock, "stats"), timeout=10, check=False)
+            if result.ok:
+                total += int(json.loads(result.stdout.strip().splitlines()[-1]).get("pending_bytes", 0))
+        pending[name] = total
+    return bool(names) and all(v >= want for v in pending.values()), {"unsynced_bytes": pending}
+
+
 def isrs_full(ctx: Context, step: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     """Whether every partition has a leader and its full ISR: the cluster is whole again."""
     states = ctx.sut.partition_state()
@@ -293,8 +380,12 @@ CONDITIONS: dict[str, Condition] = {
     "out-of-isr": out_of_isr,
     "in-isr": in_isr,
     "isr-shrunk-to-leader": isr_shrunk_to_leader,
+    "acknowledged-alone": acknowledged_alone,
     "load-flowing": load_flowing,
+    "acks-flowing": acks_flowing,
     "isrs-full": isrs_full,
+    "leader-elsewhere": leader_elsewhere,
+    "unsynced-writes": unsynced_writes,
 }
 
 
@@ -304,13 +395,17 @@ def check(ctx: Context, step: dict[str, Any]) -> None:
         raise BadInput(f"schedule: unknown condition {name!r} (conditions: {', '.join(CONDITIONS)})")
     if name == "brokers-ready":
         return
-    if name in ("broker-gone", "broker-ready", "leader-is", "out-of-isr", "in-isr"):
-        if step.get("node") not in ctx.names:
+    if name in ("broker-gone", "broker-ready", "leader-is", "out-of-isr", "in-isr", "leader-elsewhere"):
+        if step.get("node") not in (*ctx.names, "last"):
             raise BadInput(f"schedule: condition {name!r} needs a node (one of {', '.join(ctx.names)})")
         if name.startswith("broker-"):
             return
     if not isinstance(ctx.sut, HasLeaders):
         raise BadInput(f"schedule: condition {name!r} needs a system that reports leaders (HasLeaders)")
+    if name == "unsynced-writes":
+        targets.check(step.get("target", "all"), ctx.names, ctx.sut, "schedule: condition 'unsynced-writes'")
+        if not isinstance(ctx.sut, HasLazyfs):
+            raise BadInput("schedule: condition 'unsynced-writes' needs data dirs on lazyfs (HasLazyfs)")
     if name == "follower-fetched-past-hw" and not isinstance(ctx.sut, HasDataDirs):
         raise BadInput(
             "schedule: condition 'follower-fetched-past-hw' needs the brokers' data dirs (HasDataDirs)"

@@ -15,6 +15,7 @@ and safe to call from a signal handler's thread or twice.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import sys
 import threading
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from clusters.node import Node
-from clusters.sut import ClusterView, RunsOnPython
+from clusters.sut import ClusterView, HasLeaders, RunsOnPython
 from foundation.config import TestConfig
 from foundation.errors import BadInput
 from history.writer import HistoryWriter
@@ -91,6 +92,13 @@ class Nemesis(Requested):
         self._after: dict[str, Any] | None = None  # what the last wait_until saw
         self._unprobed: set[str] = set()  # packages `all` leaves out: their probe failed
         self.executed: list[dict[str, Any]] = []  # the decisions, in order, as they were taken
+        # The nodes of the last fault applied or broker started or resumed (`node = "last"`).
+        self._last_nodes: list[str] = []
+        # Why a scripted schedule did not reach the state it was written for: a step that did
+        # nothing, a required condition not met, the time limit before its last fault.
+        self.unreached: list[str] = []
+        # When (time.monotonic()) the load flowed and the schedule's clock started; None: not yet.
+        self.schedule_started: float | None = None
 
     # --- running ------------------------------------------------------------------------------
 
@@ -100,24 +108,57 @@ class Nemesis(Requested):
         When stopped (the time limit), it heals what is active at once, from this thread, so
         clients blocked on a paused or cut-off broker finish while the workload winds down.
         """
+        steps = list(self.config.schedule) if self.scripted else []
+        done = 0
         try:
+            if not self._await_load(stop_event):
+                log.warning("nemesis: the load never flowed before the time limit: no fault struck")
             for step in self.steps():
                 if stop_event.is_set() or self._closing:
                     break
                 self.executed.append(dict(step))
                 try:
-                    self.execute(step, stop_event)
+                    if not self.execute(step, stop_event):
+                        break
                 except Exception as e:  # noqa: BLE001 - one failed fault must not end the test
                     log.warning("nemesis step %s failed: %s", step, e)
+                done += 1
         except Exception:  # noqa: BLE001
             log.exception("nemesis schedule crashed")
+        left = [s for s in steps[done:] if "do" in s or "wait_until" in s]
+        if left and not self.unreached:
+            self.unreached.append(
+                f"the time limit came before step {done + 1} of {len(steps)} ({_step_text(left[0])})"
+            )
         if stop_event.is_set() and not self._closing:
             try:
                 self.heal()
             except Exception:  # noqa: BLE001 - heal_all will try again
                 log.exception("nemesis: healing at the end of the schedule failed")
 
-    def execute(self, step: dict[str, Any], stop_event: threading.Event | None = None) -> None:
+    def _await_load(self, stop: threading.Event) -> bool:
+        """Wait until acknowledgements reach the cluster steadily (condition `acks-flowing`), so
+        the schedule's clock starts with the load: a fault into a cluster that serves no client
+        tests nothing. Unbounded but for the time limit (`stop`; `choreography.LOAD_BOUND_S` for
+        tests without clients); said once it takes long. False: stopped first. A system that
+        reports no leaders cannot tell, and is not waited for."""
+        if not isinstance(self.ctx.sut, HasLeaders):
+            self.schedule_started = time.monotonic()
+            return True
+        started = time.monotonic()
+        step = {"wait_until": "acks-flowing", "poll": 0.5}
+        bound = choreography.LOAD_BOUND_S
+        self._wait_until({**step, "timeout": bound, "say_after": choreography.LOAD_TIMEOUT_S}, stop)
+        self._after = None  # the first fault's own waits say what it struck into
+        if stop.is_set() or self._closing:
+            return False
+        log.info("nemesis: the load flows after %.1f s; the schedule starts", time.monotonic() - started)
+        self.schedule_started = time.monotonic()
+        return True
+
+    def execute(self, step: dict[str, Any], stop_event: threading.Event | None = None) -> bool:
+        """Run one step; False when the schedule cannot go on: a required condition was not met
+        (it is said in `unreached`)."""
         stop = stop_event or threading.Event()
         if "wait" in step:
             stop.wait(float(step["wait"]))
@@ -126,6 +167,12 @@ class Nemesis(Requested):
             self.heal(None if which in ("all", True) else str(which))
         elif "wait_until" in step:
             self._wait_until(step, stop)
+            seen = self._after or {}
+            if step.get("required") and seen.get("timed_out") and not stop.is_set():
+                self.note_unreached(
+                    f"{_step_text(step)}: not met within {float(step.get('timeout', 60)):g} s"
+                )
+                return False
         elif step.get("do") == "heal":
             self.heal(step.get("fault"))
         elif step.get("do") in ("start", "resume"):
@@ -134,6 +181,13 @@ class Nemesis(Requested):
             choreography.play(self, pattern, step, stop)
         elif "do" in step:
             self.apply(step)
+        return True
+
+    def note_unreached(self, why: str) -> None:
+        """A scripted schedule (not the random one, whose patterns end at will) missed its state."""
+        if self.scripted:
+            log.warning("nemesis: the schedule did not reach its state: %s", why)
+            self.unreached.append(why)
 
     # --- what a pattern's sequence asks of its stage (nemesis.choreography.Stage) ---------------
 
@@ -194,7 +248,16 @@ class Nemesis(Requested):
             active.started = time.monotonic()
             if package.name in ("bandwidth", "delay"):
                 self._touched_qdisc = True
+            self._last_nodes = list(active.nodes)
             done = {**active.value, "fault_id": fault_id}
+            nothing = package.did_nothing(active.value)
+            if nothing is not None:
+                done["did_nothing"] = nothing
+                what = f"{package.name} {' '.join(active.nodes)}".strip()
+                if step.get("required"):  # the step is what the schedule needs: it did not happen
+                    self.note_unreached(f"{what}: {nothing}")
+                else:
+                    log.info("nemesis: %s: %s", what, nothing)
             if "pattern" in step:  # a part of a pattern says so in its completion too
                 done["pattern"] = {k: v for k, v in step["pattern"].items() if k in ("id", "name", "part")}
             self._journal("ok", package.f, done)
@@ -247,6 +310,8 @@ class Nemesis(Requested):
                 self._heal_one(active)
             healed = {n for a in chosen for n in a.nodes}
             rest = sorted((wanted or set()) - healed)
+            if wanted:
+                self._last_nodes = sorted(wanted)
             if rest and step["do"] == "start":  # start brokers this nemesis did not kill
                 self._journal("invoke", "start", {"nodes": rest})
                 try:
@@ -262,29 +327,58 @@ class Nemesis(Requested):
         (with `before`: the wait before it, when no fault came between).
 
         Conditions are not faults, so they get no history op of their own (a report would shade them).
+        `timeout` None waits until `stop` (the time limit); `say_after` s without the condition,
+        a warning says what it waits for (once), and the detail then carries `waited_s`.
         """
         name = str(step["wait_until"])
         condition = conditions.CONDITIONS[name]
-        timeout = float(step.get("timeout", 60))
-        deadline = time.monotonic() + timeout
+        if step.get("node") == LAST:
+            step = {**step, "node": self._last_nodes[0] if self._last_nodes else None}
+        timeout = step.get("timeout", 60)
+        started = time.monotonic()
+        deadline = math.inf if timeout is None else started + float(timeout)
+        say_after = step.get("say_after")
+        said = False
         detail: dict[str, Any] = {}
+        where = _where(step)
         try:
             while not stop.is_set() and time.monotonic() < deadline:
                 try:
                     met, detail = condition(self.ctx, step)
                 except Exception as e:  # noqa: BLE001 - a cluster in flux: not met yet
                     met, detail = False, {"error": _text(e)}
+                waited = time.monotonic() - started
+                if said:
+                    detail = {**detail, "waited_s": round(waited, 1)}
                 if met:
                     log.info("nemesis: condition %s met: %s", name, detail)
                     self._after = self._seen({"condition": name, **detail})
                     return
+                if say_after is not None and not said and waited >= float(say_after):
+                    said = True
+                    log.warning(
+                        "nemesis: %s%s not met for %g s (%s): waiting for it%s",
+                        name,
+                        where,
+                        float(say_after),
+                        _brief(detail),
+                        " until the time limit" if timeout is None else f" for at most {float(timeout):g} s",
+                    )
                 stop.wait(float(step.get("poll", 0.2)))
         finally:
             conditions.close(self.ctx)
         if stop.is_set():
-            log.info("nemesis: stopped while waiting for %s: %s", name, detail)
+            log.log(
+                logging.WARNING if said else logging.INFO,
+                "nemesis: stopped while waiting for %s%s: %s",
+                name,
+                where,
+                detail,
+            )
         else:
-            log.warning("nemesis: condition %s not met within %g s: %s", name, timeout, detail)
+            # Not news by itself (a pattern's gate that the settings refuse); a scripted schedule
+            # that needed it says so in `unreached`.
+            log.info("nemesis: condition %s not met within %g s: %s", name, float(timeout), detail)
         self._after = self._seen({"condition": name, "timed_out": True, **detail})
 
     def _seen(self, after: dict[str, Any]) -> dict[str, Any]:
@@ -353,6 +447,16 @@ class Nemesis(Requested):
 
 
 HEALS = ("start", "resume", "heal")
+# A condition's `node = "last"`: the (first) node of the last fault applied.
+LAST = "last"
+
+
+def _step_text(step: dict[str, Any]) -> str:
+    """'wait_until out-of-isr (node last, t0-0)' / 'do kill follower': a step in a few words."""
+    kind = "wait_until" if "wait_until" in step else "do" if "do" in step else next(iter(step), "?")
+    what = step.get(kind, "")
+    extra = [str(step[k]) for k in ("node", "target", "grudge") if isinstance(step.get(k), str)]
+    return f"{kind} {what}" + (f" ({', '.join(extra)})" if extra else "")
 
 
 def _pattern(step: dict[str, Any]) -> Pattern | None:
@@ -365,6 +469,18 @@ def _same_partition(after: dict[str, Any], step: dict[str, Any]) -> bool:
         step.get("topic", "t0"),
         step.get("partition", 0),
     )
+
+
+def _where(step: dict[str, Any]) -> str:
+    """' on t0-1' for a condition about one partition; '' otherwise."""
+    if "topic" in step:
+        return f" on {step['topic']}-{step.get('partition', 0)}"
+    return f" on {step['node']}" if "node" in step else ""
+
+
+def _brief(detail: dict[str, Any]) -> str:
+    """What a condition saw, short enough for a console line."""
+    return ", ".join(f"{k} {v}" for k, v in detail.items() if k not in ("records", "window")) or "nothing yet"
 
 
 def _heal_rank(active: Active) -> int:

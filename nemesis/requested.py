@@ -51,12 +51,13 @@ class Requested:
         if self.scripted:
             return schedule.scripted_steps(list(self.config.schedule), self.rng)
         mix = self.mix()
+        aimed = schedule.wants_all(self.config.nemesis)
         return schedule.random_steps(
             [g for g, _ in mix],
             self.plan_env(),
             self.rng,
             float(self.config.nemesis_interval),
-            [w for _, w in mix] if schedule.wants_all(self.config.nemesis) else None,
+            schedule.aimed_ranks(mix, schedule.unsafe_settings(self.config)) if aimed else None,
         )
 
     def mix(self) -> list[tuple[schedule.Group, int]]:

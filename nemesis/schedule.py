@@ -8,8 +8,9 @@ the same sequence of decisions, whatever the cluster does.
 The random schedule: after a calm start, one fault (or a composed group `kill+partition`) every
 `nemesis_interval` seconds with jitter, held for part of the interval and healed before the next.
 `all` deals every fault kind the cluster supports from a deck (ALL_MIX): each cycle goes
-through every group once before any repeats, the patterns that expose the most unsafe settings first
-(rank by rank, shuffled within a rank), with short calms between them. The scripted schedule: `config.schedule`, run once, in order; faults stay until a step heals them
+through every group once before any repeats, the patterns that expose the test's own unsafe
+settings first (`unsafe_settings`), then the patterns that expose the most unsafe settings (rank
+by rank, shuffled within a rank), with short calms between them. The scripted schedule: `config.schedule`, run once, in order; faults stay until a step heals them
 (or the end of the test does).
 """
 
@@ -19,10 +20,11 @@ import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from foundation.config import TestConfig
 from foundation.errors import BadInput
 from nemesis import targets
 from nemesis.packages import ALIASES, PACKAGES, Package, PlanEnv, lookup
-from nemesis.packages.patterns import pattern_of
+from nemesis.packages.patterns import PATTERNS, pattern_of
 
 CONTROL_DO = ("start", "resume", "heal")
 # Seconds past the session timeout a crash is held.
@@ -37,14 +39,18 @@ PICK_RANGE = 2**32
 ALL = "all"
 # `--nemesis all`: every fault kind the system supports, dealt from a deck drawn anew per cycle
 # from the schedule's rng: higher ranks first (shuffled within a rank), every group once per cycle.
-# A 60 s run has room for two or three patterns, so the first rank is the two that between them
-# expose every unsafe setting of docs/faults.md: `lagging-follower` (unclean elections, missing
-# fsync, min.insync.replicas=1, acks=1) and `failover` (pre-KIP-101 truncation, acks=1); then
-# `restarted-follower` (pre-KIP-101 truncation, acks=1), `lonely-leader` (min.insync.replicas=1,
-# acks=1) and `lose-unsynced:all` (missing fsync); then the other patterns; then the plain faults.
+# The first rank is the three that between them expose every unsafe setting of docs/faults.md:
+# `lagging-follower` (unclean elections, missing fsync), `failover` (pre-KIP-101 truncation,
+# acks=1) and the disk lost by the leader alone in the ISR, `corrupt:lonely-leader`
+# (min.insync.replicas=1, acks=1); then `restarted-follower` (pre-KIP-101 truncation, acks=1),
+# `lose-unsynced:lonely-leader` (min.insync.replicas=1 and acks=1 without fsync) and
+# `lose-unsynced:all` (missing fsync); then the other patterns; then the plain faults. A 60 s run
+# has room for two or three patterns, so the groups that expose the test's own unsafe settings are
+# dealt before all of them (`AIMED`).
 ALL_MIX: tuple[tuple[str, int], ...] = (
     ("kill:lagging-follower", 10),
     ("kill:failover", 10),
+    ("corrupt:lonely-leader", 10),
     ("kill:restarted-follower", 3),
     ("lose-unsynced:lonely-leader", 3),
     ("lose-unsynced:all", 3),
@@ -63,6 +69,42 @@ ALL_MIX: tuple[tuple[str, int], ...] = (
 )
 
 Group = list[tuple[str, str | None]]
+# Added to the rank of a group of `all` that exposes one of the test's own unsafe settings.
+AIMED = 100
+# What the plain faults of `all` expose (a pattern says it in its `exposes`).
+FAULT_EXPOSES: dict[tuple[str, str | None], tuple[str, ...]] = {
+    ("lose-unsynced", "all"): ("no fsync (power loss)",),
+}
+
+
+def unsafe_settings(config: TestConfig) -> set[str]:
+    """The unsafe settings a test runs with, named as patterns' `exposes` name them."""
+    unsafe = set()
+    if config.variant == "high-watermark":
+        unsafe.add("high-watermark truncation")
+    if config.acks == "1":
+        unsafe.add("acks=1")
+    if config.min_insync < 2 <= config.replication_factor:
+        unsafe.add("min.insync.replicas=1")
+    if config.unclean_election:
+        unsafe.add("unclean leader election")
+    if config.log_flush_interval_messages != 1:
+        unsafe.add("no fsync (power loss)")
+    return unsafe
+
+
+def exposes(group: Group) -> set[str]:
+    """The unsafe settings a group of faults exposes (its patterns' and faults' own)."""
+    found: set[str] = set()
+    for name, qualifier in group:
+        pattern = PATTERNS.get((name, qualifier or ""))
+        found.update(pattern.exposes if pattern is not None else FAULT_EXPOSES.get((name, qualifier), ()))
+    return found
+
+
+def aimed_ranks(mix: Sequence[tuple[Group, int]], unsafe: set[str]) -> list[int]:
+    """The ranks `all` deals by: those of the groups that expose one of `unsafe` raised by AIMED."""
+    return [rank + AIMED if exposes(group) & unsafe else rank for group, rank in mix]
 
 
 def available() -> list[str]:

@@ -47,6 +47,11 @@ class LiveProgress:
         self._stats = stats
         self._last = (time.monotonic(), stats.ops)
 
+    @property
+    def stats(self) -> WorkloadStats | None:
+        """The attached workload's counts (None before the workload started)."""
+        return self._stats
+
     def start(self) -> bool:
         """Start the display; False when it is disabled or already running."""
         with self._lock:

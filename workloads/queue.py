@@ -447,11 +447,16 @@ def run_workload(
     *,
     shared_producer: bool = True,
     workers: int | None = None,
+    ready: threading.Event | None = None,
+    go: threading.Event | None = None,
 ) -> WorkloadStats:
     """Drive `config.concurrency` client processes at `config.rate` ops/s until `stop_event` is set.
 
     `workers`: how many client worker processes run the slots (default: `default_workers`, see
-    `workloads.workers`); 0 runs them as threads of this process.
+    `workloads.workers`); 0 runs them as threads of this process. With `ready` and `go`, the
+    clients are started (worker processes spawned, producers made) and `ready` is set; no
+    operation starts before `go` is (a run's load phase, and its time limit, begin with the load,
+    not with the seconds a loaded machine takes to start Python processes).
     """
     driver = make_driver(config, bootstrap)  # bad settings fail here, before any process starts
     stats = WorkloadStats()
@@ -466,11 +471,14 @@ def run_workload(
         progress.attach(stats)
         started_progress = progress.start()
     try:
+        gate = Gate(ready, go, stop_event)
         if count > 0:
-            _run_in_workers(config, bootstrap, history, stats, numbers, stop_event, count, shared_producer)
+            _run_in_workers(
+                config, bootstrap, history, stats, numbers, stop_event, count, shared_producer, gate
+            )
         else:
             _run_in_threads(
-                driver, config, LocalJournal(history, stats, numbers), stop_event, shared_producer
+                driver, config, LocalJournal(history, stats, numbers), stop_event, shared_producer, gate
             )
     finally:
         stop_event.set()
@@ -481,14 +489,40 @@ def run_workload(
     return stats
 
 
+class Gate:
+    """The clients' start line: `started()` once they can run (sets `ready`), `opened()` waits
+    for `go` (True) or a stop (False). Without events it is always open."""
+
+    def __init__(self, ready: threading.Event | None, go: threading.Event | None, stop: threading.Event):
+        self.ready, self.go, self.stop = ready, go, stop
+
+    def started(self) -> None:
+        if self.ready is not None:
+            self.ready.set()
+
+    def opened(self) -> bool:
+        while self.go is not None and not self.go.wait(0.1):
+            if self.stop.is_set():
+                return False
+        return not self.stop.is_set()
+
+
 def _run_in_threads(
-    driver: Driver, config: TestConfig, journal: Journal, stop_event: threading.Event, shared_producer: bool
+    driver: Driver,
+    config: TestConfig,
+    journal: Journal,
+    stop_event: threading.Event,
+    shared_producer: bool,
+    gate: Gate,
 ) -> None:
     shared = make_producer(driver) if shared_producer and config.workload == "queue" else None
     slots = [make_slot(config, gen, driver, journal, shared) for gen in generators(config)]
     start = threading.Barrier(len(slots), timeout=PREPARE_TIMEOUT_S)
+    gate.started()
     finished: list[threading.Event] = []
     try:
+        if not gate.opened():
+            return
         for slot in slots:
             run = functools.partial(slot.run, stop_event, start)
             finished.append(_start_thread(run, f"client-{slot.gen.slot}"))
@@ -513,8 +547,9 @@ def _run_in_workers(
     stop_event: threading.Event,
     count: int,
     shared_producer: bool,
+    gate: Gate,
 ) -> None:
-    pool = WorkerPool(config, bootstrap, history, stats, numbers, count, shared_producer)
+    pool = WorkerPool(config, bootstrap, history, stats, numbers, count, shared_producer, held=True)
     failures: list[BaseException] = []
 
     def journal() -> None:
@@ -522,6 +557,9 @@ def _run_in_workers(
         never interrupt it between writing a line and tracking or acknowledging it."""
         try:
             pool.start(stop_event)
+            gate.started()
+            if gate.opened():
+                pool.release()
             pool.serve(stop_event)
         except BaseException as e:
             log.info("client workers failed: %r", e, exc_info=True)

@@ -96,6 +96,12 @@ def serve(control: Connection, slot_conns: list[Connection]) -> int:
         control.send(("ready",))
     # The slots prepare their first clients together, then start together (workloads.queue.Slot.run).
     start = threading.Barrier(len(slots), timeout=PREPARE_TIMEOUT_S) if slots else None
+    if setup.get("held"):
+        try:
+            if control.recv() != "go":  # "stop" before the load began
+                return _close(shared, slot_conns)
+        except (EOFError, OSError):
+            return _close(shared, slot_conns)
     for slot in slots:
         t = threading.Thread(target=slot.run, args=(stop, start), name=f"client-{slot.gen.slot}", daemon=True)
         t.start()
@@ -109,6 +115,10 @@ def serve(control: Connection, slot_conns: list[Connection]) -> int:
         start.abort()
     for t in threads:
         t.join()
+    return _close(shared, slot_conns)
+
+
+def _close(shared: Any, slot_conns: list[Connection]) -> int:
     if shared is not None:
         shared.close()
     for conn in slot_conns:

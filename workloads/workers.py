@@ -108,6 +108,7 @@ class WorkerPool:
         numbers: ProcessNumbers,
         workers: int,
         shared_producer: bool = True,
+        held: bool = False,
     ):
         self.config = config
         self.bootstrap = bootstrap
@@ -130,6 +131,8 @@ class WorkerPool:
         self.incarnations: dict[int, int] = {}
         self.crash_rng = random.Random(f"strandline-crash-clients:{config.seed}")
         self.next_crash: float | None = None
+        # Held: the workers start their clients and wait for `release` before any operation.
+        self.held = held
 
     # -- starting -----------------------------------------------------------------------------
     def start(self, stop_event: threading.Event) -> None:
@@ -147,6 +150,13 @@ class WorkerPool:
                 raise InfrastructureError(f"client workers did not start within {START_TIMEOUT_S:g} s")
             self._pump(0.1)
 
+    def release(self) -> None:
+        """Let held workers begin (those started later, to replace a crashed one, begin at once)."""
+        self.held = False
+        for worker in self.workers:
+            with contextlib.suppress(OSError):
+                worker.control.send("go")
+
     def _setup(self, worker: _Worker, resume: dict[int, tuple[int, int]]) -> None:
         """Send a worker its slots; `resume`: slot -> (incarnation, sends already made)."""
         levels = {name: logging.getLogger(name).getEffectiveLevel() for name in FORWARDED_LOGGERS}
@@ -158,6 +168,7 @@ class WorkerPool:
                 "shared_producer": self.shared_producer,
                 "log_levels": levels,
                 "resume": resume,
+                "held": self.held,
             }
         )
 

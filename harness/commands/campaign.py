@@ -25,12 +25,14 @@ def main(args: argparse.Namespace) -> int:
     out_dir, results = run_campaign(campaign, store, console)
     missed = [r for r in results if not r.as_expected]
     refused = [r for r in results if r.verdict == "refused"]
+    underpowered = [r for r in results if r.underpowered]
     for r in results:
         if r.verdict == "refused":
             print(f"--   {r.test.label:<40} refused: {r.reason}")
             continue
         mark = "ok  " if r.as_expected else "MISS"
-        print(f"{mark} {r.test.label:<40} {r.verdict:<8} expected {'|'.join(r.test.expect)}")
+        why = "  (too little load)" if r.underpowered else ""
+        print(f"{mark} {r.test.label:<40} {r.verdict:<8} expected {'|'.join(r.test.expect)}{why}")
     print()
     print(render(table(results)))
     print()
@@ -39,6 +41,7 @@ def main(args: argparse.Namespace) -> int:
     ran = len(results) - len(refused)
     print(
         f"campaign {campaign.name}: {ran - len(missed)}/{ran} as expected"
+        + (f", {len(underpowered)} unknown for too little load" if underpowered else "")
         + (f", {len(refused)} refused (cannot run here)" if refused else "")
     )
     return EXIT_INVALID if missed else EXIT_VALID

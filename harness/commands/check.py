@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 
 from checkers.api import check_run, checked_with, load_config, verdict_word
+from checkers.power import lines as power_lines
 from foundation.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadInput
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
         lines.append(f"  incomplete: {reason}")
     for note in results.get("notes", [])[:5]:
         lines.append(f"  note: {note}")
+    lines += power_lines(results.get("power"))
     lines.append(checked_with(results))
     return lines
 

@@ -141,6 +141,10 @@ class _Simulation:
         self.crash_rate = shape.crash_rate
         self.nemesis_rate = shape.nemesis_rate
         self.nemesis_open: tuple[str, str] | None = None
+        # The nemesis strikes only once the load flows (a write acknowledged, a read that returned
+        # records), as a real run's does: before that a fault tests nothing (checkers/power.py).
+        self.acked = False
+        self.read = False
         consumers = max(1, min(len(self.parts), concurrency // 3))
         self.slots = [
             self._slot(consumer=i < consumers, part=i % len(self.parts)) for i in range(concurrency)
@@ -158,6 +162,7 @@ class _Simulation:
     def send_done(self, process: int, part: int, value: int, type_: str, offset: int | None) -> None:
         head = self.j.head(process, type_, "send")
         if type_ == "ok":
+            self.acked = True
             self.j.add(f'{head},{self.tp[part]},"value":{value},"offset":{offset}}}')
         else:
             error = "NotEnoughReplicasError" if type_ == "fail" else "RequestTimedOutError"
@@ -198,7 +203,8 @@ class _Simulation:
         rng = self.rng
         r = rng.random()
         if r < self.nemesis_rate:
-            self.nemesis_step()
+            if (self.acked and self.read) or self.nemesis_open is not None:
+                self.nemesis_step()
             return
         slot = self.slots[int(rng.random() * len(self.slots))]
         if slot.open is not None:
@@ -261,6 +267,7 @@ class _Simulation:
                 end = min(len(self.logs[part]), start + int(self.rng.random() * 5))
                 if end > start:
                     pieces.append(self.records(part, start, end))
+                    self.read = True
                 slot.spread[part] = end
             self.j.add(f'{self.j.head(slot.process, "ok", "poll")},"records":[{",".join(pieces)}]}}')
         elif op[0] == "poll":
@@ -268,6 +275,7 @@ class _Simulation:
             start = slot.position
             end = min(len(log), start + 1 + int(self.rng.random() * 8))
             recs = self.records(slot.part, start, end)
+            self.read = self.read or end > start
             self.j.add(f'{self.j.head(slot.process, "ok", "poll")},"records":[{recs}]}}')
             slot.position = end
         else:
@@ -275,6 +283,15 @@ class _Simulation:
             head = self.j.head(slot.process, "ok", "assign")
             self.j.add(f'{head},"partitions":[{self.partitions(parts)}],"seek":{op[1]}}}')
             slot.assigned = True
+
+    def tail(self) -> None:
+        """The load's last moments, inside every fault still in force: a write acknowledged and
+        read back, then one more write (the load ends with its last write)."""
+        offset = self.append_ok_values(0, 1)
+        process = self.fresh_process()
+        self.assign(process, 0, offset)
+        self.poll(process, 0, offset, offset + 1)
+        self.append_ok_values(0, 1)
 
     def crash(self, slot: _Slot) -> None:
         """The client dies mid-op: the op is `info`, the process is never reused."""
@@ -565,6 +582,7 @@ def _write(
     for slot in sim.slots:
         if slot.open is not None:
             sim.complete(slot)
+    sim.tail()
     for _ in range(plants.get("unseen", 0)):
         sim.plant_unseen()
     sim.finish(drain_batch)

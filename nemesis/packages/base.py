@@ -156,6 +156,11 @@ class Package:
         """Apply the fault; return its Active (whose `heal` is None for one-shot faults)."""
         raise NotImplementedError
 
+    def did_nothing(self, value: dict[str, Any]) -> str | None:
+        """Why a fault that was applied changed nothing, from what it did (its ok value): a power
+        loss that dropped no byte; None when it did something (or the package cannot tell)."""
+        return None
+
     # helpers -------------------------------------------------------------------------------------
 
     def record(

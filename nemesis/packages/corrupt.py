@@ -25,7 +25,10 @@ from foundation.errors import BadInput, InfrastructureError
 from nemesis import targets
 from nemesis.packages import damage_script
 from nemesis.packages.base import Active, Context, Package, PlanEnv, topic_partition_draw
+from nemesis.packages.patterns import check_pattern, names_of, usable_patterns
 from nemesis.packages.process import _resolve, start_node
+
+PATTERN_NAMES = names_of("corrupt")  # corrupt:lonely-leader (nemesis/packages/disk_patterns.py)
 
 KINDS = ("bitflip", "truncate", "wipe")
 WHERE = ("records", "index")
@@ -79,7 +82,7 @@ class Corrupt(Package):
     crashes = True
     name = "corrupt"
     heal_f = "start"
-    qualifiers = (*KINDS, *(f"{k}-{a}" for k in KINDS for a in AIMS))
+    qualifiers = (*KINDS, *(f"{k}-{a}" for k in KINDS for a in AIMS), *PATTERN_NAMES)
     default_qualifiers = KINDS
     shade = {"color": "#9d755d", "label": "damaged disk"}
     summary = "stop the broker, damage its data dir (bitflip, truncate, wipe), restart it when healed"
@@ -90,6 +93,9 @@ class Corrupt(Package):
         why = data_dirs_refusal(ctx.sut)
         if why:
             raise BadInput(why)
+        if step.get("target") in PATTERN_NAMES:
+            check_pattern(ctx, self.name, str(step["target"]))
+            return
         kind = step.get("kind", "bitflip")
         if kind not in KINDS:
             raise BadInput(f"corrupt: unknown kind {kind!r} (kinds: {', '.join(KINDS)})")
@@ -109,9 +115,11 @@ class Corrupt(Package):
         return ctx.first_problem(one)
 
     def usable_qualifiers(self, env: PlanEnv, ctx: Context | None) -> list[str]:
-        return list(KINDS)
+        return list(KINDS) + usable_patterns(self.name, env)
 
     def plan(self, rng: random.Random, env: PlanEnv, qualifier: str | None) -> dict[str, Any]:
+        if qualifier in PATTERN_NAMES:
+            return {"do": self.name, "target": qualifier, **topic_partition_draw(rng, env)}
         kind, aim = split_qualifier(qualifier or rng.choice(KINDS))
         if aim is None:
             aim = rng.choice(targets.possible(env.names, env.has_leaders, DRAWN[kind]) or ["one"])
@@ -142,6 +150,12 @@ class Corrupt(Package):
         return Active(
             fault_id, self.name, self.heal_f, names, {"nodes": names, "kind": kind, "damage": damage}, heal
         )
+
+    def did_nothing(self, value: dict[str, Any]) -> str | None:
+        damage = value.get("damage") or {}
+        if damage and not any(isinstance(d, dict) and d.get("damaged") for d in damage.values()):
+            return f"damaged nothing on {', '.join(sorted(damage))}: no segment data to damage"
+        return None
 
 
 PACKAGES: tuple[Package, ...] = (Corrupt(),)

@@ -124,5 +124,12 @@ class LoseUnsynced(Package):
 
         return Active(fault_id, self.name, self.heal_f, names, {"nodes": names, "dropped": dropped}, heal)
 
+    def did_nothing(self, value: dict[str, Any]) -> str | None:
+        dropped = value.get("dropped") or {}
+        total = sum(int(d.get("bytes", 0)) for drops in dropped.values() for d in drops)
+        if dropped and total == 0:
+            return f"dropped 0 bytes on {', '.join(sorted(dropped))}: nothing was unsynced"
+        return None
+
 
 PACKAGES: tuple[Package, ...] = (LoseUnsynced(),)

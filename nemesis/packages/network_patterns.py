@@ -20,8 +20,10 @@ from nemesis.packages.sequence import (
     Timing,
     acknowledged_alone,
     aim_at,
+    aim_at_leader_and_its_followers,
     crash,
     cut,
+    leader_alone,
     leader_and_followers,
     where,
 )
@@ -87,14 +89,6 @@ def _cut_then_kill(
     ]
 
 
-def _choose_lonely(sight: Sight) -> Aim | None:
-    found = leader_and_followers(sight, 1)
-    if found is None:
-        return None
-    key, leader, followers = found
-    return aim_at(sight, key, {"leader": leader, "followers": followers})
-
-
 def _lonely_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
     """Cut the leader off from its followers (it still reaches ZooKeeper and the clients), wait
     until it has shrunk the ISR to itself, flush its page cache (the kernel's writeback, which
@@ -109,17 +103,9 @@ def _lonely_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
     lifts the high watermark over them and consumers read them. Flushed at the cut instead, a
     power loss took them from under the consumers' feet (`inconsistent-offsets`): a loss of the
     missing fsync, not of min.insync.replicas=1, and not the shape this pattern is for."""
-    at = where(aim)
-    leader, followers = aim.roles["leader"], list(aim.roles["followers"])
+    leader = aim.roles["leader"]
     return [
-        {"do": "partition", "grudge": cut([leader], followers), "as": "cut", **at},
-        {
-            "wait_until": "isr-shrunk-to-leader",
-            "node": leader,
-            "timeout": round(timing.lag_s + timing.session_s, 3),
-            "required": True,
-            **at,
-        },
+        *leader_alone(aim, timing),
         {"writeback": [leader]},
         acknowledged_alone(aim, timing),
         crash(aim, [leader]),
@@ -149,8 +135,10 @@ PATTERNS: tuple[Pattern, ...] = (
         LONELY_LEADER,
         "lose-unsynced",
         "the leader is cut off until the ISR is itself alone, then loses power",
-        ("min.insync.replicas=1", "acks=1"),
-        _choose_lonely,
+        # only without fsync: min.insync.replicas=1 and acks=1 (what it acknowledged alone was
+        # never synced); with fsync on every append nothing (corrupt:lonely-leader loses its disk)
+        (),
+        aim_at_leader_and_its_followers,
         _lonely_steps,
         needs_power_loss=True,
         min_nodes=2,

@@ -1,5 +1,6 @@
 """Every pattern, by the fault it is a qualifier of: `kill:failover`, `partition:leader-isolated`,
-`lose-unsynced:lonely-leader` (see nemesis/packages/sequence.py and docs/faults.md)."""
+`lose-unsynced:lonely-leader`, `corrupt:lonely-leader` (see nemesis/packages/sequence.py and
+docs/faults.md)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from typing import Any
 from foundation.errors import BadInput
 from nemesis import targets
 from nemesis.packages.base import Context, PlanEnv
+from nemesis.packages.disk_patterns import PATTERNS as DISK
 from nemesis.packages.network_patterns import PATTERNS as NETWORK
 from nemesis.packages.process_patterns import PATTERNS as PROCESS
 from nemesis.packages.sequence import Pattern
 
-PATTERNS: dict[tuple[str, str], Pattern] = {(p.fault, p.name): p for p in (*PROCESS, *NETWORK)}
+PATTERNS: dict[tuple[str, str], Pattern] = {(p.fault, p.name): p for p in (*PROCESS, *NETWORK, *DISK)}
 
 
 def names_of(fault: str) -> tuple[str, ...]:

@@ -282,11 +282,7 @@ PATTERNS: tuple[Pattern, ...] = (
         LAGGING_FOLLOWER,
         "kill",
         "a follower frozen until it leaves the ISR, then the in-sync replicas crash together",
-        (
-            "unclean leader election",
-            "no fsync (power loss)",
-            "min.insync.replicas=1",
-        ),
+        ("unclean leader election", "no fsync (power loss)"),
         _choose_lagging,
         _lagging_steps,
         holds_crash=True,

@@ -80,7 +80,10 @@ class Pattern:
     name: str
     fault: str  # the fault it is a qualifier of (`kill:failover`, `partition:leader-isolated`)
     summary: str
-    exposes: tuple[str, ...]  # the unsafe settings it makes lose data (docs/faults.md)
+    # The unsafe settings it makes lose data when the brokers fsync every append ("no fsync (power
+    # loss)": it loses unsynced acknowledged writes); `--nemesis all` deals it first when the test
+    # runs with one of them (nemesis.schedule.unsafe_settings, docs/faults.md).
+    exposes: tuple[str, ...]
     choose: Callable[[Sight], Aim | None]
     steps: Callable[[Aim, Timing], list[dict[str, Any]]]
     needs_partition: bool = True  # aimed at a partition (else at the whole cluster)
@@ -124,6 +127,16 @@ def aim_at_leader_and(sight: Sight, *follower_roles: str) -> Aim | None:
     return aim_at(sight, key, {"leader": leader, **dict(zip(follower_roles, followers, strict=False))})
 
 
+def aim_at_leader_and_its_followers(sight: Sight) -> Aim | None:
+    """An aim at the first partition with a leader and an in-sync follower: roles `leader` and
+    `followers` (every in-sync follower), for the patterns that cut the leader off from them."""
+    found = leader_and_followers(sight, 1)
+    if found is None:
+        return None
+    key, leader, followers = found
+    return aim_at(sight, key, {"leader": leader, "followers": followers})
+
+
 def aim_at(sight: Sight, key: tuple[str, int], roles: dict[str, Any], variant: str = "") -> Aim:
     state = sight.states.get(key) or {}
     seen: dict[str, Any] = {k: state[k] for k in ("leader", "leader_epoch", "isr") if k in state}
@@ -150,6 +163,22 @@ def cut(nodes: Sequence[str], others: Sequence[str]) -> dict[str, list[str]]:
 
 def where(aim: Aim) -> dict[str, Any]:
     return {} if aim.topic is None else {"topic": aim.topic, "partition": aim.partition}
+
+
+def leader_alone(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
+    """Cut the leader off from its followers (it still reaches ZooKeeper and the clients; the cut
+    is part `cut`) and wait until it has shrunk the ISR to itself (required, at most L + T)."""
+    leader, followers = aim.roles["leader"], list(aim.roles["followers"])
+    return [
+        {"do": "partition", "grudge": cut([leader], followers), "as": "cut", **where(aim)},
+        {
+            "wait_until": "isr-shrunk-to-leader",
+            "node": leader,
+            "timeout": round(timing.lag_s + timing.session_s, 3),
+            "required": True,
+            **where(aim),
+        },
+    ]
 
 
 # Records the shrunk ISR must acknowledge before a pattern crashes it (the loss it can show).

@@ -295,7 +295,7 @@ def test_failovers_move_leadership_the_way_they_say(
     leads; lagging-follower: the frozen follower left the ISR before the others died."""
     from nemesis import choreography, conditions
 
-    monkeypatch.setattr(choreography, "LOAD_TIMEOUT_S", 1.0)  # no load here: strike at once
+    monkeypatch.setattr(choreography, "LOAD_BOUND_S", 1.0)  # no load here: strike at once
     _full_isr(env)
     nem, history = nemesis_for(env, target)
     # the waits read high watermarks from the brokers themselves (ListOffsets, leader first)
@@ -398,7 +398,12 @@ def test_heal_leftovers_after_controller_sigkill(env: dict[str, Any]) -> None:
     assert heal_leftovers(state) == []
 
 
-def test_random_schedule_runs_journals_and_heals(env: dict[str, Any]) -> None:
+def test_random_schedule_runs_journals_and_heals(
+    env: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nemesis import choreography
+
+    monkeypatch.setattr(choreography, "LOAD_BOUND_S", 0.2)  # no clients: start at once
     nem, history = nemesis_for(
         env, "random", nemesis=("kill", "pause", "partition", "clock", "loss"), nemesis_interval=0.6
     )
@@ -467,8 +472,14 @@ def test_power_loss_drops_unsynced_log_data_and_the_broker_recovers(env: dict[st
 
 # Records still in flight to the killed leader make kafka-python's producer complain when collected.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_scripted_seed_scenario_waits_for_a_follower_past_its_checkpointed_hw(env: dict[str, Any]) -> None:
+def test_scripted_seed_scenario_waits_for_a_follower_past_its_checkpointed_hw(
+    env: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from kafka import KafkaProducer
+
+    from nemesis import choreography
+
+    monkeypatch.setattr(choreography, "LOAD_BOUND_S", 0.5)  # its producer writes one partition only
 
     cluster = env["cluster"]
     for n in cluster.nodes:

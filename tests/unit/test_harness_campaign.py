@@ -225,7 +225,14 @@ def test_a_refused_row_is_neither_a_pass_nor_a_miss_and_is_counted_apart(
         ("d-kill nemesis=kill seed=7", "valid", True),
     ]
     summary = json.loads((out_dir / "summary.json").read_text())
-    assert summary["counts"] == {"valid": 1, "invalid": 0, "unknown": 0, "refused": 1, "skipped": 0}
+    assert summary["counts"] == {
+        "valid": 1,
+        "invalid": 0,
+        "unknown": 0,
+        "refused": 1,
+        "skipped": 0,
+        "underpowered": 0,
+    }
     assert summary["as_expected"] is True and summary["tests"][0]["name"] == "d-delay nemesis=delay seed=7"
     suite = ET.parse(out_dir / "junit.xml").getroot().find("testsuite")
     assert suite is not None and (suite.get("skipped"), suite.get("failures")) == ("1", "0")

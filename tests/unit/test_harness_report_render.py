@@ -126,3 +126,25 @@ def test_fault_windows_follow_fault_ids_and_roles() -> None:
         ("partition n1 | n2 n3", 2.0, 5.2),
         ("restart n2", 7.0, 8.0),
     ]
+
+
+def test_a_run_that_tested_too_little_says_so_and_shows_its_power(tmp_path: Path) -> None:
+    """The report reads `power` from results.json (it never counts it itself): the headline says
+    why a clean run is unknown, the panel marks the fault window without load."""
+    from checkers.api import check_run
+
+    run = make_run(tmp_path / "run", lost=False)
+    results = check_run(run, "reference")
+    window = results["power"]["windows"][0]
+    results.update(valid="unknown", underpowered=True)
+    results["power"].update(enough=False, reasons=["too little load: none in 1 of 2 fault windows"])
+    results["power"]["windows"][0] = {**window, "acked_writes": 0, "loaded": False}
+    (run / "results.json").write_text(json.dumps(results))
+    ctx = build_context(run)
+    assert ctx["verdict"] == "unknown"
+    said = "o anomaly found, but the run tested too little (too little load: none in 1 of 2 fault windows)."
+    assert any(s.endswith(said) for s in ctx["sentences"]), ctx["sentences"]
+    rows = ctx["power"]["rows"]
+    assert [r.what for r in rows][:1] == ["the whole load"] and not rows[2].loaded and rows[2].acked == "0"
+    html = write_report(run).read_text()
+    assert "How much was tested" in html and "no load" in html

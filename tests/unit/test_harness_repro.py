@@ -58,3 +58,31 @@ def test_demo_exit_code_follows_both_verdicts(
     monkeypatch.setattr(repro, "run_test", fake_runs(tmp_path, ["valid", "valid"], []))
     assert demo.main(argparse.Namespace(seed=5, store=str(tmp_path))) == 1
     assert "NOT as expected" in capsys.readouterr().out
+
+
+def test_an_attempt_that_did_not_reach_its_state_is_retried_not_judged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step that did nothing (or a required condition not met) voids the attempt, unsafe or safe."""
+    seen: list[Any] = []
+    plain = fake_runs(tmp_path, ["valid", "invalid", "valid", "valid"], seen)
+    unreached = {1: ["lose-unsynced n2 n3: dropped 0 bytes on n2, n3: nothing was unsynced"], 3: ["x"]}
+
+    def run(config: Any, console: Any = None) -> RunOutcome:
+        outcome: RunOutcome = plain(config, console)
+        outcome.unreached = unreached.get(len(seen), [])
+        return outcome
+
+    monkeypatch.setattr(repro, "run_test", run)
+    result = repro.reproduce(scenario("kip-903-empty-disk"), seed=3, console=Console(quiet=True), budget=1e6)
+    assert [(c.isr_broker_epoch_check, c.seed) for c in seen] == [
+        (False, 3),
+        (False, 4),
+        (True, 4),
+        (True, 5),
+    ]
+    summary = result.summary()
+    first = summary["attempts"][0]
+    assert first["judged"] is False and "dropped 0 bytes" in first["not_judged"]
+    assert [a["judged"] for a in summary["safe_attempts"]] == [False, True]
+    assert result.as_expected and summary["safe"]["seed"] == 5

@@ -93,9 +93,19 @@ def pieces(calls: list[str], *, nemesis_fails: bool = False, workload_fails: boo
     sent: list[tuple[int, int]] = []
 
     def run_workload(
-        config: Any, bootstrap: list[str], history: Any, stop: threading.Event, progress: Any
+        config: Any,
+        bootstrap: list[str],
+        history: Any,
+        stop: threading.Event,
+        progress: Any,
+        ready: threading.Event | None = None,
+        go: threading.Event | None = None,
     ) -> None:
         value = 0
+        if ready is not None and go is not None:
+            ready.set()
+            while not go.wait(0.05) and not stop.is_set():
+                pass
         while not stop.is_set():
             history.append(
                 {"process": 0, "type": "invoke", "f": "send", "topic": "t0", "partition": 0, "value": value}
@@ -328,9 +338,9 @@ def test_sigterm_as_the_load_starts_is_an_interruption(tmp_path: Path) -> None:
     p = pieces(calls)
     plain = p.run_workload
 
-    def signal_at_once(config: Any, bootstrap: list[str], history: Any, stop: threading.Event, progress: Any) -> None:  # fmt: skip
+    def signal_at_once(config: Any, bootstrap: list[str], history: Any, stop: threading.Event, progress: Any, **gate: Any) -> None:  # fmt: skip
         os.kill(os.getpid(), signal.SIGTERM)
-        plain(config, bootstrap, history, stop, progress)
+        plain(config, bootstrap, history, stop, progress, **gate)
 
     p = dataclasses.replace(p, run_workload=signal_at_once)
     config = resolve(None, {"store": str(tmp_path), "time_limit": 30, "nemesis": "kill"})

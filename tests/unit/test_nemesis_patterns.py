@@ -203,7 +203,9 @@ def test_patterns_are_scripted_steps_too_and_checked_like_faults() -> None:
 
 
 def test_all_draws_every_supported_fault_mostly_as_patterns(tmp_path: Path) -> None:
-    nem = build_nemesis(config(nemesis=("all",)), cluster(3), None, random.Random(5), tmp_path)
+    # the safe settings (fsync every append): no group is dealt ahead of its rank
+    safe = config(nemesis=("all",), log_flush_interval_messages=1)
+    nem = build_nemesis(safe, cluster(3), None, random.Random(5), tmp_path)
     nem.validate(probe=False)
     mix = dict(("+".join(f"{n}:{q}" if q else n for n, q in g), w) for g, w in nem.mix())
     # FakeSut has no lazyfs: the power-loss faults are left out, the rest is drawn
@@ -219,16 +221,42 @@ def test_all_draws_every_supported_fault_mostly_as_patterns(tmp_path: Path) -> N
     ]
     groups = len(nem.mix())
     top = max(w for _, w in ALL_MIX)
-    assert {k for k, w in ALL_MIX if w == top} == {"kill:lagging-follower", "kill:failover"}
+    first_rank = {"kill:lagging-follower", "kill:failover", "corrupt:lonely-leader"}
+    assert {k for k, w in ALL_MIX if w == top} == first_rank
     orders = set()
     for start in range(0, len(dealt) - groups, groups):
         cycle = dealt[start : start + groups]
-        # a deck: the two broadest patterns first in every cycle, in either order
-        assert set(cycle[:2]) == {"kill:lagging-follower", "kill:failover"}
+        # a deck: the three broadest patterns first in every cycle, in any order
+        assert set(cycle[:3]) == first_rank
         orders.add(tuple(cycle))
     assert len(orders) > 1  # shuffled anew each cycle
     patterns = Counter(k.split(":", 1)[1] in {p for _, p in PATTERNS} for k in dealt)
     assert patterns[True] > patterns[False]
+
+
+@pytest.mark.parametrize(
+    ("settings", "first"),
+    [
+        ({"min_insync": 1}, {"corrupt:lonely-leader"}),
+        ({"unclean_election": True}, {"kill:lagging-follower"}),
+        ({"variant": "high-watermark"}, {"kill:failover", "kill:restarted-follower"}),
+    ],
+)
+def test_all_deals_first_what_exposes_the_tests_own_unsafe_setting(
+    tmp_path: Path, settings: dict[str, Any], first: set[str]
+) -> None:
+    unsafe = config(nemesis=("all",), log_flush_interval_messages=1, **settings)
+    nem = build_nemesis(unsafe, cluster(3), None, random.Random(11), tmp_path)
+    nem.validate(probe=False)
+    groups = len(nem.mix())
+    steps = nem.steps()
+    dealt = [
+        f"{step['do']}:{step.get('target', step.get('grudge'))}"
+        for step in (next(steps) for _ in range(1500))
+        if "do" in step
+    ]
+    for start in range(0, len(dealt) - groups, groups):
+        assert set(dealt[start : start + len(first)]) == first
 
 
 def test_the_deck_deals_every_group_once_per_cycle_higher_ranks_first() -> None:
@@ -299,7 +327,7 @@ def test_a_pattern_that_holds_its_crash_gets_no_second_hold() -> None:
                 assert drawn[i + 1]["wait"] >= 6.0 + CRASH_MARGIN_S
     assert seen == {"lagging-follower", "stalled-failover"}
     holding = {name for (_, name), p in PATTERNS.items() if p.holds_crash}
-    assert holding == {"lagging-follower", "failover", "restarted-follower"}
+    assert holding == {"lagging-follower", "failover", "restarted-follower", "lonely-leader"}
 
 
 def test_a_failed_high_watermark_read_keeps_the_wait_baseline(tmp_path: Path, monkeypatch: Any) -> None:
@@ -378,4 +406,99 @@ def test_load_flows_when_the_high_watermark_grows_through_the_whole_window(
     step = {"topic": "t0", "partition": 0}
     met = [conditions.load_flowing(nem.ctx, step)[0] for _ in readings]
     assert met == [False, False, False, False, False, False, False, True, True, True, True]
+    conditions.close(nem.ctx)
+
+
+def test_the_lonely_leader_loses_its_disk_only_once_it_acknowledges_alone() -> None:
+    """`corrupt:lonely-leader`: the cut until the ISR is the leader alone, then (required) the
+    leader acknowledging alone, then its disk wiped and the broker started again empty."""
+    plan = _plan("corrupt", "lonely-leader")
+    assert _faults(plan) == [
+        ("partition", {"n1": ["n2", "n3"], "n2": ["n1"], "n3": ["n1"]}),
+        ("corrupt", "n1"),
+    ]
+    wipe = next(s for s in plan if s.get("do") == "corrupt")
+    assert wipe["kind"] == "wipe" and wipe["as"] == "wiped"
+    gates = [s for s in plan if "wait_until" in s]
+    assert [(s["wait_until"], s.get("required", False)) for s in gates] == [
+        ("isr-shrunk-to-leader", True),
+        ("acknowledged-alone", True),
+        ("leader-is", False),
+    ]
+    kinds = [next(k for k in ("do", "wait_until", "undo") if k in s) for s in plan]
+    assert kinds == ["do", "wait_until", "wait_until", "do", "undo", "undo", "wait_until"]
+    assert [s["undo"] for s in plan if "undo" in s] == ["cut", "wiped"]
+
+
+class AloneSut(FakeSut):
+    """A FakeSut whose ISR and high watermark are what the test sets them to."""
+
+    isr: list[str]
+    hw = 0
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        return {
+            tp: {**s, "isr": self.isr, "high_watermark": self.hw}
+            for tp, s in super().partition_state().items()
+        }
+
+
+def test_acknowledged_alone_is_steady_growth_with_the_leader_alone_in_the_isr(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The shrink's one jump of the high watermark (min.insync.replicas=2 refuses what comes
+    after) is not acknowledging alone; steady growth while the ISR is the leader alone is."""
+    from nemesis import conditions
+
+    clock = iter([0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75])
+    monkeypatch.setattr(conditions.time, "monotonic", lambda: next(clock))
+    alone, full = ["n1"], ["n1", "n2", "n3"]
+    # the ISR shrinks at the second reading, the high watermark jumps by 60 at the third and stands
+    # still; from the seventh it grows by 10 every quarter of a second while the leader is alone
+    readings = [0, 0, 60, 60, 60, 60, 70, 80, 90, 100, 110, 120]
+    isrs = [full, alone, alone, alone, alone, alone, alone, alone, alone, alone, full, alone]
+    sut = AloneSut(["n1", "n2", "n3"])
+    c = cluster(3, sut=sut)
+    c.bootstrap_servers = lambda: ["10.77.9.11:9092"]  # type: ignore[method-assign]
+    nem = build_nemesis(config(rate=200.0, partitions=2), c, None, random.Random(1), tmp_path)
+    step = {"topic": "t0", "partition": 0, "node": "n1"}
+    met = []
+    for hw, isr in zip(readings, isrs, strict=True):
+        sut.hw, sut.isr = hw, isr
+        met.append(conditions.acknowledged_alone(nem.ctx, step)[0])
+    # steady through a whole window from the ninth reading on; the full ISR of the eleventh starts over
+    assert met == [False] * 8 + [True, True, False, False]
+    conditions.close(nem.ctx)
+
+
+class TwoPartitionsSut(FakeSut):
+    """A FakeSut whose two partitions' high watermarks are what the test sets them to."""
+
+    hws = (0, 0)
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        states = super().partition_state()
+        return {tp: {**s, "high_watermark": self.hws[tp[1]]} for tp, s in states.items()}
+
+
+def test_the_schedule_starts_once_acknowledgements_reach_the_cluster(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """`acks-flowing`: the sum of the partitions' high watermarks grows through a whole window,
+    however slowly (a transactional workload on a loaded machine acknowledges a few per second)."""
+    from nemesis import conditions
+
+    clock = iter([0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0])
+    monkeypatch.setattr(conditions.time, "monotonic", lambda: next(clock))
+    sut = TwoPartitionsSut(["n1", "n2", "n3"])
+    c = cluster(3, sut=sut)
+    c.bootstrap_servers = lambda: ["10.77.9.11:9092"]  # type: ignore[method-assign]
+    nem = build_nemesis(config(partitions=2), c, None, random.Random(1), tmp_path)
+    # nothing for a second, then one record on one partition or the other every quarter second
+    readings = [(0, 0), (0, 0), (0, 0), (0, 0), (0, 0), (1, 0), (1, 1), (2, 1), (2, 2)]
+    met = []
+    for hws in readings:
+        sut.hws = hws
+        met.append(conditions.acks_flowing(nem.ctx, {"window": 1.0})[0])
+    assert met == [False] * 7 + [True, True]
     conditions.close(nem.ctx)

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import gc
+import logging
 import os
+import socket
+import time
+
+import pytest
 
 from foundation.config import TestConfig
 from workloads.clients import confluent
@@ -27,3 +32,24 @@ def test_closing_a_producer_destroys_its_librdkafka_handle_at_once() -> None:
         producer.close()  # a second close is harmless
     finally:
         gc.enable()
+
+
+def test_librdkafka_logs_go_to_logging_not_to_stderr(
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """librdkafka's own lines (`%3|...|FAIL|...| Connect to ... failed`) reach harness.log through
+    the logger, never the console: a producer refused by its bootstrap broker logs, stderr stays empty."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here once closed
+    name = confluent.LIBRDKAFKA_LOG.name
+    with caplog.at_level(logging.INFO, logger=name):
+        producer = confluent.ConfluentProducer(TestConfig(client="confluent-kafka"), [f"127.0.0.1:{port}"])
+        try:
+            deadline = time.monotonic() + 10
+            while not any(r.name == name for r in caplog.records) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            producer.close()
+    assert any("Connect to" in r.getMessage() for r in caplog.records if r.name == name)
+    assert "rdkafka" not in capfd.readouterr().err

@@ -42,6 +42,10 @@ from foundation.config import TestConfig
 from workloads.clients import base
 
 log = logging.getLogger(__name__)
+# librdkafka's own log lines (`%3|...|FAIL|rdkafka#producer-1| ... Connect to ... failed`) go to
+# this logger, so to harness.log, instead of the process's stderr: hundreds of them during kills.
+# (A client serves them from its poll/flush calls, in the thread that polls.)
+LIBRDKAFKA_LOG = logging.getLogger("confluent_kafka.librdkafka")
 
 # A workload's consumers fetch ahead this much per partition: a poll takes at most
 # workloads.queue.MAX_POLL_RECORDS, and whatever librdkafka fetches ahead the brokers serve and the
@@ -91,6 +95,7 @@ def producer_settings(config: TestConfig, bootstrap: list[str]) -> dict[str, Any
         "topic.metadata.refresh.interval.ms": 10000,
         "max.in.flight.requests.per.connection": 5,
         "error_cb": _log_error,
+        "logger": LIBRDKAFKA_LOG,
     }
 
 
@@ -299,6 +304,7 @@ def _consumer(
                 "reconnect.backoff.max.ms": 1000,
                 "topic.metadata.refresh.interval.ms": 10000,
                 "error_cb": _log_error,
+                "logger": LIBRDKAFKA_LOG,
                 **(extra or {}),
             }
         )

@@ -1,0 +1,330 @@
+"""Verdict power: how much a run tested, and whether that is enough to call it `valid`.
+
+A `valid` verdict claims that the system was tested and nothing was lost. A run whose clients
+barely got through (a loaded machine, a cluster that never served) proves little, however clean
+its history, so the verdict asks for load where it matters. The rule is defined here once; each
+engine counts the events it needs into a `Tally` (`checkers/power_history.py` in one Python pass,
+`checkers/spark_power.py` over the Parquet form's columns), and `evaluate` turns a tally into
+results.json's `power`, so both engines agree wherever their tallies do.
+
+Events (completed client operations, at their completion time):
+* `acked`: an acknowledged write: an `ok` send with an offset >= 0; each send of a committed
+  transaction that its completion gives an offset;
+* `read`: an operation that returned records: an `ok` poll with at least one whole record (topic,
+  partition, offset, value); a committed transaction whose polls returned one;
+* `commit`, `rebalance`: `ok` commits and rebalances of consumer-group members;
+* `crash`: a client process killed on purpose (`crash` operations, at their invocation);
+* `write`: any completed send or transaction, whatever its outcome: the load ends with the last.
+
+The load runs from the first client invocation to the last completed send or transaction (the
+final drain's reads come after it and are not load); the clients issued it until their last send
+or transaction was invoked (`issued_until`: operations blocked on a paused broker complete long
+after the time limit stopped the clients). Each fault window (`history.faults`: from the fault's
+invocation to its heal) is counted from `IN_FLIGHT_S` after its start to its heal plus `recovery_s` (two session
+timeouts and the clients' request timeout: the cluster notices a crashed broker, takes the
+registration of the restarted one once its old session expired and elects, and the clients'
+requests stuck on it give up and go elsewhere), clipped to the load's end; a fault never healed
+runs to the load's end. Faults in force together are tested together: a window is counted to the
+last heal of the faults in force with it, plus the recovery (a follower restarted in an instant
+while its leader is cut off and then killed struck into the outage the others made, and the load
+after their heal is its load too).
+
+The rule (docs/checkers.md, "Verdict power"): a run is `valid` only when
+* its acknowledged writes reach `MIN_ACKED_SHARE` of the operations its rate asked for while the
+  clients issued them (at least one; without test.json the rate is not known and only "at least one"
+  holds), and at least one read returned records;
+* before the first fault, and inside every fault window, at least one write was acknowledged and
+  one read returned records;
+* what the workload was asked to do happened: with `crash_clients`, a client crashed; with
+  consumer groups, a commit succeeded; with faults asked for, one struck.
+Otherwise it is `unknown`, with the reasons.
+
+Counting is exact: a tally holds, per kind and second, the events' count, first and last time,
+plus every event's time in the seconds where an interval starts or ends. The longest stretch
+without an acknowledged write is exact from `MIN_STRETCH_S` up (such a stretch ends at a second's
+first ack and starts at a previous second's last); shorter ones count as 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from foundation.config import TestConfig
+from history.faults import FaultWindow
+
+NS = 1_000_000_000
+KINDS = ("acked", "read", "commit", "rebalance", "crash", "write")
+# Of the operations the test's rate asks for while the clients issue them, at least this share
+# must be acknowledged writes. The queue workload makes 55 % of its operations sends; on a loaded
+# 2-core machine a run under `--nemesis all` acknowledges 10-20 % of its asked operations, a repro
+# that keeps its one partition offline for half its run about 5 %; below 2 % the clients barely got
+# through (a machine too loaded to run the test as asked: 24 acknowledged writes in 45 s at 200
+# ops/s is 0.3 %).
+MIN_ACKED_SHARE = 0.02
+# Stretches without an acknowledged write shorter than this are not measured (reported as 0).
+MIN_STRETCH_S = 1.0
+# A fault window's load is counted from this long after the fault struck: what was in flight then
+# (an acknowledgement already on the wire to a client) completes within it, and is not load the
+# fault saw (every broker paused: one acknowledgement and three reads completed in its first 50 ms).
+IN_FLIGHT_S = 1.0
+
+
+@dataclass
+class Tally:
+    """What an engine counted: per kind, per second (count, first, last) of its events' times
+    (seconds since the test started), and every event's time in the seconds `exact_seconds`
+    asks for; the load's first invocation and last completed write."""
+
+    per_second: dict[str, dict[int, tuple[int, float, float]]] = field(default_factory=dict)
+    exact: dict[str, dict[int, list[float]]] = field(default_factory=dict)
+    load_start: float | None = None
+    load_end: float | None = None
+    issued_until: float | None = None  # the last send or transaction invoked
+
+    def count(self, kind: str, lo: float, hi: float) -> int:
+        """Events of `kind` with lo <= t <= hi."""
+        if hi < lo:
+            return 0
+        first, last = int(lo), int(hi)
+        seconds = self.per_second.get(kind, {})
+        total = sum(n for s, (n, _, _) in seconds.items() if first < s < last)
+        exact = self.exact.get(kind, {})
+        for s in {first, last}:
+            total += sum(1 for t in exact.get(s, ()) if lo <= t <= hi)
+        return total
+
+    def longest_gap(self, kind: str, lo: float, hi: float) -> float:
+        """The longest stretch within [lo, hi] without an event of `kind` (0 below MIN_STRETCH_S)."""
+        if hi < lo:
+            return 0.0
+        first, last = int(lo), int(hi)
+        seconds = self.per_second.get(kind, {})
+        exact = self.exact.get(kind, {})
+        points: list[float] = []  # the events that can bound a stretch of a second or more
+        for s in sorted(x for x in seconds if first <= x <= last):
+            if s in (first, last):
+                points += sorted(t for t in exact.get(s, ()) if lo <= t <= hi)
+            else:
+                points += [seconds[s][1], seconds[s][2]]
+        bounds = [lo, *points, hi]
+        longest = max(b - a for a, b in zip(bounds, bounds[1:], strict=False))
+        return round(longest, 3) if longest >= MIN_STRETCH_S else 0.0
+
+
+def tally_from_times(
+    times: dict[str, list[float]],
+    load_start: float | None,
+    load_end: float | None,
+    seconds: Iterable[int],
+    issued_until: float | None = None,
+) -> Tally:
+    """A tally from every event's time (the reference's way), exact in `seconds`."""
+    tally = Tally(load_start=load_start, load_end=load_end, issued_until=issued_until)
+    wanted = set(seconds)
+    for kind, values in times.items():
+        per: dict[int, tuple[int, float, float]] = {}
+        exact: dict[int, list[float]] = {}
+        for t in values:
+            s = int(t)
+            n, lo, hi = per.get(s, (0, t, t))
+            per[s] = (n + 1, min(lo, t), max(hi, t))
+            if s in wanted:
+                exact.setdefault(s, []).append(t)
+        tally.per_second[kind] = per
+        tally.exact[kind] = {s: sorted(v) for s, v in exact.items()}
+    return tally
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What the test asked of its workload and faults (from test.json; `rate` None without one)."""
+
+    rate: float | None
+    crash_clients: float = 0.0
+    groups: bool = False
+    faults: bool = False
+    recovery_s: float = 17.0
+
+    @staticmethod
+    def of(config: TestConfig, known: bool) -> Asked:
+        return Asked(
+            rate=config.rate if known else None,
+            crash_clients=config.crash_clients,
+            groups=config.consume != "assign" and config.workload == "queue",
+            faults=bool(config.nemesis) or bool(config.schedule),
+            recovery_s=(2 * config.zookeeper_session_timeout_ms + config.request_timeout_ms) / 1000,
+        )
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A stretch of the run the rule counts in: the load, before the first fault, a window."""
+
+    lo: float
+    hi: float
+
+
+def window_intervals(windows: list[FaultWindow], recovery_s: float, load_end: float) -> list[Interval]:
+    """The fault windows as the rule counts them: each from IN_FLIGHT_S after its start to the last
+    heal of the faults in force with it (never healed: the load's end) plus the recovery time,
+    clipped to the load's end. `windows` by start (as `history.faults` gives them)."""
+    spans = [
+        Interval(w.invoked_ns / NS, load_end if w.healed_ns is None else w.healed_ns / NS) for w in windows
+    ]
+    heals = [span.hi for span in spans]
+    group: list[int] = []  # faults in force together, one after another by start
+    for i, span in enumerate(spans):
+        if group and span.lo > max(heals[j] for j in group):
+            group = []
+        group.append(i)
+        last = max(heals[j] for j in group)
+        for j in group:
+            heals[j] = last
+    return [
+        Interval(span.lo + IN_FLIGHT_S, min(heal + recovery_s, load_end))
+        for span, heal in zip(spans, heals, strict=True)
+    ]
+
+
+def intervals(
+    windows: list[FaultWindow], asked: Asked, load_start: float | None, load_end: float | None
+) -> list[Interval]:
+    """Every interval the rule counts in (the load, before the first fault, each window)."""
+    if load_start is None or load_end is None:
+        return []
+    out = [Interval(load_start, load_end)]
+    if windows:
+        out.append(Interval(load_start, windows[0].invoked_ns / NS))
+        out += window_intervals(windows, asked.recovery_s, load_end)
+    return out
+
+
+def exact_seconds(spans: Iterable[Interval]) -> set[int]:
+    """The seconds whose events a tally must hold one by one: where an interval starts or ends."""
+    return {int(x) for span in spans if span.hi >= span.lo for x in (span.lo, span.hi)}
+
+
+def _counts(tally: Tally, span: Interval) -> dict[str, Any]:
+    return {
+        "acked_writes": tally.count("acked", span.lo, span.hi),
+        "reads": tally.count("read", span.lo, span.hi),
+        "commits": tally.count("commit", span.lo, span.hi),
+        "rebalances": tally.count("rebalance", span.lo, span.hi),
+        "longest_without_ack_s": tally.longest_gap("acked", span.lo, span.hi),
+    }
+
+
+def _loaded(counts: dict[str, Any]) -> bool:
+    return bool(counts["acked_writes"] >= 1 and counts["reads"] >= 1)
+
+
+def _what(window: FaultWindow) -> str:
+    nodes = " ".join(window.nodes)
+    return f"{window.f} {nodes}".strip()
+
+
+def evaluate(tally: Tally, windows: list[FaultWindow], asked: Asked) -> dict[str, Any]:
+    """results.json's `power`: the counts of the run, before the first fault and per fault window,
+    and whether they are enough for a `valid` verdict (`enough`, with `reasons` when not)."""
+    start, end = tally.load_start, tally.load_end
+    reasons: list[str] = []
+    out: dict[str, Any] = {"recovery_s": asked.recovery_s}
+    if start is None or end is None:
+        out.update(load=None, run=None, before_first_fault=None, windows=[], minimum=None, enough=False)
+        out["reasons"] = ["too little load: no write completed"]
+        return out
+    seconds = round(max(0.0, end - start), 3)
+    issued = round(max(0.0, (tally.issued_until if tally.issued_until is not None else end) - start), 3)
+    run = _counts(tally, Interval(start, end))
+    run["crashes"] = tally.count("crash", start, end)
+    minimum = 1
+    if asked.rate is not None:
+        minimum = max(1, math.ceil(MIN_ACKED_SHARE * asked.rate * issued))
+    out["load"] = {"start_s": round(start, 3), "end_s": round(end, 3), "seconds": seconds, "issued_s": issued}
+    out["run"] = run
+    out["minimum"] = {
+        "acked_writes": minimum,
+        "why": (
+            f"{MIN_ACKED_SHARE:.0%} of the operations {asked.rate:g} ops/s asks for in {issued:g} s"
+            if asked.rate is not None
+            else "one (no test.json: the rate is not known)"
+        ),
+    }
+    short: list[str] = []
+    if run["acked_writes"] < minimum:
+        short.append(f"{run['acked_writes']} acknowledged writes in {issued:.0f} s (at least {minimum})")
+    if run["reads"] < 1:
+        short.append("no read returned records")
+    before = None
+    if windows:
+        before = _counts(tally, Interval(start, windows[0].invoked_ns / NS))
+        before.update(start_s=round(start, 3), end_s=round(windows[0].invoked_ns / NS, 3))
+        if not _loaded(before):
+            short.append("none before the first fault")
+    rows = []
+    for w, span in zip(windows, window_intervals(windows, asked.recovery_s, end), strict=True):
+        row: dict[str, Any] = {
+            "fault": w.f,
+            "fault_id": w.fault_id,
+            "nodes": w.nodes,
+            "start_s": round(w.invoked_ns / NS, 3),  # counted from IN_FLIGHT_S later
+            "healed_s": None if w.healed_ns is None else round(w.healed_ns / NS, 3),
+            "end_s": round(span.hi, 3),
+            **_counts(tally, span),
+        }
+        pattern = w.value.get("pattern") if isinstance(w.value, dict) else None
+        if isinstance(pattern, dict) and pattern.get("name"):
+            row["pattern"] = str(pattern["name"])
+        row["loaded"] = _loaded(row)
+        rows.append(row)
+    silent = [r for r, w in zip(rows, windows, strict=True) if not r["loaded"]]
+    if silent:
+        first = silent[0]
+        what = _what(windows[rows.index(first)])
+        short.append(
+            f"none in {len(silent)} of {len(rows)} fault windows (first: {what} at {first['start_s']:g} s:"
+            f" {first['acked_writes']} acknowledged writes, {first['reads']} reads with records)"
+        )
+    if short:
+        reasons.append("too little load: " + "; ".join(short))
+    if asked.crash_clients > 0 and run["crashes"] == 0:
+        reasons.append(f"crash_clients = {asked.crash_clients:g}: no client process crashed")
+    if asked.groups and run["commits"] == 0:
+        reasons.append("consumer groups: no offset commit succeeded")
+    if asked.faults and not windows:
+        reasons.append("faults were asked for and none struck")
+    out.update(before_first_fault=before, windows=rows, enough=not reasons, reasons=reasons)
+    return out
+
+
+def lines(power: dict[str, Any] | None) -> list[str]:
+    """What a console says of a run's power: one line of counts, one per reason it falls short."""
+    if not isinstance(power, dict):
+        return []
+    return [
+        f"power: {summary(power)}",
+        *(f"  not enough to call it valid: {r}" for r in power.get("reasons") or []),
+    ]
+
+
+def summary(power: dict[str, Any] | None) -> str:
+    """One line for people: '4312 acknowledged writes, 2011 reads with records in 58 s; every one
+    of 5 fault windows had load; longest stretch without an ack 6.2 s'."""
+    if not isinstance(power, dict) or not isinstance(power.get("run"), dict):
+        return "no load"
+    run, load = power["run"], power.get("load") or {}
+    text = (
+        f"{run.get('acked_writes')} acknowledged writes, {run.get('reads')} reads with records"
+        f" in {float(load.get('seconds') or 0):.0f} s"
+    )
+    windows = power.get("windows") or []
+    if windows:
+        loaded = sum(1 for w in windows if isinstance(w, dict) and w.get("loaded"))
+        text += f"; {loaded} of {len(windows)} fault windows had load"
+    gap = run.get("longest_without_ack_s")
+    if gap:
+        text += f"; longest stretch without an ack {gap:g} s"
+    return text
