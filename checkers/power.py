@@ -20,7 +20,7 @@ The load runs from the first client invocation to the last completed send or tra
 final drain's reads come after it and are not load); the clients issued it until their last send
 or transaction was invoked (`issued_until`: operations blocked on a paused broker complete long
 after the time limit stopped the clients). Each fault window (`history.faults`: from the fault's
-invocation to its heal) is counted from `IN_FLIGHT_S` after its start to its heal plus `recovery_s` (two session
+invocation to its heal) is counted from `IN_FLIGHT_S` (at most a tenth of the window) after its start to its heal plus `recovery_s` (two session
 timeouts and the clients' request timeout: the cluster notices a crashed broker, takes the
 registration of the restarted one once its old session expired and elects, and the clients'
 requests stuck on it give up and go elsewhere), clipped to the load's end; a fault never healed
@@ -70,6 +70,10 @@ MIN_STRETCH_S = 1.0
 # (an acknowledgement already on the wire to a client) completes within it, and is not load the
 # fault saw (every broker paused: one acknowledgement and three reads completed in its first 50 ms).
 IN_FLIGHT_S = 1.0
+# ... but never more than this share of the window: a window that lasts less than 10 s (a fault
+# struck shortly before the load ended; a synthetic history that spans milliseconds) keeps 90 % of
+# its span, so that the margin cannot swallow it whole.
+IN_FLIGHT_SHARE = 0.1
 
 
 @dataclass
@@ -168,7 +172,8 @@ class Interval:
 
 
 def window_intervals(windows: list[FaultWindow], recovery_s: float, load_end: float) -> list[Interval]:
-    """The fault windows as the rule counts them: each from IN_FLIGHT_S after its start to the last
+    """The fault windows as the rule counts them: each from IN_FLIGHT_S (at most IN_FLIGHT_SHARE of
+    the window) after its start to the last
     heal of the faults in force with it (never healed: the load's end) plus the recovery time,
     clipped to the load's end. `windows` by start (as `history.faults` gives them)."""
     spans = [
@@ -183,10 +188,11 @@ def window_intervals(windows: list[FaultWindow], recovery_s: float, load_end: fl
         last = max(heals[j] for j in group)
         for j in group:
             heals[j] = last
-    return [
-        Interval(span.lo + IN_FLIGHT_S, min(heal + recovery_s, load_end))
-        for span, heal in zip(spans, heals, strict=True)
-    ]
+    out = []
+    for span, heal in zip(spans, heals, strict=True):
+        hi = min(heal + recovery_s, load_end)
+        out.append(Interval(span.lo + min(IN_FLIGHT_S, max(0.0, hi - span.lo) * IN_FLIGHT_SHARE), hi))
+    return out
 
 
 def intervals(

@@ -121,8 +121,14 @@ class Slot:
     def _new_process(self) -> int:
         return self.journal.new_process()
 
-    def run(self, stop: threading.Event, start: threading.Barrier | None = None) -> None:
-        """Run until `stop`; with `start`, prepare first and begin when every slot of it has."""
+    def run(
+        self,
+        stop: threading.Event,
+        start: threading.Barrier | None = None,
+        opened: Callable[[], bool] | None = None,
+    ) -> None:
+        """Run until `stop`; with `start`, prepare first and begin when every slot of it has;
+        with `opened`, then wait for the load phase (False: it never began)."""
         try:
             if start is not None:
                 self.prepare(stop)
@@ -130,6 +136,8 @@ class Slot:
                     start.wait()
                 except threading.BrokenBarrierError:  # a slot took too long, or the load stopped
                     pass
+            if opened is not None and not opened():
+                return
             self._run(stop)
         except JournalClosed as e:  # the controller is gone: no operation may start
             log.warning("slot %d stops: %s", self.gen.slot, e)
@@ -517,14 +525,18 @@ def _run_in_threads(
 ) -> None:
     shared = make_producer(driver) if shared_producer and config.workload == "queue" else None
     slots = [make_slot(config, gen, driver, journal, shared) for gen in generators(config)]
+    # The slots prepare their first clients together; once every one has (or the barrier broke),
+    # the clients count as started and each waits for the gate before its first operation.
     start = threading.Barrier(len(slots), timeout=PREPARE_TIMEOUT_S)
-    gate.started()
+
+    def opened() -> bool:
+        gate.started()
+        return gate.opened()
+
     finished: list[threading.Event] = []
     try:
-        if not gate.opened():
-            return
         for slot in slots:
-            run = functools.partial(slot.run, stop_event, start)
+            run = functools.partial(slot.run, stop_event, start, opened)
             finished.append(_start_thread(run, f"client-{slot.gen.slot}"))
         for done in finished:
             _wait(done)

@@ -92,22 +92,37 @@ def serve(control: Connection, slot_conns: list[Connection]) -> int:
         ]
     except JournalClosed:
         return 1
-    with lock:
-        control.send(("ready",))
-    # The slots prepare their first clients together, then start together (workloads.queue.Slot.run).
+    # The slots prepare their first clients together (workloads.queue.Slot.run); the controller
+    # hears "ready" once every one has (or the barrier broke), and they begin at its "go".
     start = threading.Barrier(len(slots), timeout=PREPARE_TIMEOUT_S) if slots else None
-    if setup.get("held"):
-        try:
-            if control.recv() != "go":  # "stop" before the load began
-                return _close(shared, slot_conns)
-        except (EOFError, OSError):
-            return _close(shared, slot_conns)
+    ready_sent = threading.Event()
+    go = threading.Event()
+
+    def say_ready() -> None:
+        with lock:
+            if not ready_sent.is_set():
+                control.send(("ready",))
+                ready_sent.set()
+
+    def opened() -> bool:
+        say_ready()
+        while not go.wait(0.1):
+            if stop.is_set():
+                return False
+        return not stop.is_set()
+
+    if not slots:
+        say_ready()
     for slot in slots:
-        t = threading.Thread(target=slot.run, args=(stop, start), name=f"client-{slot.gen.slot}", daemon=True)
+        t = threading.Thread(
+            target=slot.run, args=(stop, start, opened), name=f"client-{slot.gen.slot}", daemon=True
+        )
         t.start()
         threads.append(t)
     try:
-        control.recv()  # "stop"
+        if not setup.get("held") or control.recv() == "go":
+            go.set()
+            control.recv()  # "stop"
     except (EOFError, OSError):
         pass  # the controller is gone: stop too
     stop.set()

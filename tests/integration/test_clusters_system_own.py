@@ -293,8 +293,9 @@ GROUP_APIS = "FindCoordinator,JoinGroup,SyncGroup,Heartbeat,LeaveGroup,OffsetCom
 def test_features_a_system_lacks_are_its_refusals_and_the_report_says_so(tmp_path: Path) -> None:
     """The own broker declared with `unsupported.apis` (a system without the idempotent producer and
     without consumer groups), a test with `idempotence = true` and `--consume subscribe`: every send
-    ends `fail` and every group poll `info` with the client's account of the refusal, the verdict
-    is the history's (valid), results.json's `refused` and the report say what was refused."""
+    ends `fail` and every group poll `info` with the client's account of the refusal; nothing was
+    tested, so the verdict is `unknown` (exit 3, too little load), and results.json's `refused` and
+    the report say what was refused."""
     text = Path(OWN).read_text()
     assert "auto.create.topics.enable=false\n" in text
     definition = tmp_path / "lacking.toml"
@@ -306,7 +307,7 @@ def test_features_a_system_lacks_are_its_refusals_and_the_report_says_so(tmp_pat
     out = cli(["run", "--config", str(config), "--system", str(definition), "--name", "lacking", "--nodes", "1",
                "--replication-factor", "1", "--min-insync", "1", "--consume", "subscribe", "--time-limit", "12",
                "--store", str(tmp_path / "store"), *LOAD], environment(tmp_path))  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 3, out.stderr[-3000:]
     run = run_dir(out)
     ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
     sends = [op for op in ops if op["f"] == "send" and op["type"] != "invoke"]
@@ -318,7 +319,8 @@ def test_features_a_system_lacks_are_its_refusals_and_the_report_says_so(tmp_pat
     assert refused_polls and {op["type"] for op in refused_polls} == {"info"}
     results = json.loads((run / "results.json").read_text())
     refused = results["refused"]
-    assert results["valid"] is True and refused["idempotence"]["missing_apis"] == ["InitProducerId"]
+    assert results["valid"] == "unknown" and refused["idempotence"]["missing_apis"] == ["InitProducerId"]
+    assert any("too little load" in r for r in results["power"]["reasons"])
     assert refused["idempotence"]["ops"] == {"fail": len(sends), "info": 0}
     assert refused["idempotence"]["asked"] == "idempotence = true"
     assert "FindCoordinator" in refused["consumer groups"]["missing_apis"]

@@ -90,6 +90,7 @@ def make_run(run: Path, *, lost: bool = True, evil: bool = False) -> Path:
     lost_values: list[int] = []
     lost_idx: list[int] = []
     value = 0
+    read_upto = 0  # partition 0's records the reader has polled
     t = 0.05
     nemesis = [
         (10.0, "kill", ["n2"]),
@@ -146,6 +147,12 @@ def make_run(run: Path, *, lost: bool = True, evil: bool = False) -> Path:
             offsets[p] += 1
         value += 1
         t += 1 / 40
+        if int(t) != int(t - 1 / 40) and len(acked[0]) > read_upto and not 20.0 <= t < 23.0:
+            # a reader polls partition 0 (never lost) once a second: the load reads as it writes
+            recs = [{"topic": "t0", "partition": 0, "offset": o, "value": v} for o, v in acked[0][read_upto:]]
+            read_upto = len(acked[0])
+            add(t, process=8, type="invoke", f="poll")
+            add(t + 0.003, process=8, type="ok", f="poll", records=recs)
     # final reads
     for p in (0, 1):
         recs = [
