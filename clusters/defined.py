@@ -17,9 +17,16 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from clusters import daemon_control, jvm_clock, lazyfs, lazyfs_mount, software
+from clusters import broker_identity, daemon_control, jvm_clock, lazyfs, lazyfs_mount, software
 from clusters.defined_membership import ReassignsPartitions
-from clusters.kafka_metadata import KafkaMetadata, LeadersFromMetadata, node_answers, quorum_leader
+from clusters.kafka_metadata import (
+    NO_ANSWER,
+    KafkaMetadata,
+    LeadersFromMetadata,
+    metadata_of,
+    node_answers,
+    quorum_leader,
+)
 from clusters.node import Node, node_home
 from clusters.node_files import log_tail, put_text
 from clusters.own import (
@@ -69,8 +76,9 @@ def _default(key: str) -> object:
     return next(f.default for f in dataclasses.fields(TestConfig) if f.name == key)
 
 
-class DefinedSystem(LeadersFromMetadata):
-    """Lifecycle, Killable, Pausable, HasLeaders (Kafka Metadata), HasLogs, HasDataDirs, roles."""
+class DefinedSystem:
+    """Lifecycle, Killable, Pausable, HasLogs, HasDataDirs, roles; leaders (Kafka Metadata) and
+    the rest by what the definition says (`defined_system`)."""
 
     def __init__(
         self,
@@ -93,7 +101,11 @@ class DefinedSystem(LeadersFromMetadata):
         self._role_of.update({n.name: definition.broker_role for n in self.spares})
         self.installed: dict[str, software.Installed] = {}  # software fetched for the nodes
         self.clock_refused = ""  # why the clock fault cannot skew this system's JVMs ("": it can)
-        self.metadata = KafkaMetadata(self._metadata_servers, self.node_of_broker)
+        self.metadata = KafkaMetadata(
+            self._metadata_servers, self.node_of_broker, node_of_endpoint=self.node_of_endpoint
+        )
+        # What stands out in how the brokers name themselves (said once: harness.log, the report)
+        self.identity_notes: list[str] = []
         # lose-unsynced: the data dirs of the `lazyfs` roles are mounted on clusters.lazyfs
         mountable = any(r.lazyfs and r.data_dirs for r in definition.roles)
         self.lazyfs = wants_lazyfs(config) and mountable
@@ -158,22 +170,27 @@ class DefinedSystem(LeadersFromMetadata):
     def broker_id(self, node: Node) -> int:
         """The broker id the cluster's Metadata lists at the node's address and port (what the
         system advertises), else the id the definition gives it."""
-        endpoint = self.broker_endpoint(node)
-        for broker_id, advertised in self.metadata.endpoints.items():
-            if advertised == endpoint:
-                return broker_id
-        return self.defined_node_id(node)
+        advertised = self.metadata.advertised.get(self.broker_endpoint(node))
+        return self.defined_node_id(node) if advertised is None else advertised
 
     def node_of_broker(self, broker_id: int) -> str | None:
         """The node whose address and port the broker advertises in Metadata; a broker not seen
-        yet: the node the definition gives that id; None when no node is either."""
-        advertised = self.metadata.endpoints.get(broker_id)
+        yet: the node the definition gives that id; None when no node is either, or when several
+        nodes advertise that id (it names none of them: `KafkaMetadata.node_in` reads an id
+        against the answer that carried it)."""
         nodes = [*self.brokers, *self.spares]
-        if advertised is not None:
-            return next((n.name for n in nodes if self.broker_endpoint(n) == advertised), None)
-        claimed = set(self.metadata.endpoints.values())  # nodes known by another id already
-        unseen = [n for n in nodes if self.broker_endpoint(n) not in claimed]
+        advertised = self.metadata.advertised
+        there = [n.name for n in nodes if advertised.get(self.broker_endpoint(n)) == broker_id]
+        if there or broker_id in self.metadata.endpoints:
+            return there[0] if len(there) == 1 else None
+        unseen = [n for n in nodes if self.broker_endpoint(n) not in advertised]
         return next((n.name for n in unseen if self.defined_node_id(n) == broker_id), None)
+
+    def node_of_endpoint(self, endpoint: str) -> str | None:
+        """The broker node whose address and broker port are `endpoint` (host:port)."""
+        return next(
+            (n.name for n in [*self.brokers, *self.spares] if self.broker_endpoint(n) == endpoint), None
+        )
 
     def bootstrap_servers(self) -> list[str]:
         return [self.broker_endpoint(b) for b in self.brokers]
@@ -338,6 +355,35 @@ class DefinedSystem(LeadersFromMetadata):
             deadline = time.monotonic() + role.ready.timeout
             for node in nodes:
                 self.wait_ready(node, timeout=max(1.0, deadline - time.monotonic()), everyone=True)
+        self._observe_identity()
+
+    def _observe_identity(self) -> None:
+        """Ask every broker node whom its Metadata lists; say once what stands out (one id on
+        several nodes, brokers that list only themselves)."""
+        if self.definition.broker_role.ready.kind != "kafka":
+            return  # a broker role that does not answer Kafka's protocol at bring-up: nothing to ask
+        listings = self._listings(self.brokers)
+        for note in broker_identity.notes(listings, self.node_of_endpoint):
+            self._note(note)
+
+    def _note(self, note: str) -> None:
+        if note not in self.identity_notes:
+            log.warning("broker identity: %s", note)
+            self.identity_notes.append(note)
+
+    def _listings(self, nodes: Sequence[Node]) -> list[broker_identity.Listing]:
+        """What each node's broker lists in Metadata (those that answer)."""
+        port = self.definition.broker_role.port
+        out = []
+        for node in nodes:
+            try:
+                answer = metadata_of(node.address, port, timeout=5.0, topics=False)
+            except NO_ANSWER as e:
+                log.debug("%s: no Metadata answer: %s", node.name, e)
+                continue
+            self.metadata._learn(answer)
+            out.append(broker_identity.listing(node.name, self.broker_endpoint(node), answer))
+        return out
 
     def install(self, node: Node) -> None:
         role, values = self.role_of(node), self.values(node)
@@ -468,8 +514,37 @@ class DefinedSystem(LeadersFromMetadata):
         brokers = {n.name for n in [*self.brokers, *self.spares]}
         if node.name not in brokers:  # a role of its own answering Kafka's protocol
             return node_answers(node.address, role.port, [])
-        wanted = self.bootstrap_servers() if everyone else [self.broker_endpoint(node)]
-        return node_answers(node.address, role.port, wanted)
+        return self._broker_not_ready(node, role, everyone)
+
+    def _broker_not_ready(self, node: Node, role: RoleDef, everyone: bool) -> str | None:
+        """A broker is ready once it answers ApiVersions and Metadata listing every broker
+        (`everyone`, at bring-up; else itself); brokers that do not know each other
+        (`metadata.brokers = "self"`) list only themselves. A listing none of whose brokers is at a
+        broker node's address never maps to the nodes: InfrastructureError at once."""
+        try:
+            answer = metadata_of(node.address, role.port, timeout=5.0, topics=False)
+        except NO_ANSWER as e:
+            return f"{node.address}:{role.port} does not answer ApiVersions and Metadata ({type(e).__name__} {e})"
+        seen = broker_identity.listing(node.name, self.broker_endpoint(node), answer)
+        if broker_identity.unmappable(seen, self.node_of_endpoint):
+            others = [n for n in self.brokers if n.name != node.name]
+            raise InfrastructureError(broker_identity.unmappable_error([seen, *self._listings(others)]))
+        lists_all = everyone and self.definition.metadata.brokers == "all"
+        wanted = self.bootstrap_servers() if lists_all else [self.broker_endpoint(node)]
+        advertised = {e for _, e in seen.brokers}
+        missing = [b for b in wanted if b not in advertised]
+        if not missing:
+            return None
+        hint = ""
+        if broker_identity.lists_only_itself(seen) and len(wanted) > 1:
+            hint = (
+                f"; it lists only itself: brokers that do not know each other need "
+                f'metadata.brokers = "self" in {self.definition.path.name} (docs/systems.md)'
+            )
+        return (
+            f"{node.address}:{role.port} lists no broker at {', '.join(missing)} in its metadata "
+            f"(it lists {broker_identity.said(seen)}){hint}"
+        )
 
     def _log_tail(self, node: Node) -> str:
         return log_tail(node, self._daemon_log(node), LOG_TAIL_LINES)
@@ -537,10 +612,51 @@ class DefinedSystem(LeadersFromMetadata):
         else:
             (daemon_control.freeze if held else daemon_control.thaw)(node, role.name)
 
-    # --- HasBrokerRegistry (HasLeaders: LeadersFromMetadata) -------------------------------------
 
-    def registered_brokers(self) -> list[int]:
+class _ListsEveryBroker:
+    """Every broker lists every live broker (`metadata.brokers = "all"`): Metadata is a registry."""
+
+    def registered_brokers(self: DefinedSystem) -> list[int]:  # type: ignore[misc]
         return self.metadata.registered_brokers()
+
+
+class _ElectsLeaders(LeadersFromMetadata):
+    """Each partition has one leader among the brokers (`metadata.leaders = "partition"`): faults
+    aim at it. Brokers that each name themselves the leader of everything are said once."""
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        system: DefinedSystem = self  # type: ignore[assignment]
+        state = self.metadata.partition_state()
+        if state and not getattr(self, "_claims_seen", False):
+            claim = broker_identity.self_claims(self.metadata.last_answers, self.metadata.node_in)
+            if claim is not None:
+                system._note(claim)
+                self._claims_seen = True
+        return state
+
+
+class _ServesEveryPartition:
+    """Every broker serves every partition (`metadata.leaders = "any-broker"`: stateless brokers
+    over a shared store): no partition has a leader among the nodes, so nothing aims at one, and
+    the cluster has recovered once every broker answers for itself."""
+
+    def leaderless(self: DefinedSystem) -> str:  # type: ignore[misc]
+        return (
+            f"every broker of {self.definition.name} serves every partition (metadata.leaders = "
+            f'"any-broker" in {self.definition.path.name}): no partition has a leader among the nodes '
+            "to aim at"
+        )
+
+    def serving(self: DefinedSystem) -> dict[str, str | None]:  # type: ignore[misc]
+        """Each broker node: None when it answers ApiVersions and Metadata for itself, else why not."""
+        role = self.definition.broker_role
+        out: dict[str, str | None] = {}
+        for node in self.brokers:
+            try:
+                out[node.name] = self._broker_not_ready(node, role, everyone=False)
+            except InfrastructureError as e:
+                out[node.name] = str(e)
+        return out
 
 
 class _SkewsClocks:
@@ -573,13 +689,15 @@ def defined_system(
     spares: Sequence[Node] = (),
 ) -> DefinedSystem:
     """The system, with the capabilities its definition gives (clock skew, a ZooKeeper role)."""
-    bases: list[type] = []
+    bases: list[type] = [_ServesEveryPartition if definition.metadata.leaderless else _ElectsLeaders]
+    if definition.metadata.brokers == "all":
+        bases.append(_ListsEveryBroker)
     if definition.broker_role.faketime:
         bases.append(_SkewsClocks)
     if ZOOKEEPER_ROLE in nodes:
         bases.append(_NamesZookeeper)
     if definition.membership == "reassign":
         bases.append(ReassignsPartitions)
-    cls = type("DefinedSystem", (*bases, DefinedSystem), {}) if bases else DefinedSystem
+    cls = type("DefinedSystem", (*bases, DefinedSystem), {})
     system: DefinedSystem = cls(config, definition, nodes, python=python, spares=spares)
     return system

@@ -17,8 +17,10 @@ own readiness is asked of that node alone (`node_answers`), and so is the coordi
 a group or transactional id (`coordinator_of`, for the nemesis's role targets).
 
 Brokers are known by what they advertise: every answer's broker list (id, host, port) is kept in
-`endpoints`, so a system maps ids to its nodes by advertised host and port, whatever ids the
-system gives its brokers. KRaft's active controller is the leader of the metadata quorum, which
+`endpoints` and `advertised`, so a system maps ids to its nodes by advertised host and port,
+whatever ids the system gives its brokers; an id inside one answer (a leader, a replica, the
+controller) is read against that answer's own broker list first, so brokers that each report the
+same id (stateless brokers that each list only themselves) still name the node that answered. KRaft's active controller is the leader of the metadata quorum, which
 DescribeQuorum names (`quorum_leader`); Metadata's controller id is only some live broker there.
 """
 
@@ -53,16 +55,35 @@ class KafkaMetadata:
         bootstrap: Callable[[], list[str]],
         node_of_broker: Callable[[int], str | None],
         deadline: float = ASK_DEADLINE_S,
+        node_of_endpoint: Callable[[str], str | None] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.node_of_broker = node_of_broker
+        self.node_of_endpoint = node_of_endpoint
         self.deadline = deadline
         # broker id -> "host:port" it advertised in the last answer that listed it
         self.endpoints: dict[int, str] = {}
+        # "host:port" -> the broker id advertised there (several endpoints may share one id)
+        self.advertised: dict[str, int] = {}
+        self.last_answers: list[tuple[str, dict[str, Any]]] = []  # the last round's answers
 
     def _learn(self, answer: dict[str, Any]) -> None:
         for b in answer.get("brokers") or []:
-            self.endpoints[int(b["node_id"])] = f"{b['host']}:{b['port']}"
+            endpoint = f"{b['host']}:{b['port']}"
+            self.endpoints[int(b["node_id"])] = endpoint
+            self.advertised[endpoint] = int(b["node_id"])
+
+    def node_in(self, answer: dict[str, Any], broker_id: int) -> str | None:
+        """The node a broker id of this answer names: the one at the address the answer lists
+        for that id (each answer's own view), else the system's mapping of the id."""
+        listed = [
+            f"{b['host']}:{b['port']}" for b in answer.get("brokers") or [] if int(b["node_id"]) == broker_id
+        ]
+        if len(listed) == 1 and self.node_of_endpoint is not None:
+            node = self.node_of_endpoint(listed[0])
+            if node is not None:
+                return node
+        return self.node_of_broker(broker_id)
 
     def close(self) -> None:
         """Nothing stays open between questions (kept for the systems' close())."""
@@ -82,6 +103,7 @@ class KafkaMetadata:
             if answered:
                 for _address, answer in reversed(answered):  # the first answer's view wins
                     self._learn(answer)
+                self.last_answers = answered
                 return answered
             left = limit - time.monotonic()
             if left <= 0:
@@ -115,7 +137,7 @@ class KafkaMetadata:
     def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
         """Each partition's leader (node name), leader epoch (-1 before Metadata v7) and ISR, from
         the answer that shows the highest leader epoch (the leader's, between equal ones)."""
-        newest: dict[tuple[str, int], tuple[tuple[int, bool], dict[str, Any]]] = {}
+        newest: dict[tuple[str, int], tuple[tuple[int, bool], dict[str, Any], dict[str, Any]]] = {}
         for address, answer in self.answers():
             answerer = next(
                 (int(b["node_id"]) for b in answer["brokers"] if f"{b['host']}:{b['port']}" == address), None
@@ -131,15 +153,19 @@ class KafkaMetadata:
                         answerer is not None and answerer == p["leader_id"],
                     )
                     if key not in newest or rank > newest[key][0]:
-                        newest[key] = (rank, p)
+                        newest[key] = (rank, p, answer)
         result: dict[tuple[str, int], dict[str, object]] = {}
-        for key, ((epoch, _), p) in newest.items():
+        for key, ((epoch, _), p, answer) in newest.items():
             leader = int(p["leader_id"])
+
+            def node(b: int, answer: dict[str, Any] = answer) -> str:
+                return self.node_in(answer, b) or str(b)
+
             result[key] = {
-                "leader": self.node_of_broker(leader) if leader >= 0 else None,
+                "leader": self.node_in(answer, leader) if leader >= 0 else None,
                 "leader_epoch": epoch,
-                "isr": [self.node_of_broker(int(b)) or str(b) for b in p.get("isr_nodes") or []],
-                "replicas": [self.node_of_broker(int(b)) or str(b) for b in p.get("replica_nodes") or []],
+                "isr": [node(int(b)) for b in p.get("isr_nodes") or []],
+                "replicas": [node(int(b)) for b in p.get("replica_nodes") or []],
             }
         return result
 
@@ -148,10 +174,11 @@ class KafkaMetadata:
 
     def controller(self) -> str | None:
         """The broker Metadata names as controller (in KRaft: any live broker, as Kafka reports it)."""
-        controller_id = self.ask().get("controller_id")
+        answer = self.ask()
+        controller_id = answer.get("controller_id")
         if controller_id is None or int(controller_id) < 0:
             return None
-        return self.node_of_broker(int(controller_id))
+        return self.node_in(answer, int(controller_id))
 
 
 class LeadersFromMetadata:

@@ -66,6 +66,21 @@ class HasLeaders(Protocol):
 
 
 @runtime_checkable
+class ServesEveryPartition(Protocol):
+    """Every broker serves every partition (stateless brokers over a shared store): no partition
+    has a leader among the nodes. Leader-targeted faults are refused with `leaderless()`; the
+    cluster has recovered once every broker answers (`serving`), as it has no ISR to fill."""
+
+    def leaderless(self) -> str:
+        """Why no fault can aim at a partition's leader, in one sentence."""
+        ...
+
+    def serving(self) -> dict[str, str | None]:
+        """Each broker node's name: None when it serves, else why not."""
+        ...
+
+
+@runtime_checkable
 class HasMembership(Protocol):
     """Brokers join and leave, and partitions move between them (Kafka's partition reassignment):
     what the membership fault (`member`) needs. Node names stand for brokers throughout."""
@@ -115,7 +130,8 @@ class HasDataDirs(Protocol):
 
 @runtime_checkable
 class NamesBrokers(Protocol):
-    """Broker ids (Kafka's `broker.id` / `node.id`, 1..N) and the nodes that run them."""
+    """Broker ids (Kafka's `broker.id` / `node.id`, whatever the system advertises) and the nodes
+    that run them."""
 
     def broker_id(self, node: Node) -> int: ...
 

@@ -31,13 +31,22 @@ PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 BROKERS_DEFAULT = "broker"
 
-TOP_KEYS = ("name", "description", "brokers", "roles", "software", "controller", "membership")
+TOP_KEYS = (
+    "name", "description", "brokers", "roles", "software", "controller", "membership", "metadata",
+)  # fmt: skip
 ROLE_KEYS = (
     "count", "port", "ports", "node_prefix", "files", "upload", "install", "start", "env", "ready",
     "logs", "data_dirs", "data_format", "stop_signal", "stop_timeout", "pause", "faketime", "lazyfs",
     "node_id", "values", "spare_values",
 )  # fmt: skip
 SOFTWARE_KEYS = ("versions",)
+METADATA_KEYS = ("brokers", "leaders")
+# What a broker's Metadata lists: every live broker (Kafka's), or only itself (brokers that do not
+# know each other: stateless brokers over a shared store, each answering for itself).
+LISTED_BROKERS = ("all", "self")
+# Who leads a partition: one elected broker (Kafka's), or any broker (every broker serves every
+# partition: no partition has a leader among the nodes for a fault to aim at).
+LEADERSHIPS = ("partition", "any-broker")
 CONTROLLER_KEYS = ("kind", "role", "port")
 CONTROLLER_KINDS = ("metadata", "describe-quorum")
 MEMBERSHIP_KINDS = ("none", "reassign")
@@ -114,6 +123,18 @@ class ControllerDef:
 
 
 @dataclass(frozen=True)
+class MetadataDef:
+    """What the brokers' Kafka Metadata answers mean (`[metadata]`)."""
+
+    brokers: str = "all"  # all: every live broker is listed | self: each broker lists itself only
+    leaders: str = "partition"  # partition: one elected leader | any-broker: every broker serves it
+
+    @property
+    def leaderless(self) -> bool:
+        return self.leaders == "any-broker"
+
+
+@dataclass(frozen=True)
 class SystemDefinition:
     path: Path
     name: str
@@ -122,6 +143,7 @@ class SystemDefinition:
     software: tuple[SoftwareDef, ...] = ()
     controller: ControllerDef = ControllerDef()
     membership: str = "none"  # reassign: brokers join and leave, partitions move (Admin API)
+    metadata: MetadataDef = MetadataDef()
 
     def role(self, name: str) -> RoleDef:
         for r in self.roles:
@@ -331,7 +353,9 @@ def parse(raw: Mapping[str, Any], path: Path) -> SystemDefinition:
     r = _Reader(path)
     top = r.table("", dict(raw), TOP_KEYS)
     roles_raw = top.get("roles")
-    if not isinstance(roles_raw, dict) or not roles_raw:
+    if roles_raw is not None and not isinstance(roles_raw, dict):
+        raise r.fail("roles", f"expected a table of roles ([roles.broker] ...), got {roles_raw!r}")
+    if not roles_raw:
         raise r.fail("roles", "missing: at least one role ([roles.broker] ...)")
     brokers = r.string("brokers", top.get("brokers", BROKERS_DEFAULT))
     if brokers not in roles_raw:
@@ -352,6 +376,14 @@ def parse(raw: Mapping[str, Any], path: Path) -> SystemDefinition:
         _check_templates(r, roles, role, [s.name for s in software])
     name = r.string("name", top.get("name", path.stem))
     r.string("description", top.get("description", ""))
+    metadata = _metadata(r, top.get("metadata", {}))
+    membership = r.choice("membership", top.get("membership", "none"), MEMBERSHIP_KINDS)
+    if membership != "none" and (metadata.leaderless or metadata.brokers != "all"):
+        raise r.fail(
+            "membership",
+            "partitions move between brokers by their ids: it needs brokers that list each other "
+            "and elect partition leaders (metadata.brokers = 'all', metadata.leaders = 'partition')",
+        )
     return SystemDefinition(
         path=path.resolve(),
         name=name,
@@ -359,8 +391,25 @@ def parse(raw: Mapping[str, Any], path: Path) -> SystemDefinition:
         roles=roles,
         software=software,
         controller=_controller(r, top.get("controller", "metadata"), roles, brokers),
-        membership=r.choice("membership", top.get("membership", "none"), MEMBERSHIP_KINDS),
+        membership=membership,
+        metadata=metadata,
     )
+
+
+def _metadata(r: _Reader, value: Any) -> MetadataDef:
+    t = r.table("metadata", value, METADATA_KEYS)
+    brokers = r.choice("metadata.brokers", t.get("brokers", "all"), LISTED_BROKERS)
+    # A broker that lists only itself names itself as every partition's leader: no leader to find.
+    leaders = r.choice(
+        "metadata.leaders", t.get("leaders", "any-broker" if brokers == "self" else "partition"), LEADERSHIPS
+    )
+    if brokers == "self" and leaders == "partition":
+        raise r.fail(
+            "metadata.leaders",
+            "'partition' needs brokers that list each other (metadata.brokers = 'all'): a broker "
+            "that lists only itself cannot name another as a partition's leader",
+        )
+    return MetadataDef(brokers, leaders)
 
 
 def _software(r: _Reader, value: Any) -> tuple[SoftwareDef, ...]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import os
 import random
 import tomllib
 import types
@@ -33,6 +34,11 @@ ELECTION_POLICIES = ("first-in-isr", "longest-log")
 # The settings that say which system a test runs and what it promises: campaigns name a test by
 # them (with its nemesis and seed), `strandline analyze` groups runs by them (with fsync and more).
 SYSTEM_SETTINGS = ("system", "variant", "acks", "min_insync", "replication_factor", "unclean_election")
+
+
+def default_spark_master() -> str:
+    """The checker's Spark master when a config names none: the environment's, else local[*]."""
+    return os.environ.get("STRANDLINE_SPARK_MASTER") or "local[*]"
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,8 @@ class TestConfig:
     # Spark by default; `reference` is the pure-Python oracle; `auto` (kept for old test.json files)
     # picks the reference checker below 512 MiB of history (checkers/api.py).
     checker: Literal["auto", "spark", "reference"] = "spark"
-    spark_master: str = "local[*]"
+    # Unset in a config: $STRANDLINE_SPARK_MASTER (which --spark-master sets), else local[*].
+    spark_master: str = dataclasses.field(default_factory=lambda: default_spark_master())
     # Producer behaviour.
     idempotence: bool = False
     retries: int = 5
@@ -248,6 +255,18 @@ def validate(raw: Mapping[str, Any]) -> TestConfig:
 
 
 MEMBERSHIP_FAULT = "member"
+
+
+def check_local_files(config: TestConfig) -> None:
+    """The files this machine reads for a test exist, before anything is created for it (a
+    stored test.json whose files are gone still validates: `check` does not need them)."""
+    tarball = config.kafka_tarball
+    if tarball and not tarball.startswith(("http://", "https://")):
+        if not Path(tarball).expanduser().is_file():
+            raise BadInput(f"config key 'kafka_tarball': no file {tarball}")
+    for i, host in enumerate(config.ssh_hosts):
+        if host.key_file and not Path(host.key_file).expanduser().is_file():
+            raise BadInput(f"config key ssh_hosts[{i}].key_file: no file {host.key_file}")
 
 
 def fault_names(config: TestConfig) -> set[str]:

@@ -146,25 +146,33 @@ def load_campaign(path: str | Path, store: str | None = None, checker: str | Non
     budget = data.get("budget", 3600)
     if isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0:
         raise BadInput(f"campaign {p}: budget must be a positive number of seconds, got {budget!r}")
-    defaults = dict(data.get("defaults") or {})
     if not isinstance(data.get("defaults") or {}, dict):
-        raise BadInput(f"campaign {p}: [defaults] must be a table")
+        raise BadInput(f"campaign {p}: [defaults] must be a table, got {data['defaults']!r}")
+    defaults = dict(data.get("defaults") or {})
+    try:  # a wrong default is the [defaults]' fault, not the first test's
+        validate({k: v for k, v in defaults.items() if k not in ENTRY_KEYS})
+    except BadInput as e:
+        raise BadInput(f"campaign {p}: [defaults]: {e}") from None
     store = store or data.get("store") or defaults.get("store")
     if store:
         defaults["store"] = store
     entries = data.get("test") or []
-    if not isinstance(entries, list) or not entries:
+    if not isinstance(entries, list):
+        raise BadInput(f"campaign {p}: test must be an array of tables ([[test]] entries), got {entries!r}")
+    if not entries:
         raise BadInput(f"campaign {p}: no [[test]] entries")
     tests: list[PlannedTest] = []
     for i, entry in enumerate(entries):
-        where = f"campaign {p.name}: test[{i}]"
+        named = (entry.get("name") or entry.get("scenario")) if isinstance(entry, dict) else None
+        label = f" ({named})" if named else ""
+        where = f"campaign {p}: test[{i}]{label}"
         if not isinstance(entry, dict):
             raise BadInput(f"{where}: expected a table")
         for test in _expand(entry, defaults, where):
             try:
                 precheck(test.config)  # fault names, schedules, targets: before any test runs
             except BadInput as e:
-                raise BadInput(f"{where} ({test.label}): {e}") from None
+                raise BadInput(f"campaign {p}: test[{i}] ({test.label}): {e}") from None
             tests.append(test)
     if checker:
         tests = [dataclasses.replace(t, config=t.config.replace(checker=checker)) for t in tests]

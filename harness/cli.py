@@ -16,6 +16,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
+import argcomplete
+
 from foundation.config import (
     ACKS,
     BACKENDS,
@@ -27,6 +29,7 @@ from foundation.config import (
     TestConfig,
 )
 from foundation.errors import EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE, StrandlineError
+from harness.scenarios import DEMO_SEED, EXPLORE_SEED
 
 EPILOG = """\
 exit codes: 0 valid, 1 invalid, 2 bad input or usage, 3 unknown, 4 harness or infrastructure failure.
@@ -34,31 +37,28 @@ exit codes: 0 valid, 1 invalid, 2 bad input or usage, 3 unknown, 4 harness or in
 Docs: docs/ in the repository (history format, results format, faults, broker variants)."""
 
 
-# The faults `--nemesis` accepts (nemesis.schedule.available() without the scripted-only
-# clock-reset); tests/unit/test_harness_cli_help.py keeps this in step with the nemesis catalogue.
-FAULTS = (
-    "kill",
-    "restart",
-    "pause",
-    "partition",
-    "loss",
-    "delay",
-    "hold",
-    "bandwidth",
-    "clock",
-    "clock-bump",
-    "clock-strobe",
-    "lose-unsynced",
-    "corrupt",
-    "member",
-)
+SEED_HELP = "seed of workload and faults; 0: drawn at random, printed and kept in test.json"
+
+
+def nemesis_help() -> str:
+    """`--nemesis`'s help: the names from the nemesis registry (docs/faults.md lists the same)."""
+    if os.environ.get("_ARGCOMPLETE"):  # completing a word: no need to load the nemesis
+        return "comma-separated faults"
+    from nemesis.schedule import alias_text, nemesis_names
+
+    return (
+        f"comma-separated faults (default: none): {', '.join(nemesis_names())} (aliases: {alias_text()});"
+        " a fault may name its target (kill:leader) and faults join with + (partition+clock);"
+        " see docs/faults.md"
+    )
+
 
 RUN_EXAMPLES = """\
 examples:
   strandline run --time-limit 30 --nemesis kill,partition --checker reference
   strandline run --variant high-watermark --nemesis kill:leader --seed 101
   strandline run --config campaigns/my-test.toml --acks 1 --name acks1
-  strandline run --config results/queue/latest/test.json      # rerun a stored test (same seed)"""
+  strandline run --config results/latest/test.json      # rerun the latest stored test (same seed)"""
 
 
 def run_epilog(parser: argparse.ArgumentParser) -> str:
@@ -78,6 +78,44 @@ def _wrap(text: str, width: int) -> list[str]:
     return textwrap.wrap(text, width, break_on_hyphens=False)
 
 
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Examples kept as written, and every flag's default shown (unless its help says it)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def add_spark_flags(p: argparse._ActionsContainer) -> None:
+    """The checker's Spark, the same two flags in every command that checks (docs/running.md)."""
+    p.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="Spark master of the check (default: the config's spark_master, else "
+        "$STRANDLINE_SPARK_MASTER, else local[*])",
+    )
+    p.add_argument(
+        "--spark-remote",
+        metavar="sc://HOST:PORT",
+        help="check on a Spark Connect server, no JVM here (default: $STRANDLINE_SPARK_REMOTE)",
+    )
+
+
+def export_spark_flags(args: argparse.Namespace) -> None:
+    """Hand --spark-master/--spark-remote to the checker as its environment variables, so every
+    test a command starts (a campaign's, a repro's) and every process it spawns uses them."""
+    for flag, variable in (
+        ("spark_master", "STRANDLINE_SPARK_MASTER"),
+        ("spark_remote", "STRANDLINE_SPARK_REMOTE"),
+    ):
+        value = getattr(args, flag, None)
+        if value:
+            os.environ[variable] = value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exit 2 (the contract's 'bad input or usage')."""
 
@@ -94,12 +132,16 @@ class _Parser(argparse.ArgumentParser):
 def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     """Flags that describe a cluster: shared by `run` and `cluster`. None means 'not given'."""
     g = p.add_argument_group("cluster")
-    g.add_argument("--config", metavar="FILE", help="a TOML config (or a run's test.json); flags override it")
+    g.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a TOML config (or a run's test.json); flags override it (default: none, every key's default)",
+    )
     g.add_argument(
         "--system",
         metavar="own|kafka|PATH.toml",
-        help="system under test: own broker + ZooKeeper, Apache Kafka, or a system definition file "
-        "(docs/systems.md)",
+        help="system under test: own broker + ZooKeeper (default), Apache Kafka, or a system definition "
+        "file (docs/systems.md)",
     )
     g.add_argument(
         "--backend", choices=BACKENDS, help="where nodes run: network namespaces (default), docker, ssh"
@@ -111,7 +153,7 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--variant",
         choices=VARIANTS,
-        help="own broker's follower truncation: leader-epoch (KIP-101 with KIP-279, safe), "
+        help="own broker's follower truncation: leader-epoch (default; KIP-101 with KIP-279, safe), "
         "leader-epoch-v0 (KIP-101 before KIP-279) or high-watermark (pre-KIP-101)",
     )
     g.add_argument("--min-insync", type=int, metavar="N", help="min.insync.replicas (default 2)")
@@ -130,16 +172,11 @@ def add_checker_flag(p: argparse.ArgumentParser, text: str) -> None:
     p.add_argument("--checker", choices=CHECKERS, default=None, help=text)
 
 
-def add_run_flags(p: argparse.ArgumentParser) -> None:
+def add_run_flags(p: argparse.ArgumentParser, nemesis: str | None = None) -> None:
     add_cluster_flags(p)
     g = p.add_argument_group("workload and faults")
     g.add_argument("--acks", choices=ACKS, help="producer acks (default all)")
-    g.add_argument(
-        "--nemesis",
-        metavar="FAULTS",
-        help=f"comma-separated faults (default none): {', '.join(FAULTS)}; a fault may name its"
-        " target (kill:leader) and faults join with + (partition+clock); see docs/faults.md",
-    )
+    g.add_argument("--nemesis", metavar="FAULTS", help=nemesis or nemesis_help())
     g.add_argument("--nemesis-interval", type=float, metavar="S", help="seconds between faults (default 10)")
     g.add_argument("--time-limit", type=float, metavar="S", help="seconds of load and faults (default 60)")
     g.add_argument("--rate", type=float, metavar="OPS", help="target operations per second (default 200)")
@@ -162,7 +199,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="kill a random client process abruptly every S seconds on average (default 0: never)",
     )
-    g.add_argument("--seed", type=int, metavar="N", help="seed for workload and faults (default: random)")
+    g.add_argument("--seed", type=int, metavar="N", help=SEED_HELP + " (default 0)")
     g.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
     g.add_argument(
         "--checker",
@@ -170,7 +207,10 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
         help="checker engine: spark (default), reference (pure Python, the oracle), or auto"
         " (reference below 512 MiB of history, spark above)",
     )
-    g.add_argument("--name", metavar="NAME", help="test name: runs go to <store>/<name>/<time>/")
+    g.add_argument(
+        "--name", metavar="NAME", help="test name: runs go to <store>/<name>/<time>/ (default queue)"
+    )
+    add_spark_flags(g)
 
 
 def build_parser() -> _Parser:
@@ -182,16 +222,16 @@ def build_parser() -> _Parser:
             "acknowledged write was lost."
         ),
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Help,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
+    parser.add_argument("--version", action="version", version=f"strandline {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     parser.commands = sub.choices
 
     p = sub.add_parser(
         "run",
         help="run one test: cluster, load + faults, heal, drain, check, report",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_flags(p)
     p.epilog = run_epilog(p)
@@ -199,40 +239,35 @@ def build_parser() -> _Parser:
     p = sub.add_parser(
         "check",
         help="(re)check a stored run and write results.json",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
-        "  strandline check results/queue/latest\n"
-        "  strandline check results/queue/latest --checker reference    # the pure-Python oracle\n"
-        "  strandline check RUN_DIR --spark-master spark://host:7077    # an existing Spark cluster\n"
+        "  strandline check results/latest\n"
+        "  strandline check results/latest --checker reference    # the pure-Python oracle\n"
+        "  strandline check results/latest --spark-master spark://host:7077    # an existing Spark cluster\n"
         "A cut or crashed run is still judged (unknown where its history is incomplete).\n"
         "See docs/checkers.md (anomalies, engines) and docs/results-format.md.\n\n" + EPILOG,
     )
-    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (<store>/latest: the newest run)")
     p.add_argument(
         "--checker",
         choices=CHECKERS,
         default=None,
         help="checker engine (default: the run's test.json, else spark)",
     )
-    p.add_argument("--spark-master", metavar="URL", help="Spark master (default local[*])")
-    p.add_argument(
-        "--spark-remote",
-        metavar="sc://HOST:PORT",
-        help="check on a Spark Connect server (no JVM here; default: $STRANDLINE_SPARK_REMOTE)",
-    )
+    add_spark_flags(p)
 
     p = sub.add_parser(
         "report",
         help="(re)write report.html of a stored run",
-        epilog="Reads the run's results.json and history.jsonl; checks nothing (see `check`). "
+        epilog="examples:\n"
+        "  strandline report results/latest\n"
+        "Reads the run's results.json and history.jsonl; checks nothing (see `check`).\n"
         "exit codes: 0 written, 2 no such run.",
     )
-    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (<store>/latest: the newest run)")
 
     p = sub.add_parser(
         "campaign",
         help="run a matrix of tests from a TOML file, with a summary",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
         "  strandline campaign campaigns/smoke.toml          # a few minutes: the safe and unsafe settings\n"
         "  strandline campaign campaigns/nightly.toml --store /srv/strandline\n"
@@ -241,18 +276,21 @@ def build_parser() -> _Parser:
         "and `strandline analyze` runs at the end. See docs/running.md.\n\n"
         "exit codes: 0 every test as expected, 1 some test not as expected, 2 bad file, 4 infrastructure.",
     )
-    p.add_argument("file", metavar="FILE.toml")
-    p.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
+    p.add_argument("file", metavar="FILE.toml", help="the campaign (campaigns/*.toml are examples)")
+    p.add_argument(
+        "--store", metavar="DIR", help="where runs are stored (default: the file's, else results/)"
+    )
     add_checker_flag(p, "every test's checker (default: the file's, else spark)")
+    add_spark_flags(p)
 
     p = sub.add_parser(
         "repro",
         help="reproduce a named, reported data-loss scenario",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Runs the scenario's unsafe setting (expected invalid: the reported loss), then its "
         "safe twin (expected valid: the fix holds), with the same scripted faults and seed.",
         epilog="examples:\n"
         "  strandline repro --list                       # every scenario, with its story and its fix\n"
+        "  strandline repro --list kip-101-truncation    # one scenario's story\n"
         "  strandline repro kip-101-truncation\n"
         "  strandline repro kafka-17754-delayed-end-txn --checker reference --seed 7\n"
         "  strandline repro kip-101-truncation --system kafka  # Kafka 0.10.2.2 (invalid) vs 0.11.0.0 (valid)\n"
@@ -260,7 +298,7 @@ def build_parser() -> _Parser:
         "exit codes: 0 both verdicts as expected, 1 not as expected, 2 unknown scenario, 4 infrastructure.",
     )
     p.add_argument("scenario", metavar="NAME", nargs="?", help="the scenario (see --list)")
-    p.add_argument("--list", action="store_true", help="list the scenarios")
+    p.add_argument("--list", action="store_true", help="list the scenarios (with NAME: that one)")
     p.add_argument(
         "--system",
         choices=("own", "kafka"),
@@ -269,31 +307,54 @@ def build_parser() -> _Parser:
         "the release that had the bug against the release that fixed it (see --list)",
     )
     p.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
-    p.add_argument("--seed", type=int, metavar="N", help="seed of both runs (default 0: drawn at random)")
+    p.add_argument("--seed", type=int, metavar="N", help=SEED_HELP + " (default 0)")
     add_checker_flag(p, "checker engine (default spark)")
+    add_spark_flags(p)
 
     p = sub.add_parser(
         "serve",
         help="browse stored runs and campaigns in a web browser",
-        epilog="Serves the store's runs, campaigns and analysis page, read only; binds 127.0.0.1 unless "
-        "--bind says otherwise.",
+        epilog="examples:\n"
+        "  strandline serve --port 8080    # then open http://127.0.0.1:8080\n"
+        "Serves the store's runs, campaigns and analysis page, read only; binds 127.0.0.1 unless "
+        "--bind says otherwise. Ctrl-C or SIGTERM stops it (exit 0).",
     )
-    p.add_argument("--store", metavar="DIR", default="results")
-    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--store", metavar="DIR", default="results", help="the results store")
+    p.add_argument("--bind", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=8080, help="port to listen on")
 
     p = sub.add_parser(
         "analyze",
         help="a Spark job over every stored run: tables (Parquet, CSV) and a page with plots, in <store>/analysis/",
     )
-    p.add_argument("--store", metavar="DIR", default="results", help="the results store (default results/)")
+    p.add_argument("--store", metavar="DIR", default="results", help="the results store")
+    p.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="Spark master (default: $STRANDLINE_SPARK_MASTER, else local[*])",
+    )
+    p.add_argument(
+        "--spark-remote",
+        metavar="sc://HOST:PORT",
+        help="run on a Spark Connect server, no JVM here (default: $STRANDLINE_SPARK_REMOTE)",
+    )
     p.epilog = (
-        "Spark: local[*], or $STRANDLINE_SPARK_MASTER / $STRANDLINE_SPARK_REMOTE. See docs/analyze.md.\n"
+        "examples:\n"
+        "  strandline analyze --store results\n"
+        "See docs/analyze.md.\n"
         "exit codes: 0 written, 2 no such store or no run in it, 4 Spark failed."
     )
 
-    p = sub.add_parser("cluster", help="bring a cluster up or down, or show its state")
-    p.add_argument("action", choices=("up", "down", "status"))
+    p = sub.add_parser(
+        "cluster",
+        help="bring a cluster up or down, or show its state",
+        epilog="examples:\n"
+        "  strandline cluster up --nodes 3 --variant high-watermark    # prints the bootstrap servers\n"
+        "  strandline cluster status --json\n"
+        "  strandline cluster down\n"
+        "See docs/clusters.md (using a cluster with your own clients).",
+    )
+    p.add_argument("action", choices=("up", "down", "status"), help="what to do")
     add_cluster_flags(p)
     p.add_argument("--state", metavar="FILE", help="cluster state file (default results/.cluster.json)")
     p.add_argument("--json", action="store_true", help="status as one JSON object")
@@ -302,17 +363,23 @@ def build_parser() -> _Parser:
     p = sub.add_parser(
         "explore",
         help="search fault schedules in a deterministic simulation; replay the minimal failing one",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_run_flags(p)
-    p.add_argument("--budget", type=float, default=60.0, metavar="S", help="seconds of search (default 60)")
+    add_run_flags(
+        p,
+        nemesis="the faults the simulator draws (default: kill,restart,pause,partition,clock); it models "
+        "kill, restart, pause, partition, power-loss, clock",
+    )
+    p.add_argument("--budget", type=float, default=60.0, metavar="S", help="seconds of search")
+    next(a for a in p._actions if a.dest == "seed").help = SEED_HELP + f" (default {EXPLORE_SEED})"
     p.add_argument(
         "--no-replay", action="store_true", help="do not replay the minimal schedule on real nodes"
     )
     p.epilog = (
+        "examples:\n"
+        "  strandline explore --variant high-watermark --seed 1\n"
+        "  strandline explore --variant leader-epoch --budget 60 --no-replay\n"
         "The simulator runs the own broker's replication core (one partition, every broker a replica) with\n"
-        "the test's settings; --nemesis picks the faults it draws (default kill,restart,pause,partition,clock;\n"
-        "also power-loss). The same seed always gives the same search. See docs/explore.md.\n\n"
+        "the test's settings. The same seed always gives the same search. See docs/explore.md.\n\n"
         "exit codes: 1 the simulation found a loss (invalid), 0 none within the budget, 2 bad input,\n"
         "4 infrastructure (the replay could not run)."
     )
@@ -321,19 +388,20 @@ def build_parser() -> _Parser:
         "shrink",
         help="delta debugging over a stored invalid run's faults, on real nodes: the smallest that still fails",
     )
-    p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument(
-        "--budget", type=float, default=1800.0, metavar="S", help="seconds of real runs (default 1800)"
-    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="an invalid run's directory")
+    p.add_argument("--budget", type=float, default=1800.0, metavar="S", help="seconds of real runs")
+    add_spark_flags(p)
     p.epilog = (
+        "examples:\n"
+        "  strandline shrink results/latest --budget 900\n"
         "exit codes: 1 a minimal schedule still gives invalid (stored as a run, with shrink.html), "
-        "3 the schedule no longer fails when replayed, 2 bad input, 4 infrastructure. See docs/explore.md."
+        "3 (unknown) the failure does not come back when replayed, 2 bad input, 4 infrastructure. "
+        "See docs/explore.md."
     )
 
     p = sub.add_parser(
         "bench",
         help="benchmarks that print figures",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="targets:\n"
         "  checker   a generated run of --ops operations checked end to end as `strandline check` does,\n"
         "            by Spark, DuckDB and the reference checker: wall time, ops/s, peak memory\n"
@@ -347,11 +415,16 @@ def build_parser() -> _Parser:
         "  strandline bench workload\n"
         "See docs/checkers.md and docs/workloads.md for measured figures.",
     )
-    p.add_argument("target", choices=("checker", "broker", "workload", "explore"))
-    p.add_argument("--ops", type=int, default=1_000_000, metavar="N", help="operations (checker bench)")
-    p.add_argument("--checker", choices=CHECKERS, default=None)
+    p.add_argument("target", choices=("checker", "broker", "workload", "explore"), help="what to measure")
+    p.add_argument("--ops", type=int, default=1_000_000, metavar="N", help="checker bench: operations")
     p.add_argument(
-        "--keep", metavar="DIR", help="checker and workload benches: keep the run directories here"
+        "--checker", choices=CHECKERS, default=None, help="checker bench: the engine (default spark)"
+    )
+    p.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="keep what the bench made in DIR (checker: the generated run directory; workload: a store "
+        "holding its runs) (default: a temporary directory, removed)",
     )
     p.add_argument("--runs", type=int, default=None, metavar="N", help="workload bench: runs (default 3)")
     p.add_argument("--schedules", type=int, default=10_000, metavar="N", help="explore bench: safe schedules")
@@ -380,26 +453,54 @@ def build_parser() -> _Parser:
         "  strandline kafka fetch 0.11.0.3   # old releases too (ZooKeeper mode: systems/kafka-zk.toml)\n"
         "exit codes: 0 fetched (or already there), 2 no such release (the nearest are named), "
         "4 Maven Central unreachable.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("action", choices=("fetch",))
-    p.add_argument("version", metavar="VERSION")
+    p.add_argument("action", choices=("fetch",), help="what to do")
+    p.add_argument("version", metavar="VERSION", help="a release, e.g. 4.4.0")
 
     p = sub.add_parser(
         "demo",
         help="the main job: the seed scenario with both truncation protocols",
-        epilog="Runs the KIP-101 scenario on 3 own brokers twice, same faults and seed: high-watermark "
+        epilog="examples:\n"
+        "  strandline demo --checker reference\n"
+        "Runs the KIP-101 scenario on 3 own brokers twice, same faults and seed: high-watermark "
         "truncation (expected invalid) and leader epochs (expected valid). exit codes: 0 as expected, "
         "1 not as expected, 4 infrastructure.",
     )
     p.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
-    p.add_argument("--seed", type=int, metavar="N", help="seed of both runs (default 101)")
+    p.add_argument("--seed", type=int, metavar="N", help=SEED_HELP + f" (default {DEMO_SEED})")
     add_checker_flag(p, "checker engine (default spark)")
+    add_spark_flags(p)
+
+    for command in sub.choices.values():
+        command.formatter_class = _Help
+        # `-v` after the command too; SUPPRESS keeps one given before it
+        command.add_argument(
+            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log details to stderr"
+        )
     return parser
+
+
+def keep_cwd_clean() -> None:
+    """Nothing of ours in the user's current directory: the Kafka protocol library imports
+    hypothesis, which would otherwise keep its data in ./.hypothesis (the cache is ours)."""
+    cache = os.environ.get("STRANDLINE_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "strandline"
+    )
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(cache, "hypothesis"))
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("strandline")
+    except PackageNotFoundError:  # run from a checkout without an install
+        return "(not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argcomplete.autocomplete(parser)  # answers the shell's completion request and exits; else nothing
     args, extra = parser.parse_known_args(argv)
     if extra:
         # said by the command's parser, so the line names the command whose --help lists the flags
@@ -407,6 +508,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_BAD_INPUT
+    export_spark_flags(args)
+    keep_cwd_clean()
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -420,6 +523,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write(f"strandline {args.command}: interrupted\n")
         return 130
+    except BrokenPipeError:  # `strandline repro --list | head`: the reader has seen enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:  # the one place that turns a bug into one line
         if os.environ.get("STRANDLINE_DEBUG"):
             raise

@@ -128,7 +128,7 @@ def build_context(run: Path) -> dict[str, Any]:
         "before_load": before_load,
         "outcome": outcome,
         "settings": settings_rows(
-            cfg, results, facts, ("never started: " + str(status)) if before_load else ""
+            cfg, results, facts, ("never started: " + str(status)) if before_load else "", inputs.state
         ),
         "cards": stats_cards(results, digest, avail),
         "power": power_panel(results),

@@ -15,9 +15,15 @@ from harness.report_text import RunFacts
 
 
 def settings_rows(
-    config: dict[str, Any], results: dict[str, Any] | None, facts: RunFacts | None = None, not_run: str = ""
+    config: dict[str, Any],
+    results: dict[str, Any] | None,
+    facts: RunFacts | None = None,
+    not_run: str = "",
+    state: dict[str, Any] | None = None,
 ) -> list[tuple[str, str]]:
-    """The settings that matter; `not_run` replaces the load line of a run that never reached it."""
+    """The settings that matter; `not_run` replaces the load line of a run that never reached it;
+    `state` (the cluster's final state) adds how its brokers name themselves and lead, where that
+    is not Kafka's way."""
     c = config
     nemesis = c.get("nemesis")
     faults = (", ".join(map(str, nemesis)) if isinstance(nemesis, list) else str(nemesis or "")) or "none"
@@ -59,6 +65,10 @@ def settings_rows(
         rows.append(("log.flush.interval.messages", str(c["log_flush_interval_messages"])))
     if c.get("leader_election_policy") and c.get("leader_election_policy") != "first-in-isr":
         rows.append(("leader election", str(c["leader_election_policy"])))
+    for note in (state or {}).get("broker_identity") or []:
+        rows.append(("broker identity", str(note)))
+    if (state or {}).get("leaderless"):
+        rows.append(("partition leaders", str(state["leaderless"])))  # type: ignore[index]
     checker = (results or {}).get("checker") or {}
     if checker:
         secs = checker.get("seconds")

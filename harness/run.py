@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from rich.console import Console
 
 from foundation import run_files
-from foundation.config import TestConfig
+from foundation.config import TestConfig, check_local_files
 from foundation.errors import (
     EXIT_BAD_INPUT,
     EXIT_INFRASTRUCTURE,
@@ -250,6 +250,7 @@ def precheck(config: TestConfig) -> None:
 
     if system_def.is_definition(config.system):
         system_def.load(config.system)
+    check_local_files(config)
     check_config(config)
 
 
@@ -266,6 +267,10 @@ def wait_for_recovery(
     unacknowledged tail), so the data dirs collected afterwards show settled logs, not a restarted
     follower's tail it has not truncated yet.
     """
+    from clusters.sut import ServesEveryPartition
+
+    if isinstance(sut, ServesEveryPartition):  # no ISR to fill: every broker answering is whole
+        return wait_for_serving(sut, timeout)
     expected = {(f"t{t}", p) for t in range(config.topics) for p in range(config.partitions)}
     need = config.replication_factor if full else min(config.min_insync, config.replication_factor)
     deadline = time.monotonic() + timeout
@@ -292,9 +297,28 @@ def wait_for_recovery(
         time.sleep(0.5)
 
 
+def wait_for_serving(sut: Any, timeout: float) -> tuple[bool, str]:
+    """Until every broker of a system whose brokers all serve every partition answers for itself."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lacking = [f"{node}: {why}" for node, why in sorted(sut.serving().items()) if why]
+        if not lacking:
+            return True, ""
+        if time.monotonic() >= deadline:
+            return False, "; ".join(lacking[:4])
+        time.sleep(0.5)
+
+
 def final_state_json(sut: Any) -> dict[str, Any]:
     """Leaders, epochs, ISRs and (where the system names them) replica sets at the end, in the shape
-    checkers.replica_logs and the report read: the replica-log checks follow the final assignment."""
+    checkers.replica_logs and the report read: the replica-log checks follow the final assignment.
+    A system whose every broker serves every partition has no leaders to write down: it says so.
+    What stood out in how the brokers name themselves goes along (`broker_identity`: the report)."""
+    from clusters.sut import ServesEveryPartition
+
+    identity = {"broker_identity": list(notes)} if (notes := getattr(sut, "identity_notes", None)) else {}
+    if isinstance(sut, ServesEveryPartition):
+        return {"controller": None, "partitions": [], "leaderless": sut.leaderless(), **identity}
     state = sut.partition_state()
     controller = None
     try:
@@ -314,6 +338,7 @@ def final_state_json(sut: Any) -> dict[str, Any]:
             }
             for tp, s in sorted(state.items())
         ],
+        **identity,
     }
 
 

@@ -160,6 +160,10 @@ def _load(path: Path) -> tuple[dict[str, Any], dict[str, Scenario]]:
 # Read once, at import: a scenario is settings and steps, never code.
 BASE, SCENARIOS = _load(LIBRARY)
 SEED_SCENARIO = "kip-101-truncation"
+# `strandline demo`'s seed unless --seed says otherwise: the same story every time.
+DEMO_SEED = 101
+# `strandline explore`'s without --seed: the same search every time (docs/explore.md shows its schedules).
+EXPLORE_SEED = 1
 
 
 def scenario(name: str) -> Scenario:

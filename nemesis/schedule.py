@@ -108,7 +108,24 @@ def aimed_ranks(mix: Sequence[tuple[Group, int]], unsafe: set[str]) -> list[int]
 
 
 def available() -> list[str]:
+    """Every fault a scripted step may name (`do = ...`)."""
     return sorted(PACKAGES)
+
+
+# Faults only a scripted step may name: the random schedule never draws them.
+SCRIPTED_ONLY = frozenset({"clock-reset"})
+NONE = "none"
+
+
+def nemesis_names() -> list[str]:
+    """Every name `--nemesis` accepts, in one list for its help, its errors and docs/faults.md:
+    `none`, `all`, then each fault the random schedule can draw."""
+    return [NONE, ALL, *sorted(set(PACKAGES) - SCRIPTED_ONLY)]
+
+
+def alias_text() -> str:
+    """'disk=lose-unsynced, power-loss=lose-unsynced, skew=clock': the other spellings accepted."""
+    return ", ".join(f"{a}={b}" for a, b in sorted(ALIASES.items()))
 
 
 def _role_qualifier(package: Package, qualifier: str) -> bool:
@@ -141,17 +158,22 @@ def parse_specs(names: Sequence[str]) -> list[Group]:
         if str(spec).strip() == ALL:
             groups += [g for spec_, _ in ALL_MIX for g in parse_specs([spec_])]
             continue
+        if str(spec).strip() == NONE:
+            continue
         group: list[tuple[str, str | None]] = []
         for part in str(spec).split("+"):
             name, _, qualifier = part.strip().partition(":")
             package = lookup(name)
             if package is None:
                 raise BadInput(
-                    f"unknown fault {name!r} in --nemesis (available: {', '.join(available())}; "
-                    f"aliases: {', '.join(f'{a}={b}' for a, b in sorted(ALIASES.items()))})"
+                    f"unknown fault {name!r} in --nemesis (available: {', '.join(nemesis_names())}; "
+                    f"aliases: {alias_text()})"
                 )
-            if package.name == "clock-reset":
-                raise BadInput("clock-reset is a scripted step, not a fault for the random schedule")
+            if package.name in SCRIPTED_ONLY:
+                raise BadInput(
+                    f"{package.name} is a scripted step (a config file's schedule, docs/faults.md), "
+                    "not a --nemesis fault"
+                )
             if qualifier and qualifier not in package.qualifiers and not _role_qualifier(package, qualifier):
                 raise BadInput(
                     f"fault {package.name!r}: unknown qualifier {qualifier!r} "

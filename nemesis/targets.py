@@ -12,7 +12,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from clusters.sut import HasLeaders, HasRoles
+from clusters.sut import HasLeaders, HasRoles, ServesEveryPartition
 from foundation.errors import BadInput
 
 SIZES = ("one", "minority", "majority", "all")
@@ -60,6 +60,10 @@ def check(target: Any, node_names: Sequence[str], sut: Any, what: str) -> None:
         raise BadInput(f"{what}: a minority needs at least 3 nodes, the cluster has {n}")
     if target == "majority" and n < 2:
         raise BadInput(f"{what}: a majority of {n} node is the whole cluster: use 'all'")
+    if target in ROLES and isinstance(sut, ServesEveryPartition):
+        raise BadInput(
+            f"{what}: target {target!r} needs a partition leader or a controller: {sut.leaderless()}"
+        )
     if target in ROLES and not isinstance(sut, HasLeaders):
         raise BadInput(
             f"{what}: target {target!r} needs a system that reports leaders (HasLeaders); "

@@ -50,4 +50,12 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   fi
   echo "$want" > "$stamp"
 fi
-echo "setup: ready"
+# Shell completion (argcomplete): a script to source, and system-wide for bash when possible.
+completion=".venv/strandline-completion.bash"
+if [ ! -s "$completion" ]; then
+  .venv/bin/register-python-argcomplete strandline > "$completion"
+fi
+if [ -d /etc/bash_completion.d ] && [ -w /etc/bash_completion.d ] && ! cmp -s "$completion" /etc/bash_completion.d/strandline; then
+  cp "$completion" /etc/bash_completion.d/strandline
+fi
+echo "setup: ready (shell completion: source $completion)"

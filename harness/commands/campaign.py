@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from rich.console import Console
@@ -16,6 +17,11 @@ from harness.campaign_table import render
 
 def main(args: argparse.Namespace) -> int:
     campaign = load_campaign(args.file, store=args.store, checker=getattr(args, "checker", None))
+    if getattr(args, "spark_master", None):  # the flag wins over the rows' spark_master, as in `run`
+        campaign.tests = [
+            dataclasses.replace(t, config=t.config.replace(spark_master=args.spark_master))
+            for t in campaign.tests
+        ]
     store = Path(campaign.tests[0].config.store)
     console = Console(stderr=True)
     console.print(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,8 @@ def main(args: argparse.Namespace) -> int:
     results = check_run(
         run,
         engine=engine,
-        spark_master=getattr(args, "spark_master", None),
+        # the flag, else the environment, else the run's own test.json (docs/running.md, "Spark")
+        spark_master=getattr(args, "spark_master", None) or os.environ.get("STRANDLINE_SPARK_MASTER"),
         spark_remote=getattr(args, "spark_remote", None),
     )
     console = Console(highlight=False, soft_wrap=True)

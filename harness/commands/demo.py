@@ -15,15 +15,13 @@ from rich.console import Console
 from checkers.api import checked_with
 from foundation.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID, EXIT_VALID
 from harness.repro import attempt, lost_text
-from harness.scenarios import SEED_SCENARIO, scenario
-
-DEMO_SEED = 101
+from harness.scenarios import DEMO_SEED, SEED_SCENARIO, scenario
 
 
 def main(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     s = scenario(SEED_SCENARIO)
-    seed = getattr(args, "seed", None) or DEMO_SEED
+    seed = DEMO_SEED if getattr(args, "seed", None) is None else args.seed  # 0: drawn at random
     store = getattr(args, "store", None)
     console.print(f"[bold]strandline demo[/]: {s.name} — {s.summary}", highlight=False)
     started = time.monotonic()

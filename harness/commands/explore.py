@@ -19,6 +19,7 @@ from explore.simulation import Outcome
 from foundation.config import TestConfig, resolve
 from foundation.errors import EXIT_INVALID, EXIT_VALID, BadInput
 from harness.commands.run import overrides
+from harness.scenarios import EXPLORE_SEED
 
 CALM_S = 10.0  # the replay's calm before the first step: clients connected, load flowing
 DEFAULT_FAULTS = ("kill", "restart", "pause", "partition", "clock")
@@ -124,7 +125,7 @@ def main(args: argparse.Namespace) -> int:
     given = overrides(args)
     config = resolve(args.config, given)
     settings = sim_settings(config)
-    seed = config.seed if args.seed is not None else 0
+    seed = config.seed if args.seed is not None else EXPLORE_SEED  # --seed 0: drawn at random
     if args.budget <= 0:
         raise BadInput("--budget must be positive")
     print(

@@ -15,14 +15,15 @@ from foundation.errors import EXIT_INVALID, EXIT_VALID, BadInput
 from harness.repro import Reproduction, lost_text, reproduce
 from harness.scenarios import SCENARIOS, Scenario, scenario
 
-INDENT = " " * 23
 
 
 def main(args: argparse.Namespace) -> int:
     if args.list or not args.scenario:
         if not args.list:
             raise BadInput("name a scenario (see `strandline repro --list`)")
-        print("\n".join(listing(s) for s in SCENARIOS.values()))
+        listed = [scenario(args.scenario)] if args.scenario else list(SCENARIOS.values())
+        width = max(len(s.name) for s in listed)  # the story and settings start where the summary does
+        print("\n".join(listing(s, width) for s in listed))
         return EXIT_VALID
     s = scenario(args.scenario)
     system = getattr(args, "system", None) or "own"
@@ -74,15 +75,16 @@ def outcome_lines(result: Reproduction) -> list[str]:
     return lines
 
 
-def listing(s: Scenario) -> str:
+def listing(s: Scenario, width: int) -> str:
     """A scenario as `--list` shows it: the bug, the story, both twins on the own broker, and
-    the releases it runs on with `--system kafka` (or why it cannot)."""
+    the releases it runs on with `--system kafka` (or why it cannot); `width`: the names' column."""
+    indent = " " * (width + 1)
     unsafe = ", ".join(f"{k}={v}" for k, v in s.unsafe.items())
     safe = ", ".join(f"{k}={v}" for k, v in s.safe.items())
-    story = textwrap.fill(s.story, width=100, initial_indent=INDENT, subsequent_indent=INDENT)
-    lines = [f"{s.name:<22} {s.summary}", story, f"{INDENT}unsafe: {unsafe} (invalid) · safe: {safe} (valid)"]
+    story = textwrap.fill(s.story, width=100, initial_indent=indent, subsequent_indent=indent)
+    lines = [f"{s.name:<{width}} {s.summary}", story, f"{indent}unsafe: {unsafe} (invalid) · safe: {safe} (valid)"]
     lines.append(
-        textwrap.fill(kafka_line(s), width=100, initial_indent=INDENT, subsequent_indent=INDENT + "  ")
+        textwrap.fill(kafka_line(s), width=100, initial_indent=indent, subsequent_indent=indent + "  ")
     )
     return "\n".join(lines)
 

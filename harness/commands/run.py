@@ -12,7 +12,7 @@ from harness.run import run_test
 RUN_KEYS = (
     "system", "backend", "nodes", "topics", "partitions", "replication_factor", "variant", "min_insync",
     "unclean_election", "acks", "nemesis", "nemesis_interval", "time_limit", "rate", "concurrency",
-    "client", "workload", "consume", "crash_clients", "seed", "store", "checker", "name", "kafka_version",
+    "client", "workload", "consume", "crash_clients", "seed", "store", "checker", "name", "kafka_version", "spark_master",
 )  # fmt: skip
 
 

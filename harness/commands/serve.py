@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 from pathlib import Path
 
 from rich.console import Console
@@ -22,11 +23,20 @@ def main(args: argparse.Namespace) -> int:
     except OSError as e:
         raise BadInput(f"cannot listen on {args.bind}:{args.port}: {e.strerror}") from None
     host, port = str(server.server_address[0]), int(server.server_address[1])
-    Console(stderr=True).print(f"serving {store} on http://{host}:{port}/ (Ctrl-C to stop)", highlight=False)
+    # SIGTERM (a service manager's stop) ends it as Ctrl-C does: a clean stop, exit 0.
+    previous = signal.signal(signal.SIGTERM, _stop)
     try:
+        Console(stderr=True).print(
+            f"serving {store} on http://{host}:{port}/ (Ctrl-C to stop)", highlight=False
+        )
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGTERM, previous)
         server.server_close()
     return 0
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

@@ -48,6 +48,8 @@ def main(args: argparse.Namespace) -> int:
     if valid is not False:
         raise BadInput(f"{run}: the run is not invalid (valid: {valid}); nothing to shrink")
     config = validate(load_file(run / run_files.TEST_JSON))
+    if getattr(args, "spark_master", None):  # the flag wins over the stored run's master, as in `run`
+        config = config.replace(spark_master=args.spark_master)
     groups = fault_groups(run / run_files.HISTORY)
     if not groups:
         raise BadInput(f"{run}: the nemesis journaled no faults")

@@ -91,6 +91,25 @@ def test_too_little_load_over_the_run_names_the_minimum(tmp_path: Path) -> None:
     assert results["power"]["reasons"] == ["too little load: 45 acknowledged writes in 44 s (at least 177)"]
 
 
+def test_a_rate_beyond_the_machine_asks_at_most_ten_acks_a_second(tmp_path: Path) -> None:
+    """`bench workload` asks 100,000 ops/s: 2 % of it is more than any machine here serves, so the
+    minimum is ten acknowledged writes a second; eleven a second is enough, nine is not."""
+    for per_second, enough in ((11, True), (9, False)):
+        b, value = HistoryBuilder(), 0
+        for _ in range(20):
+            for _ in range(per_second):
+                b.send(0, value, offset=value)
+                b.advance(1.0 / per_second)
+                value += 1
+            b.poll(1, [(value - 1, value - 1)])
+        run = tmp_path / str(per_second)
+        run.mkdir()
+        results = check_run(run_dir(run, b, rate=100_000.0), "reference")
+        assert 200 <= results["power"]["minimum"]["acked_writes"] <= 205, results["power"]["minimum"]
+        assert "10 per second" in results["power"]["minimum"]["why"]
+        assert results["power"]["enough"] is enough, results["power"]["reasons"]
+
+
 def test_no_load_before_the_first_fault(tmp_path: Path) -> None:
     b = HistoryBuilder()
     b.nemesis("partition", {"nodes": ["n1"], "fault_id": "partition-1"})

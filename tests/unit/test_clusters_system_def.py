@@ -220,3 +220,18 @@ def test_what_a_release_cannot_run_is_refused_before_anything_exists(
     except BadInput as e:
         why = str(e)
     assert (why is None) if refusal is None else (refusal in str(why)), why
+
+
+def test_metadata_says_how_the_brokers_list_each_other_and_lead(tmp_path: Path) -> None:
+    """Kafka's way by default; brokers that list only themselves lead nothing alone; contradictions
+    and membership changes without ids to move partitions between are refused in one line."""
+    assert system_def.load(write(tmp_path, MINIMAL)).metadata == system_def.MetadataDef("all", "partition")
+    alone = system_def.load(write(tmp_path, '[metadata]\nbrokers = "self"\n' + MINIMAL)).metadata
+    assert (alone.brokers, alone.leaders, alone.leaderless) == ("self", "any-broker", True)
+    shared = system_def.load(write(tmp_path, '[metadata]\nleaders = "any-broker"\n' + MINIMAL)).metadata
+    assert (shared.brokers, shared.leaderless) == ("all", True)
+    bad = error_of(tmp_path, '[metadata]\nbrokers = "self"\nleaders = "partition"\n' + MINIMAL)
+    assert "metadata.leaders" in bad and "list each other" in bad
+    assert "metadata.brokers" in error_of(tmp_path, '[metadata]\nbrokers = "some"\n' + MINIMAL)
+    moving = error_of(tmp_path, 'membership = "reassign"\n[metadata]\nleaders = "any-broker"\n' + MINIMAL)
+    assert "membership" in moving

@@ -70,7 +70,17 @@ def test_matrix_and_scenarios_expand(tmp_path: Path) -> None:
     [
         ('[[test]]\nname = "x"\nexpect = "fine"\n', "expect must be"),
         ('[[test]]\nname = "x"\n', "needs expect"),
-        ('[[test]]\nname = "x"\nexpect = "valid"\nacks = "most"\n', "test[0]: config key 'acks'"),
+        ('[[test]]\nname = "x"\nexpect = "valid"\nacks = "most"\n', "test[0] (x): config key 'acks'"),
+        (
+            '[[test]]\nname = "x"\nexpect = "valid"\n[[test]]\nname = "y"\nexpect = "valid"\nacks = "7"\n',
+            "test[1] (y): config key 'acks'",
+        ),
+        (
+            '[defaults]\ntime_limt = 10\n[[test]]\nname = "x"\nexpect = "valid"\n',
+            "[defaults]: config key 'time_limt'",
+        ),
+        ("defaults = 3\n", "[defaults] must be a table, got 3"),
+        ("test = 5\n", "test must be an array of tables ([[test]] entries), got 5"),
         (
             '[[test]]\nname = "x"\nexpect = "valid"\nmatrix = { seed = 1 }\n',
             "matrix.seed must be a non-empty list",
@@ -81,8 +91,11 @@ def test_matrix_and_scenarios_expand(tmp_path: Path) -> None:
     ],
 )
 def test_bad_campaigns_name_the_entry_and_key(tmp_path: Path, text: str, needle: str) -> None:
-    with pytest.raises(BadInput, match=needle.replace("[", r"\[").replace("]", r"\]")):
-        load_campaign(write(tmp_path, text))
+    path = write(tmp_path, text)
+    with pytest.raises(
+        BadInput, match=needle.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")
+    ):
+        load_campaign(path)
 
 
 def test_run_writes_summary_index_and_junit_and_flags_misses(

@@ -6,19 +6,13 @@ import pytest
 
 from foundation.config import validate
 from foundation.errors import BadInput
-from harness.cli import FAULTS, build_parser
+from harness.cli import build_parser
 
 
 def run_help(capsys: pytest.CaptureFixture[str]) -> str:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", "--help"])
     return capsys.readouterr().out
-
-
-def test_help_faults_are_the_nemesis_catalogue() -> None:
-    from nemesis.schedule import available
-
-    assert sorted(FAULTS) == sorted(set(available()) - {"clock-reset"})  # clock-reset: scripted only
 
 
 def test_run_help_has_examples_and_every_config_only_key(capsys: pytest.CaptureFixture[str]) -> None:

@@ -347,3 +347,46 @@ def test_sigterm_as_the_load_starts_is_an_interruption(tmp_path: Path) -> None:
     outcome = run_test(config, console=quiet(), pieces=p, screenshot=False)
     assert (outcome.status, outcome.exit_code) == ("interrupted", 130), outcome.reason
     assert "heal_all" in calls and "down" in calls
+
+
+class _Stateless:
+    """A system whose every broker serves every partition; one broker is not answering yet."""
+
+    identity_notes = [
+        "n1 and n2 report the same broker id 111: brokers are told apart by the address they advertise"
+    ]
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def leaderless(self) -> str:
+        return "every broker serves every partition"
+
+    def serving(self) -> dict[str, str | None]:
+        self.asked += 1
+        return {"n1": None, "n2": None if self.asked > 2 else "no answer"}
+
+
+def test_a_leaderless_system_recovers_once_every_broker_answers_and_its_state_says_why() -> None:
+    from harness.report_panels import settings_rows
+    from harness.run import final_state_json, wait_for_recovery
+
+    sut = _Stateless()
+    assert wait_for_recovery(
+        sut, validate({"nodes": 2, "replication_factor": 1, "min_insync": 1, "seed": 1}), timeout=10
+    ) == (True, "")
+    assert sut.asked == 3
+    state = final_state_json(sut)
+    assert state["partitions"] == [] and state["leaderless"] == "every broker serves every partition"
+    assert state["broker_identity"] == _Stateless.identity_notes
+    rows = dict(settings_rows({}, None, state=state))
+    assert rows["partition leaders"] == "every broker serves every partition"
+    assert rows["broker identity"].startswith("n1 and n2 report the same broker id 111")
+    stuck = _Stateless()
+    stuck.asked = -100
+    assert wait_for_recovery(
+        stuck, validate({"nodes": 2, "replication_factor": 1, "min_insync": 1, "seed": 1}), timeout=0.6
+    ) == (
+        False,
+        "n2: no answer",
+    )

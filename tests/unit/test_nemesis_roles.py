@@ -62,3 +62,22 @@ def test_the_successor_is_the_first_isr_member_after_the_leader() -> None:
     assert (
         targets.resolve("successor", names, LeaderSystem(), rng, "t0", 1) == []
     )  # the ISR is the leader alone
+
+
+class StatelessSystem:
+    """Every broker serves every partition (ServesEveryPartition)."""
+
+    def leaderless(self) -> str:
+        return "every broker serves every partition"
+
+    def serving(self) -> dict[str, str | None]:
+        return {"n1": None, "n2": None}
+
+
+def test_a_leader_target_on_a_system_without_partition_leaders_is_refused_with_the_reason() -> None:
+    for target in ("leader", "controller", "followers"):
+        with pytest.raises(
+            BadInput, match=f"target '{target}' needs a partition leader.*serves every partition"
+        ):
+            targets.check(target, ["n1", "n2", "n3"], StatelessSystem(), "kill")
+    targets.check("one", ["n1", "n2", "n3"], StatelessSystem(), "kill")  # the rest runs
