@@ -16,7 +16,6 @@ from harness.repro import Reproduction, lost_text, reproduce
 from harness.scenarios import SCENARIOS, Scenario, scenario
 
 
-
 def main(args: argparse.Namespace) -> int:
     if args.list or not args.scenario:
         if not args.list:
@@ -82,7 +81,11 @@ def listing(s: Scenario, width: int) -> str:
     unsafe = ", ".join(f"{k}={v}" for k, v in s.unsafe.items())
     safe = ", ".join(f"{k}={v}" for k, v in s.safe.items())
     story = textwrap.fill(s.story, width=100, initial_indent=indent, subsequent_indent=indent)
-    lines = [f"{s.name:<{width}} {s.summary}", story, f"{indent}unsafe: {unsafe} (invalid) · safe: {safe} (valid)"]
+    lines = [
+        f"{s.name:<{width}} {s.summary}",
+        story,
+        f"{indent}unsafe: {unsafe} (invalid) · safe: {safe} (valid)",
+    ]
     lines.append(
         textwrap.fill(kafka_line(s), width=100, initial_indent=indent, subsequent_indent=indent + "  ")
     )
