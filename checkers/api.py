@@ -18,6 +18,10 @@ from typing import Any
 
 from checkers.catalogue import EngineResult
 from checkers.damage import attribute, damaged_replicas
+from checkers.evidence import Found
+from checkers.evidence import assemble as assemble_evidence
+from checkers.evidence import write as write_evidence
+from checkers.evidence_reference import gather
 from checkers.power import Asked, Tally, evaluate
 from checkers.refusals import describe as describe_refusal
 from checkers.refusals import refusals
@@ -36,6 +40,7 @@ from foundation.run_files import (
     API_VERSIONS,
     CLUSTER_STATE,
     DRAIN,
+    EVIDENCE,
     HISTORY,
     NODES,
     REPLICAS_UNAVAILABLE,
@@ -52,6 +57,16 @@ ENGINES = ("reference", "spark")
 # `auto` picks the reference checker (no JVM to start, fastest on ordinary histories) below this
 # size of history.jsonl and Spark above it, where a single Python process would run out of memory.
 AUTO_SPARK_BYTES = 512 * 1024 * 1024
+
+# Filled in by each check, for `strandline bench checker`: seconds per part (Spark's: convert,
+# spark_start, check, stats, power, replicas, evidence; the reference's: check, stats, evidence, power,
+# replicas; both: results).
+last_timings: dict[str, float] = {}
+
+
+def checked_timings() -> dict[str, float]:
+    """The last check's seconds per part (`last_timings`), a copy."""
+    return dict(last_timings)
 
 
 def resolve_engine(engine: str, history: Path) -> str:
@@ -72,6 +87,7 @@ class EngineRun:
     replicas: ReplicaFindings | None
     nemesis: Iterable[dict[str, Any]]
     ops_matching: Callable[[list[re.Pattern[str]]], Iterable[dict[str, Any]]]
+    found: Found  # what evidence.json quotes (`checkers.evidence`)
     # The verdict power's tally and the fault windows it counts in (None: not asked for).
     power: tuple[Tally, list[FaultWindow]] | None = None
 
@@ -98,6 +114,7 @@ def run_engine(
             return iter_ops(history, problems=[])
 
         found = None
+        started = time.monotonic()
         if replicas is not None:
             found = check_replica_logs(
                 replicas.nodes_dir,
@@ -107,13 +124,26 @@ def run_engine(
                 replication_factor=replicas.replication_factor,
                 brokers=replicas.brokers,
             )
+            last_timings["replicas"] = time.monotonic() - started
         nemesis = (op for op in iter_ops(history, problems=[]) if op["process"] == NEMESIS_PROCESS)
+        started = time.monotonic()
+        result = check_history(history)
+        last_timings["check"] = time.monotonic() - started
+        started = time.monotonic()
+        facts = history_facts(history)
+        last_timings["stats"] = time.monotonic() - started
+        started = time.monotonic()
+        anomalies = {**result["anomalies"], **(found.anomalies if found is not None else {})}
+        quoted = gather(history, anomalies, found)
+        last_timings["evidence"] = time.monotonic() - started
         tallied = None
         if power is not None:
             from checkers.power_history import tally_history
 
+            started = time.monotonic()
             tallied = tally_history(history, power)
-        return EngineRun(check_history(history), history_facts(history), found, nemesis, every_op, tallied)
+            last_timings["power"] = time.monotonic() - started
+        return EngineRun(result, facts, found, nemesis, every_op, quoted, tallied)
     if engine == "spark":
         try:
             from checkers import spark as spark_checker  # type: ignore[import-not-found,unused-ignore]
@@ -135,11 +165,14 @@ def run_engine(
             power=power,
         )
         assert run.facts is not None
+        last_timings.update(
+            (k, v) for k, v in spark_checker.last_timings.items() if k not in ("total", "reused_parquet")
+        )
 
         def matching(patterns: list[re.Pattern[str]]) -> Iterable[dict[str, Any]]:
             return ops_matching(get_session(spark_master, None, spark_remote), str(history), patterns)
 
-        return EngineRun(run.result, run.facts, run.replicas, run.nemesis, matching, run.power)
+        return EngineRun(run.result, run.facts, run.replicas, run.nemesis, matching, run.found, run.power)
     raise BadInput(f"unknown checker {engine!r} (one of {', '.join(ENGINES)})")
 
 
@@ -196,6 +229,7 @@ def check_run(
         raise BadInput(f"unknown checker {engine!r} (one of {', '.join(ENGINES)}, auto)")
     engine = resolve_engine(engine, history)
     config, notes = load_config(run)
+    last_timings.clear()
     started = time.monotonic()
     spark_master = spark_master or config.spark_master
     spark_remote = spark_remote or os.environ.get("STRANDLINE_SPARK_REMOTE") or None
@@ -215,6 +249,7 @@ def check_run(
     judged = run_engine(engine, history, spark_master, spark_remote, inputs, asked)
     result, facts, replicas = judged.result, judged.facts, judged.replicas
     engine_seconds = time.monotonic() - started
+    judging = time.monotonic()
     power = evaluate(*judged.power, asked) if judged.power is not None else None
 
     drain, _ = read_optional_json(run / DRAIN)
@@ -223,7 +258,8 @@ def check_run(
     stats = assemble(facts, result["stats"], counts, replicas.lost_by_second if replicas else None)
     if replicas is not None:
         stats["replicas"] = replicas.partitions
-    damaged = damaged_replicas(judged.nemesis)
+    nemesis = list(judged.nemesis)
+    damaged = damaged_replicas(nemesis)
     damage_notes = attribute(damaged, verdict["anomalies"])
     if damaged:
         stats["damaged_replicas"] = damaged
@@ -272,6 +308,10 @@ def check_run(
         results["notes"] += [f"refused: {describe_refusal(name, r)}" for name, r in refused.items()]
     if write:
         write_results(run / RESULTS, results)
+        write_evidence(
+            run / EVIDENCE, assemble_evidence(facts, result["stats"]["ops"], nemesis, judged.found)
+        )
+    last_timings["results"] = time.monotonic() - judging
     return results
 
 

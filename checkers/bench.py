@@ -1,29 +1,18 @@
-"""`strandline bench checker --ops N [--checker spark|reference] [--keep DIR] [--no-duckdb]
-[--no-reference] [--in-process] [--convert]`: the check users run, timed end to end.
+"""What `strandline bench checker` (harness/bench_checker.py) needs from the checkers: the generated
+run (`write_run`: a synthetic history with planted anomalies, test.json, drain.json), a measurement
+of one command in a fresh process (`measure`: wall time, peak memory of the driver and of the whole
+process tree, CPU time), what an engine missed against what was planted (`mismatches`), where two
+results.json differ (`differences`), and DuckDB's check of the same history, for comparison only
+(`check_with_duckdb`: the same JSON lines and anomaly rules, 2 threads; a development dependency).
 
-Generates a run directory (`history.synthetic.generator`: a history with planted anomalies, test.json,
-drain.json; the history's Parquet form as `strandline run`'s journal writes it during the load,
-`checkers.parquet_journal`, unless `--convert` leaves the conversion to the check, as for a history
-from elsewhere) and checks it exactly as `strandline check` does (`checkers.api.check_run`:
-conversion, Spark start, anomalies, statistics, replica logs, results.json), each engine in a
-fresh Python process, with the chosen engine (Spark by default) first, then DuckDB (the same JSON
-lines, the same anomaly rules, 2 threads; a development dependency, for comparison only) and the
-reference checker. Prints each one's wall time, ops/s, the CPU time its process tree used (Python,
-JVM and Spark's Python workers: sampled, so it holds on a busy machine where wall time does not)
-and peak memory: the Python driver's and the whole process tree's. Exit 1 unless the chosen engine found exactly
-what was planted and its results.json equals the reference's (but for `checker`).
-
-The synthetic run has no replica data (`nodes/`): the replica-log part only notes that.
-Runnable as `python -m checkers.bench ENGINE RUN_DIR` to check once and print JSON (the child).
+Runnable as `python -m checkers.bench duckdb RUN_DIR` to check once with DuckDB and print JSON.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,49 +21,27 @@ import time
 from pathlib import Path
 from typing import Any
 
-from foundation.errors import EXIT_INVALID, BadInput, InfrastructureError
+from foundation.errors import InfrastructureError
 from foundation.run_files import DRAIN, HISTORY, TEST_JSON
 
 DUCKDB_THREADS = 2
 SAMPLE_S = 0.2
 
 
-def _child(engine: str, run: str) -> dict[str, Any]:
-    """Check once in this process; figures (and the results) as a dict (run fresh by `_measure`)."""
+def _duckdb_child(run: str) -> dict[str, Any]:
+    """DuckDB's check of a run's history in this process; figures as a dict (run fresh by `measure`)."""
     started = time.monotonic()
-    timings: dict[str, float] = {}
-    results: dict[str, Any] = {}
-    if engine in ("spark", "reference"):
-        from checkers.api import check_run
-
-        # As `strandline check` does, results.json written (each engine's in turn, the last kept).
-        results = check_run(run, engine)
-        counts = {name: a["count"] for name, a in results["anomalies"].items()}
-        examples = {name: a["examples"] for name, a in results["anomalies"].items()}
-        if engine == "spark":
-            from checkers import spark as spark_checker
-
-            timings = dict(spark_checker.last_timings)
-            # Besides Spark's part: imports, the verdict, the statistics assembled, results.json.
-            timings["rest"] = time.monotonic() - started - timings.get("total", 0.0)
-    elif engine == "duckdb":
-        counts = check_with_duckdb(Path(run) / HISTORY, DUCKDB_THREADS)
-        examples = {}
-    else:
-        raise BadInput(f"unknown engine {engine!r}")
-    seconds = time.monotonic() - started
+    counts = check_with_duckdb(Path(run) / HISTORY, DUCKDB_THREADS)
     return {
-        "engine": engine,
-        "seconds": seconds,
+        "engine": "duckdb",
+        "seconds": time.monotonic() - started,
         "driver_peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "timings": timings,
         "counts": counts,
-        "examples": examples,
-        "results": results,
+        "examples": {},
     }
 
 
-def _tree(root: int) -> dict[int, tuple[int, float]]:
+def tree(root: int) -> dict[int, tuple[int, float]]:
     """Resident memory (bytes) and CPU time used so far (user + system, s) of a process and all its
     descendants, by pid (from /proc)."""
     parents: dict[int, int] = {}
@@ -101,24 +68,14 @@ def _tree(root: int) -> dict[int, tuple[int, float]]:
     return {pid: figures[pid] for pid in tree if pid in figures}
 
 
-def _measure(engine: str, run: Path, in_process: bool = False) -> dict[str, Any]:
-    """Run `_child` in a fresh interpreter (its last stdout line is the JSON figures), sampling
-    the memory of its process tree; `in_process` checks in this process (the tests' shared Spark
-    session): same findings, but the memory figures are then this process's."""
-    started = time.monotonic()
-    if in_process:
-        here: dict[str, Any] = json.loads(json.dumps(_child(engine, str(run)), default=str))
-        here["wall"] = time.monotonic() - started
-        here["tree_peak"] = None
-        here["cpu"] = None
-        return here
+def measure(command: list[str], what: str) -> dict[str, Any]:
+    """Run `command` in a fresh process (its last stdout line is JSON figures), sampling the memory
+    and CPU time of its process tree; the figures with `wall` (s), `spawned` (the epoch time it was
+    started), `tree_peak` (bytes) and `cpu` (s) added."""
+    started, spawned = time.monotonic(), time.time()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "checkers.bench", engine, str(run)],
-            stdout=out,
-            stderr=err,
-            text=True,
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+            command, stdout=out, stderr=err, text=True, env={**os.environ, "PYSPARK_PYTHON": sys.executable}
         )
         peak = 0
         cpu: dict[int, float] = {}  # pid -> CPU seconds at its last sample
@@ -127,7 +84,7 @@ def _measure(engine: str, run: Path, in_process: bool = False) -> dict[str, Any]
         def sample() -> None:
             nonlocal peak
             while not stop.is_set():
-                now = _tree(proc.pid)
+                now = tree(proc.pid)
                 peak = max(peak, sum(rss for rss, _ in now.values()))
                 cpu.update({pid: seconds for pid, (_, seconds) in now.items()})
                 stop.wait(SAMPLE_S)
@@ -141,17 +98,17 @@ def _measure(engine: str, run: Path, in_process: bool = False) -> dict[str, Any]
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
-    if code != 0:
+    lines = stdout.strip().splitlines()
+    try:
+        figures: dict[str, Any] = json.loads(lines[-1])
+    except (IndexError, ValueError):
         tail = (stderr or stdout).strip().splitlines()[-5:]
-        raise InfrastructureError(f"{engine} check failed: " + " | ".join(tail))
-    figures: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
-    figures["wall"] = wall
-    figures["tree_peak"] = peak or None
-    figures["cpu"] = sum(cpu.values()) or None
+        raise InfrastructureError(f"{what} failed (exit {code}): " + " | ".join(tail)) from None
+    figures.update(wall=wall, spawned=spawned, tree_peak=peak or None, cpu=sum(cpu.values()) or None)
     return figures
 
 
-def _mismatches(planted: dict[str, list[dict[str, Any]]], figures: dict[str, Any]) -> list[str]:
+def mismatches(planted: dict[str, list[dict[str, Any]]], figures: dict[str, Any]) -> list[str]:
     """What the engine missed or added, against what was planted."""
     problems = []
     for name, instances in planted.items():
@@ -178,7 +135,7 @@ def _matches(instance: dict[str, Any], example: dict[str, Any]) -> bool:
     return True
 
 
-def _differences(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
+def differences(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
     """Top-level keys (and stats keys) of results.json where two engines differ (`checker` aside)."""
     out = []
     for key in sorted(set(got) | set(want)):
@@ -195,7 +152,7 @@ def _differences(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
     return out
 
 
-def _gib(n: int | None) -> str:
+def gib(n: int | None) -> str:
     return "n/a" if n is None else f"{n / 2**30:.2f} GiB"
 
 
@@ -209,106 +166,6 @@ def write_run(run: Path, ops: int) -> Any:
     (run / TEST_JSON).write_text(json.dumps({"config": config, "seed": ops}))
     (run / DRAIN).write_text(json.dumps({"complete": True, "reason": "", "records": 0}))
     return planted
-
-
-def main(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from checkers.parquet import cache_dir_for
-    from checkers.parquet_journal import ColumnarJournal
-
-    console = Console(stderr=False)
-    ops = int(args.ops)
-    if ops < 1000:
-        raise BadInput("--ops must be at least 1000")
-    engine = args.checker or "spark"
-    if engine not in ("spark", "reference"):
-        raise BadInput(f"bench checker: --checker spark or reference, not {engine!r}")
-    keep = Path(args.keep) if getattr(args, "keep", None) else None
-    in_process = bool(getattr(args, "in_process", False))
-    engines = [engine]
-    if not getattr(args, "no_duckdb", False):
-        try:
-            import duckdb  # noqa: F401
-
-            engines.append("duckdb")
-        except ImportError:
-            console.print("duckdb is not installed (a dev dependency): no comparison")
-    if engine != "reference" and not getattr(args, "no_reference", False):
-        engines.append("reference")
-    with tempfile.TemporaryDirectory(prefix="strandline-bench-") as tmp:
-        run = keep or Path(tmp) / "run"
-        started = time.monotonic()
-        planted = write_run(run, ops)
-        generated = time.monotonic() - started
-        size = (run / HISTORY).stat().st_size
-        console.print(
-            f"generated {planted.ops:,} ops ({size / 2**20:,.0f} MiB) in {generated:.1f} s, "
-            f"planted {sum(planted.counts().values())} anomalies; checking {run} with {', '.join(engines)}"
-        )
-        shutil.rmtree(cache_dir_for(run / HISTORY), ignore_errors=True)
-        if getattr(args, "convert", False):
-            console.print("the check converts the history to Parquet itself (--convert)")
-        else:
-            started = time.monotonic()
-            journaled = ColumnarJournal(run / HISTORY).finish()
-            if journaled is None:
-                raise InfrastructureError("the history's Parquet form could not be written")
-            console.print(
-                f"the Parquet form written as `strandline run`'s journal writes it during the load "
-                f"({time.monotonic() - started:.1f} s, not timed; --convert times it in the check)"
-            )
-        runs = []
-        for name in engines:
-            load = os.getloadavg()[0]
-            figures = _measure(name, run, in_process)
-            figures["load"] = (load, os.getloadavg()[0])
-            runs.append(figures)
-    table = Table(title=f"checker benchmark, end to end: {planted.ops:,} ops, {os.cpu_count()} cores")
-    for column in ("engine", "wall s", "ops/s", "CPU s", "driver peak", "tree peak", "load 1m", "phases"):
-        table.add_column(column)
-    for r in runs:
-        phases = ", ".join(f"{k} {v:.1f}s" for k, v in r["timings"].items() if k != "reused_parquet")
-        table.add_row(
-            r["engine"],
-            f"{r['wall']:.1f}",
-            f"{planted.ops / r['wall']:,.0f}",
-            "n/a" if r.get("cpu") is None else f"{r['cpu']:.0f}",
-            _gib(r["driver_peak"]),
-            _gib(r["tree_peak"]),
-            f"{r['load'][0]:.1f}-{r['load'][1]:.1f}",
-            phases,
-        )
-    console.print(table)
-    counts = Table(title="anomalies: planted / found")
-    counts.add_column("anomaly")
-    counts.add_column("planted")
-    for r in runs:
-        counts.add_column(r["engine"])
-    for name, instances in planted.anomalies.items():
-        counts.add_row(name, str(len(instances)), *[str(r["counts"].get(name, "-")) for r in runs])
-    console.print(counts)
-    problems = [f"{engine}: {p}" for p in _mismatches(planted.anomalies, runs[0])]
-    for r in runs[1:]:
-        if r["engine"] == "duckdb":
-            for p in _mismatches(planted.anomalies, r):
-                console.print(f"duckdb: {p} (comparison only)")
-        elif r["engine"] == "reference":
-            diff = _differences(runs[0]["results"], r["results"])
-            if diff:
-                problems.append(f"{engine} and reference results.json differ in {', '.join(diff)}")
-            else:
-                console.print(f"{engine} results.json == reference results.json (but for `checker`)")
-    for p in problems:
-        console.print(f"[red]{p}[/red]")
-    first = runs[0]
-    console.print(
-        f"{engine}: {planted.ops / first['wall']:,.0f} ops/s end to end, driver peak "
-        f"{_gib(first['driver_peak'])}, process tree peak {_gib(first['tree_peak'])}"
-        + "".join(f"; {r['engine']} {planted.ops / r['wall']:,.0f} ops/s" for r in runs[1:])
-    )
-    return EXIT_INVALID if problems else 0
 
 
 # The checker's rules in DuckDB SQL, for comparison only (DuckDB is a development dependency).
@@ -407,4 +264,6 @@ def check_with_duckdb(path: str | Path, threads: int = 2) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(_child(sys.argv[1], sys.argv[2]), default=str))
+    if sys.argv[1:2] != ["duckdb"] or len(sys.argv) != 3:
+        sys.exit("usage: python -m checkers.bench duckdb RUN_DIR")
+    print(json.dumps(_duckdb_child(sys.argv[2]), default=str))

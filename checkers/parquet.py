@@ -43,7 +43,8 @@ import pyarrow as pa
 
 from checkers.parquet_pairing import ChunkPairing
 from checkers.parquet_pipeline import Counts, write
-from checkers.parquet_schema import FORMAT_VERSION, META, cache_name
+from checkers.parquet_schema import FORMAT_VERSION, LINES, META, cache_name
+from checkers.timeline import Point, points_from_json
 from history.format import ReadProblem
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,8 @@ class Converted:
     # Ok sends' completion times never go back in history order (`prev_ok_time` is then their
     # predecessor in time too).
     ok_sends_in_order: bool = False
+    # The report's latency sample (`checkers.timeline`), taken while converting.
+    latency: list[Point] = field(default_factory=list)
 
     @property
     def operations_path(self) -> Path:
@@ -85,6 +88,11 @@ class Converted:
     @property
     def reads_path(self) -> Path:
         return self.directory / "reads.parquet"
+
+    @property
+    def lines_path(self) -> Path:
+        """Where some lines of the history start: JSON [[index, byte offset], ...] (`line_marks`)."""
+        return self.directory / LINES
 
 
 def cache_dir_for(history: Path) -> Path:
@@ -145,7 +153,9 @@ def publish(
         "max_time": counts.max_time,
         "nemesis": counts.nemesis,
         "ok_sends_in_order": counts.ok_sends_in_order,
+        "latency": counts.latency,
     }
+    (tmp / LINES).write_text(json.dumps(counts.line_marks))
     (tmp / META).write_text(json.dumps(meta))
     if dest is None:
         return _from_meta(tmp, meta, reused=False)
@@ -170,6 +180,7 @@ def _from_meta(dest: Path, meta: dict[str, Any], reused: bool) -> Converted:
         meta.get("max_time"),
         list(meta.get("nemesis", [])),
         bool(meta.get("ok_sends_in_order", False)),
+        points_from_json(meta.get("latency")),
     )
 
 

@@ -86,7 +86,7 @@ class ColumnarJournal:
                         cut = len(data)
                     data = data[:cut]
                 at_end = final and self.position + len(data) >= size
-                stop = self.converter.feed(data, self.line_no, at_end)
+                stop = self.converter.feed(data, self.line_no, at_end, start=self.position)
                 self.position += len(data)
                 self.line_no += data.count(b"\n")
                 if stop:

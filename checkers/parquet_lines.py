@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,27 @@ def chunks(path: Path, size: int) -> Iterator[tuple[bytes, int, bool]]:
             chunk, rest = data[:cut], data[cut:]
             yield chunk, line_no, False
             line_no += chunk.count(b"\n")
+
+
+# The conversion notes where lines start, one line every LINE_MARK_BYTES of the history (`line_marks`),
+# so the few lines a check wants to quote (its examples' operations) are read without a pass.
+LINE_MARK_BYTES = 64 << 10
+_INDEX_FIELD = re.compile(rb'"index"\s*:\s*(-?[0-9]+)')
+
+
+def line_marks(chunk: bytes, start: int) -> list[tuple[int, int]]:
+    """(index, byte offset in the history) of the first line at or after every LINE_MARK_BYTES of a
+    chunk of whole lines that begins at byte `start` (a line without a readable index is skipped)."""
+    marks: list[tuple[int, int]] = []
+    for at in range(0, len(chunk), LINE_MARK_BYTES):
+        begin = 0 if at == 0 else chunk.find(b"\n", at - 1) + 1
+        if begin <= 0 and at > 0:
+            break
+        end = chunk.find(b"\n", begin)
+        found = _INDEX_FIELD.search(chunk, begin, end if end >= 0 else len(chunk))
+        if found is not None and (not marks or marks[-1][1] != start + begin):
+            marks.append((int(found.group(1)), start + begin))
+    return marks
 
 
 def _rename_nemesis(chunk: bytes, lines: list[bytes]) -> bytes:

@@ -15,10 +15,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from checkers.parquet_figures import Figures
-from checkers.parquet_lines import chunks, nemesis_rows, parse_fast, parse_slow
+from checkers.parquet_lines import chunks, line_marks, nemesis_rows, parse_fast, parse_slow
 from checkers.parquet_links import Links, TopicIds, with_columns
 from checkers.parquet_pairing import ChunkPairing
 from checkers.parquet_schema import F_CODES, NEMESIS_SENTINEL, OPERATIONS_SCHEMA, OUTCOME_CODES, READS_SCHEMA
+from checkers.timeline import POINTS, LatencySample, Point
 from history.format import ReadProblem
 
 
@@ -33,9 +34,36 @@ class ConversionState:
         # The last ok send's completion time so far, and whether those times never went back.
         self.last_ok_time: int | None = None
         self.ok_sends_in_order = True
+        self.latency = LatencySample()  # the report's latency sample (checkers.timeline)
 
 
-_SEND, _OK = F_CODES.index("send"), OUTCOME_CODES.index("ok")
+_SEND, _OK, _OPEN = F_CODES.index("send"), OUTCOME_CODES.index("ok"), OUTCOME_CODES.index("open")
+
+
+def sample_latencies(operations: pa.Table, sample: LatencySample) -> None:
+    """The chunk's completed sends, in the order of their completions, into the latency sample."""
+    send = pc.fill_null(
+        pc.and_(
+            pc.equal(operations.column("f_code"), _SEND),
+            pc.less(operations.column("outcome_code"), _OPEN),
+        ),
+        False,
+    )
+    sends = operations.filter(send).select(["index", "time", "invoke_time", "outcome_code"])
+    if sends.num_rows == 0:
+        return
+    sends = sends.take(pc.sort_indices(sends.column("index")))
+    ok = pc.equal(sends.column("outcome_code"), _OK)
+    done = sends.filter(ok)
+    sample.add_ok(done.column("time").to_numpy(), done.column("invoke_time").to_numpy())
+    others = sends.filter(pc.invert(ok))
+    if others.num_rows and len(sample.other) < POINTS:
+        codes = others.column("outcome_code").to_pylist()
+        sample.add_others(
+            others.column("time").to_numpy(),
+            others.column("invoke_time").to_numpy(),
+            [OUTCOME_CODES[c] for c in codes],
+        )
 
 
 def link_ok_sends(operations: pa.Table, state: ConversionState) -> pa.Table:
@@ -95,6 +123,7 @@ def split_chunk(table: pa.Table, state: ConversionState) -> tuple[pa.Table, pa.T
     tp = state.topics.tp(client.column("topic"), client.column("partition"))
     operations, reads_ok, epoch = state.pairing.feed(client, tp)
     operations = link_ok_sends(link_acks(operations, state), state)
+    sample_latencies(operations, state.latency)
     take = pc.and_(reads_ok, pc.is_valid(client.column("records")))
     polls = client.filter(take)
     epochs = pc.filter(epoch, take)
@@ -143,6 +172,8 @@ class Counts:
     max_time: int | None = None  # the largest `time` of any line
     nemesis: list[list[Any]] = field(default_factory=list)  # nemesis ops (see `nemesis_row`)
     ok_sends_in_order: bool = True  # ok sends' completion times never go back in history order
+    line_marks: list[tuple[int, int]] = field(default_factory=list)  # (index, byte offset) of some lines
+    latency: list[Point] = field(default_factory=list)  # the report's latency sample
 
 
 WRITE_OPTIONS: dict[str, Any] = {"compression": "snappy", "use_dictionary": ["f", "topic", "outcome"]}
@@ -187,9 +218,12 @@ class Converter:
         self.state = ConversionState()
         self.stopped = False  # a torn line ended the history
 
-    def feed(self, chunk: bytes, first_line: int, at_end: bool, fast: Parsed | bool = True) -> bool:
-        """Convert one chunk (`fast`: Arrow's parse when the caller made it; True: parse here).
-        Returns True when a torn last line ends the history."""
+    def feed(
+        self, chunk: bytes, first_line: int, at_end: bool, fast: Parsed | bool = True, start: int = 0
+    ) -> bool:
+        """Convert one chunk that begins at byte `start` of the history (`fast`: Arrow's parse when
+        the caller made it; True: parse here). Returns True when a torn last line ends the history."""
+        self.counts.line_marks += line_marks(chunk, start)
         if fast is True:
             fast = None if (at_end and not chunk.endswith(b"\n")) else parse_fast(chunk)
         stop = False
@@ -212,6 +246,7 @@ class Converter:
         self.sink(self.state.pairing.finish(), READS_SCHEMA.empty_table())
         self.counts.topics = self.state.topics.known.to_pylist()
         self.counts.ok_sends_in_order = self.state.ok_sends_in_order
+        self.counts.latency = self.state.latency.points()
         return self.counts, self.state.pairing, self.problems
 
 
@@ -236,17 +271,19 @@ def write(history: Path, dest: Path, chunk_bytes: int) -> tuple[Counts, ChunkPai
 
     thread = threading.Thread(target=writer, name="parquet-writer", daemon=True)
     thread.start()
-    parsed: Queue[tuple[bytes, int, bool, Parsed] | None] = Queue(maxsize=1)
+    parsed: Queue[tuple[bytes, int, bool, Parsed, int] | None] = Queue(maxsize=1)
     done = threading.Event()
 
     def parser() -> None:
         """Read and parse the next chunk while this thread pairs the previous one."""
+        start = 0
         try:
             for chunk, first_line, at_end in chunks(history, chunk_bytes):
                 if done.is_set():
                     break
                 fast = None if (at_end and not chunk.endswith(b"\n")) else parse_fast(chunk)
-                parsed.put((chunk, first_line, at_end, fast))
+                parsed.put((chunk, first_line, at_end, fast, start))
+                start += len(chunk)
         finally:
             parsed.put(None)
 
@@ -254,8 +291,8 @@ def write(history: Path, dest: Path, chunk_bytes: int) -> tuple[Counts, ChunkPai
     reader.start()
     try:
         while (item := parsed.get()) is not None:
-            chunk, first_line, at_end, fast = item
-            if converter.feed(chunk, first_line, at_end, fast) or failure:
+            chunk, first_line, at_end, fast, start = item
+            if converter.feed(chunk, first_line, at_end, fast, start) or failure:
                 break
         if not failure:
             found = converter.finish()

@@ -11,11 +11,12 @@ from __future__ import annotations
 import pyarrow as pa
 
 # Bumped whenever the layout or what is derived into it changes: older caches are then rebuilt.
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 # The integer `process` a nemesis line gets while being parsed by Arrow (client processes are >= 0).
 NEMESIS_SENTINEL = -(2**62)
 
 META = "meta.json"  # beside the datasets: what the conversion found, and what it was made from
+LINES = "lines.json"  # beside them: where some of the history's lines start (`parquet_lines.line_marks`)
 
 
 def cache_name(history_name: str) -> str:

@@ -1,8 +1,8 @@
 """The reference checker: pure Python, written to be read. It is the oracle the Spark engine matches.
 
 It streams the history once (`history.reader.iter_ops`), keeping per-value and per-offset maps,
-then judges. Every rule below is exact; the Spark engine implements the same rules, and
-docs/checkers.md repeats them for users.
+then judges with the rules of `checkers/rules/`, which the Spark engine evaluates too and
+docs/checkers.md shows to users.
 
 Terms
 -----
@@ -25,48 +25,20 @@ Terms
 * `max_read(tp)` is the largest offset of any read of topic-partition tp; `max_read_index(tp)` the
   smallest poll index that read tp at that offset.
 
-Rules (count: what one occurrence is; an example's `index` is its sort anchor)
------------------------------------------------------------------------------
-* lost-write (per ack): the acked value is never read (at any position) and max_read(tp) > the acked
-  offset. Example index: the ack's completion index.
-* unseen (per ack): the acked value is never read and tp has no read or max_read(tp) <= the acked
-  offset. Together lost-write and unseen partition the never-read acks.
-* duplicate (per value): the value has sightings at two or more distinct positions. Example:
-  positions sorted by (topic, partition, offset), each with its first sighting's index and process;
-  index = the smallest of those.
-* inconsistent-offsets (per position): sightings of two or more distinct values at one position.
-  Example: values sorted, each with its first sighting's index and process; index = the smallest.
-* aborted-read (per value): a read value whose status is fail. Example: its first read (smallest
-  poll index, then first in the poll's list) and the first failed send's completion index/process.
-* phantom (per value): a read value that no send invocation carried. Example: its first read.
-* poll-skip / nonmonotonic-poll (per consecutive pair of reads of one tp by one process): reads of a
-  process are taken in history order (and list order within a poll); the process's *position* on tp
-  is its last read of tp. The position is forgotten, for every tp, at each `assign` invocation of
-  the process and at each poll that completes `info` or stays open (records may have been consumed
-  unseen). With a position (prev_offset, prev_index) a read at offset o is a poll-skip when
-  o > prev_offset + 1 (skipped = o - prev_offset - 1) and a nonmonotonic-poll when o <= prev_offset.
-  Example index: the later read's poll index. `members` counts the occurrences whose process is a
-  member of a group (below) when it read: the verdict allows those, and only those.
-* Consumer groups. A process is a *member* of group G from its `subscribe` invocation with
-  `group` = G. A *commit* of G is an `ok` commit operation of a member: each `{topic, partition,
-  offset}` of its invocation's `offsets` says G consumed tp below that offset (a commit or
-  subscribe without a string group or well-formed offsets is ignored). G *returned* a value
-  when any member's read returned it (at any position).
-* The *final log* of a partition: the positions (tp, o) read by the final drain, i.e. by processes
-  with an `assign` invocation marked `final: true` (the drain reads every partition from its
-  beginning to its end), each holding the value of its first such read. A history without a marked
-  drain (older runs, hand-written histories) takes every process's reads instead, the first read
-  of each position.
-* group-skip (per (group, position)): a position (tp, o) of the final log holding value v such
-  that some commit of G on tp has an offset > o, and no member of G returned v. Example: `index`, `process`, `committed_offset` of the first commit of G (by
-  completion index) past o; `read_index`/`read_process` of the position's read in the final log.
-* nonmonotonic-commit (per commit and partition): a commit of G on tp whose offset is lower than
-  that of a commit of G on tp that completed before this one was invoked (the greatest such one:
-  `prev_index`, `prev_offset`). Group members never seek, so a group's offsets only move forward;
-  the consumer resets (auto.offset.reset) only when its committed offset is not in the log, which
-  is itself a loss. Example index: the later commit's completion index.
-* nonmonotonic-send (per consecutive pair of acks of one process on one tp, in history order): the
-  later ack's offset < the earlier ack's offset. Example index: the later ack's completion index.
+Rules: each anomaly's rule is its module's under `checkers/rules/` (record, rule in prose, its
+classification of one row); this pass builds the rows (`checkers.rules.rows`: linked reads and
+acks, never-read acks, sighted values and positions, commits and the final log's positions for the
+consumer groups, transactions) and evaluates every rule of each row's kind on them
+(`checkers.classify`).
+
+* The *final log* of a partition (group-skip): the positions (tp, o) read by the final drain, i.e.
+  by processes with an `assign` invocation marked `final: true`, each holding the value of its
+  first such read; a history without a marked drain takes every process's reads instead.
+* A process is a *member* of group G from its `subscribe` invocation with `group` = G; a *commit*
+  of G is an `ok` commit operation of a member (a commit or subscribe without a string group or
+  well-formed offsets is ignored); G *returned* a value when any member's read returned it.
+* A process's poll *position* on tp is its last read of tp; it is forgotten, for every tp, at each
+  `assign` invocation and at each poll that completes `info` or stays open.
 
 Examples: of each anomaly, the `MAX_EXAMPLES` smallest by the catalogue's `order` fields.
 """
@@ -77,23 +49,32 @@ import bisect
 import logging
 import os
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeGuard
 
 from checkers import txn_checks
 from checkers.catalogue import (
-    COMMIT,
     HISTORY_ANOMALIES,
-    MAX_EXAMPLES,
     MEMBER_COUNTED,
-    RECORD,
-    AnomalyResult,
     EngineResult,
     EngineStats,
     OutcomeCounts,
     empty_stats,
-    example_start,
-    select_examples,
+)
+from checkers.classify import Examples, classify
+from checkers.rules import lost_write
+from checkers.rules.rows import (
+    CommitFloor,
+    FinalPosition,
+    FirstRead,
+    LinkedAck,
+    LinkedRead,
+    NeverReadAck,
+    PositionValues,
+    SightedPosition,
+    SightedValue,
+    ValuePositions,
 )
 from checkers.txn_checks import TxnRecord
 from history.format import NEMESIS_PROCESS, ReadProblem
@@ -111,28 +92,6 @@ _RANK = {"fail": FAIL, "info": INFO, "ok": OK}
 
 Position = tuple[str, int, int]  # topic, partition, offset
 TopicPartition = tuple[str, int]
-
-
-class Examples:
-    """Counts occurrences of one anomaly and keeps its smallest examples, in bounded memory."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.count = 0
-        self._kept: list[dict[str, Any]] = []
-
-    def add(self, example: dict[str, Any]) -> None:
-        self.count += 1
-        self._kept.append(example)
-        if len(self._kept) >= 8 * MAX_EXAMPLES:
-            self._kept = select_examples(self.name, self._kept)
-
-    def add_all(self, examples: list[dict[str, Any]]) -> None:
-        """Examples of occurrences counted elsewhere (`count` is set by the caller)."""
-        self._kept = select_examples(self.name, self._kept + examples)
-
-    def result(self) -> AnomalyResult:
-        return {"count": self.count, "examples": select_examples(self.name, self._kept)}
 
 
 class FirstSightings:
@@ -186,7 +145,8 @@ class _Checker:
         self.by_members = dict.fromkeys(MEMBER_COUNTED, 0)  # poll anomalies of group members
         self.wr_only = 0  # G1c components holding a cycle of wr edges alone
         self.pairing = Pairing()  # each process's open invocation (history.pairing: the one rule)
-        self.status: dict[int, list[Any]] = {}  # value -> [rank, first fail index, its process]
+        # value -> [rank, first fail index, its process, bits of the outcomes its sends had]
+        self.status: dict[int, list[Any]] = {}
         self.acks: list[tuple[int, int, Any, str, int, int, int, int]] = []
         self.first_read: dict[int, tuple[int, int, Any, str, int, int]] = {}  # value -> (index, pos, ...)
         self.positions_of_value = FirstSightings()  # value -> {position: first sighting}
@@ -207,9 +167,10 @@ class _Checker:
         self.malformed_count = 0
         self.first_malformed: tuple[int, str] | None = None
         self.txns: list[TxnRecord] = []
-        # poll-skip candidates, judged at the end (a transactional history skips markers): each
-        # with whether its process was a group member
-        self.skip_candidates: list[tuple[dict[str, Any], bool]] = []
+        # reads linked to their process's previous read of the partition (but the next offset's),
+        # judged at the end (a transactional history skips markers): each with whether its process
+        # was a group member
+        self.linked_reads: list[tuple[LinkedRead[Any], bool]] = []
 
     # --- streaming -------------------------------------------------------------------------------
 
@@ -225,7 +186,7 @@ class _Checker:
                 self._complete(process, op)
         self._finish_open_ops()
         lost = self._judge_acks_and_reads()
-        self._judge_skips()
+        self._judge_linked_reads()
         self._judge_groups()
         if self.txns:
             read_values = set(self.first_read)
@@ -261,10 +222,10 @@ class _Checker:
             if not _is_int(value):
                 self._malformed(op["index"], "send without an integer value")
                 return
-            self.status.setdefault(value, [PENDING, None, None])
+            self.status.setdefault(value, [PENDING, None, None, 0])
         elif op["f"] == TXN:
             for write in txn_writes(op, None):
-                self.status.setdefault(write.value, [PENDING, None, None])
+                self.status.setdefault(write.value, [PENDING, None, None, 0])
 
     def _complete(self, process: Any, op: dict[str, Any]) -> None:
         invocation = self.pairing.complete(op)
@@ -319,24 +280,22 @@ class _Checker:
             index, invocation["index"], process, topic, partition, offset, value, int(completion["time"])
         )
         previous = self.last_ack.link(process, (topic, partition), (offset, index, value))
-        if previous is not None and offset < previous[0]:
-            self.found["nonmonotonic-send"].add(
-                {
-                    **example_start(RECORD, index, process, topic, partition, offset, value),
-                    "prev_index": previous[1],
-                    "prev_offset": previous[0],
-                    "prev_value": previous[2],
-                }
+        if previous is not None:
+            prev_offset, prev_index, prev_value = previous
+            row = LinkedAck(
+                index, process, topic, partition, offset, value, prev_index, prev_offset, prev_value
             )
+            classify(self.found, LinkedAck, row)
 
     def _status(self, value: int, rank: int, completion: dict[str, Any] | None, process: Any) -> None:
         """Fold one send's outcome into its value's status (the best over its sends)."""
-        status = self.status.setdefault(value, [PENDING, None, None])
+        status = self.status.setdefault(value, [PENDING, None, None, 0])
         if rank == FAIL and status[0] in (PENDING, FAIL):
             assert completion is not None
             if status[1] is None or completion["index"] < status[1]:
                 status[1], status[2] = completion["index"], process
         status[0] = rank if status[0] == PENDING else max(status[0], rank)
+        status[3] |= 1 << rank
 
     def _ack(
         self,
@@ -418,14 +377,9 @@ class _Checker:
             key = (group, topic, partition)
             self.commits[key].append((index, process, offset))
             below = floor.get(key)
-            if below is not None and offset < below[0]:
-                self.found["nonmonotonic-commit"].add(
-                    {
-                        **example_start(COMMIT, index, process, group, topic, partition, offset),
-                        "prev_index": below[1],
-                        "prev_offset": below[0],
-                    }
-                )
+            if below is not None:
+                row = CommitFloor(index, process, group, topic, partition, offset, below[1], below[0])
+                classify(self.found, CommitFloor, row)
             best = self.committed.get(key)
             if best is None or offset > best[0]:
                 self.committed[key] = (offset, index)
@@ -472,24 +426,11 @@ class _Checker:
             if process in self.final_readers and (topic, partition, offset) not in self.final_read_at:
                 self.final_read_at[(topic, partition, offset)] = (index, process, value)
             previous = self.poll_position.link(process, tp, (offset, index))
-            if previous is not None:
+            # A read right after its previous one (the next offset) is the normal case: no row.
+            if previous is not None and offset != previous[0] + 1:
                 prev_offset, prev_index = previous
-                example = {
-                    "index": index,
-                    "process": process,
-                    "topic": topic,
-                    "partition": partition,
-                    "offset": offset,
-                    "prev_offset": prev_offset,
-                    "prev_index": prev_index,
-                }
-                if offset > prev_offset + 1:
-                    self.skip_candidates.append(
-                        ({**example, "skipped": offset - prev_offset - 1}, group is not None)
-                    )
-                elif offset <= prev_offset:
-                    self.found["nonmonotonic-poll"].add(example)
-                    self.by_members["nonmonotonic-poll"] += group is not None
+                row = LinkedRead(index, process, topic, partition, offset, prev_offset, prev_index, None)
+                self.linked_reads.append((row, group is not None))
 
     def _malformed(self, index: int, reason: str) -> None:
         self.malformed_count += 1
@@ -504,30 +445,31 @@ class _Checker:
         for status in self.status.values():
             if status[0] == PENDING:
                 status[0] = INFO
+                status[3] |= 1 << INFO
 
     # --- judging ---------------------------------------------------------------------------------
 
-    def _judge_skips(self) -> None:
-        """poll-skip. In a history with transactions, offsets have gaps where no client record is
-        (transaction markers, aborted records, which read_committed consumers pass over): there a
-        read skips only when some record sighted anywhere lies between, and `skipped` counts those."""
+    def _judge_linked_reads(self) -> None:
+        """The linked reads' rules (poll-skip, nonmonotonic-poll), with each row's `skipped`: in a
+        history with transactions, offsets have gaps where no client record is (transaction
+        markers, aborted records, which read_committed consumers pass over): there only the
+        records sighted anywhere strictly between the two reads count."""
         sighted: dict[TopicPartition, list[int]] = defaultdict(list)
         if self.txns:
             for topic, partition, offset in self.values_at_position.smallest():
                 sighted[(topic, partition)].append(offset)
             for offsets in sighted.values():
                 offsets.sort()
-        for example, member in self.skip_candidates:
+        for row, member in self.linked_reads:
+            skipped = row.offset - row.prev_offset - 1
             if self.txns:
-                offsets = sighted[(example["topic"], example["partition"])]
-                between = bisect.bisect_left(offsets, example["offset"]) - bisect.bisect_right(
-                    offsets, example["prev_offset"]
+                offsets = sighted[(row.topic, row.partition)]
+                skipped = bisect.bisect_left(offsets, row.offset) - bisect.bisect_right(
+                    offsets, row.prev_offset
                 )
-                if between <= 0:
-                    continue
-                example = {**example, "skipped": between}
-            self.found["poll-skip"].add(example)
-            self.by_members["poll-skip"] += member
+            for name in classify(self.found, LinkedRead, replace(row, skipped=skipped)):
+                if name in self.by_members:
+                    self.by_members[name] += member
 
     def _judge_acks_and_reads(self) -> set[int]:
         """lost-write, unseen, phantom, aborted-read, duplicate, inconsistent-offsets; returns the
@@ -538,60 +480,59 @@ class _Checker:
             if value in self.first_read:
                 continue
             best = self.max_read.get((topic, partition))
-            example = {
-                "index": index,
-                "invoke_index": invoke_index,
-                "process": process,
-                "topic": topic,
-                "partition": partition,
-                "offset": offset,
-                "value": value,
-                "max_read_offset": best[0] if best else None,
-            }
-            if best is not None and best[0] > offset:
-                self.found["lost-write"].add({**example, "max_read_index": best[1]})
+            row = NeverReadAck(
+                index, invoke_index, process, topic, partition, offset, value,
+                best[0] if best else None, best[1] if best else None,
+            )  # fmt: skip
+            if lost_write.RULE.name in classify(self.found, NeverReadAck, row):
                 lost_by_second[str(time_ns // 1_000_000_000)] += 1
                 lost_values.add(value)
-            else:
-                self.found["unseen"].add(example)
         self.stats["lost_by_second"] = dict(sorted(lost_by_second.items(), key=lambda kv: int(kv[0])))
 
-        for value, (index, _list_pos, process, topic, partition, offset) in self.first_read.items():
-            read = example_start(RECORD, index, process, topic, partition, offset, value)
+        several = self.positions_of_value.multiple()
+        for value in {**self.status, **self.first_read, **several}:
             status = self.status.get(value)
-            if status is None:
-                self.found["phantom"].add(read)
-            elif status[0] == FAIL:
-                self.found["aborted-read"].add({**read, "send_index": status[1], "send_process": status[2]})
-
-        for value, positions in self.positions_of_value.multiple().items():
-            listed = sorted(
-                (
-                    {"topic": t, "partition": p, "offset": o, "index": i, "process": proc}
-                    for (t, p, o), (i, proc) in positions.items()  # type: ignore[misc]
-                ),
-                key=lambda d: (d["topic"], d["partition"], d["offset"]),
+            bits = status[3] if status is not None else 0
+            sighted = SightedValue(
+                value in self.first_read,
+                bits & 1 << FAIL != 0,
+                bits & 1 << INFO != 0,
+                bits & 1 << OK != 0,
+                value in several,
             )
-            self.found["duplicate"].add(
-                {"index": min(d["index"] for d in listed), "value": value, "positions": listed}
-            )
+            classify(self.found, SightedValue, sighted, self._value_examples(value, status, several))
 
-        for position, values in self.values_at_position.multiple().items():
-            topic, partition, offset = position  # type: ignore[misc]
-            listed = sorted(
+        for (topic, partition, offset), values in self.values_at_position.multiple().items():  # type: ignore[misc]
+            shown = sorted(
                 ({"value": v, "index": i, "process": proc} for v, (i, proc) in values.items()),
                 key=lambda d: d["value"],
             )
-            self.found["inconsistent-offsets"].add(
-                {
-                    "index": min(d["index"] for d in listed),
-                    "topic": topic,
-                    "partition": partition,
-                    "offset": offset,
-                    "values": listed,
-                }
-            )
+            source = PositionValues(min(d["index"] for d in shown), topic, partition, offset, shown)
+            classify(self.found, SightedPosition, SightedPosition(True), {PositionValues: lambda s=source: s})
         return lost_values
+
+    def _value_examples(
+        self, value: int, status: list[Any] | None, several: dict[Any, dict[Any, tuple[int, Any]]]
+    ) -> dict[type, Any]:
+        """The example rows of a value's rules, built when a rule holds: its first read (and first
+        failed send), and its positions."""
+
+        def first_read() -> FirstRead[Any]:
+            index, _list_pos, process, topic, partition, offset = self.first_read[value]
+            fail_index, fail_process = (status[1], status[2]) if status is not None else (None, None)
+            return FirstRead(index, process, topic, partition, offset, value, fail_index, fail_process)
+
+        def positions() -> ValuePositions[Any]:
+            listed = sorted(
+                (
+                    {"topic": t, "partition": p, "offset": o, "index": i, "process": proc}
+                    for (t, p, o), (i, proc) in several[value].items()
+                ),
+                key=lambda d: (d["topic"], d["partition"], d["offset"]),
+            )
+            return ValuePositions(min(d["index"] for d in listed), value, listed)
+
+        return {FirstRead: first_read, ValuePositions: positions}
 
     def _judge_groups(self) -> None:
         """group-skip: positions below a group's commits whose value no member of the group returned."""
@@ -608,18 +549,14 @@ class _Checker:
                     past.append((offset, index, process))
             past_offsets = [c[0] for c in past]
             for offset, read_index, read_process, value in by_tp.get((topic, partition), []):
-                if value in returned or offset >= past[-1][0]:
-                    continue
-                committed_offset, index, process = past[bisect.bisect_right(past_offsets, offset)]
-                self.found["group-skip"].add(
-                    {
-                        **example_start(COMMIT, index, process, group, topic, partition, offset),
-                        "value": value,
-                        "committed_offset": committed_offset,
-                        "read_index": read_index,
-                        "read_process": read_process,
-                    }
-                )
+                step = bisect.bisect_right(past_offsets, offset)
+                past_it: tuple[Any, ...] = past[step] if step < len(past) else (None, None, None)
+                committed_offset, index, process = past_it
+                row = FinalPosition(
+                    index, process, group, topic, partition, offset, value, committed_offset,
+                    read_index, read_process, value in returned,
+                )  # fmt: skip
+                classify(self.found, FinalPosition, row)
 
     def _describe_problems(self) -> None:
         torn = [p for p in self.problems if p.torn_tail]

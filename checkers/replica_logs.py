@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from checkers.catalogue import RECORD, REPLICA_ANOMALIES, AnomalyResult, example_start
+from checkers.catalogue import REPLICA_ANOMALIES, AnomalyResult
+from checkers.classify import Examples, classify
 from checkers.data_dirs import (
     LEADER_EPOCH_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -46,8 +47,9 @@ from checkers.data_dirs import (
     read_epoch_checkpoint,
     read_offset_checkpoint,
 )
-from checkers.reference import Examples
+from checkers.rules.rows import LeaderAck, ReplicaPosition
 from history.format import NEMESIS_PROCESS
+from history.logs import absent_at, differ
 from history.pairing import Pairing, outcome_of
 from history.reader import iter_ops
 
@@ -97,6 +99,8 @@ class ReplicaFindings:
     notes: list[str]
     # lost-committed-on-replicas acks by the second of their ack (str(floor(time_ns / 1e9))).
     lost_by_second: dict[str, int] = field(default_factory=dict)
+    # The logs as read, with their epochs (the reference's; evidence.json draws them).
+    logs: dict[TopicPartition, list[ReplicaLog]] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -336,7 +340,7 @@ def find_divergence(
     differs, the offsets go to `notes`, not to the anomaly (see the module docstring).
     `divergent_offsets`, when given, receives every divergent offset of each partition (examples are capped).
     """
-    found = Examples("log-divergence")
+    found: dict[str, Examples] = {}
     isrs = isrs or {}
     for (topic, partition), logs in sorted(replicas.items()):
         if len(logs) < 2:
@@ -347,32 +351,33 @@ def find_divergence(
         high = max(r.log_end for r in logs)
         for offset in range(low, high):
             covering = [r for r in logs if r.log_start <= offset < r.log_end]
-            if len(covering) < 2:
-                continue
-            values = {r.records.get(offset) for r in covering}
-            if len(values) > 1:
-                settled = [r for r in covering if not _pending_tail(r, offset, isr)]
-                if len({r.records.get(offset) for r in settled}) <= 1:
-                    for r in covering:
-                        if r not in settled:
-                            pending.setdefault(r.node, []).append(offset)
-                    continue
+            if len(covering) < 2 or not differ(r.records.get(offset) for r in covering):
+                continue  # no rule of a position holds where the covering replicas agree
+            settled = [r for r in covering if not _pending_tail(r, offset, isr)]
+            example = divergence_example(
+                (topic, partition),
+                offset,
+                [(r.node, r.records.get(offset), r.log_end, r.high_watermark) for r in covering],
+            )
+            row = ReplicaPosition(
+                topic, partition, offset, len(covering), True,
+                differ(r.records.get(offset) for r in settled),
+                example["replicas"], example["below_high_watermarks"],
+            )  # fmt: skip
+            if classify(found, ReplicaPosition, row):
                 if divergent_offsets is not None:
                     divergent_offsets.setdefault((topic, partition), []).append(offset)
-                found.add(
-                    divergence_example(
-                        (topic, partition),
-                        offset,
-                        [(r.node, r.records.get(offset), r.log_end, r.high_watermark) for r in covering],
-                    )
-                )
+            else:  # only a lagging replica's pending tail differs: a note
+                for r in covering:
+                    if r not in settled:
+                        pending.setdefault(r.node, []).append(offset)
         if notes is not None:
             for node, offsets in sorted(pending.items()):
                 hw = next(r.high_watermark for r in logs if r.node == node)
                 notes.append(
                     pending_note((topic, partition), node, isr, hw, (len(offsets), offsets[0], offsets[-1]))
                 )
-    return found.result()
+    return found.get("log-divergence", Examples("log-divergence")).result()
 
 
 def offset_ranges(offsets: Iterable[int]) -> list[list[int]]:
@@ -432,7 +437,7 @@ def find_lost_committed(
     replica's log start where it holds no record or another value (what the report draws in red
     on each replica's bar); the anomaly itself is judged on the leader's whole log, by value.
     """
-    found = Examples("lost-committed-on-replicas")
+    found: dict[str, Examples] = {}
     chosen = {tp: choose_leader(logs, leaders.get(tp)) for tp, logs in replicas.items() if logs}
     values_on_leader: dict[TopicPartition, set[Value]] = {}
     for index, process, topic, partition, offset, value, time_ns in acks:
@@ -442,26 +447,21 @@ def find_lost_committed(
         leader, known = chosen[tp]
         if absent is not None:
             for r in replicas[tp]:
-                if offset >= r.log_start and r.records.get(offset) != value:
+                if absent_at(r.records, offset, value, r.log_start):
                     absent.setdefault((topic, partition, r.node), []).append(offset)
         if offset < leader.log_start:
-            continue  # deleted by retention, not lost
+            continue  # deleted by retention, not lost (absent_at says so)
         held = values_on_leader.get(tp)
         if held is None:
             held = values_on_leader[tp] = set(leader.records.values())
-        if value not in held:
-            if lost_by_second is not None:
-                second = str(time_ns // 1_000_000_000)
-                lost_by_second[second] = lost_by_second.get(second, 0) + 1
-            found.add(
-                {
-                    **example_start(RECORD, index, process, topic, partition, offset, value),
-                    "leader": leader.node,
-                    "leader_log_end": leader.log_end,
-                    "leader_known": known,
-                }
-            )
-    return found.result(), chosen
+        row = LeaderAck(
+            index, process, topic, partition, offset, value, leader.node, leader.log_end, known,
+            absent_at(leader.records, offset, value, leader.log_start), value in held,
+        )  # fmt: skip
+        if classify(found, LeaderAck, row) and lost_by_second is not None:
+            second = str(time_ns // 1_000_000_000)
+            lost_by_second[second] = lost_by_second.get(second, 0) + 1
+    return found.get("lost-committed-on-replicas", Examples("lost-committed-on-replicas")).result(), chosen
 
 
 def _node_of(leader: Any, names: set[str]) -> str | None:
@@ -594,7 +594,7 @@ def check_replica_logs(
     brokers: Iterable[str] | None = None,
 ) -> ReplicaFindings:
     """Read every replica, find divergence and acked records missing on the leader."""
-    replicas, incomplete = read_replicas(nodes_dir, brokers)
+    replicas, incomplete = read_replicas(nodes_dir, brokers, epochs=True)
     node_names = [p.name for p in nodes_dir.iterdir()] if nodes_dir.is_dir() else []
     notes: list[str] = []
     if final_state is not None:
@@ -625,4 +625,4 @@ def check_replica_logs(
         )
     anomalies = {"log-divergence": divergence, "lost-committed-on-replicas": lost}
     assert set(anomalies) == set(REPLICA_ANOMALIES)
-    return ReplicaFindings(anomalies, partitions, incomplete, notes, lost_by_second)
+    return ReplicaFindings(anomalies, partitions, incomplete, notes, lost_by_second, dict(replicas))

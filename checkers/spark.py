@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,13 +20,15 @@ from urllib.parse import urlparse
 
 from checkers import spark_power, spark_txn
 from checkers.catalogue import EngineResult
+from checkers.evidence import Found, example_positions, marked_offsets, wanted
 from checkers.parquet import convert
 from checkers.power import Asked, Tally
 from checkers.replica_logs import ReplicaFindings, ReplicaInputs
 from checkers.spark_engine import ParquetForm, check_parquet, topic_names
+from checkers.spark_evidence import find_in_form
 from checkers.spark_groups import check_groups, merge_into
-from checkers.spark_replicas import check_replicas
-from checkers.spark_session import get_session, size_shuffles
+from checkers.spark_replicas import Views, judged_replicas
+from checkers.spark_session import get_session, size_for
 from checkers.spark_stats import nemesis_op, spark_facts
 from checkers.stats import Facts
 from foundation.errors import BadInput, InfrastructureError
@@ -101,6 +104,7 @@ class SparkRun:
     facts: Facts | None
     replicas: ReplicaFindings | None
     nemesis: list[dict[str, Any]]
+    found: Found  # what evidence.json quotes (`checkers.evidence`)
     # The verdict power's tally and the fault windows it counts in (with `power`, else None).
     power: tuple[Tally, list[Any]] | None = None
 
@@ -149,6 +153,8 @@ def check_run(
             converted.max_time,
             converted.nemesis,
             converted.ok_sends_in_order,
+            converted.latency,
+            str(converted.lines_path),
         )
     else:
         spark = _session(thread, box)
@@ -157,7 +163,7 @@ def check_run(
         form = convert_with_spark(spark, os.fspath(history_path), reconvert)
         last_timings["convert"] = time.monotonic() - started
     last_timings["spark_start"] = float(box.get("seconds", 0.0))
-    size_shuffles(spark, form.ops)
+    size_for(spark, form.ops)
     checking = time.monotonic()
     # A history's transactions: their micro-operations, read again from the text (spark_txn.py).
     # The operation kinds the conversion saw (None: not counted, e.g. Spark converted the history).
@@ -190,7 +196,8 @@ def check_run(
     finally:
         if txns is not None:
             txns.unpersist()
-    last_timings["check"] = time.monotonic() - checking
+    # The rules alone: the power's tally is a part of its own in the breakdown, as the reference's.
+    last_timings["check"] = time.monotonic() - checking - last_timings.get("power", 0.0)
     stats_facts = None
     if facts:
         counting = time.monotonic()
@@ -200,22 +207,38 @@ def check_run(
             max_time=form.max_time,
             nemesis=form.nemesis or [],
             ok_sends_in_order=form.ok_sends_in_order,
+            latency=form.latency,
+            problems=form.problems,
         )
         last_timings["stats"] = time.monotonic() - counting
     findings = None
-    if replicas is not None:
-        judging = time.monotonic()
-        findings = check_replicas(
-            spark,
-            replicas.nodes_dir,
-            form.operations_path,
-            form.topics if form.topics is not None else topic_names(spark, form),
-            final_state=replicas.final_state,
-            expected=replicas.expected,
-            replication_factor=replicas.replication_factor,
-            brokers=replicas.brokers,
-        )
-        last_timings["replicas"] = time.monotonic() - judging
+    with ExitStack() as stack:
+        views: Views = lambda _: {}  # noqa: E731
+        if replicas is not None:
+            judging = time.monotonic()
+            findings, views = stack.enter_context(
+                judged_replicas(
+                    spark,
+                    replicas.nodes_dir,
+                    form.operations_path,
+                    form.topics if form.topics is not None else topic_names(spark, form),
+                    final_state=replicas.final_state,
+                    expected=replicas.expected,
+                    replication_factor=replicas.replication_factor,
+                    brokers=replicas.brokers,
+                )
+            )
+            last_timings["replicas"] = time.monotonic() - judging
+        gathering = time.monotonic()
+        anomalies = {**result["anomalies"], **(findings.anomalies if findings is not None else {})}
+        marked = marked_offsets(findings.partitions) if findings is not None else {}
+        quoted = find_in_form(spark, form, os.fspath(history_path), wanted(anomalies), marked)
+        if findings is not None:
+            offsets = example_positions(anomalies, quoted.sends)
+            for tp, at in marked.items():
+                offsets.setdefault(tp, set()).update(at)
+            quoted.replicas = views(offsets)
+        last_timings["evidence"] = time.monotonic() - gathering
     last_timings["total"] = time.monotonic() - started
     nemesis = [nemesis_op(row) for row in form.nemesis or []]
-    return SparkRun(result, stats_facts, findings, nemesis, tallied)
+    return SparkRun(result, stats_facts, findings, nemesis, quoted, tallied)

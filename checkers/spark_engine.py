@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from checkers.catalogue import (
@@ -44,7 +45,19 @@ from checkers.catalogue import (
     empty_counts,
 )
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
-from checkers.spark_session import Persisted
+from checkers.rules import lost_write, of_row
+from checkers.rules.rows import (
+    FirstRead,
+    LinkedAck,
+    LinkedRead,
+    NeverReadAck,
+    SightedPosition,
+    SightedValue,
+    ValuePositions,
+)
+from checkers.spark_columns import SQL, columns_of, expr
+from checkers.spark_session import Persisted, broadcast, read_form
+from checkers.timeline import Point
 from history.format import ReadProblem
 
 if TYPE_CHECKING:
@@ -68,6 +81,8 @@ class ParquetForm:
     max_time: int | None = None  # the largest `time` of any line
     nemesis: list[list[Any]] | None = None  # the nemesis ops: [index, time, type, f, value]
     ok_sends_in_order: bool = False  # `prev_ok_time` is each ok send's predecessor in time
+    latency: list[Point] | None = None  # the report's latency sample, when the conversion took it
+    lines_path: str | None = None  # where some lines start (`parquet_lines.line_marks`), when known
 
 
 # Candidate sets up to this many rows are broadcast to the joins that gather their examples.
@@ -98,6 +113,23 @@ def _order_key(name: str) -> Column:
         topic.alias("ks"),
         *[c.alias(f"k{i + 1}") for i, c in enumerate(ints)],
     )
+
+
+def _flag(name: str) -> str:
+    """The column that says an anomaly's rule holds for a row ("is_lost_write")."""
+    return "is_" + name.replace("-", "_").lower()
+
+
+def _order_key_sql(name: str, example: dict[str, str]) -> str:
+    """`_order_key` as SQL over an example's fields."""
+    order = list(BY_NAME[name].order)
+    assert order[0] == "index", order
+    topic = example["topic"] if len(order) > 1 and order[1] == "topic" else "CAST(NULL AS STRING)"
+    rest = [f"CAST({example[f]} AS BIGINT)" for f in order[1:] if f != "topic"]
+    rest += ["CAST(NULL AS BIGINT)"] * (_KEY_INTS - len(rest))
+    parts = [f"'k0', CAST({example['index']} AS BIGINT)", f"'ks', {topic}"]
+    parts += [f"'k{i + 1}', {c}" for i, c in enumerate(rest)]
+    return f"named_struct({', '.join(parts)})"
 
 
 class _Gather:
@@ -169,21 +201,25 @@ class _Gather:
             df.select(F.lit(name).alias("name"), _order_key(name).alias("k"), example.alias("e"))
         )
 
-    def either(self, cond: Column, yes: str, no: str, df: DataFrame) -> None:
-        """Rows of df are `yes` anomalies where cond holds, else `no` ones: one scan for two."""
+    def classify(self, kind: type, df: DataFrame, row: Any = None) -> None:
+        """Each row of df (which has every field of `kind` as a column, or the SQL `row` gives
+        for it) into the anomalies of the kind's rules that hold for it (`checkers/rules/`), in one
+        scan: each rule's classification and example are its own, as SQL."""
         from pyspark.sql import functions as F
 
-        assert BY_NAME[yes].order == BY_NAME[no].order
-        example = F.when(
-            cond, F.to_json(F.struct(*[F.col(f) for f in BY_NAME[yes].example_fields]), _JSON)
-        ).otherwise(F.to_json(F.struct(*[F.col(f) for f in BY_NAME[no].example_fields]), _JSON))
-        self.anomalies.append(
-            df.select(
-                F.when(cond, F.lit(yes)).otherwise(F.lit(no)).alias("name"),
-                _order_key(yes).alias("k"),
-                example.alias("e"),
+        row = row if row is not None else columns_of(kind)
+        found = []
+        for rule in of_row(kind):
+            example = rule.example_of(SQL, row)
+            fields = ", ".join(f"{SQL.lit(f)}, {example[f]}" for f in rule.example_fields)
+            found.append(
+                f"IF({rule.holds(SQL, row)}, named_struct('name', {SQL.lit(rule.name)}, "
+                f"'k', {_order_key_sql(rule.name, example)}, "
+                f"'e', to_json(named_struct({fields}), map('ignoreNullFields', 'false'))), NULL)"
             )
-        )
+        if found:
+            x = F.expr(f"explode(filter(array({', '.join(found)}), x -> x IS NOT NULL))")
+            self.anomalies.append(df.select(x.alias("x")).select("x.name", "x.k", "x.e"))
 
     def collect(self) -> tuple[dict[str, int], dict[str, Any], dict[str, AnomalyResult]]:
         """(figures by key, first-payloads by key, anomalies by name)."""
@@ -249,9 +285,8 @@ class SparkChecker:
             self.persisted.release()
 
     def _broadcast_if_small(self, df: DataFrame, rows: int) -> DataFrame:
-        from pyspark.sql import functions as F
 
-        return F.broadcast(df) if rows <= BROADCAST_ROWS else df
+        return broadcast(df) if rows <= BROADCAST_ROWS else df
 
     def _topics(self, operations: DataFrame, reads: DataFrame) -> list[str]:
         """Topic names by topic id (`tp` >> 32): from the conversion, else from the data."""
@@ -264,8 +299,8 @@ class SparkChecker:
 
         col = F.col
         spark = self.spark
-        operations = spark.read.parquet(self.form.operations_path)
-        reads_all = spark.read.parquet(self.form.reads_path)
+        operations = read_form(spark, self.form.operations_path)
+        reads_all = read_form(spark, self.form.reads_path)
         figures = self.form.figures if self.form.figures is not None else spark_figures(operations, reads_all)
         if self.extra is not None:
             operations = operations.unionByName(self.extra[0], allowMissingColumns=True)
@@ -288,13 +323,12 @@ class SparkChecker:
         acked = (outcome == OUTCOME_CODES.index("ok")) & (col("offset") >= 0)
         # An ack: an acked send with a topic and partition (`tp` is null without either).
         ack = is_send & acked & col("tp").isNotNull()
-        # nonmonotonic-send: the conversion linked each ack to its process's previous ack on its tp.
-        out.anomaly(
-            "nonmonotonic-send",
+        # Linked acks (nonmonotonic-send): the conversion linked each ack to its process's
+        # previous ack on its tp.
+        out.classify(
+            LinkedAck,
             named(
-                operations.filter(
-                    ack & col("prev_offset").isNotNull() & (col("offset") < col("prev_offset"))
-                ).select(
+                operations.filter(ack & col("prev_offset").isNotNull()).select(
                     "index", "process", "tp", "offset", "value", "prev_index", "prev_offset", "prev_value"
                 )
             ),
@@ -302,16 +336,14 @@ class SparkChecker:
         # Reads: records of ok completions of polls, the well-formed ones.
         well_formed = col("tp").isNotNull() & col("offset").isNotNull() & col("value").isNotNull()
         reads = reads_all.filter(well_formed)
-        # poll-skip / nonmonotonic-poll: each read was linked to its process's previous read of its
-        # tp in the same position epoch while converting.
-        linked = col("prev_offset").isNotNull()
-        skip = col("offset") > col("prev_offset") + 1
-        out.either(
-            skip,
-            "poll-skip",
-            "nonmonotonic-poll",
+        # Linked reads (poll-skip, nonmonotonic-poll): each read was linked to its process's
+        # previous read of its tp in the same position epoch while converting; the read of the next
+        # offset is the normal case (no row).
+        linked = col("prev_offset").isNotNull() & (col("offset") != col("prev_offset") + 1)
+        out.classify(
+            LinkedRead,
             named(
-                reads.filter(linked & (skip | (col("offset") <= col("prev_offset")))).select(
+                reads.filter(linked).select(
                     "index",
                     "process",
                     "tp",
@@ -363,13 +395,20 @@ class SparkChecker:
         )
         bits = col("bits")
         has = lambda bit: bits.bitwiseAND(F.lit(bit)) != 0  # noqa: E731
-        read = has(READ)
-        flags = {
-            "aborted": read & has(SENT_FAIL) & ~has(SENT_INFO) & ~has(SENT_OK),
-            "phantom": read & ~has(SENT_FAIL | SENT_INFO | SENT_OK),
-            "never_read": ~read & has(ACKED),
-            "duplicate": col("duplicate"),
-        }
+        # Per value, each of its rules (`SightedValue`); and the facts the rows of other kinds need:
+        # acked and never read (`NeverReadAck`), sighted at several positions (its sightings).
+        value_row = columns_of(
+            SightedValue,
+            read=f"((`bits` & {READ}) != 0)",
+            sent_fail=f"((`bits` & {SENT_FAIL}) != 0)",
+            sent_info=f"((`bits` & {SENT_INFO}) != 0)",
+            sent_ok=f"((`bits` & {SENT_OK}) != 0)",
+            several_positions="`duplicate`",
+        )
+        value_rules = of_row(SightedValue)
+        flags = {_flag(r.name): expr(r.holds(SQL, value_row)) for r in value_rules}
+        flags["never_read"] = ~has(READ) & has(ACKED)
+        flags["several"] = col("duplicate")
         out.aggregate(values, {f"values:{k}": (c, None) for k, c in flags.items()})
         counts, firsts, anomalies = out.collect()
         counts.update(figures["counts"])
@@ -378,73 +417,68 @@ class SparkChecker:
         # --- Action 2: by position, and the examples of the per-value anomalies ----------------
         out = _Gather()
         n = {k: counts.get(f"values:{k}", 0) for k in flags}
-        candidates = n["aborted"] + n["phantom"] + n["never_read"] + n["duplicate"]
+        candidates = sum(n.values())
         acks = operations.filter(ack).select(
             "value", "tp", "offset", "index", "process", "invoke_index", "time"
         )
         sighted = reads.select("value", "tp", "offset", "index", "pos", "process")
         if candidates:
             cand = self._broadcast_if_small(
-                values.filter(
-                    flags["aborted"] | flags["phantom"] | flags["never_read"] | flags["duplicate"]
-                ).select("value", *[flags[k].alias(k) for k in flags]),
+                values.filter(reduce(lambda a, b: a | b, flags.values())).select(
+                    "value", *[c.alias(k) for k, c in flags.items()]
+                ),
                 candidates,
             )
             cand_reads = self.persisted.keep(named(sighted.join(cand, "value")))
             cand_acks = self.persisted.keep(named(acks.join(cand, "value")))
-        if n["aborted"] or n["phantom"]:
+        # The examples of a value's rules: from its first read (and first failed send), or from
+        # its positions.
+        first_flags = [_flag(r.name) for r in value_rules if r.example_row is FirstRead and n[_flag(r.name)]]
+        if first_flags:
             first_read = (
-                cand_reads.filter(col("aborted") | col("phantom"))
-                .groupBy("value", "aborted")
+                cand_reads.filter(reduce(lambda a, b: a | b, [col(f) for f in first_flags]))
+                .groupBy("value", *first_flags)
                 .agg(F.min(F.struct("index", "pos", "process", "topic", "partition", "offset")).alias("r"))
-                .select("value", "aborted", "r.*")
+                .select("value", *first_flags, "r.*")
             )
-            out.anomaly("phantom", first_read.filter(~col("aborted")))
             fails = operations.filter(is_send & (outcome == OUTCOME_CODES.index("fail"))).select(
                 "value", "index", "process"
             )
             first_fail = (
-                fails.join(
-                    self._broadcast_if_small(values.filter(flags["aborted"]).select("value"), n["aborted"]),
-                    "value",
-                )
+                fails.join(first_read.select("value"), "value")
                 .groupBy("value")
                 .agg(F.min("index").alias("send_index"), F.min_by("process", "index").alias("send_process"))
             )
-            out.anomaly("aborted-read", first_read.filter(col("aborted")).join(first_fail, "value", "left"))
+            with_send = first_read.join(first_fail, "value", "left")
+            for rule in value_rules:
+                if _flag(rule.name) in first_flags:
+                    out.anomaly(rule.name, with_send.filter(col(_flag(rule.name))))
         if n["never_read"]:
             # max_read(tp): the largest offset read, and the smallest poll index that read it.
             top = reads.groupBy("tp").agg(F.max("offset").alias("max_read_offset"))
             max_read = (
                 reads.select("tp", "offset", "index")
-                .join(F.broadcast(top), "tp")
+                .join(broadcast(top), "tp")
                 .filter(col("offset") == col("max_read_offset"))
                 .groupBy("tp", "max_read_offset")
                 .agg(F.min("index").alias("max_read_index"))
             )
-            never_read = cand_acks.filter(col("never_read")).join(F.broadcast(max_read), "tp", "left")
-            lost = never_read.filter(col("max_read_offset") > col("offset"))
-            out.anomaly("lost-write", lost)
-            out.anomaly(
-                "unseen",
-                never_read.filter(
-                    col("max_read_offset").isNull() | (col("max_read_offset") <= col("offset"))
-                ),
-            )
+            never_read = cand_acks.filter(col("never_read")).join(broadcast(max_read), "tp", "left")
+            out.classify(NeverReadAck, never_read)
+            lost = never_read.filter(expr(lost_write.RULE.holds(SQL, columns_of(NeverReadAck))))
             out.grouped("lost_second:", lost, (col("time") / 1_000_000_000).cast("long"))
         # The first sighting of each (value, position) of the values sighted at several positions.
         positions = values.filter(~col("duplicate") & col("tp").isNotNull()).select("tp", "offset", "value")
-        if n["duplicate"]:
+        if n["several"]:
             fields = ["value", "tp", "topic", "partition", "offset", "index", "process"]
             sightings = self.persisted.keep(
-                cand_acks.filter(col("duplicate"))
+                cand_acks.filter(col("several"))
                 .select(*fields)
-                .unionByName(cand_reads.filter(col("duplicate")).select(*fields))
+                .unionByName(cand_reads.filter(col("several")).select(*fields))
                 .groupBy("value", "tp", "topic", "partition", "offset")
                 .agg(F.min("index").alias("s_index"), F.min_by("process", "index").alias("s_process"))
             )
-            out.anomaly(
-                "duplicate",
+            by_value = (
                 sightings.groupBy("value").agg(
                     F.min("s_index").alias("index"),
                     F.sort_array(
@@ -458,47 +492,61 @@ class SparkChecker:
                             )
                         )
                     ).alias("positions"),
-                ),
-            )
+                )
+            ).join(cand.select("value", *[_flag(r.name) for r in value_rules]), "value")
+            for rule in value_rules:
+                if rule.example_row is ValuePositions and n[_flag(rule.name)]:
+                    out.anomaly(rule.name, by_value.filter(col(_flag(rule.name))))
             positions = positions.unionByName(sightings.select("tp", "offset", "value"))
-        # [by position] Positions sighted with two or more distinct values (each value once here).
+        # [by position] Positions sighted with two or more distinct values (each value once here),
+        # each with its rules (`SightedPosition`).
+        position_rules = of_row(SightedPosition)
+        several_values = columns_of(SightedPosition, several_values="true")
         inconsistent = self.persisted.keep(
             positions.groupBy("tp", "offset")
             .agg(F.min("value").alias("lo"), F.max("value").alias("hi"))
             .filter(col("lo") != col("hi"))
-            .select("tp", "offset")
+            .select(
+                "tp",
+                "offset",
+                *[expr(r.holds(SQL, several_values)).alias(_flag(r.name)) for r in position_rules],
+            )
         )
-        out.aggregate(inconsistent, {"inconsistent": (F.lit(True), None)})
+        out.aggregate(
+            inconsistent, {f"positions:{r.name}": (col(_flag(r.name)), None) for r in position_rules}
+        )
         counts2, _, anomalies2 = out.collect()
         counts.update(counts2)
         anomalies.update(anomalies2)
 
         # --- Action 3: examples of inconsistent offsets, when there are any --------------------
-        n_inconsistent = counts.get("inconsistent", 0)
-        if n_inconsistent:
+        held = [r for r in position_rules if counts.get(f"positions:{r.name}", 0)]
+        if held:
             out = _Gather()
-            at = self._broadcast_if_small(inconsistent, n_inconsistent)
+            at = self._broadcast_if_small(
+                inconsistent.filter(reduce(lambda a, b: a | b, [col(_flag(r.name)) for r in held])),
+                sum(counts[f"positions:{r.name}"] for r in held),
+            )
             fields = ["value", "tp", "offset", "index", "process"]
             seen = named(
                 acks.select(*fields)
-                .join(at, ["tp", "offset"])
-                .unionByName(sighted.select(*fields).join(at, ["tp", "offset"]))
-                .groupBy("tp", "offset", "value")
+                .unionByName(sighted.select(*fields))
+                .join(at.drop("lo", "hi"), ["tp", "offset"])
+                .groupBy("tp", "offset", "value", *[_flag(r.name) for r in held])
                 .agg(F.min("index").alias("s_index"), F.min_by("process", "index").alias("s_process"))
             )
-            out.anomaly(
-                "inconsistent-offsets",
-                seen.groupBy("tp", "topic", "partition", "offset").agg(
-                    F.min("s_index").alias("index"),
-                    F.sort_array(
-                        F.collect_list(
-                            F.struct(
-                                "value", col("s_index").alias("index"), col("s_process").alias("process")
-                            )
-                        )
-                    ).alias("values"),
-                ),
+            by_position = seen.groupBy(
+                "tp", "topic", "partition", "offset", *[_flag(r.name) for r in held]
+            ).agg(
+                F.min("s_index").alias("index"),
+                F.sort_array(
+                    F.collect_list(
+                        F.struct("value", col("s_index").alias("index"), col("s_process").alias("process"))
+                    )
+                ).alias("values"),
             )
+            for rule in held:
+                out.anomaly(rule.name, by_position.filter(col(_flag(rule.name))))
             _, _, anomalies3 = out.collect()
             anomalies.update(anomalies3)
 
@@ -617,7 +665,7 @@ def _topic_names(operations: DataFrame, reads: DataFrame) -> list[str]:
 
 def topic_names(spark: SparkSession, form: ParquetForm) -> list[str]:
     """A Parquet form's topic names by topic id."""
-    return _topic_names(spark.read.parquet(form.operations_path), spark.read.parquet(form.reads_path))
+    return _topic_names(read_form(spark, form.operations_path), read_form(spark, form.reads_path))
 
 
 def check_parquet(

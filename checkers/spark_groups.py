@@ -29,7 +29,11 @@ import pyarrow as pa
 
 from checkers.catalogue import BY_NAME, MAX_EXAMPLES, MEMBER_COUNTED, POSITION, AnomalyResult
 from checkers.parquet_schema import columns
+from checkers.rules import of_row
+from checkers.rules.rows import CommitFloor, FinalPosition, LinkedRead
+from checkers.spark_columns import SQL, columns_of, expr
 from checkers.spark_lines import parsed_lines, whole_records
+from checkers.spark_session import broadcast, read_form
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -53,7 +57,8 @@ def _none() -> dict[str, AnomalyResult]:
 
 
 def _member_polls(members: DataFrame, reads: DataFrame) -> dict[str, int]:
-    """How many poll-skip and nonmonotonic-poll occurrences are reads of a group member."""
+    """How many occurrences of the member-counted rules of linked reads (poll-skip,
+    nonmonotonic-poll) are reads of a group member."""
     from pyspark.sql import functions as F
 
     col = F.col
@@ -64,19 +69,15 @@ def _member_polls(members: DataFrame, reads: DataFrame) -> dict[str, int]:
         & col("value").isNotNull()
         & col("prev_offset").isNotNull()
     )
-    skip = col("offset") > col("prev_offset") + 1
-    back = col("offset") <= col("prev_offset")
+    rules = [r for r in of_row(LinkedRead) if r.member_counted]
+    read = columns_of(LinkedRead, skipped="(`offset` - `prev_offset` - 1)")
     row = (
-        linked.filter(skip | back)
-        .join(F.broadcast(since), "process")
+        linked.join(broadcast(since), "process")
         .filter(col("member_since") < col("index"))
-        .agg(
-            F.count(F.when(skip, 1)).alias("poll-skip"),
-            F.count(F.when(back, 1)).alias("nonmonotonic-poll"),
-        )
+        .agg(*[F.count(F.when(expr(r.holds(SQL, read)), 1)).alias(r.name) for r in rules])
         .collect()[0]
     )
-    return {name: int(row[name] or 0) for name in MEMBER_COUNTED}
+    return {r.name: int(row[r.name] or 0) for r in rules}
 
 
 def anomaly_result(name: str, df: DataFrame) -> AnomalyResult:
@@ -106,7 +107,7 @@ def check_groups(
     from pyspark.sql import functions as F
 
     col = F.col
-    operations = spark.read.parquet(operations_path)
+    operations = read_form(spark, operations_path)
     present = (
         {row["f"] for row in operations.filter(col("f").isin(*GROUP_KINDS)).select("f").distinct().collect()}
         if kinds is None
@@ -127,7 +128,7 @@ def check_groups(
     subscribes = lines.filter((col("f") == "subscribe") & col("group").isNotNull()).select(
         "process", "group", "index"
     )
-    reads = spark.read.parquet(reads_path)
+    reads = read_form(spark, reads_path)
     member_polls = _member_polls(subscribes, reads)
     if "commit" not in present:
         lines.unpersist()
@@ -176,11 +177,8 @@ def check_groups(
             ).alias("floor")
         )
     )
-    nonmonotonic = (
-        floors.filter(col("offset") < col("floor.offset"))
-        .withColumn("prev_index", -col("floor.neg_index"))
-        .withColumn("prev_offset", col("floor.offset"))
-        .select(*BY_NAME["nonmonotonic-commit"].example_fields)
+    floors = floors.withColumn("prev_index", -col("floor.neg_index")).withColumn(
+        "prev_offset", col("floor.offset")
     )
 
     # group-skip: the staircase of each (group, tp)'s new maxima, in completion order.
@@ -201,7 +199,7 @@ def check_groups(
     reads = whole_records(reads)
     # The final log: what the final drain read (`final: true` assigns), or every read without one.
     drain = lines.filter(col("f") == "assign").select("process").distinct()
-    log_reads = reads.join(F.broadcast(drain), "process") if drain.limit(1).count() else reads
+    log_reads = reads.join(broadcast(drain), "process") if drain.limit(1).count() else reads
     first_reads = (
         log_reads.groupBy(*POSITION)
         .agg(F.min(F.struct("index", "pos", "process", "value")).alias("first"))
@@ -215,25 +213,28 @@ def check_groups(
     # A value a member returned: read by the process after it subscribed to the group.
     joined = subscribes.groupBy("process", "group").agg(F.min("index").alias("member_since"))
     returned = (
-        reads.join(F.broadcast(joined), "process")
+        reads.join(broadcast(joined), "process")
         .filter(col("member_since") < col("index"))
         .select("group", "value")
         .distinct()
     )
-    skips = (
-        first_reads.join(
-            F.broadcast(steps),
-            (col("topic") == col("step_topic"))
-            & (col("partition") == col("step_partition"))
-            & (col("below") <= col("offset"))
-            & (col("offset") < col("committed_offset")),
-        )
-        .join(returned, ["group", "value"], "left_anti")
-        .select(*BY_NAME["group-skip"].example_fields)
-    )
+    positions = first_reads.join(
+        broadcast(steps),
+        (col("topic") == col("step_topic"))
+        & (col("partition") == col("step_partition"))
+        & (col("below") <= col("offset"))
+        & (col("offset") < col("committed_offset")),
+    ).join(returned.withColumn("returned", F.lit(True)), ["group", "value"], "left")
+    final_position = columns_of(FinalPosition, returned="coalesce(`returned`, false)")
     found = {
-        "group-skip": anomaly_result("group-skip", skips),
-        "nonmonotonic-commit": anomaly_result("nonmonotonic-commit", nonmonotonic),
+        **{
+            r.name: anomaly_result(r.name, floors.filter(expr(r.holds(SQL, columns_of(CommitFloor)))))
+            for r in of_row(CommitFloor)
+        },
+        **{
+            r.name: anomaly_result(r.name, positions.filter(expr(r.holds(SQL, final_position))))
+            for r in of_row(FinalPosition)
+        },
     }
     commits.unpersist()
     lines.unpersist()

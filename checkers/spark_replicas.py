@@ -28,13 +28,16 @@ such a value (Spark aggregates longs by hash, text by sorting).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
+from functools import partial, reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from checkers.catalogue import MAX_EXAMPLES, REPLICA_ANOMALIES, AnomalyResult
+from checkers.data_dirs import LEADER_EPOCH_CHECKPOINT, CheckpointError, read_epoch_checkpoint
+from checkers.evidence import ReplicaView, epochs_of
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
 from checkers.replica_logs import (
     ReplicaDir,
@@ -54,7 +57,10 @@ from checkers.replica_logs import (
     partition_summary,
     pending_note,
 )
-from checkers.spark_session import Persisted
+from checkers.rules import log_divergence, lost_committed
+from checkers.rules.rows import LeaderAck, ReplicaPosition
+from checkers.spark_columns import SQL, columns_of, expr
+from checkers.spark_session import Persisted, read_form
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -65,11 +71,14 @@ log = logging.getLogger(__name__)
 # What Spark's reader hands back: record rows (summary false) and one summary row per replica.
 ROWS_SCHEMA = (
     "replica INT, offset LONG, epoch INT, value LONG, other STRING, summary BOOLEAN, "
-    "log_start LONG, log_end LONG, records LONG, others LONG, ordered BOOLEAN, problems ARRAY<STRING>"
+    "log_start LONG, log_end LONG, records LONG, others LONG, ordered BOOLEAN, problems ARRAY<STRING>, "
+    "epochs ARRAY<STRUCT<epoch: INT, offset: LONG>>"
 )
 ROWS_PER_BATCH = 65_536
 # Up to this many wrong positions are collected at once; more are streamed in order.
 ON_DRIVER = 100_000
+# Replicas whose segments hold at most this many bytes in all are read in the driver.
+READ_HERE_BYTES = 32 << 20
 _LONG = (-(2**63), 2**63)
 # A value's kind: none (no record, or a record without value), a long, or text.
 NONE, LONG, TEXT = 0, 1, 2
@@ -127,13 +136,17 @@ def _replica_rows(replica: int, path: Path, last_of_each: bool) -> Iterator[pa.R
                 **{name: pa.nulls(n, pa.int64()) for name in ("log_start", "log_end", "records", "others")},
                 "ordered": pa.nulls(n, pa.bool_()),
                 "problems": pa.nulls(n, pa.list_(pa.string())),
+                "epochs": pa.nulls(n, epochs_type),
             }
         )
         for values in columns.values():
             values.clear()
         return batch
 
+    epochs_type = pa.list_(pa.struct([("epoch", pa.int32()), ("offset", pa.int64())]))
+    first_of_epoch: dict[int, int] = {}  # each batch leader epoch's least offset
     for offset, raw, epoch in iter_replica_records(path, scan):
+        first_of_epoch[epoch] = min(first_of_epoch.get(epoch, offset), offset)
         ordered = ordered and offset > last
         last = max(last, offset)
         value, other = split_value(decode_value(raw))
@@ -167,6 +180,9 @@ def _replica_rows(replica: int, path: Path, last_of_each: bool) -> Iterator[pa.R
             "others": pa.array([n_text], pa.int64()),
             "ordered": pa.array([ordered or last_of_each]),
             "problems": pa.array([scan.problems], pa.list_(pa.string())),
+            "epochs": pa.array(
+                [[{"epoch": e, "offset": o} for e, o in sorted(first_of_epoch.items())]], epochs_type
+            ),
         }
     )
 
@@ -185,6 +201,7 @@ class _Replica:
     log_end: int = 0
     records: int = 0
     problems: tuple[str, ...] = ()
+    first_of_epoch: dict[int, int] = field(default_factory=dict)  # batch leader epoch -> least offset
 
     @property
     def node(self) -> str:
@@ -199,6 +216,19 @@ def history_tp(topics: list[str], topic: str, partition: int) -> int | None:
 
 
 def check_replicas(
+    spark: SparkSession, nodes_dir: Path, operations_path: str | None, topics: list[str], **settings: Any
+) -> ReplicaFindings:
+    """`checkers.replica_logs.check_replica_logs`, computed by Spark (see the module docstring);
+    `settings` as `judged_replicas` takes them."""
+    with judged_replicas(spark, nodes_dir, operations_path, topics, **settings) as (findings, _):
+        return findings
+
+
+Views = Callable[[dict[TopicPartition, set[int]]], dict[TopicPartition, list[ReplicaView]]]
+
+
+@contextmanager
+def judged_replicas(
     spark: SparkSession,
     nodes_dir: Path,
     operations_path: str | None,
@@ -208,8 +238,9 @@ def check_replicas(
     expected: Iterable[TopicPartition] = (),
     replication_factor: int = 1,
     brokers: Iterable[str] | None = None,
-) -> ReplicaFindings:
-    """`checkers.replica_logs.check_replica_logs`, computed by Spark (see the module docstring).
+) -> Iterator[tuple[ReplicaFindings, Views]]:
+    """The replica-log findings, and while inside, the replicas' views for evidence.json at some
+    offsets (the replicas' records stay cached until the end).
 
     `operations_path`: the history's Parquet operations (the acks; None: no history to judge
     against), `topics`: its topic names by id."""
@@ -235,10 +266,11 @@ def check_replicas(
         anomalies: dict[str, AnomalyResult] = {
             name: {"count": 0, "examples": []} for name in REPLICA_ANOMALIES
         }
-        return ReplicaFindings(anomalies, {}, incomplete, notes, {})
+        yield ReplicaFindings(anomalies, {}, incomplete, notes, {}), lambda _: {}
+        return
     job = _Job(spark, replicas, by_tp, leaders, isrs, topics)
     try:
-        return job.run(operations_path, incomplete, notes)
+        yield job.run(operations_path, incomplete, notes), job.views
     finally:
         job.close()
 
@@ -269,6 +301,8 @@ class _Job:
     topics: list[str]
     persisted: Persisted = field(default_factory=Persisted, init=False)
     chosen: dict[TopicPartition, tuple[_Replica, bool]] = field(default_factory=dict, init=False)
+    records: DataFrame | None = field(default=None, init=False)  # (replica, offset, epoch, value, other)
+    read_here: bool | None = field(default=None, init=False)  # the logs are read in this process
 
     def __post_init__(self) -> None:
         # Partitions in (topic, partition) order: ordering by this id is the examples' order.
@@ -279,19 +313,41 @@ class _Job:
     def close(self) -> None:
         self.persisted.release()
 
-    def _read(self) -> DataFrame:
-        """Every replica's rows, read by Spark's Python workers (replicas spread over the tasks)."""
+    def _read(self, ids: list[int], last_of_each: bool = False) -> DataFrame:
+        """These replicas' rows (`read_replica_rows`): read by Spark's Python workers (replicas
+        spread over the tasks), or, when the data dirs are small, here, handed to Spark as Arrow
+        (starting Python workers would cost more than reading)."""
         paths = [str(r.dir.path) for r in self.replicas]
-        tasks = max(1, min(len(paths), 2 * int(self.spark.conf.get("spark.sql.shuffle.partitions") or 2)))
-        numbers = self.spark.range(0, len(paths), 1, tasks)
-        return self.persisted.keep(numbers.mapInArrow(partial(read_replica_rows, paths), ROWS_SCHEMA))
+        if self._small():
+            import pyarrow as pa
+
+            batches = list(
+                read_replica_rows(paths, [pa.record_batch({"id": ids})], last_of_each=last_of_each)
+            )
+            return self.spark.createDataFrame(pa.Table.from_batches(batches))
+        if len(ids) == len(paths):  # every replica: spread over the tasks
+            tasks = max(1, min(len(ids), 2 * int(self.spark.conf.get("spark.sql.shuffle.partitions") or 2)))
+            numbers = self.spark.range(0, len(ids), 1, tasks)
+        else:
+            numbers = self.spark.createDataFrame([(i,) for i in ids], "id LONG")
+        read = partial(read_replica_rows, paths, last_of_each=last_of_each)
+        return self.persisted.keep(numbers.mapInArrow(read, ROWS_SCHEMA))
+
+    def _small(self) -> bool:
+        """The replicas' logs are small enough to read in this process (READ_HERE_BYTES in all)."""
+        if self.read_here is None:
+            total = 0
+            for r in self.replicas:
+                total += sum(f.stat().st_size for f in r.dir.path.glob("*.log"))
+            self.read_here = total <= READ_HERE_BYTES
+        return self.read_here
 
     def run(self, operations_path: str | None, incomplete: list[str], notes: list[str]) -> ReplicaFindings:
         """The findings; `notes` so far (the copies set aside) come first."""
         from pyspark.sql import functions as F
 
         col = F.col
-        rows = self._read()
+        rows = self._read([r.id for r in self.replicas])
         # --- Action 1: each replica's summary ----------------------------------------------------
         unordered: list[int] = []
         texts = 0
@@ -300,12 +356,14 @@ class _Job:
             r.log_start, r.log_end = int(s["log_start"]), int(s["log_end"])
             r.records = int(s["records"] or 0)
             r.problems = tuple(s["problems"] or ())
+            r.first_of_epoch = {int(e["epoch"]): int(e["offset"]) for e in s["epochs"] or []}
             texts += int(s["others"] or 0)
             if not s["ordered"]:
                 unordered.append(r.id)
-        records = rows.filter(~col("summary")).select("replica", "offset", "value", "other")
+        records = rows.filter(~col("summary")).select("replica", "offset", "epoch", "value", "other")
         if unordered:
             records = self._reread_unordered(records, unordered)
+        self.records = records
         self.chosen = {tp: self._choose_leader(tp, rs) for tp, rs in self.by_tp.items()}
 
         # --- Action 2: everything judged per position; only the wrong positions are kept ------------
@@ -329,6 +387,40 @@ class _Job:
                 self._lost(found, wrong, records, acks)
         return self._findings(found, incomplete, notes)
 
+    def views(self, offsets: dict[TopicPartition, set[int]]) -> dict[TopicPartition, list[ReplicaView]]:
+        """Each judged replica as the report draws it (`checkers.evidence.ReplicaView`), with its
+        records at `offsets` (one small job; none without offsets)."""
+        from pyspark.sql import functions as F
+
+        col = F.col
+        held: dict[int, dict[int, tuple[Value, int]]] = {}
+        wanted = [(r, sorted(offsets[tp])) for tp, rs in self.by_tp.items() if offsets.get(tp) for r in rs]
+        if wanted and self.records is not None:
+            condition = reduce(
+                lambda a, b: a | b,
+                [(col("replica") == r.id) & col("offset").isin(at) for r, at in wanted],
+            )
+            for row in self.records.filter(condition).collect():
+                held.setdefault(row["replica"], {})[row["offset"]] = (
+                    join_value(row["value"], row["other"]),
+                    int(row["epoch"]),
+                )
+        out: dict[TopicPartition, list[ReplicaView]] = {}
+        for tp, rs in sorted(self.by_tp.items()):
+            out[tp] = [
+                ReplicaView(
+                    node=r.node,
+                    log_start=r.log_start,
+                    log_end=r.log_end,
+                    high_watermark=r.dir.high_watermark,
+                    epochs=epochs_of(_checkpoint(r.dir.path), r.first_of_epoch),
+                    problem="; ".join(r.problems[:3]) or None,
+                    records=held.get(r.id, {}),
+                )
+                for r in rs
+            ]
+        return out
+
     # --- the pieces ------------------------------------------------------------------------------
 
     def _reread_unordered(self, records: DataFrame, unordered: list[int]) -> DataFrame:
@@ -337,15 +429,10 @@ class _Job:
         from pyspark.sql import functions as F
 
         col = F.col
-        paths = [str(r.dir.path) for r in self.replicas]
-        again = self.persisted.keep(
-            self.spark.createDataFrame([(i,) for i in unordered], "id LONG").mapInArrow(
-                partial(read_replica_rows, paths, last_of_each=True), ROWS_SCHEMA
-            )
-        )
+        again = self._read(unordered, last_of_each=True)
         for row in again.filter(col("summary")).select("replica", "records").collect():
             self.replicas[row["replica"]].records = int(row["records"])
-        kept = again.filter(~col("summary")).select("replica", "offset", "value", "other")
+        kept = again.filter(~col("summary")).select("replica", "offset", "epoch", "value", "other")
         return records.filter(~col("replica").isin(unordered)).unionByName(kept)
 
     def _choose_leader(self, tp: TopicPartition, rs: list[_Replica]) -> tuple[_Replica, bool]:
@@ -384,7 +471,7 @@ class _Job:
             F.create_map(*[F.lit(x) for pair in sorted(known.items()) for x in pair]), col("tp")
         )
         return (
-            self.spark.read.parquet(operations_path)
+            read_form(self.spark, operations_path)
             .filter(ack & col("tp").isin(list(known)))
             .select("index", "process", tp.cast("int").alias("tp"), "offset", "value", "time")
         )
@@ -480,8 +567,6 @@ class _Job:
           does not hold the acked value there: the ack is lost unless the value is elsewhere in
           the leader's log (decided by value, for these acks only).
         """
-        from functools import reduce
-
         from pyspark.sql import functions as F
 
         col = F.col
@@ -499,8 +584,7 @@ class _Job:
             return reduce(lambda a, b: a | b, pairs, F.lit(False))
 
         covering = reduce(lambda a, b: a + b, [F.when(c, 1).otherwise(0) for c in covers], F.lit(0))
-        divergent = (covering >= 2) & differ(covers)
-        counted = differ([c & ~p for c, p in zip(covers, pending, strict=True)])
+        settled = [c & ~p for c, p in zip(covers, pending, strict=True)]
 
         def holds_acked(k: int) -> Column:
             v = col(f"v{k}")
@@ -510,21 +594,35 @@ class _Job:
         leader_kd = F.coalesce(*[F.when(col("leader_slot") == k, col(f"kd{k}")) for k in range(n)])
         leader_v = F.coalesce(*[F.when(col("leader_slot") == k, col(f"v{k}")) for k in range(n)])
         leader_holds = (leader_kd == LONG) & (leader_v == col("ack_lo")) & (leader_v == col("ack_hi"))
-        flags = [
-            divergent.alias("divergent"),
-            (divergent & counted).alias("counted"),
+        facts = [
+            covering.alias("covering"),
+            differ(covers).alias("differ"),
+            differ(settled).alias("differ_settled"),
             (acked & (o >= col("leader_start")) & ~F.coalesce(leader_holds, F.lit(False))).alias("suspect"),
         ]
         for k in range(n):
-            flags.append((divergent & ~counted & covers[k] & pending[k]).alias(f"pend{k}"))
+            facts.append((covers[k] & pending[k]).alias(f"tail{k}"))
             mine = acked & col(f"st{k}").isNotNull() & (o >= col(f"st{k}"))
-            flags.append((mine & ~F.coalesce(holds_acked(k), F.lit(False))).alias(f"absent{k}"))
+            facts.append((mine & ~F.coalesce(holds_acked(k), F.lit(False))).alias(f"absent{k}"))
         keep = (
             [f"kd{k}" for k in range(n)]
             + [f"v{k}" for k in range(n)]
             + ([f"t{k}" for k in range(n)] if texts else [])
         )
-        return df.select("tp", "offset", *keep, *flags)
+        # log-divergence's rule (`checkers/rules/log_divergence.py`) over this position's facts;
+        # where the replicas differ but only a pending tail makes them, the tail goes to `notes`.
+        counted = expr(log_divergence.RULE.holds(SQL, columns_of(ReplicaPosition)))
+        divergent = (col("covering") >= 2) & col("differ")
+        return df.select("tp", "offset", *keep, *facts).select(
+            "tp",
+            "offset",
+            *keep,
+            divergent.alias("divergent"),
+            counted.alias("counted"),
+            "suspect",
+            *[(divergent & ~counted & col(f"tail{k}")).alias(f"pend{k}") for k in range(n)],
+            *[f"absent{k}" for k in range(n)],
+        )
 
     def _take(self, found: _Found, row: Any, texts: bool) -> None:
         """One wrong position (they come in (partition, offset) order) into the findings."""
@@ -564,8 +662,15 @@ class _Job:
         held = records.filter(col("value").isNotNull() & col("replica").isin(list(leaders))).select(
             F.element_at(tp_of_leader, col("replica")).alias("tp"), "value"
         )
-        held = held.join(suspects.select("tp", "value"), ["tp", "value"], "left_semi")
-        lost = suspects.join(held, ["tp", "value"], "left_anti")
+        held = held.join(suspects.select("tp", "value"), ["tp", "value"], "left_semi").distinct()
+        # lost-committed-on-replicas' rule (`checkers/rules/lost_committed.py`): a suspect ack is
+        # absent at its offset; is its value held elsewhere in the leader's log?
+        ack = columns_of(LeaderAck, absent="true", held="coalesce(`held`, false)")
+        lost = (
+            suspects.join(held.withColumn("held", F.lit(True)), ["tp", "value"], "left")
+            .filter(expr(lost_committed.RULE.holds(SQL, ack)))
+            .drop("held")
+        )
         # One shuffle: each second's lost acks, its count and its first examples by index.
         second = F.floor(col("time") / F.lit(1_000_000_000)).alias("second")
         in_second = Window.partitionBy("second")
@@ -651,6 +756,15 @@ class _Job:
             ]
             examples.append(divergence_example(tp, offset, covering))
         return examples
+
+
+def _checkpoint(path: Path) -> list[tuple[int, int]] | None:
+    """A replica's leader-epoch-checkpoint entries (None when it has none to read)."""
+    try:
+        return read_epoch_checkpoint(path / LEADER_EPOCH_CHECKPOINT)
+    except CheckpointError as e:
+        log.warning("%s", e)
+        return None
 
 
 def _extend(ranges: list[list[int]], offset: int) -> None:

@@ -30,7 +30,11 @@ DEFAULT_MASTER = "local[*]"
 # compiling than C2 would win back (a check of 1,000,000 operations: 37 CPU seconds instead of 62;
 # of 10,000,000: 84 instead of 100, measured on 2 cores), and a larger first metaspace spares the
 # full collections that loading Spark's classes otherwise triggers.
-JVM_OPTIONS = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1 -XX:MetaspaceSize=256m"
+# The compiled code of a long-lived session (a campaign's, the tests') outgrows C1's default 48 MiB
+# code cache, after which the JVM stops compiling and every later check runs interpreted.
+JVM_OPTIONS = (
+    "-XX:+UseParallelGC -XX:TieredStopAtLevel=1 -XX:MetaspaceSize=256m -XX:ReservedCodeCacheSize=256m"
+)
 
 
 # The master URLs Spark takes (spark.apache.org/docs/latest/submitting-applications.html).
@@ -97,16 +101,42 @@ def partitions_for(ops: int, master: str) -> int:
     return min(shuffle_partitions(master), max(2, -(-ops // OPS_PER_PARTITION)))
 
 
-def size_shuffles(session: SparkSession, ops: int) -> None:
-    """Set the shuffle partitions of the next jobs by the history's size (a runtime setting, so one
-    session serves small and big checks alike), unless STRANDLINE_SPARK_SHUFFLE_PARTITIONS fixes them."""
-    if os.environ.get("STRANDLINE_SPARK_SHUFFLE_PARTITIONS"):
-        return
-    try:
+# Below this many operations a check's jobs are all fixed costs (planning, code generation, task
+# scheduling; a check of 2,000 operations spent 12 CPU s of the JVM's in 65 jobs): `size_for`
+# runs them in one shuffle partition, without adaptive execution (which splits every query into
+# jobs per stage) and with interpreted expressions instead of generated, compiled code.
+SMALL_OPS = 200_000
+_SMALL = {
+    "spark.sql.adaptive.enabled": "false",
+    # No broadcast joins (each broadcast is a job of its own): one partition joins in its task.
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+
+
+def size_for(session: SparkSession, ops: int) -> None:
+    """Settle the next jobs' settings by the history's size (runtime settings, so one session
+    serves small and big checks alike): the shuffle partitions (unless
+    STRANDLINE_SPARK_SHUFFLE_PARTITIONS fixes them) and, for a small history, `_SMALL`."""
+    small = ops < SMALL_OPS
+    settings = {key: value if small else _DEFAULTS[key] for key, value in _SMALL.items()}
+    if not os.environ.get("STRANDLINE_SPARK_SHUFFLE_PARTITIONS"):
         master = session.conf.get("spark.master", None) or DEFAULT_MASTER
-        session.conf.set("spark.sql.shuffle.partitions", str(partitions_for(ops, master)))
-    except Exception as e:  # a server that refuses the setting: its own partitions, same results
-        log.info("shuffle partitions left as they are: %s", e)
+        settings["spark.sql.shuffle.partitions"] = str(1 if small else partitions_for(ops, master))
+    for key, value in settings.items():
+        try:
+            session.conf.set(key, value)
+        except Exception as e:  # a server that refuses a setting: its own, same results
+            log.info("%s left as it is: %s", key, e)
+
+
+_DEFAULTS = {
+    "spark.sql.adaptive.enabled": os.environ.get("STRANDLINE_SPARK_AQE", "true"),
+    "spark.sql.autoBroadcastJoinThreshold": "10485760",
+    "spark.sql.codegen.wholeStage": "true",
+    "spark.sql.codegen.factoryMode": "FALLBACK",
+}
 
 
 _REMOTE = re.compile(r"^sc://(?P<host>[^/:;\s]+|\[[0-9a-fA-F:]+\])(:(?P<port>[0-9]+))?/?(;\S*)?$")
@@ -219,6 +249,9 @@ def _start_session(
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.parquet.compression.codec", "zstd")
         .config("spark.sql.files.maxPartitionBytes", str(64 << 20))
+        # A check's plans generate some hundred classes; the default cache (100) would compile
+        # them again on every later check of the session.
+        .config("spark.sql.codegen.cache.maxEntries", "2000")
         .config("spark.driver.memory", driver_memory or os.environ.get("STRANDLINE_SPARK_MEMORY", "2g"))
     )
     if not local:
@@ -254,6 +287,30 @@ def peak_rss_bytes(pid: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+def read_form(spark: SparkSession, path: str) -> DataFrame:
+    """One dataset of a history's Parquet form: the Arrow conversion's (`operations.parquet`,
+    `reads.parquet`) with its known schema (inferring it would cost a job), others inferred."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from checkers.parquet_schema import OPERATIONS_SCHEMA, READS_SCHEMA
+
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    known = {"operations.parquet": OPERATIONS_SCHEMA, "reads.parquet": READS_SCHEMA}.get(name)
+    if known is None:
+        return spark.read.parquet(path)
+    return spark.read.schema(from_arrow_schema(known)).parquet(path)
+
+
+def broadcast(df: DataFrame) -> DataFrame:
+    """df as the small side of a join: broadcast, unless the check is small (`size_for`: one
+    partition, where a broadcast would only add a job)."""
+    from pyspark.sql import functions as F
+
+    if df.sparkSession.conf.get("spark.sql.autoBroadcastJoinThreshold", None) == "-1":
+        return df
+    return F.broadcast(df)
 
 
 class Persisted:

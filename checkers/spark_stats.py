@@ -35,7 +35,10 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
-from checkers.stats import NS, OUTCOMES, Facts, fault_windows
+from checkers.spark_session import broadcast, read_form
+from checkers.stats import NS, OUTCOMES, PROBLEMS_KEPT, Facts, fault_windows
+from checkers.timeline import RATE_SERIES, LatencySample, Point
+from history.format import ReadProblem
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -88,11 +91,15 @@ def spark_facts(
     max_time: int | None,
     nemesis: list[list[Any]],
     ok_sends_in_order: bool = False,
+    latency: list[Point] | None = None,
+    problems: list[ReadProblem] | None = None,
 ) -> Facts:
     """The statistics' facts of a history in Parquet form (see module docstring).
 
     `ok_sends_in_order`: the conversion found the ok sends' completion times never going back in
-    history order, so each one's `prev_ok_time` is its predecessor in time (no sort needed)."""
+    history order, so each one's `prev_ok_time` is its predecessor in time (no sort needed).
+    `latency`: the report's latency sample as the conversion took it (None: taken here, by a sort);
+    `problems`: the lines the conversion could not read."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -100,7 +107,7 @@ def spark_facts(
     duration = max(0.0, (max_time or 0) / NS)
     windows = fault_windows([nemesis_op(row) for row in nemesis], duration)
     columns = ["invoke_index", "f_code", "outcome_code", "next_index", "time", "invoke_time"]
-    operations = spark.read.parquet(operations_path).select(
+    operations = read_form(spark, operations_path).select(
         *columns, *(["prev_ok_time"] if ok_sends_in_order and windows else [])
     )
     # Times as the reference takes them: nanoseconds / 1e9 as a double, the second by truncation.
@@ -130,18 +137,18 @@ def spark_facts(
         prev.alias("prev"),
     )
 
-    # --- Action 1: one pass, four groupings ---------------------------------------------------
-    # (s, code): completions by second and outcome; (fc, code, state): operations by f and outcome,
-    # and each f's first invocation; (s, ok): per second the first and last ok send and the longest
-    # gap between two inside it; (fc, b): the latency histogram's first level (16.8 ms buckets).
+    # --- Action 1: one pass, three groupings -------------------------------------------------
+    # (s, fc, code): completions by second, f and outcome, and for the ok sends (fc send, code ok)
+    # each second's first and last and the longest gap between two inside it; (fc, code, state):
+    # operations by f and outcome, and each f's first invocation; (fc, b): the latency histogram's
+    # first level (16.8 ms buckets).
     in_second = F.when(col("ok") & (col("prev") >= col("s")), col("t") - col("prev"))
     summary = rows.groupingSets(
-        [["s", "code"], ["fc", "code", "state"], ["s", "ok"], ["fc", "b"]],
+        [["s", "fc", "code"], ["fc", "code", "state"], ["fc", "b"]],
         "s",
         "code",
         "fc",
         "state",
-        "ok",
         "b",
     ).agg(
         F.grouping_id().alias("g"),
@@ -158,21 +165,25 @@ def spark_facts(
     in_second_gaps: dict[int, float | None] = {}
     first_send: tuple[int, float] | None = None
     first_level: dict[int, dict[int, int]] = defaultdict(dict)
-    # grouping_id: a bit per grouping column (s, code, fc, state, ok, b; the first the highest), set
+    # grouping_id: a bit per grouping column (s, code, fc, state, b; the first the highest), set
     # where the column is not grouped.
-    by_second, by_f, ok_by_second, by_bucket = 0b001111, 0b100011, 0b011101, 0b110110
+    by_second, by_f, by_bucket = 0b00011, 0b10001, 0b11010
+    rates: dict[tuple[str, str], dict[int, int]] = {}
     for r in summary.collect():
         g = r["g"]
         if g == by_second and r["s"] is not None:
             per_second[r["s"]][r["code"]] += r["n"]
+            series = (F_CODES[r["fc"]], OUTCOME_CODES[r["code"]])
+            if series in RATE_SERIES:
+                rates.setdefault(series, {})[r["s"]] = r["n"]
+            if r["fc"] == _SEND and r["code"] == _OK:
+                ok_send_seconds[r["s"]] = (r["lo"], r["hi"])
+                in_second_gaps[r["s"]] = r["gap"]
         elif g == by_f:
             if r["state"] != 2:
                 outcomes[F_CODES[r["fc"]]][OUTCOME_CODES[r["code"]]] += r["n"]
             if r["fc"] == _SEND and (first_send is None or r["first"] < first_send[0]):
                 first_send = (r["first"], r["first_time"] / NS)
-        elif g == ok_by_second and r["ok"] and r["s"] is not None:
-            ok_send_seconds[r["s"]] = (r["lo"], r["hi"])
-            in_second_gaps[r["s"]] = r["gap"]
         elif g == by_bucket and r["b"] is not None:
             first_level[r["fc"]][r["b"]] = r["n"]
     completed_n = sum(sum(v) for v in per_second.values())
@@ -227,7 +238,22 @@ def spark_facts(
         first_send=first_send[1] if first_send is not None else None,
         ok_send_seconds=ok_send_seconds,
         windows=windows,
+        rates={series: dict(sorted(rates[series].items())) for series in RATE_SERIES if series in rates},
+        latency_sample=latency if latency is not None else _latency_sample(read_form(spark, operations_path)),
+        problems=[(p.line_no, p.reason) for p in (problems or [])[:PROBLEMS_KEPT]],
     )
+
+
+def _latency_sample(operations: DataFrame) -> list[Point]:
+    """The report's latency sample (`checkers.timeline`) by Spark, for a form converted without it
+    (by Spark, `checkers.spark_convert`): the completed sends in the order of their completions."""
+    from pyspark.sql import functions as F
+
+    sample = LatencySample()
+    sends = operations.filter((F.col("f_code") == _SEND) & (F.col("outcome_code") < _OPEN))
+    for r in sends.select("index", "time", "invoke_time", "outcome_code").orderBy("index").toLocalIterator():
+        sample.add(r["time"], r["invoke_time"], OUTCOME_CODES[r["outcome_code"]])
+    return sample.points()
 
 
 def window_facts(
@@ -281,7 +307,7 @@ def _window_end_rows(spark: SparkSession, done: DataFrame, windows: list[dict[st
     from pyspark.sql import functions as F
 
     col = F.col
-    ends = F.broadcast(
+    ends = broadcast(
         spark.createDataFrame(
             [
                 (i, second, float(w["start_s"]), float(w["end_s"]))

@@ -29,8 +29,11 @@ import pyarrow as pa
 
 from checkers.catalogue import BY_NAME, MAX_EXAMPLES, POSITION, AnomalyResult, OutcomeCounts, empty_counts
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES, columns
+from checkers.rules import poll_skip, precommitted_read, torn_transaction
+from checkers.rules.rows import LinkedRead, Transaction, TxnRead
+from checkers.spark_columns import SQL, columns_of, expr
 from checkers.spark_lines import parsed_lines, whole_records
-from checkers.spark_session import Persisted
+from checkers.spark_session import Persisted, broadcast, read_form
 from checkers.txn_graph import Edge, cycles
 
 if TYPE_CHECKING:
@@ -44,6 +47,14 @@ _TXN = F_CODES.index("txn")
 _SEND = F_CODES.index("send")
 _FAIL = OUTCOME_CODES.index("fail")
 _OK = OUTCOME_CODES.index("ok")
+
+
+# The rules' rows over this module's frames: a transaction's read joined with its smallest write
+# there (`w`), and a committed transaction's values read (`visible`) and lost (`lost`).
+_TXN_READ = columns_of(TxnRead, index="`txn`", write_offset="`w`.`offset`", write_value="`w`.`value`")
+_COMMITTED = columns_of(
+    Transaction, index="`txn`", outcome="'ok'", n_visible="size(`visible`)", n_lost="size(`lost`)"
+)
 
 
 @dataclass
@@ -77,7 +88,7 @@ def prepare(
     from pyspark.sql import functions as F
 
     col = F.col
-    operations = spark.read.parquet(operations_path)
+    operations = read_form(spark, operations_path)
     txns = operations.filter(col("f_code") == _TXN).select(
         "invoke_index",
         col("index").alias("done_index"),
@@ -150,7 +161,7 @@ def prepare(
 
     def with_tp(df: DataFrame) -> DataFrame:
         tp = col("topic_id") * F.lit(1 << 32) + col("partition").cast("long") + F.lit(1 << 31)
-        return df.join(F.broadcast(ids), "topic", "left").withColumn("tp", tp).drop("topic_id")
+        return df.join(broadcast(ids), "topic", "left").withColumn("tp", tp).drop("topic_id")
 
     acked = (col("outcome_code") == _OK) & col("offset").isNotNull()
     extra_operations = with_tp(writes).select(
@@ -181,9 +192,9 @@ def _names_in(spark: SparkSession, operations_path: str, reads_path: str) -> lis
     from pyspark.sql import functions as F
 
     rows = (
-        spark.read.parquet(operations_path)
+        read_form(spark, operations_path)
         .select("tp", "topic")
-        .unionByName(spark.read.parquet(reads_path).select("tp", "topic"))
+        .unionByName(read_form(spark, reads_path).select("tp", "topic"))
         .filter(F.col("tp").isNotNull())
         .select(F.shiftright("tp", 32).alias("topic_id"), "topic")
         .distinct()
@@ -207,8 +218,8 @@ def judge(
     from pyspark.sql import functions as F
 
     col = F.col
-    operations = spark.read.parquet(operations_path)
-    standalone_reads = spark.read.parquet(reads_path).filter(
+    operations = read_form(spark, operations_path)
+    standalone_reads = read_form(spark, reads_path).filter(
         col("tp").isNotNull() & col("offset").isNotNull() & col("value").isNotNull()
     )
     names = F.array(*[F.lit(t) for t in topics] or [F.lit(None).cast("string")])
@@ -243,7 +254,7 @@ def judge(
     )
     early = (
         parts.txn_reads.join(own, ["txn", "topic", "partition"])
-        .filter(col("offset") >= col("w.offset"))
+        .filter(expr(precommitted_read.RULE.holds(SQL, _TXN_READ)))
         .groupBy("txn", "process")
         .agg(F.min(F.struct("topic", "partition", "offset", "value", "w")).alias("r"))
         .select(
@@ -275,7 +286,7 @@ def judge(
             F.sort_array(F.collect_list(F.when(col("read"), col("value")))).alias("visible"),
             F.sort_array(F.collect_list(F.when(lost, col("value")))).alias("lost"),
         )
-        .filter((F.size("visible") > 0) & (F.size("lost") > 0))
+        .filter(expr(torn_transaction.RULE.holds(SQL, _COMMITTED)))
         .select(col("txn").alias("index"), "process", "visible", "lost")
     )
     frames["torn-transaction"] = torn
@@ -338,7 +349,7 @@ def judge(
         linked.join(at, list(POSITION))
         .join(before, ["topic", "partition", "prev_offset"])
         .withColumn("skipped", col("r") - col("pr") - 1)
-        .filter(col("skipped") > 0)
+        .filter(expr(poll_skip.RULE.holds(SQL, columns_of(LinkedRead))))
     )
     frames["poll-skip"] = skips
     gathered, figures = _gather(frames, {"acked": txn_acks, "records_read": parts.txn_reads})

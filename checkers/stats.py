@@ -23,16 +23,18 @@ import os
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.catalogue import EngineStats
+from checkers.timeline import RATE_SERIES, LatencySample, Point
 from history.faults import fault_windows as history_fault_windows
-from history.format import NEMESIS_PROCESS
+from history.format import NEMESIS_PROCESS, ReadProblem
 from history.reader import iter_ops
 
 NS = 1_000_000_000
 UNAVAILABLE_S = 1.0
+PROBLEMS_KEPT = 10  # the unreadable lines the report names
 MAX_BUCKETS = 1800
 OUTCOMES = ("ok", "fail", "info")
 CODES = {outcome: code for code, outcome in enumerate(OUTCOMES)}
@@ -72,6 +74,11 @@ class Facts:
     # Fault windows (`fault_windows`), each with `ops` (completions inside, by outcome) and
     # `longest_gap_s` filled in.
     windows: list[dict[str, Any]]
+    # What the report's timeline draws (`checkers.timeline`): completions per second of each of
+    # RATE_SERIES, and the latency sample; and the first unreadable lines (line number, reason).
+    rates: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict)
+    latency_sample: list[Point] = field(default_factory=list)
+    problems: list[tuple[int, str]] = field(default_factory=list)
 
 
 def compute_stats(
@@ -98,7 +105,10 @@ def history_facts(history_path: str | os.PathLike[str]) -> Facts:
     last_time = 0.0
     nemesis: list[dict[str, Any]] = []
     nemesis_ops = 0
-    for op in iter_ops(history_path, problems=[]):
+    rates: dict[tuple[str, str], dict[int, int]] = {series: {} for series in RATE_SERIES}
+    sample = LatencySample()
+    problems: list[ReadProblem] = []
+    for op in iter_ops(history_path, problems=problems):
         t = int(op.get("time") or 0) / NS
         last_time = max(last_time, t)
         process = op["process"]
@@ -122,6 +132,11 @@ def history_facts(history_path: str | os.PathLike[str]) -> Facts:
         completion_times.append(t)
         completion_codes.append(code)
         per_second[int(t)][code] += 1
+        series = rates.get((f, outcome))
+        if series is not None:
+            series[int(t)] = series.get(int(t), 0) + 1
+        if f == "send":
+            sample.add(int(op.get("time") or 0), int(invocation.get("time") or 0), outcome)
         if f == "send" and outcome == "ok":
             ok_sends.append(t)
     for op in open_ops.values():
@@ -162,6 +177,9 @@ def history_facts(history_path: str | os.PathLike[str]) -> Facts:
         first_send=first_send,
         ok_send_seconds=seconds,
         windows=windows,
+        rates={series: counts for series, counts in rates.items() if counts},
+        latency_sample=sample.points(),
+        problems=[(p.line_no, p.reason) for p in problems[:PROBLEMS_KEPT]],
     )
 
 

@@ -24,7 +24,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkers.catalogue import AnomalyResult, select_examples
+from checkers.catalogue import AnomalyResult
+from checkers.classify import Examples, classify
+from checkers.rules.rows import Transaction, TxnRead
 from checkers.txn_graph import Edge, cycles
 from history.txn import TxnWrite
 
@@ -51,7 +53,8 @@ class TxnRecord:
 
 
 def precommitted_reads(txns: Iterable[TxnRecord]) -> AnomalyResult:
-    found = []
+    """The transactions for which a `TxnRead` rule holds (one occurrence each: its smallest read)."""
+    found = {"precommitted-read": Examples("precommitted-read")}
     for txn in txns:
         own: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (smallest write offset, its value)
         for w in txn.writes:
@@ -59,42 +62,31 @@ def precommitted_reads(txns: Iterable[TxnRecord]) -> AnomalyResult:
                 (w.topic, w.partition) not in own or w.offset < own[(w.topic, w.partition)][0]
             ):
                 own[(w.topic, w.partition)] = (w.offset, w.value)
-        bad = sorted(
-            (topic, partition, offset, value)
-            for topic, partition, offset, value in txn.reads
-            if (topic, partition) in own and offset >= own[(topic, partition)][0]
-        )
-        if bad:
-            topic, partition, offset, value = bad[0]
-            write_offset, write_value = own[(topic, partition)]
-            found.append(
-                {
-                    "index": txn.index,
-                    "process": txn.process,
-                    "topic": topic,
-                    "partition": partition,
-                    "offset": offset,
-                    "value": value,
-                    "write_offset": write_offset,
-                    "write_value": write_value,
-                }
-            )
-    return {"count": len(found), "examples": select_examples("precommitted-read", found)}
+        for topic, partition, offset, value in sorted(txn.reads):
+            if (topic, partition) in own:
+                write_offset, write_value = own[(topic, partition)]
+                row = TxnRead(
+                    txn.index, txn.process, topic, partition, offset, value, write_offset, write_value
+                )
+                if classify(found, TxnRead, row):
+                    break
+    return found["precommitted-read"].result()
 
 
 def torn_transactions(
     txns: Iterable[TxnRecord], read_values: set[int], lost_values: set[int]
 ) -> AnomalyResult:
-    found = []
+    found = {"torn-transaction": Examples("torn-transaction")}
     for txn in txns:
-        if txn.outcome != "ok":
-            continue
         values = [w.value for w in txn.writes]
         visible = sorted(v for v in values if v in read_values)
         lost = sorted(v for v in values if v in lost_values)
-        if visible and lost:
-            found.append({"index": txn.index, "process": txn.process, "visible": visible, "lost": lost})
-    return {"count": len(found), "examples": select_examples("torn-transaction", found)}
+        classify(
+            found,
+            Transaction,
+            Transaction(txn.index, txn.process, txn.outcome, visible, lost, len(visible), len(lost)),
+        )
+    return found["torn-transaction"].result()
 
 
 def edges(txns: list[TxnRecord], position_value: Mapping[Position, int]) -> list[Edge]:

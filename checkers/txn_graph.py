@@ -35,7 +35,9 @@ from typing import Any
 
 import networkx as nx
 
-from checkers.catalogue import AnomalyResult, select_examples
+from checkers.catalogue import AnomalyResult
+from checkers.classify import Examples, classify
+from checkers.rules.rows import Component, Cycle
 
 
 @dataclass(frozen=True, order=True)
@@ -125,44 +127,46 @@ def _steps(cycle: list[int], edges: dict[tuple[int, int, str], Edge], prefer: st
     return steps
 
 
-def _example(component: set[int], cycle: list[int], steps: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"index": min(component), "size": len(component), "cycle": cycle, "steps": steps}
-
-
 def cycles(edges: Iterable[Edge]) -> dict[str, AnomalyResult]:
-    """{"G0": ..., "G1c": ...} (count, examples; G1c also `wr_only`) of the given edges."""
+    """{"G0": ..., "G1c": ...} (count, examples; G1c also `wr_only`) of the given edges: each
+    component of the ww graph and of the whole graph is a `Component` row of the rules."""
     kept = keep_first(edges)
     ww = [e for e in kept.values() if e.kind == "ww"]
     wr = [e for e in kept.values() if e.kind == "wr"]
+    found: dict[str, Examples] = {"G0": Examples("G0"), "G1c": Examples("G1c")}
 
     ww_graph = _graph(ww)
-    g0 = []
     for component in _components(ww_graph):
-        start = min(component)
-        cycle = _path(ww_graph, start, start, component)[:-1]
-        g0.append(_example(component, cycle, _steps(cycle, kept, "ww")))
+
+        def ww_cycle(component: set[int] = component) -> Cycle[Any]:
+            start = min(component)
+            cycle = _path(ww_graph, start, start, component)[:-1]
+            return Cycle(min(component), len(component), cycle, _steps(cycle, kept, "ww"), False)
+
+        row = Component(min(component), len(component), "ww", 0, False)
+        classify(found, Component, row, {Cycle: ww_cycle})
 
     full = _graph(kept.values())
     wr_graph = _graph(wr)
     wr_cycles = _components(wr_graph)
-    g1c = []
     wr_only = 0
     for component in _components(full):
         inside = sorted((e.src, e.dst) for e in wr if e.src in component and e.dst in component)
-        if not inside:
-            continue
         own = [c for c in wr_cycles if c <= component]
-        if own:
+
+        def full_cycle(component: set[int] = component, inside: Any = inside, own: Any = own) -> Cycle[Any]:
+            if own:
+                start = min(own[0])
+                cycle = _path(wr_graph, start, start, own[0])[:-1]
+            else:
+                src, dst = inside[0]
+                cycle = [src, *_path(full, dst, src, component)[:-1]]
+            return Cycle(min(component), len(component), cycle, _steps(cycle, kept, "wr"), bool(own))
+
+        row = Component(min(component), len(component), "all", len(inside), bool(own))
+        if "G1c" in classify(found, Component, row, {Cycle: full_cycle}) and own:
             wr_only += 1
-            start = min(own[0])
-            cycle = _path(wr_graph, start, start, own[0])[:-1]
-            example = _example(component, cycle, _steps(cycle, kept, "wr"))
-        else:
-            src, dst = inside[0]
-            cycle = [src, *_path(full, dst, src, component)[:-1]]
-            example = _example(component, cycle, _steps(cycle, kept, "wr"))
-        g1c.append({**example, "wr_only": bool(own)})
     return {
-        "G0": {"count": len(g0), "examples": select_examples("G0", g0)},
-        "G1c": {"count": len(g1c), "examples": select_examples("G1c", g1c), "wr_only": wr_only},
+        "G0": found["G0"].result(),
+        "G1c": {**found["G1c"].result(), "wr_only": wr_only},
     }

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from checkers.catalogue import (
+    ANOMALIES,
     BY_NAME,
     NAMES,
     AnomalyResult,
@@ -69,58 +70,9 @@ class Rule:
     because: str
 
 
-RULES: tuple[Rule, ...] = (
-    Rule(
-        "duplicate",
-        "allowed",
-        "without-idempotence",
-        "a producer that retries without idempotence may write one value twice",
-    ),
-    Rule(
-        "poll-skip",
-        "allowed",
-        "only-group-members",
-        "a rebalance hands a partition to another consumer, so a group member's reads skip",
-    ),
-    Rule(
-        "nonmonotonic-poll",
-        "allowed",
-        "only-group-members",
-        "after a rebalance a group member resumes from the last committed offset and reads again",
-    ),
-    Rule(
-        "G0",
-        "allowed",
-        "always",
-        "Kafka does not isolate transactions' writes: two transactions may interleave their records on"
-        " two partitions in opposite orders",
-    ),
-    Rule(
-        "G1c",
-        "allowed",
-        "no-wr-only-cycle",
-        "every cycle found needs a ww edge, which Kafka's missing write isolation allows (a transaction"
-        " may read one that committed after it wrote); a cycle of wr edges alone would be invalid",
-    ),
-    Rule(
-        "unseen",
-        "unknown",
-        "drain-not-known-complete",
-        "without a completed final drain an acknowledged record may simply not have been read yet",
-    ),
-    Rule(
-        "torn-transaction",
-        "unknown",
-        "drain-not-known-complete",
-        "its lost part is lost-write's claim, which needs a completed final drain",
-    ),
-    Rule(
-        "lost-write",
-        "unknown",
-        "drain-not-known-complete",
-        "without a completed final drain no read need have covered the offset (a consumer that crashed"
-        " mid-poll resumes past records the history never saw)",
-    ),
+# Each anomaly's own (`checkers/rules/`: `Anomaly.verdict`).
+RULES: tuple[Rule, ...] = tuple(
+    Rule(a.name, v.effect, v.condition, v.because) for a in ANOMALIES for v in a.verdict
 )
 
 assert all(r.anomaly in BY_NAME and r.condition in CONDITIONS for r in RULES)

@@ -26,6 +26,8 @@ from explore.settings import SimSettings
 from explore.state import Acked, FiredStep
 from explore.workload import Workload
 from explore.zookeeper import ZooKeeper
+from history import logs
+from history.columns import VALUES
 
 
 @dataclass(slots=True)
@@ -87,22 +89,28 @@ class Simulation(ZooKeeper, Replica, Processes, Workload):
         return self.check()
 
     def check(self) -> Outcome:
-        """The checkers' rules: lost-write / lost-committed-on-replicas, log-divergence."""
+        """The checkers' rules (`history.logs`, which the checkers evaluate too): lost-committed-on-
+        replicas against the final leader's log, log-divergence between every two replicas."""
         state = self.zk_state
         unknown = not self.settled()
         lost: list[Acked] = []
         divergent: list[tuple[int, str, str]] = []
         if state is not None and state.leader >= 0 and self.brokers[state.leader].up:
             final = self.brokers[state.leader].log.values
-            lost = [a for a in self.acked if a.offset >= len(final) or final[a.offset] != a.value]
+            held = set(final)
+            lost = [
+                a
+                for a in self.acked
+                if logs.lost_committed(VALUES, logs.absent_at(final, a.offset, a.value), a.value in held)
+            ]
             unknown = unknown and not lost
-        logs = [(b.name, b.log.values) for b in self.brokers.values() if b.up]
-        for i, (name_a, values_a) in enumerate(logs):
-            for name_b, values_b in logs[i + 1 :]:
-                for offset in range(min(len(values_a), len(values_b))):
-                    if values_a[offset] != values_b[offset]:
-                        divergent.append((offset, name_a, name_b))
-                        break
+        replicas = [(b.name, b.log.values) for b in self.brokers.values() if b.up]
+        for i, (name_a, values_a) in enumerate(replicas):
+            for name_b, values_b in replicas[i + 1 :]:
+                # Both logs cover every offset below the shorter one's end (they start at 0).
+                offset = logs.first_divergence(values_a, values_b, min(len(values_a), len(values_b)))
+                if offset is not None:
+                    divergent.append((offset, name_a, name_b))
         for gone in lost[:5]:
             self.note(f"check: value {gone.value} acknowledged at offset {gone.offset} is lost")
         return Outcome(

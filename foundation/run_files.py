@@ -10,6 +10,9 @@ from __future__ import annotations
 TEST_JSON = "test.json"
 HISTORY = "history.jsonl"
 RESULTS = "results.json"
+# What the report shows besides the verdict, written by the checker beside results.json
+# (checkers/evidence.py): the timeline, the history lines the examples name, the replicas' pictures.
+EVIDENCE = "evidence.json"
 REPORT = "report.html"
 REPORT_PNG = "report.png"
 HARNESS_LOG = "harness.log"

@@ -403,8 +403,9 @@ def build_parser() -> _Parser:
         "bench",
         help="benchmarks that print figures",
         epilog="targets:\n"
-        "  checker   a generated run of --ops operations checked end to end as `strandline check` does,\n"
-        "            by Spark, DuckDB and the reference checker: wall time, ops/s, peak memory\n"
+        "  checker   `strandline check` timed whole on a generated run of --ops operations, without and\n"
+        "            with its Parquet form, beside DuckDB and the reference checker, then a small run's\n"
+        "            first and second check: wall time, ops/s, peak memory, breakdown\n"
         "  workload  `strandline run --client confluent-kafka --concurrency 100 --rate 100000\n"
         "            --time-limit 30 --checker reference` in a fresh process, --runs times: acknowledged\n"
         "            sends/s and stall windows from each run's history, phases and CPU as a breakdown\n"
@@ -441,9 +442,22 @@ def build_parser() -> _Parser:
     p.add_argument(
         "--convert",
         action="store_true",
-        help="checker bench: the check converts the history to Parquet itself (a history from "
-        "elsewhere), rather than finding the form `strandline run` writes during the load",
+        help="checker bench: only the check that converts the history to Parquet itself (a history "
+        "from elsewhere), not the one that finds the form `strandline run` writes during the load",
     )
+    p.add_argument(
+        "--no-convert",
+        action="store_true",
+        help="checker bench: only the check that finds the history's Parquet form (as after `strandline run`)",
+    )
+    p.add_argument(
+        "--small-ops",
+        type=int,
+        default=2000,
+        metavar="N",
+        help="checker bench: operations of the small run checked twice in one process (default 2000)",
+    )
+    p.add_argument("--no-small", action="store_true", help="checker bench: skip the small run")
 
     p = sub.add_parser(
         "kafka",

@@ -1,8 +1,9 @@
 """Everything the report template shows, assembled from the cleaned run directory.
 
-`build_context(run)` reads the run directory once (report_inputs), the history once
-(report_history), the collected data dirs (report_replicas), and puts together the verdict words,
-panels, pictures and examples. It works on any run directory, however the run ended.
+`build_context(run)` reads the run directory's small files once (report_inputs: results.json,
+test.json, ...; report_history and report_replicas: what the checker wrote into evidence.json), never
+the history or the data dirs, and puts together the verdict words, panels, pictures and examples.
+It works on any run directory, however the run ended.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from typing import Any
 from checkers.refusals import describe as describe_refusal
 from foundation import run_files
 from harness.report_catalogue import description, sentence, severity_rank
-from harness.report_examples import ExampleView, example_partitions, example_view, refs
+from harness.report_examples import ExampleView, example_partitions, example_view
 from harness.report_faults import shaded_windows
 from harness.report_headline import headline, setup_headline, why
-from harness.report_history import NS, digest_history
+from harness.report_history import NS, digest_of, read_evidence
 from harness.report_inputs import RunInputs, read_inputs
 from harness.report_panels import files, settings_rows, stats_cards
 from harness.report_pictures import divergence_table, leaders, missing_groups, state_of
 from harness.report_power import power_panel
-from harness.report_replicas import marks_from_results, read_partition_logs
+from harness.report_replicas import marks_from_results, partition_logs
 from harness.report_svg import latency_chart, rate_chart, replica_chart
 from harness.report_text import availability, availability_text, run_facts, weak_evidence
 
@@ -48,16 +49,10 @@ def build_context(run: Path) -> dict[str, Any]:
     inputs = read_inputs(run)
     cfg, results, outcome = inputs.config, inputs.results, inputs.outcome
     anomalies_raw: dict[str, Any] = (results or {}).get("anomalies") or {}
-    want_idx: set[int] = set()
-    want_val: set[Any] = set()
-    for a in anomalies_raw.values():
-        for ex in a["examples"][:MAX_EXAMPLES_SHOWN]:
-            i, v = refs(ex)
-            want_idx |= i
-            want_val |= v
-    digest = digest_history(run / run_files.HISTORY, want_idx, want_val)
+    evidence = read_evidence(run / run_files.EVIDENCE)
+    digest = digest_of(evidence)
     windows = shaded_windows(digest.nemesis)
-    logs = read_partition_logs(run / run_files.NODES)
+    logs = partition_logs(evidence)
     fatal = set(results["fatal"]) if results is not None and "fatal" in results else set()
     verdict, sentences = headline(results, digest, windows, fatal)
     facts = run_facts(run, cfg, digest, outcome, inputs.drain)
@@ -136,6 +131,7 @@ def build_context(run: Path) -> dict[str, Any]:
         "weak": weak,
         "examples_open": EXAMPLES_OPEN,
         "rate_svg": rate_chart(digest.rate, t_end, windows, load_end) if digest.ops else None,
+        "history_empty": not inputs.history_bytes or (evidence is not None and not digest.ops),
         "latency_svg": latency_chart(digest.latency, t_end, windows, load_end) if digest.latency else None,
         "faults": [
             {
@@ -161,7 +157,6 @@ def build_context(run: Path) -> dict[str, Any]:
         # features the test asked for that the system refused (idempotence, consumer groups)
         "refused": [describe_refusal(n, r) for n, r in ((results or {}).get("refused") or {}).items()],
         "drain": inputs.drain,
-        "open_ops": digest.open_at_end,
     }
 
 

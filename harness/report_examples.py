@@ -1,8 +1,9 @@
 """The evidence under each anomaly: an example's fields, the history ops it names, its replicas.
 
 A checker's example names history indices and sent values under whatever keys it uses (`index`,
-`ok_index`, `value`, nested `positions` …); `refs` finds them all, so the report can show the ops
-and the replicas' records at that offset beside the example.
+`ok_index`, `value`, nested `positions` …); `checkers.evidence.refs` finds them all, and the checker
+quoted those ops and the replicas' records at that offset in evidence.json, so the report shows
+them beside the example.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from checkers.evidence import partition_of, refs
 from harness.report_cycles import cycle_svg
 from harness.report_history import NS, Completed, HistoryDigest
 from harness.report_replicas import PartitionLogs
@@ -25,46 +27,6 @@ class ExampleView:
     ops: list[dict[str, Any]]
     replicas: list[tuple[str, str]] = field(default_factory=list)
     svg: Markup | None = None  # a picture of the example (a dependency cycle)
-
-
-def refs(example: Any) -> tuple[set[int], set[Any]]:
-    """History indices and sent values an example names, whatever the checker called them."""
-    indices: set[int] = set()
-    values: set[Any] = set()
-    if not isinstance(example, dict):
-        return indices, values
-
-    def ints(v: Any) -> list[int]:
-        if isinstance(v, bool):
-            return []
-        if isinstance(v, int):
-            return [v]
-        if isinstance(v, list | tuple):
-            return [x for x in v if isinstance(x, int) and not isinstance(x, bool)]
-        return []
-
-    for key, v in example.items():
-        k = key.lower()
-        if k in ("index", "indices", "cycle") or k.endswith(("_index", "_indices", "-index", "-indices")):
-            indices.update(ints(v))
-        elif k in ("value", "values", "prev_value"):
-            for x in v if isinstance(v, list | tuple) else [v]:
-                if isinstance(x, int | str) and not isinstance(x, bool):
-                    values.add(x)
-                elif isinstance(x, dict):
-                    i, vals = refs(x)
-                    indices |= i
-                    values |= vals
-        elif isinstance(v, dict):
-            i, vals = refs(v)
-            indices |= i
-            values |= vals
-        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            for x in v:
-                i, vals = refs(x)
-                indices |= i
-                values |= vals
-    return indices, values
 
 
 def mops_summary(mops: Any) -> str:
@@ -101,7 +63,8 @@ def _op_row(op: dict[str, Any]) -> dict[str, Any]:
         "offset": op.get("offset", ""),
         "value": op.get("value", "") if op.get("f") == "send" or op.get("process") == "nemesis" else "",
         "error": op.get("error", ""),
-        "records": len(op["records"]) if isinstance(op.get("records"), list) else "",
+        # evidence.json quotes a poll's records as their count
+        "records": len(op["records"]) if isinstance(op.get("records"), list) else op.get("records", ""),
     }
 
 
@@ -130,21 +93,6 @@ def scalar(v: Any) -> str:
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k}: {scalar(x)}" for k, x in v.items()) + "}"
     return str(v)
-
-
-def partition_of(example: Any) -> tuple[str, int] | None:
-    if not isinstance(example, dict):
-        return None
-    topic, partition = example.get("topic"), example.get("partition")
-    if topic is not None and isinstance(partition, int):
-        return (str(topic), partition)
-    tp = example.get("topic_partition") or example.get("tp")
-    if isinstance(tp, list | tuple) and len(tp) == 2 and isinstance(tp[1], int):
-        return (str(tp[0]), tp[1])
-    if isinstance(tp, str) and "-" in tp and tp.rsplit("-", 1)[1].isdigit():
-        t, p = tp.rsplit("-", 1)
-        return (t, int(p))
-    return None
 
 
 def example_view(

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.report_catalogue import SEVERITY, description
-from harness.report_examples import example_partitions, refs
+from checkers.catalogue import BY_NAME
+from checkers.evidence import refs
+from harness.report_catalogue import description, severity_rank
+from harness.report_examples import example_partitions
 from harness.report_faults import ShadedWindow
 from harness.report_history import NS, HistoryDigest
 from harness.report_inputs import SETUP_PHASES as SETUP_PHASE_WORDS
@@ -142,7 +144,7 @@ def headline(
     valid = results.get("valid")
     anomalies = {k: v for k, v in (results.get("anomalies") or {}).items() if (v or {}).get("count", 0) > 0}
     sentences: list[str] = []
-    order = [*SEVERITY, *sorted(set(anomalies) - set(SEVERITY))]
+    order = sorted(set(anomalies) | set(BY_NAME), key=lambda n: (severity_rank(n), n))
     if _count(anomalies, "lost-committed-on-replicas") > _count(anomalies, "lost-write"):
         # Lead with the larger loss figure: the headline is the first sentence.
         order.remove("lost-committed-on-replicas")

@@ -1,27 +1,26 @@
-"""One streaming pass over history.jsonl that gathers what the report draws and cites.
+"""What the report draws and cites of the history, as the checker wrote it into evidence.json.
 
-The report needs rates and latencies over time (by outcome), the nemesis ops (fault windows), the
-acknowledged offsets of each partition (to mark missing records on replica bars) and the ops that
-the checker's examples name. A history can be large, so it is read once, line by line, and only
-these summaries are kept.
+The report reads no history: rates and latencies over time, the nemesis ops (fault windows), the
+acknowledged values at the offsets the replica tables show and the ops the examples name were
+found by the checker that judged the run (`checkers.evidence`), from either engine. A run directory
+without evidence.json (never checked, or checked by an older version) gives an empty digest, and
+the page says so.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from history.format import NEMESIS_PROCESS, ReadProblem
-from history.reader import iter_ops
+from history.format import ReadProblem
 
 log = logging.getLogger(__name__)
 
 NS = 1_000_000_000
-MAX_LATENCY_POINTS = 6000
 
 
 @dataclass
@@ -57,7 +56,7 @@ class HistoryDigest:
     problems: list[ReadProblem] = field(default_factory=list)
     # (f, type) -> completions per one-second bucket (by completion time), e.g. ("send", "ok").
     rate: dict[tuple[str, str], dict[int, int]] = field(default_factory=lambda: defaultdict(dict))
-    # (completion seconds, latency ms, type) of sends; sampled above MAX_LATENCY_POINTS.
+    # (completion seconds, latency ms, type) of sends: the checker's sample (`checkers.timeline`).
     latency: list[tuple[float, float, str]] = field(default_factory=list)
     nemesis: list[dict[str, Any]] = field(default_factory=list)
     # (topic, partition) -> offset -> the first value acknowledged there.
@@ -66,97 +65,75 @@ class HistoryDigest:
     by_index: dict[int, dict[str, Any]] = field(default_factory=dict)
     sends_by_value: dict[Any, Completed] = field(default_factory=dict)
     counts: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
-    open_at_end: int = 0
 
 
-def digest_history(
-    path: Path, want_indices: Iterable[int] = (), want_values: Iterable[Any] = ()
-) -> HistoryDigest:
-    """Read the history once; never raises on a damaged line (the problems are kept)."""
+def read_evidence(path: Path) -> dict[str, Any] | None:
+    """evidence.json, or None when it is missing or unreadable."""
+    try:
+        evidence = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return evidence if isinstance(evidence, dict) else None
+
+
+def digest_of(evidence: dict[str, Any] | None) -> HistoryDigest:
+    """The digest the report draws from evidence.json (`checkers.evidence.assemble`'s layout);
+    whatever is malformed is left out."""
     d = HistoryDigest()
-    want_idx = set(want_indices)
-    want_val = {_norm_value(v) for v in want_values}
-    if not path.exists():
+    if evidence is None:
         return d
-    pending: dict[Any, dict[str, Any]] = {}
-    ok_points: list[tuple[float, float, str]] = []  # every `stride`-th ok send, thinned as it grows
-    bad_points: list[tuple[float, float, str]] = []
-    stride, seen_ok = 1, 0
-    for op in iter_ops(path, problems=d.problems):
-        d.ops += 1
-        t = int(op.get("time") or 0)
-        d.end_ns = max(d.end_ns, t)
-        idx = op.get("index")
-        if isinstance(idx, int) and idx in want_idx:
-            d.by_index[idx] = op
-        process, kind, f = op["process"], op["type"], op["f"]
-        if process == NEMESIS_PROCESS:
-            d.nemesis.append(op)
-            continue
-        if kind == "invoke":
-            pending[process] = op
-            if f == "send" and _norm_value(op.get("value")) in want_val:
-                d.sends_by_value[_norm_value(op.get("value"))] = _completed(op, None)
-            continue
-        invoke = pending.pop(process, None)
-        d.counts[(f, kind)] += 1
-        bucket = t // NS
-        series = d.rate[(f, kind)]
-        series[bucket] = series.get(bucket, 0) + 1
-        if f == "send":
-            if invoke is not None:
-                point = (t / NS, (t - int(invoke.get("time") or 0)) / 1e6, kind)
-                if kind != "ok":
-                    if len(bad_points) < MAX_LATENCY_POINTS // 2:
-                        bad_points.append(point)
-                else:
-                    if seen_ok % stride == 0:
-                        ok_points.append(point)
-                        if len(ok_points) >= 2 * MAX_LATENCY_POINTS:  # bounded memory on huge histories
-                            ok_points = ok_points[::2]
-                            stride *= 2
-                    seen_ok += 1
-            if kind == "ok" and isinstance(op.get("offset"), int) and op.get("topic") is not None:
-                key = (str(op["topic"]), int(op.get("partition") or 0))
-                # The first value acknowledged at an offset: if a later leader reused the offset for
-                # another value, the first one is the record that was lost.
-                d.acked[key].setdefault(op["offset"], op.get("value"))
-            value = _norm_value(op.get("value"))
-            if value in want_val and invoke is not None:
-                d.sends_by_value[value] = _completed(invoke, op)
-    d.open_at_end = len(pending)
-    d.latency = _sample(ok_points + bad_points)
+    d.ops = _int(evidence.get("ops"))
+    d.end_ns = _int(evidence.get("end_ns"))
+    d.problems = [ReadProblem(_int(p[0]), str(p[1])) for p in _list(evidence.get("problems")) if _pair(p)]
+    for series in _list(evidence.get("rates")):
+        if isinstance(series, list) and len(series) == 3 and isinstance(series[2], list):
+            d.rate[(str(series[0]), str(series[1]))] = {
+                _int(s): _int(n) for s, n in (x for x in series[2] if _pair(x))
+            }
+    d.latency = [
+        (float(p[0]), float(p[1]), str(p[2]))
+        for p in _list(evidence.get("latency"))
+        if isinstance(p, list) and len(p) == 3 and all(isinstance(x, int | float) for x in p[:2])
+    ]
+    d.nemesis = [op for op in _list(evidence.get("nemesis")) if isinstance(op, dict)]
+    for topic, partition, offset, value in (
+        a for a in _list(evidence.get("acked")) if isinstance(a, list) and len(a) == 4
+    ):
+        d.acked[(str(topic), _int(partition))].setdefault(_int(offset), value)
+    d.by_index = {op["index"]: op for op in _list(evidence.get("ops_named")) if _indexed(op)}
+    for s in _list(evidence.get("sends")):
+        if (
+            isinstance(s, dict)
+            and isinstance(s.get("key"), str)
+            and _indexed({"index": s.get("invoke_index")})
+        ):
+            fields: dict[str, Any] = {k: s.get(k) for k in _SEND_FIELDS}
+            d.sends_by_value[s["key"]] = Completed(**fields)
     return d
+
+
+_SEND_FIELDS = (
+    "process", "f", "type", "invoke_index", "invoke_ns", "complete_index", "complete_ns",
+    "topic", "partition", "value", "offset", "error",
+)  # fmt: skip
+
+
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def _list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
+
+
+def _pair(v: Any) -> bool:
+    return isinstance(v, list) and len(v) == 2 and isinstance(v[0], int)
+
+
+def _indexed(op: Any) -> bool:
+    return isinstance(op, dict) and isinstance(op.get("index"), int) and not isinstance(op.get("index"), bool)
 
 
 def _norm_value(v: Any) -> Any:
     """Values are integers in the history but may be strings in an example; compare as text."""
     return str(v) if v is not None else None
-
-
-def _completed(invoke: dict[str, Any], done: dict[str, Any] | None) -> Completed:
-    src = done or invoke
-    return Completed(
-        process=invoke["process"],
-        f=invoke["f"],
-        type=done["type"] if done else "open",
-        invoke_index=invoke["index"],
-        invoke_ns=int(invoke.get("time") or 0),
-        complete_index=done["index"] if done else None,
-        complete_ns=int(done.get("time") or 0) if done else None,
-        topic=src.get("topic"),
-        partition=src.get("partition"),
-        value=src.get("value"),
-        offset=done.get("offset") if done else None,
-        error=done.get("error") if done else None,
-    )
-
-
-def _sample(points: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
-    """Keep every fail/info point (they matter) and an even sample of the ok ones."""
-    if len(points) <= MAX_LATENCY_POINTS:
-        return points
-    bad = [p for p in points if p[2] != "ok"][: MAX_LATENCY_POINTS // 2]
-    ok = [p for p in points if p[2] == "ok"]
-    stride = max(1, len(ok) // (MAX_LATENCY_POINTS - len(bad)))
-    return ok[::stride] + bad

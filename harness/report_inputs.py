@@ -227,6 +227,11 @@ def read_inputs(run: Path) -> RunInputs:
         missing.append(f"{run_files.HISTORY} is empty: no operation was recorded")
     if results is None and results_problem == "missing":
         missing.append(f"{run_files.RESULTS} is missing: the history was not checked")
+    elif history_bytes and not (run / run_files.EVIDENCE).is_file():
+        missing.append(
+            f"{run_files.EVIDENCE} is missing (checked by an older version?): the timeline, the examples' "
+            f"operations and the replica pictures are not shown; `strandline check {run}` writes it"
+        )
     if not (run / run_files.NODES).is_dir():
         missing.append("no data dirs or node logs were collected (nodes/ is missing)")
     state, _ = _read(run / run_files.CLUSTER_STATE)

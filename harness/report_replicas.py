@@ -1,23 +1,17 @@
-"""Read the collected data dirs into per-partition replica summaries for the report's log picture.
+"""The replicas the report's log pictures draw, as the checker wrote them into evidence.json.
 
-The layout is Kafka's: `<run>/nodes/<node>/data/<topic>-<partition>/*.log` (v2 record batches),
-`leader-epoch-checkpoint` in the partition dir, and `replication-offset-checkpoint` (the HW) in the
-data dir. Each replica is read exactly as the replica-log checker reads it
-(`checkers.replica_logs.read_replicas`: the same partition dirs, the same values, its log up to the
-first batch that fails its CRC, `log_start`/`log_end` from its batches), with each record's batch
-leader epoch and the partition's leader-epoch-checkpoint beside it; the picture shows the logs the
-checker judged. What is wrong on a replica (divergent offsets, acked records absent) is not judged
-here: it is what the replica-log checker recorded in results.json (`marks_from_results`).
+The checker that judged the run read the collected data dirs (`checkers.replica_logs`, or Spark's
+reader: the same rules) and wrote, per replica, its log bounds, checkpointed HW, leader epochs and
+the records at the offsets the report shows (`checkers.evidence`); the report reads no data dir.
+What is wrong on a replica (divergent offsets, acked records absent) is not judged here either: it
+is what the replica-log checker recorded in results.json (`marks_from_results`).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-from checkers.replica_logs import ReplicaLog, read_replicas
 
 log = logging.getLogger(__name__)
 
@@ -46,28 +40,39 @@ class PartitionLogs:
         return f"{self.topic}-{self.partition}"
 
 
-def read_partition_logs(nodes_dir: Path) -> dict[tuple[str, int], PartitionLogs]:
-    """Every partition found under nodes/<node>/data/, with each node's replica."""
+def partition_logs(evidence: dict[str, Any] | None) -> dict[tuple[str, int], PartitionLogs]:
+    """Every judged partition's replicas, from evidence.json (empty without it)."""
     found: dict[tuple[str, int], PartitionLogs] = {}
-    replicas, _ = read_replicas(nodes_dir, epochs=True)
-    for key in sorted(replicas):
+    entries = (evidence or {}).get("replicas")
+    for r in entries if isinstance(entries, list) else []:
+        if not isinstance(r, dict) or not isinstance(r.get("partition"), int) or r.get("topic") is None:
+            continue
+        key = (str(r["topic"]), r["partition"])
         logs = found.setdefault(key, PartitionLogs(*key))
-        for replica in sorted(replicas[key], key=lambda r: r.node):
-            logs.replicas[replica.node] = _replica(replica)
-    return found
+        records = r.get("records")
+        epochs = r.get("epochs")
+        logs.replicas[str(r.get("node"))] = Replica(
+            node=str(r.get("node")),
+            records={
+                int(x[0]): (x[1], int(x[2]))
+                for x in (records if isinstance(records, list) else [])
+                if isinstance(x, list) and len(x) == 3 and isinstance(x[0], int) and isinstance(x[2], int)
+            },
+            log_start=_int(r.get("log_start")),
+            log_end=_int(r.get("log_end")),
+            high_watermark=r["high_watermark"] if isinstance(r.get("high_watermark"), int) else None,
+            epochs=[
+                (e[0], e[1])
+                for e in (epochs if isinstance(epochs, list) else [])
+                if isinstance(e, list) and len(e) == 2 and all(isinstance(x, int) for x in e)
+            ],
+            problem=str(r["problem"]) if r.get("problem") else None,
+        )
+    return {key: found[key] for key in sorted(found)}
 
 
-def _replica(log_: ReplicaLog) -> Replica:
-    epochs_of = log_.record_epochs or {}
-    return Replica(
-        node=log_.node,
-        records={offset: (value, epochs_of.get(offset, -1)) for offset, value in log_.records.items()},
-        log_start=log_.log_start,
-        log_end=log_.log_end,
-        high_watermark=log_.high_watermark,
-        epochs=list(log_.epoch_checkpoint or []),
-        problem="; ".join(log_.problems[:3]) or None,
-    )
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """`strandline bench TARGET`: a thin dispatcher; each target's benchmark lives with its area.
 
 `workload` (the `strandline run` command, end to end) is `harness/bench_workload.py`, `broker` is in
-`workloads/bench.py`, `checker` in `checkers/bench.py`, `explore` in `explore/bench.py`. Imports are
+`workloads/bench.py`, `checker` (the `strandline check` command, end to end) is
+`harness/bench_checker.py` with its checker parts in `checkers/bench.py`, `explore` in
+`explore/bench.py`. Imports are
 lazy so that one area's dependencies (Spark, Kafka clients) load only for its own benchmark.
 """
 
@@ -15,7 +17,7 @@ from foundation.errors import BadInput
 _TARGETS = {
     "workload": "harness.bench_workload",
     "broker": "workloads.bench",
-    "checker": "checkers.bench",
+    "checker": "harness.bench_checker",
     "explore": "explore.bench",
 }
 

@@ -10,18 +10,23 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from checkers.api import check_run, checked_with, load_config, verdict_word
+from checkers.api import check_run, checked_timings, checked_with, load_config, verdict_word
 from checkers.power import lines as power_lines
 from foundation.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadInput
 
 log = logging.getLogger(__name__)
 
 EXIT_FOR = {"valid": EXIT_VALID, "invalid": EXIT_INVALID, "unknown": EXIT_UNKNOWN}
+
+# Filled in by each check, for `strandline bench checker`: seconds per part (the check's own parts,
+# `checkers.api.last_timings`, and the report's).
+last_timings: dict[str, float] = {}
 
 
 def summary_lines(results: dict[str, Any]) -> list[str]:
@@ -66,6 +71,7 @@ def main(args: argparse.Namespace) -> int:
     if engine is None:
         config, _ = load_config(run)
         engine = config.checker
+    last_timings.clear()
     results = check_run(
         run,
         engine=engine,
@@ -73,10 +79,14 @@ def main(args: argparse.Namespace) -> int:
         spark_master=getattr(args, "spark_master", None) or os.environ.get("STRANDLINE_SPARK_MASTER"),
         spark_remote=getattr(args, "spark_remote", None),
     )
+    last_timings.update(checked_timings())
     console = Console(highlight=False, soft_wrap=True)
     for line in summary_lines(results):
         console.print(line, markup=False)
-    console.print(rewrite_report(run), markup=False)
+    started = time.monotonic()
+    report = rewrite_report(run)
+    last_timings["report"] = time.monotonic() - started
+    console.print(report, markup=False)
     word = verdict_word(results["valid"])
     print(f"verdict: {word} {run}", flush=True)
     return EXIT_FOR[word]

@@ -89,12 +89,15 @@ def test_a_clean_run_is_valid(run_dir: Path) -> None:
 
 
 def same_results(run: Path) -> dict[str, Any]:
-    """The run's results.json from Spark, asserted equal to the reference's (but for `checker`)."""
-    on_spark = check_run(run, "spark", write=False)
-    reference = check_run(run, "reference", write=False)
+    """The run's results.json from Spark, asserted equal to the reference's (but for `checker`);
+    so is evidence.json, what the report shows."""
+    on_spark = check_run(run, "spark")
+    spark_evidence = json.loads((run / "evidence.json").read_text())
+    reference = check_run(run, "reference")
     assert {k: v for k, v in on_spark.items() if k != "checker"} == {
         k: v for k, v in reference.items() if k != "checker"
     }
+    assert spark_evidence == json.loads((run / "evidence.json").read_text())
     return on_spark
 
 

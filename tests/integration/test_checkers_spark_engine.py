@@ -289,3 +289,23 @@ def test_refusals_from_the_lines_spark_finds_agree(spark: Any, tmp_path: Path) -
     assert on_spark == refusals(config, path, offered)
     assert on_spark["idempotence"]["ops"] == {"fail": 1, "info": 1}
     assert on_spark["consumer groups"]["ops"] == {"fail": 1, "info": 0}
+
+
+def test_the_evidence_the_report_shows_agrees_with_the_reference(spark: Any, tmp_path: Path) -> None:
+    """evidence.json (checkers/evidence.py) from Spark equals the reference's on a run with every
+    plantable anomaly and replica data: the lines the examples name (read by the conversion's line
+    marks), the sends of their values, the replicas' records at the examples' offsets."""
+    from checkers.api import check_run
+    from tests.support.checked_runs import make_run
+
+    ops, _ = generate_ops(240, seed=7, plants=dict.fromkeys(PLANTABLE, 1), concurrency=5, partitions=2)
+    run = make_run(tmp_path, ops)
+    check_run(run, "spark")
+    on_spark = json.loads((run / "evidence.json").read_text())
+    check_run(run, "reference")
+    assert on_spark == json.loads((run / "evidence.json").read_text())
+    named = {op["index"] for op in on_spark["ops_named"]}
+    assert on_spark["sends"] and named and on_spark["replicas"] and on_spark["latency"]
+    results = json.loads((run / "results.json").read_text())
+    lost = results["anomalies"]["lost-write"]["examples"][0]
+    assert {lost["index"], lost["invoke_index"], lost["max_read_index"]} <= named

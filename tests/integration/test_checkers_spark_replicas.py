@@ -18,9 +18,11 @@ import pytest
 from broker.storage.batches import set_base_offset_and_epoch
 from broker.storage.control import build_marker
 from checkers import spark_replicas
+from checkers.evidence import replica_entries
+from checkers.evidence_reference import replica_view
 from checkers.parquet import convert
 from checkers.replica_logs import ReplicaFindings, check_replica_logs
-from checkers.spark_replicas import check_replicas
+from checkers.spark_replicas import check_replicas, judged_replicas
 from tests.support.checked_runs import values, write_replica
 from tests.support.history_builder import HistoryBuilder
 
@@ -146,10 +148,27 @@ def both(
 
 
 def test_every_replica_rule_agrees_with_the_reference(spark: Any, tmp_path: Path) -> None:
+    """The findings, and the replicas' views for evidence.json (at offsets 0..11 of each partition)."""
     nodes, history, state = scenarios(tmp_path)
     expected = [("t0", p) for p in range(11)] + [("t1", 0)]
-    got, want = both(spark, nodes, history, state, expected=expected, replication_factor=3, brokers=BROKERS)
+    converted = convert(history, force=True)
+    settings: dict[str, Any] = {"expected": expected, "replication_factor": 3, "brokers": BROKERS}
+    with judged_replicas(
+        spark, nodes, str(converted.operations_path), converted.topics, final_state=state, **settings
+    ) as (got, views):
+        offsets = {tp: set(range(12)) for tp in got_partitions(got)}
+        got_views = views(offsets)
+    want = check_replica_logs(nodes, history, final_state=state, **settings)
     assert got == want
+    want_views = {tp: [replica_view(log, offsets[tp]) for log in logs] for tp, logs in want.logs.items()}
+    assert replica_entries(got_views) == replica_entries(want_views)
+    assert {
+        (e["node"], tuple(e["epochs"][0])) for e in replica_entries(got_views) if e["partition"] == 9
+    } == {
+        ("n1", (1, 0)),
+        ("n2", (1, 0)),
+        ("n3", (1, 0)),
+    }
     counts = {name: a["count"] for name, a in got.anomalies.items()}
     assert counts == {"log-divergence": 16, "lost-committed-on-replicas": 8}
     assert got.partitions["t0-9"]["divergent"] == [[5, 6], [8, 9]]
@@ -160,6 +179,11 @@ def test_every_replica_rule_agrees_with_the_reference(spark: Any, tmp_path: Path
     assert any("t1-0: 1 of 3 replicas collected" in r for r in got.incomplete)
     assert any("n4 has no data dir" in r for r in got.incomplete)
     assert got.lost_by_second
+
+
+def got_partitions(findings: ReplicaFindings) -> list[tuple[str, int]]:
+    """The judged partitions, from their summaries' names ("t0-9")."""
+    return [(name.rpartition("-")[0], int(name.rpartition("-")[2])) for name in findings.partitions]
 
 
 def test_without_a_history_or_without_data(

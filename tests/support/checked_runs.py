@@ -9,7 +9,7 @@ from typing import Any
 from broker.storage import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpoint
 from broker.storage.build import build_batch
 from broker.storage.segment import segment_name
-from checkers.replica_logs import ReplicaFindings
+from checkers.replica_logs import ReplicaFindings, read_replica
 from foundation.config import TestConfig
 from tests.support.history_builder import write_history
 
@@ -69,3 +69,19 @@ def make_run(
             for partition, log in logs.items():
                 write_replica(run / "nodes", node, "t0", partition, [(0, values(*log))] if log else [])
     return run
+
+
+def plant_replica_loss(run: Path, partition: int = 0) -> int:
+    """Overwrite one acknowledged record of a run's partition on n1 (the leader: the longest log,
+    no cluster state names one) with another value: that offset diverges between the replicas and
+    the acked value is lost on the leader. Returns the offset."""
+    data = run / "nodes" / "n1" / "data" / f"t0-{partition}"
+    records = sorted(read_replica("n1", "t0", partition, data, None).records.items())
+    assert records, "no record to overwrite"
+    offset = records[len(records) // 2][0]
+    log = dict(records)
+    log[offset] = 10**9 + offset
+    for segment in data.glob("*.log"):
+        segment.unlink()
+    write_replica(run / "nodes", "n1", "t0", partition, [(0, [str(log[o]).encode() for o in sorted(log)])])
+    return offset

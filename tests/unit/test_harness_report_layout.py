@@ -15,7 +15,7 @@ from harness.report_pictures import missing_groups as _missing_groups
 from harness.report_replicas import Marks, PartitionLogs, Replica
 from harness.report_svg import replica_chart
 from harness.report_text import availability_text, example_title, weak_evidence
-from tests.support.report_runs import make_run
+from tests.support.report_runs import make_run, write_evidence
 
 NS = 1_000_000_000
 
@@ -131,6 +131,7 @@ def test_valid_run_on_little_load_says_the_evidence_is_weak(tmp_path: Path) -> N
             op.pop("offset", None)
         kept.append(json.dumps(op))
     (run / "history.jsonl").write_text("\n".join(kept) + "\n")
+    write_evidence(run)  # as the check of that history writes it
     ctx = build_context(run)
     assert ctx["verdict"] == "valid"
     assert all(not p["affected"] for p in ctx["pictures"])
@@ -197,6 +198,7 @@ def test_run_of_a_killed_controller_says_it_was_cut_short(tmp_path: Path) -> Non
     results["valid"] = "unknown"
     results["incomplete"] = ["the final reads did not finish"]
     _write_results(run, results)
+    write_evidence(run)
     ctx = build_context(run)
     assert ctx["verdict"] == "unknown"
     assert ctx["sentences"][0].startswith("The verdict is unknown: the run was cut short at 2.")

@@ -11,31 +11,33 @@ import json
 from pathlib import Path
 from typing import Any
 
-from checkers.replica_logs import check_replica_logs
 from harness.report import build_context, write_report
 from harness.report_faults import shaded_windows as fault_windows
-from harness.report_history import digest_history
-from harness.report_replicas import marks_from_results, read_partition_logs
+from harness.report_history import digest_of, read_evidence
+from harness.report_replicas import marks_from_results, partition_logs
 from tests.support.report_runs import NS, make_run
 
 
-def test_replica_logs_are_read_back_with_marks(tmp_path: Path) -> None:
+def test_replica_logs_are_drawn_from_the_evidence_with_marks(tmp_path: Path) -> None:
     run = make_run(tmp_path / "run")
-    logs = read_partition_logs(run / "nodes")
+    logs = partition_logs(read_evidence(run / "evidence.json"))
     assert set(logs) == {("t0", 0), ("t0", 1)}
     r = logs[("t0", 1)].replicas["n1"]
-    assert r.records[0][0] == 1 and r.log_end == len(r.records)
     assert r.epochs == [(0, 0), (1, r.epochs[1][1])]
     assert r.high_watermark == r.log_end
-    state = json.loads((run / "cluster-state.json").read_text())
-    findings = check_replica_logs(run / "nodes", run / "history.jsonl", final_state=state)
-    marks = marks_from_results({"stats": {"replicas": findings.partitions}}, logs[("t0", 1)])
+    results = json.loads((run / "results.json").read_text())
+    marks = marks_from_results(results, logs[("t0", 1)])
     assert len(marks["n2"].missing_acked) == 3 and not marks["n1"].missing_acked
     assert marks["n1"].divergent == marks["n2"].divergent and len(marks["n1"].divergent) == 3
+    # the records the checker quoted: those at the marked offsets, as each replica holds them
+    lost = sorted(marks["n2"].missing_acked)
+    assert sorted(logs[("t0", 1)].replicas["n2"].records) == lost
+    assert all(logs[("t0", 1)].replicas["n2"].records[o][0] == 900000 + o for o in lost)
+    assert all(r.records[o][0] < 900000 for o in lost)
 
 
 def test_fault_windows_pair_kill_with_start(tmp_path: Path) -> None:
-    digest = digest_history(make_run(tmp_path / "run") / "history.jsonl")
+    digest = digest_of(read_evidence(make_run(tmp_path / "run") / "evidence.json"))
     windows = fault_windows(digest.nemesis)
     assert [(w.f, round(w.start_s), round(w.end_s or 0)) for w in windows] == [
         ("kill", 10, 12),
