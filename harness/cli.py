@@ -311,11 +311,19 @@ def build_parser() -> _Parser:
         "  strandline repro --list kip-101-truncation    # one scenario's story\n"
         "  strandline repro kip-101-truncation\n"
         "  strandline repro kafka-17754-delayed-end-txn --checker reference --seed 7\n"
+        "  strandline repro kip-101-truncation --system kafka  # Kafka 0.10.2.2 (invalid) vs 0.11.0.0 (valid)\n"
         "See docs/running.md (the scenarios).\n\n"
         "exit codes: 0 both verdicts as expected, 1 not as expected, 2 unknown scenario, 4 infrastructure.",
     )
     p.add_argument("scenario", metavar="NAME", nargs="?", help="the scenario (see --list)")
     p.add_argument("--list", action="store_true", help="list the scenarios (with NAME: that one)")
+    p.add_argument(
+        "--system",
+        choices=("own", "kafka"),
+        default="own",
+        help="own: the own broker's unsafe and safe variants (default); kafka: real Apache Kafka, "
+        "the release that had the bug against the release that fixed it (see --list)",
+    )
     p.add_argument("--store", metavar="DIR", help="where runs are stored (default results/)")
     p.add_argument("--seed", type=int, metavar="N", help=SEED_HELP + " (default 0)")
     add_checker_flag(p, "checker engine (default spark)")

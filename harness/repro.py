@@ -17,6 +17,7 @@ from typing import Any
 
 from rich.console import Console
 
+from clusters.kafka_release import DEFAULT_VERSION
 from harness.run import RunOutcome, run_test
 from harness.scenarios import Scenario
 
@@ -54,9 +55,11 @@ class Attempt:
 @dataclass
 class Reproduction:
     scenario: Scenario
+    system: str = "own"  # the own broker, or real Kafka (the scenario's releases)
     unsafe: list[Attempt] = field(default_factory=list)
     safe_attempts: list[Attempt] = field(default_factory=list)
     reproduced_after_s: float | None = None  # wall time until the unsafe run was invalid
+    safe_after_s: float | None = None  # wall time of the safe twin's attempts
 
     @property
     def safe(self) -> Attempt | None:
@@ -72,12 +75,25 @@ class Reproduction:
     def summary(self) -> dict[str, Any]:
         return {
             "scenario": self.scenario.name,
+            "system": self.system,
+            **self.releases(),
             "reproduced": any(a.verdict == "invalid" for a in self.unsafe),
             "reproduced_after_s": self.reproduced_after_s,
+            "safe_after_s": self.safe_after_s,
             "attempts": [_attempt_json(a) for a in self.unsafe],
             "safe": None if self.safe is None else _attempt_json(self.safe),
             "safe_attempts": [_attempt_json(a) for a in self.safe_attempts],
             "as_expected": self.as_expected,
+        }
+
+    def releases(self) -> dict[str, str]:
+        """The Kafka releases of the two twins (nothing on the own broker)."""
+        if self.system != "kafka" or self.scenario.kafka is None:
+            return {}
+        kafka = self.scenario.kafka
+        return {
+            "affected_release": kafka.release(False) or DEFAULT_VERSION,
+            "fixed_release": kafka.release(True) or DEFAULT_VERSION,
         }
 
 
@@ -101,8 +117,9 @@ def attempt(
     store: str | None,
     console: Console,
     checker: str | None = None,
+    system: str = "own",
 ) -> Attempt:
-    config = scenario.config(safe, seed=seed, store=store, checker=checker)
+    config = scenario.config(safe, seed=seed, store=store, checker=checker, system=system)
     started = time.monotonic()
     outcome = run_test(config, console=console)
     return Attempt(safe, config.seed, outcome, time.monotonic() - started)
@@ -136,15 +153,17 @@ def reproduce(
     budget: float | None = None,
     with_safe: bool = True,
     checker: str | None = None,
+    system: str = "own",
 ) -> Reproduction:
     """Unsafe attempts (seed, seed+1, …) until one is invalid or the budget is spent; then safe
-    attempts (from the last unsafe seed on) until one is judged or the budget is spent again."""
-    budget = scenario.budget if budget is None else budget
-    result = Reproduction(scenario)
+    attempts (from the last unsafe seed on) until one is judged or the budget is spent again.
+    `system = "kafka"` runs the scenario's real-Kafka twin (BadInput when it has none)."""
+    budget = scenario.budget_on(system) if budget is None else budget
+    result = Reproduction(scenario, system)
     started = time.monotonic()
-    next_seed = seed or scenario.config(False).seed
+    next_seed = seed or scenario.config(False, system=system).seed
     while True:
-        a = attempt(scenario, False, next_seed, store, console, checker)
+        a = attempt(scenario, False, next_seed, store, console, checker, system)
         result.unsafe.append(a)
         _say(console, scenario, a, len(result.unsafe))
         if a.verdict == "invalid":
@@ -157,8 +176,9 @@ def reproduce(
         started = time.monotonic()
         next_seed = result.unsafe[-1].seed
         while True:
-            a = attempt(scenario, True, next_seed, store, console, checker)
+            a = attempt(scenario, True, next_seed, store, console, checker, system)
             result.safe_attempts.append(a)
+            result.safe_after_s = time.monotonic() - started
             if not a.judged:
                 _say(console, scenario, a, len(result.safe_attempts))
             if a.judged or a.outcome.status != "completed" or time.monotonic() - started + a.seconds > budget:

@@ -11,26 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-from harness.repro import reproduce
-from harness.scenarios import scenario
+from tests.support.repros import both_ways
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
 def reproduced(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STRANDLINE_STATE_DIR", str(tmp_path / "state"))
-    result = reproduce(
-        scenario(name),
-        seed=1,
-        store=str(tmp_path / "store"),
-        console=Console(quiet=True),
-        checker="reference",
-    )
-    summary = result.summary()
-    assert summary["reproduced"], summary
-    assert result.safe is not None and result.safe.verdict == "valid", summary
+    both_ways(name, tmp_path, monkeypatch)
 
 
 def test_kip_966_last_replica_standing_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,3 +43,8 @@ def test_kip_101_divergence_both_ways(tmp_path: Path, monkeypatch: pytest.Monkey
 @pytest.mark.slow
 def test_kafka_16541_epoch_checkpoint_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     reproduced("kafka-16541-epoch-checkpoint", tmp_path, monkeypatch)
+
+
+@pytest.mark.slow
+def test_no_fsync_power_loss_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reproduced("no-fsync-power-loss", tmp_path, monkeypatch)

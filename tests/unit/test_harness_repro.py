@@ -12,7 +12,7 @@ from rich.console import Console
 from harness import repro
 from harness.commands import demo
 from harness.run import RunOutcome
-from harness.scenarios import scenario
+from harness.scenarios import SCENARIOS, scenario
 
 
 def fake_runs(tmp_path: Path, verdicts: list[str], seen: list[Any]) -> Any:
@@ -86,3 +86,54 @@ def test_an_attempt_that_did_not_reach_its_state_is_retried_not_judged(
     assert first["judged"] is False and "dropped 0 bytes" in first["not_judged"]
     assert [a["judged"] for a in summary["safe_attempts"]] == [False, True]
     assert result.as_expected and summary["safe"]["seed"] == 5
+
+
+def test_a_scenario_on_real_kafka_runs_the_affected_release_then_the_fixed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--system kafka`: the same retries, each twin on its release, with the Kafka trigger fields
+    (schedule, time limit, settings) and none of the own broker's settings."""
+    seen: list[Any] = []
+    monkeypatch.setattr(repro, "run_test", fake_runs(tmp_path, ["valid", "invalid", "valid"], seen))
+    s = scenario("kip-101-truncation")
+    result = repro.reproduce(s, seed=7, console=Console(quiet=True), budget=1e6, system="kafka")
+    assert [(c.kafka_version, c.seed) for c in seen] == [("0.10.2.2", 7), ("0.10.2.2", 8), ("0.11.0.0", 8)]
+    first = seen[0]
+    assert first.system.endswith("systems/kafka-zk.toml") and Path(first.system).is_absolute()
+    assert first.variant == "leader-epoch"  # the own broker's setting is not carried over
+    assert first.name == "kip-101-truncation-kafka-unsafe" and first.time_limit == s.kafka.time_limit  # type: ignore[union-attr]
+    assert any(step.get("target") == "failover" for step in first.schedule)
+    summary = result.summary()
+    assert (summary["affected_release"], summary["fixed_release"]) == ("0.10.2.2", "0.11.0.0")
+    assert result.as_expected and summary["safe_after_s"] is not None
+
+
+def test_settings_scenarios_run_on_the_default_release_with_kafka_settings() -> None:
+    s = scenario("unclean-election")
+    unsafe, safe = s.config(False, seed=1, system="kafka"), s.config(True, seed=1, system="kafka")
+    assert unsafe.kafka_version == safe.kafka_version == ""
+    assert (unsafe.unclean_election, unsafe.min_insync) == (True, 1)
+    assert (safe.unclean_election, safe.min_insync) == (False, 2)
+    assert unsafe.schedule == safe.schedule == s.config(False, seed=1).schedule
+
+
+def test_a_scenario_without_a_kafka_twin_is_bad_input_with_the_reason(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from foundation.errors import BadInput
+    from harness.commands import repro as command
+
+    with pytest.raises(BadInput, match="own broker only"):
+        scenario("bitflip-minority").config(False, system="kafka")
+    unavailable = [s for s in SCENARIOS.values() if s.kafka is not None and s.kafka.unavailable]
+    for s in unavailable:
+        with pytest.raises(BadInput, match="cannot run on real Kafka here"):
+            command.main(argparse.Namespace(list=False, scenario=s.name, system="kafka", seed=1, store=None))
+    assert command.main(argparse.Namespace(list=True, scenario=None)) == 0
+    listing = capsys.readouterr().out
+    assert (
+        "real Kafka (--system kafka, systems/kafka-zk.toml): Kafka 0.10.2.2 (invalid) → Kafka 0.11.0.0 (valid)"
+        in " ".join(listing.split())
+    )
+    # every scenario says where it runs on real Kafka, or why it does not
+    assert sum(line.lstrip().startswith("real Kafka") for line in listing.splitlines()) == len(SCENARIOS)

@@ -1,0 +1,46 @@
+"""Kafka's own data-loss bugs on the releases that had them and the releases that fixed them
+(`strandline repro NAME --system kafka`): each scenario's real-Kafka twin, fetched from Maven
+Central by the scenario itself, must lose acknowledged writes on the affected release (invalid,
+within its budget) and lose nothing on the fixed one (valid).
+
+Every pair takes minutes (two real clusters, an attempt up to four minutes on 2 cores), over
+the CI budget: all are slow (`make test-all`), with their measured times in docs/development.md.
+The fastest, kip-101-truncation (Kafka 0.10.2.2 against 0.11.0.0 in ZooKeeper mode), is the one
+to run first.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.repros import both_ways
+
+pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.timeout(1800)]
+
+
+@pytest.mark.slow
+def test_kip_101_truncation_on_kafka_0_10_2_and_0_11_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = both_ways("kip-101-truncation", tmp_path, monkeypatch, system="kafka")
+    assert (summary["affected_release"], summary["fixed_release"]) == ("0.10.2.2", "0.11.0.0")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    [
+        "acks-1-leader-crash",
+        "unclean-election",
+        "min-isr-1",
+        "kip-966-power-loss",
+        "no-fsync-power-loss",
+        "kip-966-last-replica-standing",
+    ],
+)
+def test_settings_on_the_default_release_both_ways(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    both_ways(name, tmp_path, monkeypatch, system="kafka")
