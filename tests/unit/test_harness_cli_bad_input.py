@@ -67,7 +67,9 @@ def test_repro_list_name_shows_that_scenario_aligned(capsys: pytest.CaptureFixtu
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("kafka-17754-delayed-end-txn ") and len(lines[0].split("  ")) == 1
     indent = len("kafka-17754-delayed-end-txn ")
-    assert all(line[:indent].strip() == "" and line[indent] != " " for line in lines[1:])
+    # every line under the name's column (the real-Kafka block indents its own lines two more)
+    assert all(line[:indent].strip() == "" and line[indent:].strip() for line in lines[1:])
+    assert any(line[indent:].startswith("real Kafka: ") for line in lines[1:])
     assert main(["repro", "--list", "nope"]) == 2
     assert "unknown scenario 'nope'" in capsys.readouterr().err
 
