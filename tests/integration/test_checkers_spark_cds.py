@@ -20,6 +20,7 @@ print("options", spark.sparkContext.getConf().get("spark.driver.extraJavaOptions
 """
 
 
+@pytest.mark.slow
 def test_written_by_the_first_session_used_by_the_next(tmp_path: Path) -> None:
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "STRANDLINE_SPARK_CDS": "1"}
 

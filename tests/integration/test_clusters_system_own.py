@@ -91,6 +91,7 @@ def test_cluster_up_through_the_definition_prints_the_bootstrap_line(tmp_path: P
     print(f"cluster up/status/down through systems/own.toml: {time.monotonic() - started:.0f} s")
 
 
+@pytest.mark.slow
 def test_faults_aimed_at_the_zookeeper_role_show_in_the_history_and_heal(tmp_path: Path) -> None:
     """`kill` of the zookeeper role (`role=zookeeper`), `pause` of the role and a cut between the
     roles (`partition` with grudge `broker|zookeeper`): each hits node zk, each heals. Then the

@@ -2,8 +2,8 @@
 brokers: the unsafe twin must lose acknowledged writes (invalid) within the scenario's budget and
 the safe twin (the fix turned on) must lose nothing (valid).
 
-CI runs one representative (kip-966-last-replica-standing, about 2 minutes on 2 cores); the others
-are marked slow (`make test-all`).
+All are marked slow (`make test-all`): CI runs the demo's scenario kip-101-truncation through
+systems/own.toml instead (tests/integration/test_clusters_system_own.py).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ def reproduced(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     both_ways(name, tmp_path, monkeypatch)
 
 
+@pytest.mark.slow
 def test_kip_966_last_replica_standing_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     reproduced("kip-966-last-replica-standing", tmp_path, monkeypatch)
 

@@ -38,6 +38,7 @@ schedule = [
 """
 
 
+@pytest.mark.slow
 def test_add_move_decommission_show_in_the_history_settle_and_stay_valid(tmp_path: Path) -> None:
     config = tmp_path / "membership.toml"
     config.write_text(CONFIG)
