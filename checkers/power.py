@@ -20,10 +20,10 @@ The load runs from the first client invocation to the last completed send or tra
 final drain's reads come after it and are not load); the clients issued it until their last send
 or transaction was invoked (`issued_until`: operations blocked on a paused broker complete long
 after the time limit stopped the clients). Each fault window (`history.faults`: from the fault's
-invocation to its heal) is counted from `IN_FLIGHT_S` (at most a tenth of the window) after its start to its heal plus `recovery_s` (two session
-timeouts and the clients' request timeout: the cluster notices a crashed broker, takes the
-registration of the restarted one once its old session expired and elects, and the clients'
-requests stuck on it give up and go elsewhere), clipped to the load's end; a fault never healed
+invocation to its heal) is counted from `IN_FLIGHT_S` (at most a tenth of the window) after its
+start to its heal plus `recovery_s` (two session timeouts and the clients' request timeout: the
+cluster notices a crashed broker, takes the registration of the restarted one once its old session
+expired and elects, and the clients' requests stuck on it give up and go elsewhere), clipped to the load's end; a fault never healed
 runs to the load's end. Faults in force together are tested together: a window is counted to the
 last heal of the faults in force with it, plus the recovery (a follower restarted in an instant
 while its leader is cut off and then killed struck into the outage the others made, and the load
@@ -31,9 +31,8 @@ after their heal is its load too).
 
 The rule (docs/checkers.md, "Verdict power"): a run is `valid` only when
 * its acknowledged writes reach `MIN_ACKED_SHARE` of the operations its rate asked for (at most
-  `MIN_ACKED_PER_S` per second) while the
-  clients issued them (at least one; without test.json the rate is not known and only "at least one"
-  holds), and at least one read returned records;
+  `MIN_ACKED_PER_S` per second) while the clients issued them (at least one; without test.json
+  the rate is not known and only "at least one" holds), and at least one read returned records;
 * before the first fault, and inside every fault window, at least one write was acknowledged and
   one read returned records;
 * what the workload was asked to do happened: with `crash_clients`, a client crashed; with
@@ -178,9 +177,9 @@ class Interval:
 
 def window_intervals(windows: list[FaultWindow], recovery_s: float, load_end: float) -> list[Interval]:
     """The fault windows as the rule counts them: each from IN_FLIGHT_S (at most IN_FLIGHT_SHARE of
-    the window) after its start to the last
-    heal of the faults in force with it (never healed: the load's end) plus the recovery time,
-    clipped to the load's end. `windows` by start (as `history.faults` gives them)."""
+    the window) after its start to the last heal of the faults in force with it (never healed: the
+    load's end) plus the recovery time, clipped to the load's end. `windows` by start (as
+    `history.faults` gives them)."""
     spans = [
         Interval(w.invoked_ns / NS, load_end if w.healed_ns is None else w.healed_ns / NS) for w in windows
     ]
@@ -237,6 +236,20 @@ def _what(window: FaultWindow) -> str:
     return f"{window.f} {nodes}".strip()
 
 
+def _minimum(rate: float | None, issued: float) -> tuple[int, str]:
+    """The acknowledged writes the run needs, and why: MIN_ACKED_SHARE of what `rate` asks for in
+    `issued` seconds, at most MIN_ACKED_PER_S a second; one when the rate is not known."""
+    if rate is None:
+        return 1, "one (no test.json: the rate is not known)"
+    per_second = MIN_ACKED_SHARE * rate
+    if per_second <= MIN_ACKED_PER_S:
+        why = f"{MIN_ACKED_SHARE:.0%} of the operations {rate:g} ops/s asks for in {issued:g} s"
+    else:
+        per_second = MIN_ACKED_PER_S
+        why = f"{MIN_ACKED_PER_S:g} per second in {issued:g} s ({MIN_ACKED_SHARE:.0%} of {rate:g} ops/s is more)"
+    return max(1, math.ceil(per_second * issued)), why
+
+
 def evaluate(tally: Tally, windows: list[FaultWindow], asked: Asked) -> dict[str, Any]:
     """results.json's `power`: the counts of the run, before the first fault and per fault window,
     and whether they are enough for a `valid` verdict (`enough`, with `reasons` when not)."""
@@ -251,23 +264,10 @@ def evaluate(tally: Tally, windows: list[FaultWindow], asked: Asked) -> dict[str
     issued = round(max(0.0, (tally.issued_until if tally.issued_until is not None else end) - start), 3)
     run = _counts(tally, Interval(start, end))
     run["crashes"] = tally.count("crash", start, end)
-    minimum = 1
-    if asked.rate is not None:
-        minimum = max(1, math.ceil(min(MIN_ACKED_SHARE * asked.rate, MIN_ACKED_PER_S) * issued))
+    minimum, why = _minimum(asked.rate, issued)
     out["load"] = {"start_s": round(start, 3), "end_s": round(end, 3), "seconds": seconds, "issued_s": issued}
     out["run"] = run
-    out["minimum"] = {
-        "acked_writes": minimum,
-        "why": (
-            (
-                f"{MIN_ACKED_SHARE:.0%} of the operations {asked.rate:g} ops/s asks for in {issued:g} s"
-                if MIN_ACKED_SHARE * asked.rate <= MIN_ACKED_PER_S
-                else f"{MIN_ACKED_PER_S:g} per second in {issued:g} s ({MIN_ACKED_SHARE:.0%} of {asked.rate:g} ops/s is more)"
-            )
-            if asked.rate is not None
-            else "one (no test.json: the rate is not known)"
-        ),
-    }
+    out["minimum"] = {"acked_writes": minimum, "why": why}
     short: list[str] = []
     if run["acked_writes"] < minimum:
         short.append(f"{run['acked_writes']} acknowledged writes in {issued:.0f} s (at least {minimum})")
