@@ -21,13 +21,18 @@ final drain's reads come after it and are not load); the clients issued it until
 or transaction was invoked (`issued_until`: operations blocked on a paused broker complete long
 after the time limit stopped the clients). Each fault window (`history.faults`: from the fault's
 invocation to its heal) is counted from `IN_FLIGHT_S` (at most a tenth of the window) after its
-start to its heal plus `recovery_s` (two session timeouts and the clients' request timeout: the
-cluster notices a crashed broker, takes the registration of the restarted one once its old session
-expired and elects, and the clients' requests stuck on it give up and go elsewhere), clipped to the load's end; a fault never healed
-runs to the load's end. Faults in force together are tested together: a window is counted to the
-last heal of the faults in force with it, plus the recovery (a follower restarted in an instant
-while its leader is cut off and then killed struck into the outage the others made, and the load
-after their heal is its load too).
+start to when it was over for the clients plus `recovery_s` (two session timeouts and the
+clients' request timeout: the cluster notices a crashed broker, takes the registration of the
+restarted one once its old session expired and elects, and the clients' requests stuck on it give
+up and go elsewhere), clipped to the load's end. It is over when the brokers its heal brought back
+serve again (the nemesis's `ready` op, nemesis/ready.py: a Kafka broker started again serves
+18-30 s later on a loaded machine, so counting from the heal would count a window whose brokers
+never served in it), or at its heal when the history has no `ready` op for it (histories written
+before it judge as they did); awaited but never served, or never healed: at the load's end.
+Faults in force together are tested together: a window is counted to the last time the faults in
+force with it were over, plus the recovery (a follower restarted in an instant while its leader is
+cut off and then killed struck into the outage the others made, and the load after their heal is
+its load too).
 
 The rule (docs/checkers.md, "Verdict power"): a run is `valid` only when
 * its acknowledged writes reach `MIN_ACKED_SHARE` of the operations its rate asked for (at most
@@ -175,14 +180,24 @@ class Interval:
     hi: float
 
 
+def served_again(window: FaultWindow, load_end: float) -> float:
+    """When the fault was over for the clients: when the brokers its heal brought back served again
+    (the nemesis's `ready`; its heal when that came first); journaled as awaited but never served
+    within the history, or never healed: the load's end; a history without `ready` ops: its heal."""
+    if window.healed_ns is None:
+        return load_end
+    healed = window.healed_ns / NS
+    if window.ready_ns is not None:
+        return max(healed, window.ready_ns / NS)
+    return max(healed, load_end) if window.ready_awaited else healed
+
+
 def window_intervals(windows: list[FaultWindow], recovery_s: float, load_end: float) -> list[Interval]:
     """The fault windows as the rule counts them: each from IN_FLIGHT_S (at most IN_FLIGHT_SHARE of
-    the window) after its start to the last heal of the faults in force with it (never healed: the
-    load's end) plus the recovery time, clipped to the load's end. `windows` by start (as
+    the window) after its start to the last time the faults in force with it were over
+    (`served_again`) plus the recovery time, clipped to the load's end. `windows` by start (as
     `history.faults` gives them)."""
-    spans = [
-        Interval(w.invoked_ns / NS, load_end if w.healed_ns is None else w.healed_ns / NS) for w in windows
-    ]
+    spans = [Interval(w.invoked_ns / NS, served_again(w, load_end)) for w in windows]
     heals = [span.hi for span in spans]
     group: list[int] = []  # faults in force together, one after another by start
     for i, span in enumerate(spans):
@@ -287,6 +302,7 @@ def evaluate(tally: Tally, windows: list[FaultWindow], asked: Asked) -> dict[str
             "nodes": w.nodes,
             "start_s": round(w.invoked_ns / NS, 3),  # counted from IN_FLIGHT_S later
             "healed_s": None if w.healed_ns is None else round(w.healed_ns / NS, 3),
+            "ready_s": None if w.ready_ns is None else round(w.ready_ns / NS, 3),
             "end_s": round(span.hi, 3),
             **_counts(tally, span),
         }

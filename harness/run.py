@@ -651,7 +651,7 @@ def _load(
             if nemesis is not None and not stop.is_set():
                 faults_stop.set()
                 threads[1].join(timeout=(delivery_timeout_ms(config) + config.request_timeout_ms) / 1000 + 30)
-                _recovery_tail(config, sut, stop, phases.console, progress)
+                _recovery_tail(config, sut, stop, phases.console, progress, nemesis)
     finally:
         faults_stop.set()
         stop.set()
@@ -673,14 +673,27 @@ RECOVERY_TAIL_S = 1.0
 
 
 def _recovery_tail(
-    config: TestConfig, sut: Any, stop: threading.Event, console: Console, progress: Any
+    config: TestConfig,
+    sut: Any,
+    stop: threading.Event,
+    console: Console,
+    progress: Any,
+    nemesis: RunsFaults | None = None,
 ) -> None:
-    """The load after the time limit's heal: until the clients got a write acknowledged and a read
-    that returned records again (the workload's counts; without them, until every partition has a
-    leader and min.insync.replicas in its ISR), at most the recovery time verdict power counts
-    after a heal, then RECOVERY_TAIL_S more."""
+    """The load after the time limit's heal: until the brokers it brought back serve again (the
+    nemesis's `ready` ops, at most `nemesis.ready.READY_BOUND_S`), then until the clients got a
+    write acknowledged and a read that returned records again (the workload's counts; without
+    them, until every partition has a leader and min.insync.replicas in its ISR), at most the
+    recovery time verdict power counts after the brokers serve again, then RECOVERY_TAIL_S more."""
     from checkers.power import Asked
+    from nemesis.ready import READY_BOUND_S
 
+    begun = time.monotonic()
+    wait_served = getattr(nemesis, "wait_served", None)
+    if wait_served is not None and not wait_served(READY_BOUND_S, stop):
+        log.info(
+            "load after the faults' heal: the brokers did not all serve again within %g s", READY_BOUND_S
+        )
     started = time.monotonic()
     bound = Asked.of(config, known=True).recovery_s
     stats = getattr(progress, "stats", None)
@@ -702,7 +715,7 @@ def _recovery_tail(
         ok, why = (True, "") if sut is None else wait_for_recovery(sut, config, bound)
     if not stop.is_set():
         stop.wait(RECOVERY_TAIL_S)
-    took = time.monotonic() - started
+    took = time.monotonic() - begun
     said = "the clients get through again" if ok else f"not within {bound:g} s ({why})"
     log.info("load after the faults' heal: %.1f s (%s)", took, said)
     console.print(f"    faults healed at the time limit; load for {took:.1f} s more: {said}", highlight=False)

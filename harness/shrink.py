@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from history.faults import READY
 from history.reader import iter_ops
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def fault_groups(history: Path) -> list[FaultGroup]:
     invokes: dict[tuple[str, str], dict[str, Any]] = {}
     groups: dict[str, FaultGroup] = {}
     for op in iter_ops(history):
-        if op.get("process") != "nemesis":
+        if op.get("process") != "nemesis" or op.get("f") == READY:  # `ready` is no step: it waited
             continue
         raw = op.get("value")
         value: dict[str, Any] = raw if isinstance(raw, dict) else {}

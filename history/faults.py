@@ -11,7 +11,10 @@ the `ok` op that healed it (`healed_ns`; None: never healed within the history).
   `unskew` heals clock; any f starting with `heal` heals every other kind; the heal applies to the
   windows on the nodes it names (all, when either side names none);
 * `restart` is over when it completes (a window of no length);
-* a fault that `fail`ed opened no window.
+* a fault that `fail`ed opened no window;
+* `ready` (after a heal or a restart, same `fault_id`) says when the brokers the heal brought back
+  served again (nemesis/ready.py): its invocation sets `ready_awaited`, its `ok` `ready_ns`; it
+  opens and heals no window. Histories written before it have none (both stay unset).
 
 The checkers' statistics (per-fault cost) and the report's shading both read windows from here.
 """
@@ -31,6 +34,7 @@ UNDOES: dict[str, tuple[str, ...]] = {
     "unskew": ("clock",),
 }
 INSTANT = frozenset({"restart"})  # one-shot faults: over when they complete
+READY = "ready"  # after a heal: the brokers it brought back serve again
 _SPECIFIC = frozenset(kind for kinds in UNDOES.values() for kind in kinds)
 
 
@@ -46,6 +50,8 @@ class FaultWindow:
     value: Any  # what the fault did: its request's value updated with its completion's
     healed_ns: int | None = None
     healed_by: str | None = None  # the f of the op that ended it ("restart" for a restart)
+    ready_awaited: bool = False  # the nemesis journaled a wait for its brokers to serve again
+    ready_ns: int | None = None  # ... and when they did (None: not within the history)
 
     @property
     def nodes(self) -> list[str]:
@@ -82,6 +88,13 @@ def fault_windows(ops: Iterable[dict[str, Any]]) -> list[FaultWindow]:
             continue
         f, t, value = str(op.get("f")), int(op.get("time") or 0), op.get("value")
         fault_id = _fault_id(value)
+        if f == READY:
+            for w in windows:
+                if fault_id is not None and w.fault_id == fault_id:
+                    w.ready_awaited = True
+                    if op.get("type") == "ok":
+                        w.ready_ns = t
+            continue
         key = fault_id or f
         if op.get("type") == "invoke":
             invoked[key] = (t, value)

@@ -51,6 +51,11 @@ class HistoryWriter:
             self._syncer = threading.Thread(target=self._sync_loop, name="history-fsync", daemon=True)
             self._syncer.start()
 
+    @property
+    def closed(self) -> bool:
+        """Closed (or closing): nothing more may be appended."""
+        return self._closing.is_set()
+
     def now_ns(self) -> int:
         return time.monotonic_ns() - self._start_ns
 

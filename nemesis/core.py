@@ -34,6 +34,7 @@ from nemesis.packages import Active, Context, NoTarget, lookup
 from nemesis.packages.patterns import pattern_of
 from nemesis.packages.process import start_node
 from nemesis.packages.sequence import Pattern, Timing
+from nemesis.ready import ReadyWatch
 from nemesis.requested import Requested
 from nemesis.state import FaultLedger, default_state_dir, run_recipe
 
@@ -86,6 +87,8 @@ class Nemesis(Requested):
         self._lock = threading.RLock()
         self._active: dict[str, Active] = {}
         self.ctx.busy = lambda: {n for a in list(self._active.values()) for n in a.nodes}
+        # After each heal (and restart): when its brokers serve again (the history's `ready` op).
+        self.ready = ReadyWatch(self.ctx, self._journal, self._history_closed)
         self._counter = 0
         self._closing = False
         self._touched_qdisc = False
@@ -261,6 +264,8 @@ class Nemesis(Requested):
             if "pattern" in step:  # a part of a pattern says so in its completion too
                 done["pattern"] = {k: v for k, v in step["pattern"].items() if k in ("id", "name", "part")}
             self._journal("ok", package.f, done)
+            if package.name == "restart":
+                self.ready.watch(package.name, fault_id, list(active.nodes))
             if active.heal is not None:
                 self._active[fault_id] = active
             else:
@@ -287,6 +292,7 @@ class Nemesis(Requested):
         self._active.pop(active.id, None)
         self.ledger.cross_out(active.id)
         self._journal("ok", active.heal_f, {"fault": active.kind, **value, "fault_id": active.id})
+        self.ready.watch(active.kind, active.id, list(active.nodes))
         return True
 
     def _start_or_resume(self, step: dict[str, Any]) -> None:
@@ -429,6 +435,14 @@ class Nemesis(Requested):
         with self._lock:
             now = time.monotonic()
             return [{**a.describe(), "seconds": round(now - a.started, 1)} for a in self._active.values()]
+
+    def wait_served(self, timeout: float, stop: threading.Event | None = None) -> bool:
+        """Until the brokers of every heal so far serve again (journaled as `ready`); False when
+        `timeout` s passed or `stop` was set first."""
+        return self.ready.wait(timeout, stop)
+
+    def _history_closed(self) -> bool:
+        return self.history is None or self.history.closed
 
     # --- journal ------------------------------------------------------------------------------
 

@@ -40,7 +40,8 @@ def both(spark: Any, path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def grouped(b: HistoryBuilder) -> None:
-    """Groups, a silent window, events a few ms around window ends, a crash, the final drain."""
+    """Groups, a silent window, events a few ms around window ends, a restart that serves again
+    (`ready`) after its heal, a crash, the final drain."""
     b.subscribe(1, "g")
     for second in range(6):
         b.send(0, second, offset=second)
@@ -52,6 +53,9 @@ def grouped(b: HistoryBuilder) -> None:
             b.nemesis("kill", {"nodes": ["n2"], "fault_id": "kill-1"})
         if second == 3:
             b.nemesis("start", {"nodes": ["n2"], "fault_id": "kill-1"})
+            b.op(process="nemesis", type="invoke", f="ready", value={"fault_id": "kill-1", "nodes": ["n2"]})
+        if second == 4:  # its broker serves again a second after its start: recovery counts from here
+            b.op(process="nemesis", type="ok", f="ready", value={"fault_id": "kill-1", "nodes": ["n2"]})
         b.advance(1.0)
     b.nemesis("pause", {"nodes": ["n1"], "fault_id": "pause-2"})
     b.advance(3.0)  # silent
@@ -77,6 +81,8 @@ def test_power_agrees_with_the_reference(spark: Any, tmp_path: Path, kind: str) 
         b.write(path)
     on_spark, reference = both(spark, path)
     assert on_spark == reference
+    if kind == "groups":
+        assert reference["windows"][0]["ready_s"] is not None
     assert reference["run"]["acked_writes"] > 0 and reference["run"]["reads"] > 0
     if kind == "groups":
         assert reference["run"]["commits"] == 6 and reference["run"]["crashes"] == 1

@@ -146,6 +146,63 @@ def test_faults_in_force_together_are_tested_together(tmp_path: Path) -> None:
     assert results["valid"] is True
 
 
+def late_restart(b: HistoryBuilder, ready: str | None) -> None:
+    """Every broker killed at 10 s and started at 15 s; they serve again (`ready`) only 25 s after
+    their start, as real Kafka's JVM brokers on a loaded machine; the load flows again from then.
+    `ready`: "ok" (journaled), "info" (awaited, never served), None (a history from before `ready`)."""
+    value, offset = load(b, 10, 0, 0)
+    nodes = ["n1", "n2"]
+    b.nemesis("kill", {"nodes": nodes, "fault_id": "kill-1"})
+    b.advance(5.0)
+    b.nemesis("start", {"nodes": nodes, "fault_id": "kill-1"})
+    if ready is not None:
+        b.op(
+            process="nemesis",
+            type="invoke",
+            f="ready",
+            value={"fault": "kill", "fault_id": "kill-1", "nodes": nodes},
+        )
+    b.advance(25.0)  # longer than the recovery time from the start (2 × 6 s sessions + 5 s requests)
+    if ready == "ok":
+        done = {"fault": "kill", "fault_id": "kill-1", "nodes": nodes, "waited_s": 25.0}
+        b.op(process="nemesis", type="ok", f="ready", value=done)
+    load(b, 10, value, offset)
+    if ready == "info":
+        b.op(
+            process="nemesis",
+            type="info",
+            f="ready",
+            value={"fault_id": "kill-1"},
+            error="n1 n2 did not serve",
+        )
+
+
+def test_recovery_counts_from_when_restarted_brokers_serve_again(tmp_path: Path) -> None:
+    """A window's recovery counts from the `ready` op (its brokers serve again), not from the heal;
+    a history without it judges as before (the window ends 17 s after the heal: no load in it)."""
+    verdicts = {}
+    for ready in ("ok", None, "info"):
+        b = HistoryBuilder()
+        late_restart(b, ready)
+        run = tmp_path / str(ready)
+        run.mkdir()
+        results = check_run(run_dir(run, b), "reference")
+        window = results["power"]["windows"][0]
+        verdicts[ready] = (results["valid"], window["loaded"], window["acked_writes"], window["ready_s"])
+        if ready == "ok":
+            assert window["end_s"] == results["power"]["load"]["end_s"]  # 40 s + 17 s is past the load
+            assert abs(window["ready_s"] - (window["healed_s"] + 25.0)) < 0.01
+        if ready is None:
+            assert abs(window["end_s"] - (window["healed_s"] + 17.0)) < 0.001
+            assert results["power"]["reasons"][0].startswith("too little load: none in 1 of 1 fault windows")
+    # served again and then loaded: valid; no `ready`: unknown, as before; never served: to the load's end
+    assert verdicts == {
+        "ok": (True, True, 10, verdicts["ok"][3]),
+        None: ("unknown", False, 0, None),
+        "info": (True, True, 10, None),
+    }
+
+
 def test_invalid_stays_invalid_whatever_the_power(tmp_path: Path) -> None:
     b = HistoryBuilder()
     b.nemesis("kill", {"nodes": ["n1"], "fault_id": "kill-1"})

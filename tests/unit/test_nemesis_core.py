@@ -17,15 +17,16 @@ from typing import Any
 import pytest
 
 from foundation.config import TestConfig
-from foundation.errors import BadInput
+from foundation.errors import BadInput, InfrastructureError
+from harness.shrink import fault_groups
 from history.faults import fault_windows
 from history.pairing import pair_problems
 from history.reader import iter_ops
 from history.writer import HistoryWriter
-from nemesis import build_nemesis, grudge, heal_leftovers
+from nemesis import build_nemesis, grudge, heal_leftovers, ready
 from nemesis.packages import SHADES
 from nemesis.state import FaultLedger
-from tests.support.nemesis_fakes import PlainSut, cluster, config
+from tests.support.nemesis_fakes import FakeSut, PlainSut, cluster, config
 
 # --- grudges ----------------------------------------------------------------------------------
 
@@ -262,6 +263,59 @@ def test_shading_pairs_faults_with_their_heals(tmp_path: Path) -> None:
     assert [w.f for w in windows] == ["kill", "partition"]
     assert all(w.healed_ns is not None and w.healed_ns > w.invoked_ns for w in windows)
     assert SHADES["kill"]["healed_by"] == "start" and SHADES["partition"]["healed_by"] == "heal"
+
+
+class LateSut(FakeSut):
+    """Its restarted brokers serve again only `late_s` after their start (a JVM loading its logs)."""
+
+    def __init__(self, names: list[str], late_s: float) -> None:
+        super().__init__(names)
+        self.late_s = late_s
+        self.started: dict[str, float] = {}
+
+    def start(self, node: Any) -> None:
+        super().start(node)
+        self.started[node.name] = time.monotonic()
+
+    def wait_ready(self, node: Any, timeout: float | None = None) -> None:
+        if time.monotonic() - self.started.get(node.name, 0.0) < self.late_s:
+            raise InfrastructureError(f"{node.name} does not answer yet")
+
+
+def test_the_nemesis_journals_when_healed_brokers_serve_again(tmp_path: Path, monkeypatch: Any) -> None:
+    """After a heal, `ready` (same fault_id) completes once the brokers it restarted serve again,
+    in a thread of its own (the schedule goes on); shrinking replays no `ready` as a step."""
+    monkeypatch.setattr(ready, "POLL_S", 0.02)
+    c = cluster(3, sut=LateSut(["n1", "n2", "n3"], late_s=1.0))
+    history = _history(tmp_path)
+    nem = build_nemesis(config(), c, history, random.Random(1), tmp_path)
+    nem.execute({"do": "kill", "target": ["n1", "n2"], "pick": 1})
+    nem.execute({"do": "start"})
+    nem.execute({"do": "pause", "target": "n3"})  # the schedule went on meanwhile
+    assert nem.wait_served(10.0)
+    nem.heal_all()
+    assert nem.wait_served(10.0)
+    history.close()
+    ops = list(iter_ops(tmp_path / "history.jsonl"))
+    assert [(o["type"], o["f"]) for o in ops] == [
+        *[("invoke", "kill"), ("ok", "kill"), ("invoke", "start"), ("ok", "start"), ("invoke", "ready")],
+        *[("invoke", "pause"), ("ok", "pause"), ("ok", "ready")],
+        *[("invoke", "resume"), ("ok", "resume"), ("invoke", "ready"), ("ok", "ready")],
+    ]
+    served = ops[7]
+    assert served["value"]["fault_id"] == ops[1]["value"]["fault_id"] and served["value"]["nodes"] == [
+        "n1",
+        "n2",
+    ]
+    assert served["time"] - ops[3]["time"] >= 1e9 and served["value"]["waited_s"] >= 1.0
+    kill, pause = fault_windows(ops)
+    assert kill.ready_awaited and kill.ready_ns == served["time"] and pause.ready_ns == ops[-1]["time"]
+    assert [s.text for g in fault_groups(tmp_path / "history.jsonl") for s in g.steps] == [
+        "kill n1, n2",
+        "start n1, n2",
+        "pause n3",
+        "resume n3",
+    ]
 
 
 def test_heal_leftovers_runs_recipes_of_dead_owners_only(tmp_path: Path) -> None:
