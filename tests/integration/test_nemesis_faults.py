@@ -256,6 +256,7 @@ def test_leader_kill_hits_the_current_leader(env: dict[str, Any]) -> None:
     assert all(n.daemon_pid("broker") is not None for n in others)
     nem.heal_all()
     ready(env, leader)
+    assert nem.wait_served(90)  # the nemesis journaled when the restarted broker served again
     history.close()
     ops = list(iter_ops(history.path))
     assert [(o["type"], o["f"]) for o in ops] == [
@@ -263,8 +264,11 @@ def test_leader_kill_hits_the_current_leader(env: dict[str, Any]) -> None:
         ("ok", "kill"),
         ("invoke", "start"),
         ("ok", "start"),
+        ("invoke", "ready"),
+        ("ok", "ready"),
     ]
-    assert ops[1]["value"]["nodes"] == [leader]
+    assert ops[1]["value"]["nodes"] == [leader] and ops[5]["value"]["nodes"] == [leader]
+    assert ops[5]["value"]["fault_id"] == ops[1]["value"]["fault_id"]
 
 
 def _full_isr(env: dict[str, Any], within: float = 120.0) -> None:
@@ -599,12 +603,15 @@ def test_damaged_disks_are_detected_and_restored_by_replication(env: dict[str, A
         time.sleep(0.5)
     assert _log_end(env, follower, 1) >= leader_end > 0  # restored from nothing by replication
     nem.heal_all()
+    assert nem.wait_served(90)
     history.close()
-    ops = list(iter_ops(history.path))
+    ops = [o for o in iter_ops(history.path) if o["f"] != "ready"]  # `ready` runs beside the schedule
     assert [(o["type"], o["f"]) for o in ops] == [
         ("invoke", "corrupt"), ("ok", "corrupt"), ("invoke", "start"), ("ok", "start"),
         ("invoke", "corrupt"), ("ok", "corrupt"), ("invoke", "start"), ("ok", "start"),
     ]  # fmt: skip
+    served = [o for o in iter_ops(history.path) if o["f"] == "ready" and o["type"] == "ok"]
+    assert [o["value"]["nodes"] for o in served] == [[follower], [follower]]
     flip = ops[1]["value"]["damage"][follower]
     assert flip["damaged"] and (flip["topic"], flip["partition"]) == ("t0", 1)
     assert ops[5]["value"]["damage"][follower]["partitions"] == ["t0-0", "t0-1"]
