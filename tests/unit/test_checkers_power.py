@@ -4,6 +4,7 @@ fault and inside every fault window, and what the workload was asked to do happe
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,21 @@ def test_recovery_counts_from_when_restarted_brokers_serve_again(tmp_path: Path)
         None: ("unknown", False, 0, None),
         "info": (True, True, 10, None),
     }
+
+
+def test_the_minimum_leaves_out_the_time_restarted_brokers_did_not_serve(tmp_path: Path) -> None:
+    """At 100 ops/s the run needs 2 acknowledged writes a second while the clients issued them, but
+    not in the 25 s between the heal and its `ready` (the cluster was being brought back)."""
+    b = HistoryBuilder()
+    late_restart(b, "ok")
+    results = check_run(run_dir(tmp_path, b, rate=100.0), "reference")
+    load, minimum = results["power"]["load"], results["power"]["minimum"]
+    assert abs(load["restarting_s"] - 25.0) < 0.01 and 48 < load["issued_s"] < 50
+    assert minimum["acked_writes"] == math.ceil(0.02 * 100 * (load["issued_s"] - load["restarting_s"]))
+    assert "while restarted brokers did not serve yet" in minimum["why"]
+    assert results["power"]["reasons"] == [  # 20 acknowledged writes: short of 2 a second all the same
+        f"too little load: 20 acknowledged writes in 49 s, 25 s of them restarting (at least {minimum['acked_writes']})"
+    ]
 
 
 def test_invalid_stays_invalid_whatever_the_power(tmp_path: Path) -> None:
