@@ -582,6 +582,8 @@ def _load(
     if nemesis is not None:
         active = nemesis.active_faults
         progress.set_faults(lambda: [_fault_text(a) for a in active()])
+        if hasattr(progress, "stats") and hasattr(nemesis, "reads_seen"):  # the first fault waits for a read
+            nemesis.reads_seen = lambda: progress.stats is not None and progress.stats.records_read > 0
 
     def guarded(target: Callable[[], Any], name: str) -> Callable[[], None]:
         def body() -> None:

@@ -20,7 +20,7 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +102,9 @@ class Nemesis(Requested):
         self.unreached: list[str] = []
         # When (time.monotonic()) the load flowed and the schedule's clock started; None: not yet.
         self.schedule_started: float | None = None
+        # Whether a client's read returned records yet (the run sets it from its workload's counts;
+        # None: not known, and not waited for).
+        self.reads_seen: Callable[[], bool] | None = None
 
     # --- running ------------------------------------------------------------------------------
 
@@ -140,8 +143,9 @@ class Nemesis(Requested):
                 log.exception("nemesis: healing at the end of the schedule failed")
 
     def _await_load(self, stop: threading.Event) -> bool:
-        """Wait until acknowledgements reach the cluster steadily (condition `acks-flowing`), so
-        the schedule's clock starts with the load: a fault into a cluster that serves no client
+        """Wait until acknowledgements reach the cluster steadily (condition `acks-flowing`) and
+        a read returned records (`reads_seen`, when the run gives it), so the schedule's clock
+        starts with the load: a fault into a cluster that serves no client
         tests nothing. Unbounded but for the time limit (`stop`; `choreography.LOAD_BOUND_S` for
         tests without clients); said once it takes long. False: stopped first. A system that
         reports no leaders cannot tell, and is not waited for."""
@@ -153,11 +157,26 @@ class Nemesis(Requested):
         bound = choreography.LOAD_BOUND_S
         self._wait_until({**step, "timeout": bound, "say_after": choreography.LOAD_TIMEOUT_S}, stop)
         self._after = None  # the first fault's own waits say what it struck into
+        self._await_reads(stop, started)
         if stop.is_set() or self._closing:
             return False
         log.info("nemesis: the load flows after %.1f s; the schedule starts", time.monotonic() - started)
         self.schedule_started = time.monotonic()
         return True
+
+    def _await_reads(self, stop: threading.Event, started: float) -> None:
+        """Wait until a client's read returned records too (`reads_seen`): consumer-group members
+        read only once their group assigned them partitions, which took a Kafka group under load
+        longer than the load's first acknowledgements (10 s, and the first fault struck into
+        members that had read nothing); verdict power wants a read before the first fault."""
+        said = False
+        while (
+            self.reads_seen is not None and not self.reads_seen() and not stop.is_set() and not self._closing
+        ):
+            if not said and time.monotonic() - started >= choreography.LOAD_TIMEOUT_S:
+                said = True
+                log.warning("nemesis: no read returned records yet: waiting for one until the time limit")
+            stop.wait(0.5)
 
     def execute(self, step: dict[str, Any], stop_event: threading.Event | None = None) -> bool:
         """Run one step; False when the schedule cannot go on: a required condition was not met

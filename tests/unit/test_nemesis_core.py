@@ -318,6 +318,27 @@ def test_the_nemesis_journals_when_healed_brokers_serve_again(tmp_path: Path, mo
     ]
 
 
+def test_the_first_fault_waits_for_a_read_that_returned_records(tmp_path: Path) -> None:
+    """Group members read only once their group assigned them partitions: no fault before a read."""
+    c = cluster(3)
+    history = _history(tmp_path)
+    nem = build_nemesis(
+        config(schedule=({"do": "kill", "target": "n1"},)), c, history, random.Random(1), tmp_path
+    )
+    read_at: list[float] = []
+    nem.reads_seen = lambda: bool(read_at)
+    thread = threading.Thread(target=nem.run_schedule, args=(threading.Event(),))
+    thread.start()
+    time.sleep(0.6)
+    assert c.sut.events == [] and nem.schedule_started is None
+    read_at.append(time.monotonic())
+    thread.join(timeout=10)
+    assert c.sut.events == [("kill", "n1")] and nem.schedule_started is not None
+    assert nem.schedule_started >= read_at[0]
+    nem.heal_all()
+    history.close()
+
+
 def test_heal_leftovers_runs_recipes_of_dead_owners_only(tmp_path: Path) -> None:
     marker = tmp_path / "healed"
     dead = FaultLedger(tmp_path, tmp_path / "nemesis" / "999999999-1.json")
