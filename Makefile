@@ -3,13 +3,18 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test test-all lint typecheck unit clean
+.PHONY: setup demo test test-all lint typecheck unit clean tansu
 
 setup:
 	@bash scripts/setup.sh
 
 demo: setup
 	@$(VENV)/bin/strandline demo
+
+# The tansu broker of systems/tansu-*.toml, built once with cargo into ~/.cache/strandline (long:
+# never part of setup or CI; the tests that run tansu are skipped while it is absent).
+tansu: setup
+	CARGO_BUILD_JOBS=$${CARGO_BUILD_JOBS:-1} nice -n 19 $(VENV)/bin/strandline tansu fetch
 
 lint: setup
 	$(VENV)/bin/ruff check .

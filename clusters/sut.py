@@ -7,6 +7,7 @@ Every capability a fault needs is declared here; nothing probes a system with `g
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -220,6 +221,26 @@ class HasRoles(Protocol):
 
     def node_named(self, name: str) -> Node | None:
         """Any node of the system by name (brokers and the other roles' nodes)."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoreProxy:
+    """strandline's S3 proxy in front of an object store (a role of `kind = "s3"`): the node it
+    runs on, the rules file a `storage` fault writes and the file it counts injections in."""
+
+    node: str
+    role: str
+    rules: str
+    stats: str
+
+
+@runtime_checkable
+class FrontsObjectStores(Protocol):
+    """Object stores reached through strandline's S3 proxy: the `storage` faults write its rules."""
+
+    def store_proxies(self) -> list[StoreProxy]:
+        """Every proxy (empty: no role of kind = "s3")."""
         ...
 
 
