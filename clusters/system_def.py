@@ -57,7 +57,7 @@ MEMBERSHIP_KINDS = ("none", "reassign")
 # the template values each offers as `{NAME.VALUE}`.
 SOFTWARE_VALUES: dict[str, tuple[str, ...]] = {
     "kafka": ("home", "classpath", "version", "format_features"),
-    "tansu": ("bin", "version"),
+    "tansu": ("bin", "pg_schema", "version"),
 }
 FILE_KEYS = ("path", "content")
 UPLOAD_KEYS = ("source", "dest")

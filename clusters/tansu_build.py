@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
+import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,35 @@ def binary(version: str = VERSION) -> Path | None:
     """The cached binary, or None when it was never built here."""
     path = folder(version) / "bin" / "tansu"
     return path if path.is_file() else None
+
+
+SCHEMA_URL = "https://raw.githubusercontent.com/tansu-io/tansu/v{version}/etc/initdb.d/010-schema.sql"
+
+
+def pg_schema(version: str = VERSION) -> Path:
+    """Where the PostgreSQL schema of tansu's `postgres` engine is kept (`{tansu.pg_schema}`). The
+    broker does not create its tables, and the crate does not ship the schema: it is the release's
+    `etc/initdb.d/010-schema.sql` in tansu's repository, downloaded once (`fetch_pg_schema`)."""
+    return folder(version) / "share" / "010-schema.sql"
+
+
+def fetch_pg_schema(version: str = VERSION) -> str | None:
+    """The schema into the cache (once); None when it is there, else why it cannot be had."""
+    target = pg_schema(version)
+    if target.is_file():
+        return None
+    url = SCHEMA_URL.format(version=version)
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (a fixed https URL)
+            text = response.read().decode()
+    except (OSError, UnicodeDecodeError) as e:
+        return (
+            f"tansu's PostgreSQL schema is not in its crate and {url} cannot be read ({e}): "
+            f"put that file (etc/initdb.d/010-schema.sql of tansu v{version}) at {target}"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    return None
 
 
 def install_argv(version: str = VERSION) -> list[str]:
@@ -73,7 +103,8 @@ def fetch(version: str = VERSION, progress: maven.Progress | None = None) -> Pat
 
 
 class TansuSoftware:
-    """`[software.tansu]`: `{tansu.bin}` (the broker binary on the node) and `{tansu.version}`."""
+    """`[software.tansu]`: `{tansu.bin}` (the broker binary on the node), `{tansu.pg_schema}` (the
+    PostgreSQL schema of its `postgres` engine) and `{tansu.version}`."""
 
     name = "tansu"
 
@@ -86,6 +117,10 @@ class TansuSoftware:
 
             if VERSION not in SpecifierSet(spec.versions):
                 return f"tansu {VERSION} (what strandline builds) cannot run as {definition.path.name}: it runs {spec.versions}"
+        from clusters.system_def import role_placeholders
+
+        if any("tansu.pg_schema" in role_placeholders(role) for role in definition.roles):
+            return fetch_pg_schema(VERSION)
         return None
 
     def fetch(self, config: TestConfig, progress: maven.Progress | None) -> Installed:
@@ -95,7 +130,11 @@ class TansuSoftware:
         return Installed(self.name, VERSION, folder(VERSION))
 
     def values(self, config: TestConfig, installed: Installed, path: str) -> dict[str, str]:
-        return {"tansu.bin": f"{path}/bin/tansu", "tansu.version": installed.version}
+        return {
+            "tansu.bin": f"{path}/bin/tansu",
+            "tansu.pg_schema": f"{path}/share/010-schema.sql",
+            "tansu.version": installed.version,
+        }
 
     def unreadable_segments(self, installed: Installed) -> str | None:
         return "tansu keeps its records in its storage engine, not in Kafka segments"
