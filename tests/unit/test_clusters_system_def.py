@@ -135,7 +135,14 @@ def test_config_accepts_a_definition_path_and_keeps_it_absolute(tmp_path: Path) 
 
 @pytest.mark.parametrize(
     "name",
-    ["own.toml", "kafka-kraft.toml", "kafka-kraft-split.toml", "kafka-zk.toml", "tansu-s3.toml", "tansu-postgres.toml"],
+    [
+        "own.toml",
+        "kafka-kraft.toml",
+        "kafka-kraft-split.toml",
+        "kafka-zk.toml",
+        "tansu-s3.toml",
+        "tansu-postgres.toml",
+    ],
 )
 def test_shipped_definitions_parse_and_every_template_renders(name: str) -> None:
     from clusters.defined import defined_system
