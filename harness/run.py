@@ -216,6 +216,9 @@ class RunPieces:
     # Follows history.jsonl during the run and writes its Parquet form (the Spark check's input);
     # returns an object with `finish()`, called once the history is closed.
     columnar_journal: Callable[[Path], Any] | None = None
+    # Why the test's client cannot talk to brokers that answer strandline (None: it can), asked
+    # once the topics exist.
+    client_refusal: Callable[[TestConfig, list[str]], str | None] | None = None
 
     @staticmethod
     def real() -> RunPieces:
@@ -227,6 +230,7 @@ class RunPieces:
         from clusters.factory import build_cluster
         from clusters.state import cleanup_leftovers, state_dir_default
         from harness.preflight import refusal
+        from workloads.handshake import client_refusal
 
         return RunPieces(
             build_cluster=build_cluster,
@@ -242,6 +246,7 @@ class RunPieces:
             preflight=refusal,
             client_setup=workloads.client_setup,
             columnar_journal=lambda history: ColumnarJournal(history).start(),
+            client_refusal=client_refusal,
         )
 
 
@@ -487,6 +492,11 @@ def _lifecycle(
             f"topics: {config.topics} × {config.partitions} partitions, RF {config.replication_factor}",
         ):
             pieces.setup_topics(config, bootstrap)
+        if pieces.client_refusal is not None:
+            with phases.phase("handshake", f"asking the brokers through the test's client ({config.client})"):
+                why = pieces.client_refusal(config, bootstrap)
+                if why:
+                    raise InfrastructureError(why)
         history = HistoryWriter(run / run_files.HISTORY)
         if pieces.columnar_journal is not None and config.checker != "reference":
             columnar = pieces.columnar_journal(run / run_files.HISTORY)
