@@ -36,6 +36,11 @@ def proxies(ctx: Context, step: dict[str, Any] | None = None) -> list[StoreProxy
     return [p for p in found if role is None or p.role == role]
 
 
+def _system_name(sut: Any) -> str:
+    definition = getattr(sut, "definition", None)
+    return str(getattr(definition, "name", None) or type(sut).__name__)
+
+
 def write_argv(text: str, path: str) -> list[str]:
     return ["sh", "-c", WRITE, "sh", text, path]
 
@@ -66,7 +71,7 @@ class Storage(Package):
         if not proxies(ctx):
             raise BadInput(
                 f'{self.name} needs a role of kind = "s3" (an S3-compatible store strandline fronts with '
-                f"its S3 proxy, docs/systems.md); {getattr(ctx.sut, 'name', type(ctx.sut).__name__)} has none"
+                f"its S3 proxy, docs/systems.md); {_system_name(ctx.sut)} has none"
             )
         fault = step.get("fault", "slowdown")
         if fault not in FAULTS:
