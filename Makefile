@@ -12,8 +12,11 @@ demo: setup
 	@$(VENV)/bin/strandline demo
 
 # The tansu broker of systems/tansu-*.toml, built once with cargo into ~/.cache/strandline (long:
-# never part of setup or CI; the tests that run tansu are skipped while it is absent).
+# never part of setup or CI; the tests that run tansu are skipped while it is absent), and Debian's
+# PostgreSQL, the storage role of systems/tansu-postgres.toml.
 tansu: setup
+	@dpkg-query -W -f='$${Status}' postgresql 2>/dev/null | grep -q "install ok installed" || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }
 	CARGO_BUILD_JOBS=$${CARGO_BUILD_JOBS:-1} nice -n 19 $(VENV)/bin/strandline tansu fetch
 
 lint: setup

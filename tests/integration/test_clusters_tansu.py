@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,17 @@ def test_killing_the_in_memory_store_is_caught_as_data_loss(tmp_path: Path) -> N
 @pytest.mark.skipif(shutil.which("runuser") is None or not Path("/usr/lib/postgresql/15/bin/postgres").exists(),
                     reason="Debian's PostgreSQL 15 is not installed (apt-get install postgresql)")  # fmt: skip
 def test_killing_a_durable_store_loses_nothing(tmp_path: Path) -> None:
+    # PostgreSQL runs as its own user, who must pass through the folders above its data dir: not
+    # under pytest's base folder, which every pytest session on the machine makes 0700 again.
+    outside = Path(tempfile.mkdtemp(prefix="strandline-tansu-pg-"))
+    outside.chmod(0o755)
+    try:
+        check_durable_kill(outside)
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+
+
+def check_durable_kill(tmp_path: Path) -> None:
     out, directory = run(
         tmp_path, POSTGRES, "tansu-pg-kill-store", "--nemesis", "kill:role=storage", "--time-limit", "40"
     )
