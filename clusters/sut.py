@@ -224,6 +224,29 @@ class HasRoles(Protocol):
 
 
 @runtime_checkable
+class FaultsByCommand(Protocol):
+    """A cluster strandline did not start: each fault runs the command its owner granted (kill,
+    start, pause, resume through Killable and Pausable; a partition through `cut` and `mend`),
+    and a fault without its commands is refused before the run."""
+
+    def fault_refusal(self, fault: str) -> str | None:
+        """Why `fault` cannot run here (a command the definition lacks); None when it can."""
+        ...
+
+    def cut(self, node: Node, drop: list[str]) -> None:
+        """Make `node` stop hearing from the addresses `drop`."""
+        ...
+
+    def mend(self, node: Node) -> None:
+        """Undo `cut` on `node`."""
+        ...
+
+    def heal_argv(self, fault: str, node: Node) -> list[str] | None:
+        """The command (argv) that undoes `fault` on `node`, for the fault ledger; None: none."""
+        ...
+
+
+@runtime_checkable
 class ClusterView(Protocol):
     """What the nemesis holds of a cluster (`clusters.factory.Cluster` is one)."""
 

@@ -248,13 +248,31 @@ class RunPieces:
 def precheck(config: TestConfig) -> None:
     """Bad input found before anything is created: unknown faults, malformed schedule steps, a
     system definition file that does not parse (one line naming the file and the key, exit 2)."""
-    from clusters import system_def
+    from clusters import external_def, system_def
     from nemesis import check_config
 
-    if system_def.is_definition(config.system):
+    if external_def.is_external(config.system):
+        _precheck_external(config)
+    elif system_def.is_definition(config.system):
         system_def.load(config.system)
     check_local_files(config)
     check_config(config)
+
+
+def _precheck_external(config: TestConfig) -> None:
+    """A cluster strandline did not start: its definition parses, and every fault asked for has
+    the commands it needs on every node (else one line naming the fault and the command)."""
+    from clusters.external import ExternalNetwork, external_system
+    from clusters.external_def import load
+    from clusters.factory import fit_external
+    from nemesis.preflight import system_refusal
+
+    config = fit_external(config)
+    definition = load(config.system)
+    sut = external_system(config, definition, ExternalNetwork("precheck", definition, None))
+    why = system_refusal(config, sut) if wants_nemesis(config) else None
+    if why:
+        raise BadInput(why)
 
 
 def wants_nemesis(config: TestConfig) -> bool:
@@ -395,6 +413,9 @@ def run_test(
     `pieces` replaces the lower layers' entry points (tests of the lifecycle itself).
     """
     console = console or Console(stderr=True)
+    from clusters.factory import fit_external
+
+    config = fit_external(config)  # a cluster strandline did not start: the nodes it names
     precheck(config)
     pieces = pieces if pieces is not None else RunPieces.real()
     store = Path(config.store)

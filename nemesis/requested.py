@@ -9,7 +9,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from clusters.sut import HasLeaders
+from clusters.sut import FaultsByCommand, HasLeaders
 from foundation.config import TestConfig
 from foundation.errors import BadInput
 from nemesis import choreography, conditions, schedule
@@ -149,6 +149,10 @@ def _spec(group: schedule.Group) -> str:
 
 
 def checked(package: Package, ctx: Context, step: dict[str, Any], where: str) -> None:
+    if isinstance(ctx.sut, FaultsByCommand):  # a cluster strandline did not start: granted faults only
+        why = ctx.sut.fault_refusal(package.name)
+        if why:
+            raise BadInput(why)
     try:
         package.check(ctx, step)
     except BadInput as e:

@@ -1,0 +1,133 @@
+"""A cluster strandline did not start (`managed = false`): the own broker with ZooKeeper, started by
+this module as an operator's services on sshd hosts in network namespaces (tests/support/outside.py),
+tested through a definition that grants kill, start, stop, pause, resume, partition and heal as
+commands run over ssh. The run kills a broker by its command and starts it again at heal, collects
+the data dirs it names over sftp, and leaves every service running as it found it; a fault whose
+command is missing is refused in one line (exit 2) before anything is created.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusters.ports import port_open
+from foundation.config import TestConfig
+from harness.run import run_test
+from tests.support.outside import HEAL, PARTITION, Services, own_brokers, zookeeper
+from tests.support.sshd import SshdHosts
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.ssh,
+    pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
+]
+
+
+class Outside:
+    def __init__(self, hosts: SshdHosts, services: Services, brokers: list[str]) -> None:
+        self.hosts, self.services, self.brokers = hosts, services, brokers
+
+    def definition(self, path: Path, *, granted: tuple[str, ...], data_dirs: bool = True) -> Path:
+        """The definition an operator writes: ssh defaults, the partition commands for every
+        node, and per node its broker, data dir and its service's commands."""
+        lines = [
+            'name = "outside"',
+            "managed = false",
+            "[ssh]",
+            f'key_file = "{self.hosts.client_key}"',
+            f'known_hosts = "{self.hosts.known_hosts}"',
+            "[commands]",
+            *([f"partition = '{PARTITION}'", f"heal = '{HEAL}'"] if "partition" in granted else []),
+        ]
+        for i, broker in enumerate(self.brokers, start=1):
+            service = f"b{i}"
+            commands = ", ".join(
+                f'{c} = "{self.services.command(service, c)}"' for c in granted if c != "partition"
+            )
+            lines += ["[[nodes]]", f'broker = "{broker}"', f"commands = {{ {commands} }}"]
+            if data_dirs:
+                lines.append(f'data_dirs = ["{self.services.dirs[service][1]}/data"]')
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def running(self) -> dict[str, bool]:
+        """Every service answers on its port (strandline stopped none of them)."""
+        out = {"zk": port_open(self.hosts.addresses[3], 2181)}
+        for i, broker in enumerate(self.brokers, start=1):
+            host, _, port = broker.rpartition(":")
+            out[f"b{i}"] = port_open(host, int(port))
+        return out
+
+
+@pytest.fixture(scope="module")
+def outside(scratch: Path) -> Iterator[Outside]:
+    (scratch / "sshd").mkdir()
+    hosts = SshdHosts(4, scratch / "sshd")
+    services = Services(hosts, scratch / "services")
+    try:
+        hosts.start()
+        brokers = own_brokers(services, [0, 1, 2], zookeeper(services, 3))
+        yield Outside(hosts, services, brokers)
+    finally:
+        services.stop_all()
+        hosts.stop()
+
+
+def config(definition: Path, store: Path, **changes: object) -> TestConfig:
+    base = TestConfig(
+        system=str(definition),
+        partitions=2,
+        replication_factor=3,
+        min_insync=2,
+        checker="reference",
+        time_limit=20,
+        nemesis_interval=4,
+        store=str(store),
+        seed=7,
+    )
+    return TestConfig(**{**base.__dict__, **changes})  # type: ignore[arg-type]
+
+
+def test_kill_by_the_operators_commands(outside: Outside, scratch: Path) -> None:
+    definition = outside.definition(scratch / "outside.toml", granted=("kill", "start"))
+    started = time.monotonic()
+    outcome = run_test(config(definition, scratch / "store", nemesis=("kill:one",)), live=False)
+    took = time.monotonic() - started
+    run = outcome.run_dir
+    results = json.loads((run / "results.json").read_text())
+    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    faults = [(op["f"], op["type"]) for op in ops if op["process"] == "nemesis"]
+    print(f"\nexternal kill run: {took:.1f}s, power {results.get('power', {}).get('run')}")
+    assert outcome.exit_code == 0, (outcome.reason, results.get("valid"), results.get("power"))
+    assert results["valid"] is True
+    assert ("kill", "ok") in faults and ("start", "ok") in faults
+    assert json.loads((run / "test.json").read_text())["config"]["nodes"] == 3
+    # The data dirs named in the definition were collected over sftp and read by the replica checks.
+    assert list((run / "nodes" / "n1" / "data").glob("t0-*"))
+    assert not (run / "nodes" / "replicas-unavailable.txt").exists()
+    # Nothing was torn down: every service still runs, the killed broker again.
+    assert outside.running() == {"zk": True, "b1": True, "b2": True, "b3": True}
+
+
+def test_a_fault_without_its_command_is_refused_before_anything(outside: Outside, scratch: Path) -> None:
+    definition = outside.definition(scratch / "no-pause.toml", granted=("kill", "start"), data_dirs=False)
+    store = scratch / "refused"
+    strandline = str(Path(sys.executable).parent / "strandline")
+    done = subprocess.run(
+        [strandline, "run", "--system", str(definition), "--nemesis", "pause", "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "fault 'pause' needs the command 'pause'" in lines[0], lines
+    assert not store.exists()
