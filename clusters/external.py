@@ -20,7 +20,13 @@ from typing import Any
 
 from clusters import broker_identity
 from clusters.external_def import ExternalDefinition, ExternalNodeDef, render
-from clusters.kafka_metadata import NO_ANSWER, KafkaMetadata, LeadersFromMetadata, metadata_of
+from clusters.kafka_metadata import (
+    NO_ANSWER,
+    KafkaMetadata,
+    LeadersFromMetadata,
+    high_watermark_of,
+    metadata_of,
+)
 from clusters.node import ExecResult, Node
 from clusters.ssh_backend import SshNode
 from clusters.state import ClusterState
@@ -176,8 +182,28 @@ class ExternalSystem(LeadersFromMetadata):
                         f"{self.definition.ready_timeout:g}s ({why})"
                     )
                 time.sleep(0.5)
-        self.metadata.answers()
+        self._refuse_used_topics()
         log.info("%s: every broker answers (%s)", self.definition.name, ", ".join(self.bootstrap_servers()))
+
+    def _refuse_used_topics(self) -> None:
+        """The history's values are unique within one run only: records an earlier run left in the
+        test's topics would read as this run's (duplicates, phantoms). Refused before any load."""
+        wanted = {f"t{i}" for i in range(self.config.topics)}
+        nodes = {b.name: b.spec for b in self.brokers}
+        for (topic, partition), state in sorted(self.metadata.partition_state().items()):
+            leader = nodes.get(str(state.get("leader")))
+            if topic not in wanted or leader is None:
+                continue
+            try:
+                high_watermark = high_watermark_of(leader.host, leader.port, topic, partition)
+            except NO_ANSWER:
+                continue
+            if high_watermark:
+                raise BadInput(
+                    f"{self.definition.name}: topic {topic} already holds records ({topic}-{partition} up to "
+                    f"offset {high_watermark}), which would read as this run's: delete the test's topics "
+                    f"first (kafka-topics.sh --bootstrap-server {leader.broker} --delete --topic {topic})"
+                )
 
     def _not_ready(self, node: ExternalNode) -> str | None:
         spec = node.spec

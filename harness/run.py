@@ -497,9 +497,7 @@ def _lifecycle(
     nemesis: RunsFaults | None = None
     up = False
     try:
-        with phases.phase(
-            "cluster_up", f"cluster up: {config.system} on {config.backend}, {config.nodes} nodes"
-        ):
+        with phases.phase("cluster_up", _bring_up_text(config)):
             cluster.up()  # removes what it created itself when it fails
         up = True
         bootstrap = cluster.bootstrap_servers()
@@ -547,6 +545,14 @@ def _lifecycle(
                 _guard("collect", lambda: cluster.collect(run / run_files.NODES))
             with phases.phase("down", "tearing the cluster down"):
                 cluster.down()
+
+
+def _bring_up_text(config: TestConfig) -> str:
+    from clusters.external_def import is_external
+
+    if is_external(config.system):
+        return f"cluster: waiting for the {config.nodes} brokers of {Path(config.system).name} (not started by strandline)"
+    return f"cluster up: {config.system} on {config.backend}, {config.nodes} nodes"
 
 
 def _recover(sut: Any, config: TestConfig, console: Console) -> dict[str, Any]:

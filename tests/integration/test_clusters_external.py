@@ -21,7 +21,16 @@ import pytest
 from clusters.ports import port_open
 from foundation.config import TestConfig
 from harness.run import run_test
-from tests.support.outside import HEAL, PARTITION, Services, own_brokers, zookeeper
+from tests.support.outside import (
+    HEAL,
+    PARTITION,
+    Services,
+    delete_topics,
+    kafka_brokers,
+    own_brokers,
+    wait_port,
+    zookeeper,
+)
 from tests.support.sshd import SshdHosts
 
 pytestmark = [
@@ -32,8 +41,10 @@ pytestmark = [
 
 
 class Outside:
-    def __init__(self, hosts: SshdHosts, services: Services, brokers: list[str]) -> None:
-        self.hosts, self.services, self.brokers = hosts, services, brokers
+    def __init__(
+        self, hosts: SshdHosts, services: Services, brokers: list[str], zookeeper: bool = True
+    ) -> None:
+        self.hosts, self.services, self.brokers, self.zookeeper = hosts, services, brokers, zookeeper
 
     def definition(self, path: Path, *, granted: tuple[str, ...], data_dirs: bool = True) -> Path:
         """The definition an operator writes: ssh defaults, the partition commands for every
@@ -60,7 +71,7 @@ class Outside:
 
     def running(self) -> dict[str, bool]:
         """Every service answers on its port (strandline stopped none of them)."""
-        out = {"zk": port_open(self.hosts.addresses[3], 2181)}
+        out = {"zk": port_open(self.hosts.addresses[3], 2181)} if self.zookeeper else {}
         for i, broker in enumerate(self.brokers, start=1):
             host, _, port = broker.rpartition(":")
             out[f"b{i}"] = port_open(host, int(port))
@@ -99,7 +110,9 @@ def config(definition: Path, store: Path, **changes: object) -> TestConfig:
 def test_kill_by_the_operators_commands(outside: Outside, scratch: Path) -> None:
     definition = outside.definition(scratch / "outside.toml", granted=("kill", "start"))
     started = time.monotonic()
-    outcome = run_test(config(definition, scratch / "store", nemesis=("kill:one",)), live=False)
+    outcome = run_test(
+        config(definition, scratch / "store", nemesis=("kill:one",)), live=False, screenshot=False
+    )
     took = time.monotonic() - started
     run = outcome.run_dir
     results = json.loads((run / "results.json").read_text())
@@ -117,6 +130,51 @@ def test_kill_by_the_operators_commands(outside: Outside, scratch: Path) -> None
     assert outside.running() == {"zk": True, "b1": True, "b2": True, "b3": True}
 
 
+def test_topics_an_earlier_run_filled_are_refused(outside: Outside, scratch: Path) -> None:
+    """The kill run above left its records in t0: a second run would read them as its own."""
+    definition = outside.definition(scratch / "again.toml", granted=("kill", "start"), data_dirs=False)
+    outcome = run_test(config(definition, scratch / "store", time_limit=5), live=False, screenshot=False)
+    assert outcome.exit_code == 2 and "already holds records" in outcome.reason, outcome.reason
+    assert not (outcome.run_dir / "history.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_partition_by_the_operators_commands_without_data_dirs(outside: Outside, scratch: Path) -> None:
+    outside.services.fresh(["zk/zookeeper", "b1/data", "b2/data", "b3/data"])  # the operator starts over
+    for broker in outside.brokers:
+        host, _, port = broker.rpartition(":")
+        wait_port(host, int(port), 90, "broker")
+    granted = ("kill", "start", "partition")
+    definition = outside.definition(scratch / "cut.toml", granted=granted, data_dirs=False)
+    started = time.monotonic()
+    outcome = run_test(
+        config(definition, scratch / "store", nemesis=("partition:one",)), live=False, screenshot=False
+    )
+    took = time.monotonic() - started
+    run = outcome.run_dir
+    results = json.loads((run / "results.json").read_text())
+    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    cuts = [op for op in ops if op["process"] == "nemesis" and op["f"] == "partition" and op["type"] == "ok"]
+    print(f"\nexternal partition run: {took:.1f}s, power {results.get('power', {}).get('run')}")
+    assert outcome.exit_code == 0, (outcome.reason, results.get("valid"), results.get("power"))
+    assert cuts and all(op["value"]["grudge"] for op in cuts)
+    # No data dirs named: the replica-log checks say they were not available, and the verdict stands.
+    assert "replicas_unavailable" in results
+    assert "no data_dirs" in (run / "nodes" / "replicas-unavailable.txt").read_text()
+    # Cut by the operator's command (its chain exists where it ran), healed (the chain is empty).
+    for ns in (
+        outside.hosts.namespaces[int(n[1:]) - 1]
+        for op in cuts
+        for n, drops in op["value"]["grudge"].items()
+        if drops
+    ):
+        rules = subprocess.run(
+            ["ip", "netns", "exec", ns, "iptables", "-w", "-S", "OPS-CUT"], capture_output=True, text=True
+        )
+        assert rules.returncode == 0 and "DROP" not in rules.stdout, rules
+    assert outside.running() == {"zk": True, "b1": True, "b2": True, "b3": True}
+
+
 def test_a_fault_without_its_command_is_refused_before_anything(outside: Outside, scratch: Path) -> None:
     definition = outside.definition(scratch / "no-pause.toml", granted=("kill", "start"), data_dirs=False)
     store = scratch / "refused"
@@ -131,3 +189,45 @@ def test_a_fault_without_its_command_is_refused_before_anything(outside: Outside
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "fault 'pause' needs the command 'pause'" in lines[0], lines
     assert not store.exists()
+
+
+@pytest.fixture(scope="module")
+def outside_kafka(scratch: Path, release: str) -> Iterator[Outside]:
+    from clusters import kafka_release
+
+    (scratch / "sshd-kafka").mkdir()
+    hosts = SshdHosts(3, scratch / "sshd-kafka")
+    services = Services(hosts, scratch / "kafka-services")
+    try:
+        hosts.start()
+        brokers = kafka_brokers(services, [0, 1, 2], kafka_release.fetch(release))
+        yield Outside(hosts, services, brokers, zookeeper=False)
+    finally:
+        services.stop_all()
+        hosts.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.kafka
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("fault", ["kill:one", "partition:one"])
+def test_real_kafka_started_outside(outside_kafka: Outside, scratch: Path, fault: str) -> None:
+    """Apache Kafka 4.4.0 in KRaft mode, started by this module: killed and started again, and
+    cut off, by the operator's commands; valid, with load in every fault window."""
+    granted = ("kill", "start", "partition")
+    definition = outside_kafka.definition(scratch / "kafka.toml", granted=granted)
+    delete_topics(outside_kafka.brokers, ["t0"])  # what an earlier run left (none before the first)
+    started = time.monotonic()
+    changes = {
+        "nemesis": (fault,),
+        "zookeeper_session_timeout_ms": 12000,
+        "time_limit": 30,
+        "nemesis_interval": 8,
+    }
+    outcome = run_test(config(definition, scratch / "kafka-store", **changes), live=False, screenshot=False)
+    took = time.monotonic() - started
+    results = json.loads((outcome.run_dir / "results.json").read_text())
+    print(f"\nexternal Kafka {fault} run: {took:.1f}s, power {results.get('power', {}).get('run')}")
+    assert outcome.exit_code == 0, (outcome.reason, results.get("valid"), results.get("power"))
+    assert list((outcome.run_dir / "nodes" / "n1" / "data").glob("t0-*"))
+    assert outside_kafka.running() == {"b1": True, "b2": True, "b3": True}

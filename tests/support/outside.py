@@ -6,6 +6,7 @@ Nothing of strandline's cluster code starts them."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -47,6 +48,7 @@ class Services:
         self.hosts = hosts
         self.root = root
         self.dirs: dict[str, tuple[int, Path]] = {}
+        self.ports: dict[str, int] = {}  # the port a service serves on, when later ones need it
 
     def add(self, name: str, host: int, run: str, files: dict[str, str] | None = None) -> Path:
         folder = self.root / name
@@ -70,6 +72,18 @@ class Services:
     def command(self, name: str, action: str) -> str:
         """The command an external definition gives for this service (run there over ssh)."""
         return f"sh {self.dirs[name][1] / 'service.sh'} {action}"
+
+    def fresh(self, wipe: list[str]) -> None:
+        """What an operator does to start over: every service killed, the `wipe` folders (relative
+        to the services' folders) emptied, every service started again in the order added."""
+        self.stop_all()
+        for path in wipe:
+            shutil.rmtree(self.root / path, ignore_errors=True)
+            (self.root / path).mkdir()
+        for name in self.dirs:
+            self.start(name)
+            if name in self.ports:  # the next may need it (brokers need ZooKeeper)
+                wait_port(self.hosts.addresses[self.dirs[name][0]], self.ports[name], 90, name)
 
     def stop_all(self) -> None:
         for host, folder in self.dirs.values():
@@ -95,6 +109,23 @@ def wait_port(address: str, port: int, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
+def delete_topics(brokers: list[str], topics: list[str]) -> None:
+    """Delete the test's topics (Kafka's DeleteTopics), as an operator cleans up between runs."""
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=brokers, request_timeout_ms=30000)
+    try:
+        existing = [t for t in topics if t in admin.list_topics()]
+        if existing:
+            admin.delete_topics(existing, timeout_ms=30000)
+        deadline = time.monotonic() + 60
+        while set(topics) & set(admin.list_topics()):
+            assert time.monotonic() < deadline, f"topics {topics} not deleted"
+            time.sleep(0.5)
+    finally:
+        admin.close()
+
+
 def zookeeper(services: Services, host: int) -> str:
     """Debian's ZooKeeper as systems/own.toml runs it; returns its connect string."""
     role = system_def.load(system_def.SYSTEMS_DIR / "own.toml").role("zookeeper")
@@ -106,6 +137,7 @@ def zookeeper(services: Services, host: int) -> str:
         Path(system_def.render(f.path, values)).name: system_def.render(f.content, values) for f in role.files
     }
     services.add("zk", host, command, files)
+    services.ports["zk"] = 2181
     (folder / "zookeeper").mkdir()
     services.start("zk")
     wait_port(address, 2181, 60, "ZooKeeper")
@@ -138,4 +170,64 @@ def own_brokers(services: Services, hosts: list[int], zookeeper_connect: str) ->
     for broker in brokers:
         host, _, port = broker.rpartition(":")
         wait_port(host, int(port), 90, "broker")
+    return brokers
+
+
+def kafka_brokers(services: Services, hosts: list[int], release: Path) -> list[str]:
+    """Apache Kafka in KRaft mode, every node a broker and a controller (as systems/kafka-kraft.toml
+    runs it, by hand): storage formatted here, then each started as a service; returns host:port."""
+    addresses = [services.hosts.addresses[h] for h in hosts]
+    voters = ",".join(f"{i}@{a}:9093" for i, a in enumerate(addresses, start=1))
+    classpath = f"{release}/libs/*"
+    cluster_id = system_def.new_cluster_id()
+    brokers = []
+    for i, (host, address) in enumerate(zip(hosts, addresses, strict=True), start=1):
+        folder = services.root / f"b{i}"
+        properties = "\n".join(
+            [
+                "process.roles=broker,controller",
+                f"node.id={i}",
+                f"controller.quorum.voters={voters}",
+                f"listeners=PLAINTEXT://{address}:9092,CONTROLLER://{address}:9093",
+                f"advertised.listeners=PLAINTEXT://{address}:9092",
+                "controller.listener.names=CONTROLLER",
+                "inter.broker.listener.name=PLAINTEXT",
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                f"log.dirs={folder}/data",
+                "default.replication.factor=3",
+                "min.insync.replicas=2",
+                "offsets.topic.replication.factor=3",
+                "transaction.state.log.replication.factor=3",
+                "transaction.state.log.min.isr=2",
+                "broker.session.timeout.ms=12000",
+                "auto.create.topics.enable=false",
+                "group.initial.rebalance.delay.ms=0",
+            ]
+        )
+        java = "java -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:ParallelGCThreads=2 -XX:CICompilerCount=2"
+        run = f"{java} -cp '{classpath}' kafka.Kafka {folder}/server.properties"
+        services.add(f"b{i}", host, run, {"server.properties": properties + "\n"})
+        subprocess.run(
+            [
+                "java",
+                "-Xmx256m",
+                "-cp",
+                classpath,
+                "kafka.tools.StorageTool",
+                "format",
+                "--ignore-formatted",
+                "-t",
+                cluster_id,
+                "-c",
+                str(folder / "server.properties"),
+            ],  # fmt: skip
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        services.start(f"b{i}")
+        brokers.append(f"{address}:9092")
+    for broker in brokers:
+        host, _, port = broker.rpartition(":")
+        wait_port(host, int(port), 180, "Kafka")
     return brokers
