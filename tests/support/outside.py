@@ -109,6 +109,12 @@ def wait_port(address: str, port: int, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
+def wait_brokers(brokers: list[str], timeout: float) -> None:
+    for broker in brokers:
+        host, _, port = broker.rpartition(":")
+        wait_port(host, int(port), timeout, "broker")
+
+
 def delete_topics(brokers: list[str], topics: list[str]) -> None:
     """Delete the test's topics (Kafka's DeleteTopics), as an operator cleans up between runs."""
     from kafka.admin import KafkaAdminClient
@@ -167,9 +173,7 @@ def own_brokers(services: Services, hosts: list[int], zookeeper_connect: str) ->
         services.add(f"b{i}", host, run, {"broker.properties": properties + "\n"})
         services.start(f"b{i}")
         brokers.append(f"{address}:9092")
-    for broker in brokers:
-        host, _, port = broker.rpartition(":")
-        wait_port(host, int(port), 90, "broker")
+    wait_brokers(brokers, 90)
     return brokers
 
 
@@ -227,7 +231,5 @@ def kafka_brokers(services: Services, hosts: list[int], release: Path) -> list[s
         )
         services.start(f"b{i}")
         brokers.append(f"{address}:9092")
-    for broker in brokers:
-        host, _, port = broker.rpartition(":")
-        wait_port(host, int(port), 180, "Kafka")
+    wait_brokers(brokers, 180)
     return brokers
