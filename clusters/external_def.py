@@ -77,8 +77,9 @@ class ExternalDefinition:
             lacking = [n.name for n in self.nodes if not n.commands.get(command)]
             if lacking:
                 return (
-                    f"fault {fault!r} needs the command {command!r} on every node, and "
-                    f"{', '.join(lacking)} has none in {self.path.name} ([commands] or the node's commands)"
+                    f"fault {fault!r} needs the command {command!r} on every node; {', '.join(lacking)} "
+                    f"{'has' if len(lacking) == 1 else 'have'} none in {self.path.name} ([commands] or the "
+                    "node's commands)"
                 )
         return None
 

@@ -327,6 +327,12 @@ def _check_ranges(c: TestConfig) -> None:
             raise BadInput(f"config key {key!r}: {what}")
 
     need(
+        c.system != "external",
+        "system",
+        "a cluster strandline did not start is a definition PATH.toml with managed = false, its "
+        'brokers and the commands granted for faults (docs/systems.md, "A cluster strandline did not start")',
+    )
+    need(
         c.system in SYSTEMS or c.system.endswith(".toml"),
         "system",
         f"{c.system!r} is not one of {', '.join(SYSTEMS)} or a system definition PATH.toml",
