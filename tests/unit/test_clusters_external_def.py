@@ -85,3 +85,29 @@ def test_template_values_are_shell_quoted_words() -> None:
     words = render("iptables-each {drop} -- {name}", {"drop": [hostile, "10.0.0.3"], "name": "n$(id)"})
     assert shlex.split(words) == ["iptables-each", hostile, "10.0.0.3", "--", "n$(id)"]
     assert render("echo {{literal}}", {}) == "echo {literal}"
+
+
+def test_nemesis_all_draws_only_granted_faults_and_a_missing_command_is_refused(tmp_path: Path) -> None:
+    """Asked before anything is reached (no host is connected to): `all` narrows to the granted
+    faults; a named fault without its command is refused in one line."""
+    import dataclasses
+    import random
+
+    from clusters.external import ExternalNetwork, external_system
+    from foundation.config import TestConfig
+    from harness.run import precheck
+    from nemesis.core import Nemesis
+    from nemesis.static import ShapeCluster
+
+    path = write(tmp_path, GOOD.replace('commands = { kill = "" }', ""))
+    config = TestConfig(system=str(path), nemesis=("all",))
+    definition = load(path)
+    sut = external_system(config, definition, ExternalNetwork("unit", definition, None))
+    nemesis = Nemesis(config, ShapeCluster(3, sut), None, random.Random(0), state_dir=tmp_path)
+    nemesis.validate(probe=True)  # probes nothing on the hosts: kill and partition need no probe there
+    assert {name for group, _ in nemesis.mix() for name, _ in group} == {"kill", "partition"}
+    precheck(config)
+    with pytest.raises(
+        BadInput, match=r"^fault 'pause' needs the command 'pause' on every node; n1, n2, n3 have"
+    ):
+        precheck(dataclasses.replace(config, nemesis=("kill", "pause")))
