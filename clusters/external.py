@@ -16,6 +16,7 @@ import logging
 import socket
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from clusters import broker_identity
@@ -36,6 +37,22 @@ from foundation.errors import BadInput, InfrastructureError
 log = logging.getLogger(__name__)
 
 COMMAND_TIMEOUT_S = 120.0
+# $1 a data dir, $2 the test's topics as `t0|t1`: its files, and those of the topics' partition
+# folders but their indexes, relative to it, one a line.
+_TEST_FILES = r"""
+cd "$1" || exit 1
+for f in * .[!.]*; do [ -f "$f" ] && echo "$f"; done
+for d in *; do
+  [ -d "$d" ] || continue
+  topic=${d%-*}
+  case "|$2|" in *"|$topic|"*) ;; *) continue ;; esac
+  for f in "$d"/*; do
+    case "$f" in *.index|*.timeindex) continue ;; esac
+    [ -f "$f" ] && echo "$f"
+  done
+done
+exit 0
+"""
 
 
 class ExternalNode:
@@ -235,6 +252,21 @@ class ExternalSystem(LeadersFromMetadata):
 
     def data_dirs(self, node: Node) -> list[str]:
         return list(self._spec(node).data_dirs)
+
+    def collect_data(self, node: Node, dest: Path) -> None:
+        """The test's topic-partition folders and the data dir's own files (checkpoints), without
+        the preallocated indexes (the replica-log checks read segments): a cluster's long-lived
+        data dirs hold far more than the test wrote. Several data dirs go to dest/<folder name>/."""
+        dirs = self.data_dirs(node)
+        topics = "|".join(f"t{i}" for i in range(self.config.topics))
+        for data_dir in dirs:
+            found = node.exec(["sh", "-c", _TEST_FILES, "files", data_dir, topics], timeout=COMMAND_TIMEOUT_S)
+            target = dest / Path(data_dir).name if len(dirs) > 1 else dest
+            for relative in found.stdout.splitlines():
+                try:
+                    node.download(f"{data_dir.rstrip('/')}/{relative}", str(target / relative))
+                except InfrastructureError as e:
+                    log.warning("%s: cannot collect %s/%s: %s", node.name, data_dir, relative, e)
 
     def replica_logs_unavailable(self) -> str | None:
         lacking = [b.name for b in self.brokers if not b.spec.data_dirs]

@@ -34,7 +34,7 @@ from clusters.netns import NetnsNetwork
 from clusters.node import Node
 from clusters.own import OwnSystem
 from clusters.state import ClusterState, cleanup_leftovers, locked, state_dir_default
-from clusters.sut import MayLackReplicaLogs
+from clusters.sut import CollectsDataDirs, MayLackReplicaLogs
 from clusters.system_def import SystemDefinition
 from foundation.config import TestConfig, validate
 from foundation.errors import BadInput, InfrastructureError
@@ -194,6 +194,9 @@ class Cluster:
                     node.download(path, str(node_dest / "logs" / Path(path).name))
                 except InfrastructureError as e:
                     log.warning("%s: cannot collect %s: %s", node.name, path, e)
+            if isinstance(self.sut, CollectsDataDirs):
+                self.sut.collect_data(node, node_dest / "data")
+                continue
             data_dirs = self.sut.data_dirs(node)
             for path in data_dirs:
                 target = node_dest / "data"

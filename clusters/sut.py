@@ -194,6 +194,14 @@ class RunsOnPython(Protocol):
 
 
 @runtime_checkable
+class CollectsDataDirs(Protocol):
+    def collect_data(self, node: Node, dest: Path) -> None:
+        """Copy what the replica-log checks read of the node's data dirs into `dest` (a system
+        that chooses what to copy: another's long-lived data dirs hold far more than the test's)."""
+        ...
+
+
+@runtime_checkable
 class MayLackReplicaLogs(Protocol):
     def replica_logs_unavailable(self) -> str | None:
         """Why the brokers' data dirs cannot be read as Kafka segments (None: they can)."""

@@ -118,7 +118,8 @@ def faulted_run(
     ops = [json.loads(line) for line in (outcome.run_dir / "history.jsonl").read_text().splitlines()]
     power = results.get("power", {}).get("run")
     print(f"\nexternal run {changes.get('nemesis')}: {time.monotonic() - started:.1f}s, power {power}")
-    assert outcome.exit_code == 0, (outcome.reason, results.get("valid"), results.get("power"))
+    said = {k: v for k, v in results.items() if k not in ("stats", "checker", "power")}
+    assert outcome.exit_code == 0, (outcome.reason, said, results.get("power", {}).get("reasons"))
     return outcome.run_dir, results, ops
 
 
