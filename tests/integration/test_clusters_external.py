@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -169,51 +168,6 @@ def test_partition_by_the_operators_commands_without_data_dirs(outside: Outside,
             ["ip", "netns", "exec", ns, "iptables", "-w", "-S", "OPS-CUT"], capture_output=True, text=True
         )
         assert rules.returncode == 0 and "DROP" not in rules.stdout, rules
-    assert outside.running() == {"zk": True, "b1": True, "b2": True, "b3": True}
-
-
-def killed(history: Path) -> bool:
-    ops = [json.loads(line) for line in history.read_text().splitlines() if line.endswith("}")]
-    return any(op["process"] == "nemesis" and op["f"] == "kill" and op["type"] == "ok" for op in ops)
-
-
-@pytest.mark.slow
-def test_ctrl_c_heals_what_the_faults_broke(outside: Outside, scratch: Path) -> None:
-    """Interrupted while a broker is cut off and another killed: the heal commands run, and the
-    cluster is left running, every rule of the operator's chain gone."""
-    outside.services.fresh(["zk/zookeeper", "b1/data", "b2/data", "b3/data"])
-    wait_brokers(outside.brokers, 90)
-    definition = outside.definition(
-        scratch / "ctrl-c.toml", granted=("kill", "start", "partition"), data_dirs=False
-    )
-    store = scratch / "interrupted"
-    strandline = str(Path(sys.executable).parent / "strandline")
-    schedule = scratch / "ctrl-c-test.toml"
-    schedule.write_text(
-        f'system = "{definition}"\nstore = "{store}"\ntime_limit = 120\nchecker = "reference"\n'
-        '[[schedule]]\ndo = "partition"\ngrudge = "one"\n'
-        '[[schedule]]\ndo = "kill"\ntarget = "n1"\n'
-        "[[schedule]]\nwait = 100\n"
-    )
-    run = subprocess.Popen(
-        [strandline, "run", "--config", str(schedule)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    history = store / "queue" / "latest" / "history.jsonl"
-    deadline = time.monotonic() + 180
-    while not (
-        history.exists()
-        and '"f": "kill", "type": "ok"' in history.read_text().replace('"type":"ok"', '"type": "ok"')
-    ):
-        assert run.poll() is None and time.monotonic() < deadline, run.communicate(timeout=30)
-        time.sleep(0.5)
-    run.send_signal(signal.SIGINT)
-    out, err = run.communicate(timeout=120)
-    assert run.returncode == 130, err[-2000:]
-    for ns in outside.hosts.namespaces[:3]:
-        rules = subprocess.run(
-            ["ip", "netns", "exec", ns, "iptables", "-w", "-S", "OPS-CUT"], capture_output=True, text=True
-        )
-        assert "DROP" not in rules.stdout, rules.stdout
     assert outside.running() == {"zk": True, "b1": True, "b2": True, "b3": True}
 
 
