@@ -195,6 +195,14 @@ class RunsOnPython(Protocol):
 
 
 @runtime_checkable
+class CollectsDataDirs(Protocol):
+    def collect_data(self, node: Node, dest: Path) -> None:
+        """Copy what the replica-log checks read of the node's data dirs into `dest` (a system
+        that chooses what to copy: another's long-lived data dirs hold far more than the test's)."""
+        ...
+
+
+@runtime_checkable
 class MayLackReplicaLogs(Protocol):
     def replica_logs_unavailable(self) -> str | None:
         """Why the brokers' data dirs cannot be read as Kafka segments (None: they can)."""
@@ -241,6 +249,29 @@ class FrontsObjectStores(Protocol):
 
     def store_proxies(self) -> list[StoreProxy]:
         """Every proxy (empty: no role of kind = "s3")."""
+        ...
+
+
+@runtime_checkable
+class FaultsByCommand(Protocol):
+    """A cluster strandline did not start: each fault runs the command its owner granted (kill,
+    start, pause, resume through Killable and Pausable; a partition through `cut` and `mend`),
+    and a fault without its commands is refused before the run."""
+
+    def fault_refusal(self, fault: str) -> str | None:
+        """Why `fault` cannot run here (a command the definition lacks); None when it can."""
+        ...
+
+    def cut(self, node: Node, drop: list[str]) -> None:
+        """Make `node` stop hearing from the addresses `drop`."""
+        ...
+
+    def mend(self, node: Node) -> None:
+        """Undo `cut` on `node`."""
+        ...
+
+    def heal_argv(self, fault: str, node: Node) -> list[str] | None:
+        """The command (argv) that undoes `fault` on `node`, for the fault ledger; None: none."""
         ...
 
 

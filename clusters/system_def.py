@@ -369,6 +369,9 @@ class _Reader:
         return port
 
 
+Reader = _Reader  # the cluster definitions of clusters/external_def.py read their files the same way
+
+
 def load(path: str | Path) -> SystemDefinition:
     """Read and check a definition file (templates are checked against the values that exist);
     a shipped name (`kafka`) reads its file in systems/."""

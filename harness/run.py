@@ -253,13 +253,31 @@ class RunPieces:
 def precheck(config: TestConfig) -> None:
     """Bad input found before anything is created: unknown faults, malformed schedule steps, a
     system definition file that does not parse (one line naming the file and the key, exit 2)."""
-    from clusters import system_def
+    from clusters import external_def, system_def
     from nemesis import check_config
 
-    if system_def.is_definition(config.system):
+    if external_def.is_external(config.system):
+        _precheck_external(config)
+    elif system_def.is_definition(config.system):
         system_def.load(config.system)
     check_local_files(config)
     check_config(config)
+
+
+def _precheck_external(config: TestConfig) -> None:
+    """A cluster strandline did not start: its definition parses, and every fault asked for has
+    the commands it needs on every node (else one line naming the fault and the command)."""
+    from clusters.external import ExternalNetwork, external_system
+    from clusters.external_def import load
+    from clusters.factory import fit_external
+    from nemesis.preflight import system_refusal
+
+    config = fit_external(config)
+    definition = load(config.system)
+    sut = external_system(config, definition, ExternalNetwork("precheck", definition, None))
+    why = system_refusal(config, sut) if wants_nemesis(config) else None
+    if why:
+        raise BadInput(why)
 
 
 def wants_nemesis(config: TestConfig) -> bool:
@@ -400,6 +418,9 @@ def run_test(
     `pieces` replaces the lower layers' entry points (tests of the lifecycle itself).
     """
     console = console or Console(stderr=True)
+    from clusters.factory import fit_external
+
+    config = fit_external(config)  # a cluster strandline did not start: the nodes it names
     precheck(config)
     pieces = pieces if pieces is not None else RunPieces.real()
     store = Path(config.store)
@@ -481,9 +502,7 @@ def _lifecycle(
     nemesis: RunsFaults | None = None
     up = False
     try:
-        with phases.phase(
-            "cluster_up", f"cluster up: {config.system} on {config.backend}, {config.nodes} nodes"
-        ):
+        with phases.phase("cluster_up", _bring_up_text(config)):
             cluster.up()  # removes what it created itself when it fails
         up = True
         bootstrap = cluster.bootstrap_servers()
@@ -536,6 +555,14 @@ def _lifecycle(
                 _guard("collect", lambda: cluster.collect(run / run_files.NODES))
             with phases.phase("down", "tearing the cluster down"):
                 cluster.down()
+
+
+def _bring_up_text(config: TestConfig) -> str:
+    from clusters.external_def import is_external
+
+    if is_external(config.system):
+        return f"cluster: waiting for the {config.nodes} brokers of {Path(config.system).name} (not started by strandline)"
+    return f"cluster up: {config.system} on {config.backend}, {config.nodes} nodes"
 
 
 def _recover(sut: Any, config: TestConfig, console: Console) -> dict[str, Any]:
