@@ -4,8 +4,8 @@ Central by the scenario itself, must lose acknowledged writes on the affected re
 within its budget) and lose nothing on the fixed one (valid).
 
 Every pair takes minutes (two real clusters, an attempt up to four minutes on 2 cores). CI runs
-the fastest, acks-1-leader-crash on the default release (acks=1 against acks=all), both ways; the
-others are slow (`make test-all`), with their measured times in docs/development.md.
+the fastest, kip-966-last-replica-standing on the default release (eligible leader replicas off
+against on), both ways; the others are slow (`make test-all`), with their measured times in docs/development.md.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ def test_kip_101_truncation_on_kafka_0_10_2_and_0_11_0(
     assert (summary["affected_release"], summary["fixed_release"]) == ("0.10.2.2", "0.11.0.0")
 
 
-def test_acks_1_leader_crash_on_the_default_release_both_ways(
+def test_kip_966_last_replica_standing_on_the_default_release_both_ways(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    summary = both_ways("acks-1-leader-crash", tmp_path, monkeypatch, system="kafka")
+    summary = both_ways("kip-966-last-replica-standing", tmp_path, monkeypatch, system="kafka")
     assert summary["affected_release"] == summary["fixed_release"] == "4.4.0"
 
 
@@ -38,11 +38,11 @@ def test_acks_1_leader_crash_on_the_default_release_both_ways(
 @pytest.mark.parametrize(
     "name",
     [
+        "acks-1-leader-crash",
         "unclean-election",
         "min-isr-1",
         "kip-966-power-loss",
         "no-fsync-power-loss",
-        "kip-966-last-replica-standing",
     ],
 )
 def test_settings_on_the_default_release_both_ways(
