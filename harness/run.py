@@ -776,7 +776,7 @@ def _finish(
         with phases.phase("report", "writing the report"):
             report = write_report(run)
             if screenshot:
-                from harness.report_shot import keep_screenshot
+                from harness.report.shot import keep_screenshot
 
                 keep_screenshot(report)
         phases.console.print(f"report: {report}", highlight=False)
