@@ -340,6 +340,7 @@ def test_features_a_system_lacks_are_its_refusals_and_the_report_says_so(tmp_pat
     print(f"a run against a system without idempotence and groups: {time.monotonic() - started:.0f} s")
 
 
+@pytest.mark.slow
 def test_lose_unsynced_mounts_the_definitions_data_dirs_on_lazyfs(tmp_path: Path) -> None:
     """systems/own.toml with `lose-unsynced`: the broker role's data dir is mounted on lazyfs, the
     fault drops what the broker never fsynced (Kafka's default: no fsync on append), so with one
