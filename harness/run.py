@@ -250,18 +250,22 @@ class RunPieces:
         )
 
 
-def precheck(config: TestConfig) -> None:
+def precheck(config: TestConfig) -> TestConfig:
     """Bad input found before anything is created: unknown faults, malformed schedule steps, a
-    system definition file that does not parse (one line naming the file and the key, exit 2)."""
+    system definition file that does not parse (one line naming the file and the key, exit 2).
+    Returns the config the run uses: a cluster strandline did not start has the nodes it names."""
     from clusters import external_def, system_def
+    from clusters.factory import fit_external
     from nemesis import check_config
 
     if external_def.is_external(config.system):
+        config = fit_external(config)
         _precheck_external(config)
     elif system_def.is_definition(config.system):
         system_def.load(config.system)
     check_local_files(config)
     check_config(config)
+    return config
 
 
 def _precheck_external(config: TestConfig) -> None:
@@ -269,10 +273,8 @@ def _precheck_external(config: TestConfig) -> None:
     the commands it needs on every node (else one line naming the fault and the command)."""
     from clusters.external import ExternalNetwork, external_system
     from clusters.external_def import load
-    from clusters.factory import fit_external
     from nemesis.preflight import system_refusal
 
-    config = fit_external(config)
     definition = load(config.system)
     sut = external_system(config, definition, ExternalNetwork("precheck", definition, None))
     why = system_refusal(config, sut) if wants_nemesis(config) else None
@@ -418,10 +420,7 @@ def run_test(
     `pieces` replaces the lower layers' entry points (tests of the lifecycle itself).
     """
     console = console or Console(stderr=True)
-    from clusters.factory import fit_external
-
-    config = fit_external(config)  # a cluster strandline did not start: the nodes it names
-    precheck(config)
+    config = precheck(config)
     pieces = pieces if pieces is not None else RunPieces.real()
     store = Path(config.store)
     run = rundir.new_run_dir(store, config.name)
