@@ -3,13 +3,21 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test test-all lint typecheck unit clean
+.PHONY: setup demo test test-all lint typecheck unit clean tansu
 
 setup:
 	@bash scripts/setup.sh
 
 demo: setup
 	@$(VENV)/bin/strandline demo
+
+# The tansu broker of systems/tansu-*.toml, built once with cargo into ~/.cache/strandline (long:
+# never part of setup or CI; the tests that run tansu are skipped while it is absent), and Debian's
+# PostgreSQL, the storage role of systems/tansu-postgres.toml.
+tansu: setup
+	@dpkg-query -W -f='$${Status}' postgresql 2>/dev/null | grep -q "install ok installed" || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }
+	CARGO_BUILD_JOBS=$${CARGO_BUILD_JOBS:-1} nice -n 19 $(VENV)/bin/strandline tansu fetch
 
 lint: setup
 	$(VENV)/bin/ruff check .

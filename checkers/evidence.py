@@ -192,7 +192,7 @@ def quoted(op: dict[str, Any]) -> dict[str, Any]:
 
 
 def send_of(invocation: dict[str, Any], completion: dict[str, Any] | None) -> dict[str, Any]:
-    """A send operation as the report shows it (`harness.report_history.Completed`'s fields)."""
+    """A send operation as the report shows it (`harness.report.history.Completed`'s fields)."""
     src = completion or invocation
     return {
         "process": invocation["process"],

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from clusters import broker_identity, daemon_control, jvm_clock, lazyfs, lazyfs_mount, software
+from clusters import broker_identity, daemon_control, jvm_clock, lazyfs, lazyfs_mount, software, store_proxy
 from clusters.defined_membership import ReassignsPartitions
 from clusters.kafka_metadata import (
     NO_ANSWER,
@@ -39,6 +39,7 @@ from clusters.own import (
     wants_lazyfs,
 )
 from clusters.ports import port_open
+from clusters.sut import StoreProxy
 from clusters.system_def import (
     RoleDef,
     SystemDefinition,
@@ -251,7 +252,9 @@ class DefinedSystem:
     def log_files(self, node: Node) -> list[str]:
         values = self.values(node)
         lazyfs_logs = [log_path for *_, log_path in self._lazyfs_mounts(node)]
-        return [self._daemon_log(node), *(render(p, values) for p in self.role_of(node).logs), *lazyfs_logs]
+        proxy_logs = [store_proxy.log_path(node)] if self.role_of(node).fronted else []
+        role_logs = (render(p, values) for p in self.role_of(node).logs)
+        return [self._daemon_log(node), *role_logs, *lazyfs_logs, *proxy_logs]
 
     def data_dirs(self, node: Node) -> list[str]:
         """Data dirs in Kafka's segment format (the replica-log checker reads them); others: none."""
@@ -355,6 +358,9 @@ class DefinedSystem:
             deadline = time.monotonic() + role.ready.timeout
             for node in nodes:
                 self.wait_ready(node, timeout=max(1.0, deadline - time.monotonic()), everyone=True)
+            if role.fronted:  # the roles after it reach the store through strandline's S3 proxy
+                for node in nodes:
+                    store_proxy.start(node, role, self.python)
         self._observe_identity()
 
     def _observe_identity(self) -> None:
@@ -471,6 +477,8 @@ class DefinedSystem:
         for role in reversed(self.definition.roles):
             for node in self.role_nodes[role.name]:
                 node.signal_daemon(role.name, signal.SIGKILL)
+                if role.fronted:
+                    store_proxy.stop(node)
                 for daemon, data_dir, _backing, _sock, _log in self._lazyfs_mounts(node):
                     node.exec(["umount", "-l", data_dir], check=False)
                     node.signal_daemon(daemon, signal.SIGKILL)
@@ -577,7 +585,9 @@ class DefinedSystem:
                 log.info("%s: a data dir is empty: running the install commands again", node.name)
                 self._run_install_commands(node)
             self._start(node)
-        if wait_ready:
+        # A role other than the brokers serves again once its ready check passes, and that check
+        # may prepare it as bring-up did (an in-memory store's bucket, created by its command).
+        if wait_ready or self.role_of(node).name != self.definition.brokers:
             self.wait_ready(node)
 
     def stop(self, node: Node) -> None:
@@ -659,6 +669,17 @@ class _ServesEveryPartition:
         return out
 
 
+class _FrontsObjectStores:
+    """Roles of `kind = "s3"`: strandline's S3 proxy fronts each of their nodes (`storage` faults)."""
+
+    def store_proxies(self: DefinedSystem) -> list[StoreProxy]:  # type: ignore[misc]
+        return [
+            store_proxy.proxy_of(node, role)
+            for role in self.definition.object_stores()
+            for node in self.role_nodes[role.name]
+        ]
+
+
 class _SkewsClocks:
     """The broker role runs under the faketime preload: the clock nemesis writes this file."""
 
@@ -694,6 +715,8 @@ def defined_system(
         bases.append(_ListsEveryBroker)
     if definition.broker_role.faketime:
         bases.append(_SkewsClocks)
+    if definition.object_stores():
+        bases.append(_FrontsObjectStores)
     if ZOOKEEPER_ROLE in nodes:
         bases.append(_NamesZookeeper)
     if definition.membership == "reassign":

@@ -13,6 +13,7 @@ removes every resource in the state file; collect data before it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -25,14 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from clusters import docker_backend, ssh_backend, system_def  # backends: their state removers
+from clusters import docker_backend, external_def, ssh_backend, system_def  # backends: their state removers
 from clusters.defined import defined_system
+from clusters.external import ExternalNetwork, external_system
 from clusters.kafka_metadata import NO_ANSWER, offered_apis
 from clusters.netns import NetnsNetwork
 from clusters.node import Node
 from clusters.own import OwnSystem
 from clusters.state import ClusterState, cleanup_leftovers, locked, state_dir_default
-from clusters.sut import MayLackReplicaLogs
+from clusters.sut import CollectsDataDirs, MayLackReplicaLogs
 from clusters.system_def import SystemDefinition
 from foundation.config import TestConfig, validate
 from foundation.errors import BadInput, InfrastructureError
@@ -192,6 +194,9 @@ class Cluster:
                     node.download(path, str(node_dest / "logs" / Path(path).name))
                 except InfrastructureError as e:
                     log.warning("%s: cannot collect %s: %s", node.name, path, e)
+            if isinstance(self.sut, CollectsDataDirs):
+                self.sut.collect_data(node, node_dest / "data")
+                continue
             data_dirs = self.sut.data_dirs(node)
             for path in data_dirs:
                 target = node_dest / "data"
@@ -225,7 +230,17 @@ class Cluster:
 
 
 def _definition(config: TestConfig) -> SystemDefinition | None:
+    if external_def.is_external(config.system):
+        return None
     return system_def.load(config.system) if system_def.is_definition(config.system) else None
+
+
+def fit_external(config: TestConfig) -> TestConfig:
+    """A cluster strandline did not start has the nodes its definition names: `nodes` follows."""
+    if not external_def.is_external(config.system):
+        return config
+    count = len(external_def.load(config.system).nodes)
+    return config if config.nodes == count else dataclasses.replace(config, nodes=count)
 
 
 def _nodes_python(network: Network) -> str | None:
@@ -234,6 +249,8 @@ def _nodes_python(network: Network) -> str | None:
 
 
 def _sut(config: TestConfig, network: Network) -> Any:
+    if isinstance(network, ExternalNetwork):
+        return external_system(config, external_def.load(config.system), network)
     definition = _definition(config)
     if definition is not None:
         nodes = {
@@ -269,6 +286,8 @@ def _node_names(config: TestConfig) -> list[str]:
 def _network(
     config: TestConfig, name: str, work_dir: Path, state_dir: Path, node_names: list[str] | None = None
 ) -> Network:
+    if external_def.is_external(config.system) and node_names is None:  # reached over its own ssh
+        return ExternalNetwork(name, external_def.load(config.system), state_dir)
     names = node_names if node_names is not None else _node_names(config)
     if config.backend == "docker":
         return docker_backend.DockerNetwork(name, names, config, state_dir)
@@ -304,6 +323,7 @@ def build_cluster(
 ) -> Cluster:
     """A cluster described by `config`, not yet created: call `.up()` (or use it as a context)."""
     name = name or default_cluster_name(config)
+    config = fit_external(config)
     state_dir = Path(state_dir) if state_dir else state_dir_default()
     network = _network(config, name, Path(work_dir), state_dir)
     return Cluster(config, name, network, _sut(config, network))

@@ -5,10 +5,11 @@ pointed at the proxy instead of the store), so faults can do to the brokers' req
 of object-storage Kafka meet: 503 SlowDown (throttling), slow requests, a reply lost after the
 store applied the request (a PUT that succeeded but whose client never heard), and connection
 resets. A fault is a rule in a JSON file written beside it (`{"id", "fault", "probability",
-"latency_ms", "methods", "seed"}`; `{}`: none), read again whenever it changes; each request meets
+"latency_ms", "methods", "seed"}`; `{}`: none), read at every request and taken anew when it changed; each request meets
 the rule with its probability, for as long as the rule is in place (the fault's window). Every
-injection is logged (stdout) and counted in a stats file. Not yet started by a system definition
-nor driven by a fault family: tests/integration/test_clusters_s3_proxy.py runs it by hand.
+injection is logged (stdout) and counted in a stats file. A role of `kind = "s3"` in a system
+definition gets one (clusters/store_proxy.py); the `storage` faults (nemesis/packages/storage.py)
+write its rules.
 
 It runs on the node as `python -m clusters.s3_proxy --listen A:P --upstream A:P --rules F --stats F`
 and uses the standard library only. Requests are relayed as they are (headers, bodies in
@@ -59,17 +60,17 @@ class Rule:
 
 
 class Rules:
-    """The rules file, read again whenever its modification time changes."""
+    """The rules file, read at each request (a few bytes) and parsed again when its text changed."""
 
     def __init__(self, path: Path, stats: Path) -> None:
         self.path, self.stats_path = path, stats
-        self.stamp: float | None = None
+        self.stamp: str | None = None
         self.rule = Rule()
         self.counts: dict[str, int] = {"requests": 0, "injected": 0}
 
     def current(self) -> Rule:
         try:
-            stamp = self.path.stat().st_mtime_ns
+            stamp = self.path.read_text()  # small: read whole (two writes may share an mtime)
         except OSError:
             stamp = None
         if stamp != self.stamp:

@@ -1,7 +1,8 @@
 """Software a system definition runs that strandline gets for it (`[software.NAME]` in the file):
 fetched once on the controller, put on the nodes, and shown to the templates as `{NAME.VALUE}`.
 
-One kind today, `kafka`: an Apache Kafka release, from the test's `kafka_version` (Maven Central,
+Two kinds: `tansu` (clusters/tansu_build.py: built once with cargo into the cache, `{tansu.bin}`),
+and `kafka`: an Apache Kafka release, from the test's `kafka_version` (Maven Central,
 clusters/kafka_release.py; the default release when empty), or `kafka_tarball` (a distribution,
 path or URL, unpacked once into the cache), or on docker `kafka_image` (an image with Kafka in
 /opt/kafka: nothing is fetched). Its values: `{kafka.home}` (the folder holding `libs/` on the
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from clusters import kafka_release, maven
+from clusters import kafka_release, maven, tansu_build
 from clusters.node_software import cache_root
 from clusters.system_def import SoftwareDef, SystemDefinition
 from foundation.config import TestConfig
@@ -208,7 +209,7 @@ def _download(url: str, work: Path, progress: maven.Progress | None) -> Path:
     return target
 
 
-KINDS: dict[str, Software] = {"kafka": KafkaSoftware()}
+KINDS: dict[str, Software] = {"kafka": KafkaSoftware(), "tansu": tansu_build.TansuSoftware()}
 # Test settings a kind turns into its own configuration (beyond the `{config.KEY}` templates).
 SETTINGS_READ: dict[str, tuple[str, ...]] = {"kafka": ("eligible_leader_replicas", "transaction_version")}
 

@@ -7,6 +7,7 @@ Every capability a fault needs is declared here; nothing probes a system with `g
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -194,6 +195,14 @@ class RunsOnPython(Protocol):
 
 
 @runtime_checkable
+class CollectsDataDirs(Protocol):
+    def collect_data(self, node: Node, dest: Path) -> None:
+        """Copy what the replica-log checks read of the node's data dirs into `dest` (a system
+        that chooses what to copy: another's long-lived data dirs hold far more than the test's)."""
+        ...
+
+
+@runtime_checkable
 class MayLackReplicaLogs(Protocol):
     def replica_logs_unavailable(self) -> str | None:
         """Why the brokers' data dirs cannot be read as Kafka segments (None: they can)."""
@@ -220,6 +229,49 @@ class HasRoles(Protocol):
 
     def node_named(self, name: str) -> Node | None:
         """Any node of the system by name (brokers and the other roles' nodes)."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoreProxy:
+    """strandline's S3 proxy in front of an object store (a role of `kind = "s3"`): the node it
+    runs on, the rules file a `storage` fault writes and the file it counts injections in."""
+
+    node: str
+    role: str
+    rules: str
+    stats: str
+
+
+@runtime_checkable
+class FrontsObjectStores(Protocol):
+    """Object stores reached through strandline's S3 proxy: the `storage` faults write its rules."""
+
+    def store_proxies(self) -> list[StoreProxy]:
+        """Every proxy (empty: no role of kind = "s3")."""
+        ...
+
+
+@runtime_checkable
+class FaultsByCommand(Protocol):
+    """A cluster strandline did not start: each fault runs the command its owner granted (kill,
+    start, pause, resume through Killable and Pausable; a partition through `cut` and `mend`),
+    and a fault without its commands is refused before the run."""
+
+    def fault_refusal(self, fault: str) -> str | None:
+        """Why `fault` cannot run here (a command the definition lacks); None when it can."""
+        ...
+
+    def cut(self, node: Node, drop: list[str]) -> None:
+        """Make `node` stop hearing from the addresses `drop`."""
+        ...
+
+    def mend(self, node: Node) -> None:
+        """Undo `cut` on `node`."""
+        ...
+
+    def heal_argv(self, fault: str, node: Node) -> list[str] | None:
+        """The command (argv) that undoes `fault` on `node`, for the fault ledger; None: none."""
         ...
 
 

@@ -24,6 +24,9 @@ from foundation.errors import BadInput
 from foundation.toml_file import read_toml
 
 READY_KINDS = ("kafka", "port", "command", "none")
+# What a role is: a process of its own (any server), or an S3-compatible store that strandline's S3
+# proxy (clusters/s3_proxy.py) fronts on the same node, so the `storage` faults reach its requests.
+ROLE_KINDS = ("process", "s3")
 DATA_FORMATS = ("kafka", "other")
 PAUSE_KINDS = ("auto", "freeze", "sigstop")
 NODE_PREFIX = re.compile(r"^[a-z][a-z0-9]{0,2}$")  # node names must stay <= 4 characters
@@ -37,7 +40,7 @@ TOP_KEYS = (
 ROLE_KEYS = (
     "count", "port", "ports", "node_prefix", "files", "upload", "install", "start", "env", "ready",
     "logs", "data_dirs", "data_format", "stop_signal", "stop_timeout", "pause", "faketime", "lazyfs",
-    "node_id", "values", "spare_values",
+    "node_id", "values", "spare_values", "kind", "proxy_port",
 )  # fmt: skip
 SOFTWARE_KEYS = ("versions",)
 METADATA_KEYS = ("brokers", "leaders")
@@ -54,6 +57,7 @@ MEMBERSHIP_KINDS = ("none", "reassign")
 # the template values each offers as `{NAME.VALUE}`.
 SOFTWARE_VALUES: dict[str, tuple[str, ...]] = {
     "kafka": ("home", "classpath", "version", "format_features"),
+    "tansu": ("bin", "pg_schema", "version"),
 }
 FILE_KEYS = ("path", "content")
 UPLOAD_KEYS = ("source", "dest")
@@ -103,6 +107,13 @@ class RoleDef:
     node_id: int = 1  # the first node's id (`{node_id}`, `{quorum}`); the next nodes count on
     values: dict[str, str] = field(default_factory=dict)  # `{values.NAME}`: the definition's own
     spare_values: dict[str, str] = field(default_factory=dict)  # ... on a node the member fault adds
+    kind: str = "process"  # s3: an S3-compatible store, reached by the other roles through the proxy
+    proxy_port: int = 0  # kind = s3: the port strandline's S3 proxy serves on, beside the store
+
+    @property
+    def fronted(self) -> bool:
+        """Does strandline's S3 proxy sit in front of this role (its `storage` faults)?"""
+        return self.kind == "s3"
 
 
 @dataclass(frozen=True)
@@ -155,13 +166,19 @@ class SystemDefinition:
     def broker_role(self) -> RoleDef:
         return self.role(self.brokers)
 
+    def object_stores(self) -> tuple[RoleDef, ...]:
+        """The roles strandline's S3 proxy fronts (`kind = "s3"`): what the `storage` faults need."""
+        return tuple(r for r in self.roles if r.fronted)
+
     def count(self, role: RoleDef, config: TestConfig) -> int:
         return config.nodes if role.name == self.brokers else (role.count or 1)
 
     def needs_node_software(self) -> bool:
-        """Does a role run strandline's Python (`{python}`) or start under the faketime preload?
+        """Does a role run strandline's Python (`{python}`, the S3 proxy) or start under the faketime preload?
         (Remote backends then install the project's venv and libfaketime on the hosts.)"""
-        return any(role.faketime or "python" in role_placeholders(role) for role in self.roles)
+        return any(
+            role.faketime or role.fronted or "python" in role_placeholders(role) for role in self.roles
+        )
 
     def node_names(self, role: RoleDef, config: TestConfig) -> list[str]:
         n = self.count(role, config)
@@ -229,7 +246,14 @@ def value_names(definition_roles: Sequence[RoleDef], role: RoleDef, software: Se
         names |= {f"ports.{p}", f"peers.{p}", f"quorum.{p}"}
     for other in definition_roles:
         q = other.name
-        names |= {f"{q}.servers", f"{q}.addresses", f"{q}.quorum", f"{q}.count", f"{q}.port"}
+        names |= {
+            f"{q}.servers",
+            f"{q}.addresses",
+            f"{q}.quorum",
+            f"{q}.count",
+            f"{q}.port",
+            f"{q}.store_servers",
+        }
         for p in other.ports:
             names |= {f"{q}.servers.{p}", f"{q}.quorum.{p}", f"{q}.ports.{p}"}
     return names
@@ -237,10 +261,13 @@ def value_names(definition_roles: Sequence[RoleDef], role: RoleDef, software: Se
 
 def role_values(role: RoleDef, nodes: Sequence[tuple[int, str]]) -> dict[str, str]:
     """The values a role shows to every template: its servers, addresses, quorum, count, ports
-    (`nodes`: each node's id and address)."""
+    (`nodes`: each node's id and address). An S3 role's servers are its proxies: the other roles
+    reach the store through them (the role's own `{port}`, `{peers}` stay the store's)."""
     q = role.name
+    port = role.proxy_port if role.fronted else role.port
     out = {
-        f"{q}.servers": ",".join(f"{a}:{role.port}" for _, a in nodes),
+        f"{q}.servers": ",".join(f"{a}:{port}" for _, a in nodes),
+        f"{q}.store_servers": ",".join(f"{a}:{role.port}" for _, a in nodes),
         f"{q}.addresses": ",".join(a for _, a in nodes),
         f"{q}.quorum": ",".join(f"{i}@{a}:{role.port}" for i, a in nodes),
         f"{q}.count": str(len(nodes)),
@@ -257,7 +284,7 @@ def own_role_values(role: RoleDef, everything: Mapping[str, str]) -> dict[str, s
     """The role's own values without its name: `{peers}`, `{quorum.controller}`, `{port}` ..."""
     q = role.name
     out = {
-        "peers": everything[f"{q}.servers"],
+        "peers": everything[f"{q}.store_servers"],
         "addresses": everything[f"{q}.addresses"],
         "quorum": everything[f"{q}.quorum"],
         "count": everything[f"{q}.count"],
@@ -340,6 +367,9 @@ class _Reader:
         if port > 65535:
             raise self.fail(key, f"not a port: {port}")
         return port
+
+
+Reader = _Reader  # the cluster definitions of clusters/external_def.py read their files the same way
 
 
 def load(path: str | Path) -> SystemDefinition:
@@ -496,6 +526,20 @@ def _role(r: _Reader, name: str, value: Any, brokers: str) -> RoleDef:
         if not source.exists():
             raise r.fail(f"{uk}.source", f"no file or directory {source}")
         uploads.append(UploadDef(source, r.string(f"{uk}.dest", u["dest"])))
+    kind = r.choice(f"{key}.kind", t.get("kind", "process"), ROLE_KINDS)
+    proxy_port = 0
+    if kind == "s3":
+        if name == brokers:
+            raise r.fail(
+                f"{key}.kind", "the broker role cannot be an S3 store: give the store a role of its own"
+            )
+        proxy_port = r.port(f"{key}.proxy_port", t.get("proxy_port", r.port(f"{key}.port", t["port"]) + 1))
+        if proxy_port == t["port"] or proxy_port in ports.values():
+            raise r.fail(
+                f"{key}.proxy_port", f"{proxy_port} is already the role's own port: give the proxy another"
+            )
+    elif "proxy_port" in t:
+        raise r.fail(f"{key}.proxy_port", 'only a role of kind = "s3" has a proxy')
     stop_name = r.string(f"{key}.stop_signal", t.get("stop_signal", "SIGTERM"))
     try:
         stop_signal = int(signal.Signals[stop_name if stop_name.startswith("SIG") else f"SIG{stop_name}"])
@@ -524,6 +568,8 @@ def _role(r: _Reader, name: str, value: Any, brokers: str) -> RoleDef:
         node_id=r.integer(f"{key}.node_id", t.get("node_id", 1), 0),
         values=_string_table(r, f"{key}.values", t.get("values", {})),
         spare_values=_string_table(r, f"{key}.spare_values", t.get("spare_values", {})),
+        kind=kind,
+        proxy_port=proxy_port,
     )
 
 

@@ -241,6 +241,11 @@ def _ssh_host(key: str, value: Any) -> SshHost:
     return SshHost(**{k: _coerce(f"{key}.{k}", v, hints[k]) for k, v in value.items()})
 
 
+def parse_ssh_host(key: str, value: Any) -> SshHost:
+    """One ssh host (a name, or a table of SshHost's keys) read as `ssh_hosts` entries are."""
+    return _ssh_host(key, value)
+
+
 def validate(raw: Mapping[str, Any]) -> TestConfig:
     """Build a TestConfig from plain data, naming the first wrong key. Seed 0 draws a seed."""
     hints = typing.get_type_hints(TestConfig, include_extras=False)
@@ -321,6 +326,12 @@ def _check_ranges(c: TestConfig) -> None:
         if not ok:
             raise BadInput(f"config key {key!r}: {what}")
 
+    need(
+        c.system != "external",
+        "system",
+        "a cluster strandline did not start is a definition PATH.toml with managed = false, its "
+        'brokers and the commands granted for faults (docs/systems.md, "A cluster strandline did not start")',
+    )
     need(
         c.system in SYSTEMS or c.system.endswith(".toml"),
         "system",

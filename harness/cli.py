@@ -490,6 +490,17 @@ def build_parser() -> _Parser:
     p.add_argument("version", metavar="VERSION", help="a release, e.g. 4.4.0")
 
     p = sub.add_parser(
+        "tansu",
+        help="the tansu broker of systems/tansu-*.toml: build it once with cargo into the cache",
+        epilog="examples:\n"
+        "  strandline tansu fetch            # prints the path of the tansu binary (built once: long)\n"
+        "exit codes: 0 built (or already there), 2 no cargo on PATH or another release, "
+        "4 the build failed.",
+    )
+    p.add_argument("action", choices=("fetch",), help="what to do")
+    p.add_argument("version", metavar="VERSION", nargs="?", help="the release (default and only: 0.6.0)")
+
+    p = sub.add_parser(
         "demo",
         help="the main job: the seed scenario with both truncation protocols",
         epilog="examples:\n"

@@ -216,6 +216,9 @@ class RunPieces:
     # Follows history.jsonl during the run and writes its Parquet form (the Spark check's input);
     # returns an object with `finish()`, called once the history is closed.
     columnar_journal: Callable[[Path], Any] | None = None
+    # Why the test's client cannot talk to brokers that answer strandline (None: it can), asked
+    # once the topics exist.
+    client_refusal: Callable[[TestConfig, list[str]], str | None] | None = None
 
     @staticmethod
     def real() -> RunPieces:
@@ -227,6 +230,7 @@ class RunPieces:
         from clusters.factory import build_cluster
         from clusters.state import cleanup_leftovers, state_dir_default
         from harness.preflight import refusal
+        from workloads.handshake import client_refusal
 
         return RunPieces(
             build_cluster=build_cluster,
@@ -242,19 +246,40 @@ class RunPieces:
             preflight=refusal,
             client_setup=workloads.client_setup,
             columnar_journal=lambda history: ColumnarJournal(history).start(),
+            client_refusal=client_refusal,
         )
 
 
-def precheck(config: TestConfig) -> None:
+def precheck(config: TestConfig) -> TestConfig:
     """Bad input found before anything is created: unknown faults, malformed schedule steps, a
-    system definition file that does not parse (one line naming the file and the key, exit 2)."""
-    from clusters import system_def
+    system definition file that does not parse (one line naming the file and the key, exit 2).
+    Returns the config the run uses: a cluster strandline did not start has the nodes it names."""
+    from clusters import external_def, system_def
+    from clusters.factory import fit_external
     from nemesis import check_config
 
-    if system_def.is_definition(config.system):
+    if external_def.is_external(config.system):
+        config = fit_external(config)
+        _precheck_external(config)
+    elif system_def.is_definition(config.system):
         system_def.load(config.system)
     check_local_files(config)
     check_config(config)
+    return config
+
+
+def _precheck_external(config: TestConfig) -> None:
+    """A cluster strandline did not start: its definition parses, and every fault asked for has
+    the commands it needs on every node (else one line naming the fault and the command)."""
+    from clusters.external import ExternalNetwork, external_system
+    from clusters.external_def import load
+    from nemesis.preflight import system_refusal
+
+    definition = load(config.system)
+    sut = external_system(config, definition, ExternalNetwork("precheck", definition, None))
+    why = system_refusal(config, sut) if wants_nemesis(config) else None
+    if why:
+        raise BadInput(why)
 
 
 def wants_nemesis(config: TestConfig) -> bool:
@@ -395,7 +420,7 @@ def run_test(
     `pieces` replaces the lower layers' entry points (tests of the lifecycle itself).
     """
     console = console or Console(stderr=True)
-    precheck(config)
+    config = precheck(config)
     pieces = pieces if pieces is not None else RunPieces.real()
     store = Path(config.store)
     run = rundir.new_run_dir(store, config.name)
@@ -476,9 +501,7 @@ def _lifecycle(
     nemesis: RunsFaults | None = None
     up = False
     try:
-        with phases.phase(
-            "cluster_up", f"cluster up: {config.system} on {config.backend}, {config.nodes} nodes"
-        ):
+        with phases.phase("cluster_up", _bring_up_text(config)):
             cluster.up()  # removes what it created itself when it fails
         up = True
         bootstrap = cluster.bootstrap_servers()
@@ -487,6 +510,11 @@ def _lifecycle(
             f"topics: {config.topics} × {config.partitions} partitions, RF {config.replication_factor}",
         ):
             pieces.setup_topics(config, bootstrap)
+        if pieces.client_refusal is not None:
+            with phases.phase("handshake", f"asking the brokers through the test's client ({config.client})"):
+                why = pieces.client_refusal(config, bootstrap)
+                if why:
+                    raise InfrastructureError(why)
         history = HistoryWriter(run / run_files.HISTORY)
         if pieces.columnar_journal is not None and config.checker != "reference":
             columnar = pieces.columnar_journal(run / run_files.HISTORY)
@@ -526,6 +554,14 @@ def _lifecycle(
                 _guard("collect", lambda: cluster.collect(run / run_files.NODES))
             with phases.phase("down", "tearing the cluster down"):
                 cluster.down()
+
+
+def _bring_up_text(config: TestConfig) -> str:
+    from clusters.external_def import is_external
+
+    if is_external(config.system):
+        return f"cluster: waiting for the {config.nodes} brokers of {Path(config.system).name} (not started by strandline)"
+    return f"cluster up: {config.system} on {config.backend}, {config.nodes} nodes"
 
 
 def _recover(sut: Any, config: TestConfig, console: Console) -> dict[str, Any]:
@@ -791,7 +827,7 @@ def _finish(
         with phases.phase("report", "writing the report"):
             report = write_report(run)
             if screenshot:
-                from harness.report_shot import keep_screenshot
+                from harness.report.shot import keep_screenshot
 
                 keep_screenshot(report)
         phases.console.print(f"report: {report}", highlight=False)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from clusters.node import Node
-from clusters.sut import ClusterView, HasLeaders, RunsOnPython
+from clusters.sut import ClusterView, FaultsByCommand, HasLeaders, RunsOnPython
 from foundation.config import TestConfig
 from foundation.errors import BadInput
 from history.writer import HistoryWriter
@@ -440,7 +440,10 @@ class Nemesis(Requested):
         return problems
 
     def _clean_node(self, node: Node) -> str | None:
-        """Unhook and delete our chains (and our root qdisc) on one node; the problem, if any."""
+        """Unhook and delete our chains (and our root qdisc) on one node; the problem, if any.
+        A cluster strandline did not start never had any: nothing but its owner's commands runs there."""
+        if isinstance(self.ctx.sut, FaultsByCommand):
+            return None
         try:
             node.exec(net.remove_argv(), timeout=30, check=False)
             if self._touched_qdisc:

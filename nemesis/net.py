@@ -91,7 +91,8 @@ def hold_script(port: int, spare: Iterable[str]) -> list[str]:
     """Hold the connections established to `port` now, from any peer but `spare` (the cluster's own
     nodes): drop their incoming packets, so what their senders have sent waits in the senders'
     retransmission queues until the heal (a flush) lets it through, late; new connections pass.
-    Prints each held peer as `address:port`."""
+    Prints each held peer as `address:port`. A JVM's listener (real Kafka) is a dual-stack socket:
+    `ss` shows its IPv4 peers as `[::ffff:10.0.0.1]:port`, which iptables takes as 10.0.0.1."""
     spared = " ".join(sorted(set(spare)))
     lines = [
         "set -e",
@@ -99,6 +100,7 @@ def hold_script(port: int, spare: Iterable[str]) -> list[str]:
         f"{IPT} -F {HOLD_CHAIN}",
         f'ss -tnH state established "( sport = :{int(port)} )" | while read -r _rq _sq _local peer _rest; do',
         '  address="${peer%:*}"; peer_port="${peer##*:}"',
+        '  address="${address#[}"; address="${address%]}"; address="${address#::ffff:}"',
         f'  case " {spared} " in *" $address "*) continue ;; esac',
         f'  {IPT} -A {HOLD_CHAIN} -p tcp -s "$address" --sport "$peer_port" --dport {int(port)} -j DROP',
         '  echo "$address:$peer_port"',

@@ -13,6 +13,7 @@ import random
 from typing import Any
 
 from clusters.node import Node
+from clusters.sut import FaultsByCommand
 from foundation.config import TestConfig
 from foundation.errors import BadInput
 from nemesis import schedule
@@ -38,6 +39,8 @@ def node_probing_packages(config: TestConfig, sut: Any) -> list[Package]:
     """The fault packages in use that need something of a node. `--nemesis all` needs nothing of
     a node: it leaves out, when the cluster is up, what the nodes cannot do (Nemesis.validate)."""
     if schedule.wants_all(config.nemesis) and not config.schedule:
+        return []
+    if isinstance(sut, FaultsByCommand):  # its faults are its owner's commands: nothing to ask a node
         return []
     return [p for p in _nemesis(config, sut).packages_in_use() if p.probes_node]
 

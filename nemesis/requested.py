@@ -9,7 +9,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from clusters.sut import HasLeaders
+from clusters.sut import FaultsByCommand, HasLeaders
 from foundation.config import TestConfig
 from foundation.errors import BadInput
 from nemesis import choreography, conditions, schedule
@@ -134,6 +134,8 @@ class Requested:
         """`all` takes what this cluster supports: a fault whose probe fails is left out."""
         if probe:
             for package in {PACKAGES[n] for g, _ in schedule.parse_mix(self.config.nemesis) for n, _ in g}:
+                if isinstance(self.ctx.sut, FaultsByCommand) and self.ctx.sut.fault_refusal(package.name):
+                    continue  # never asked of an owner's hosts: the mix leaves it out anyway
                 why = package.probe(self.ctx)
                 if why:
                     log.info("nemesis all: leaving %s out: %s", package.name, why)
@@ -149,6 +151,10 @@ def _spec(group: schedule.Group) -> str:
 
 
 def checked(package: Package, ctx: Context, step: dict[str, Any], where: str) -> None:
+    if isinstance(ctx.sut, FaultsByCommand):  # a cluster strandline did not start: granted faults only
+        why = ctx.sut.fault_refusal(package.name)
+        if why:
+            raise BadInput(why)
     try:
         package.check(ctx, step)
     except BadInput as e:

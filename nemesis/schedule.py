@@ -65,6 +65,7 @@ ALL_MIX: tuple[tuple[str, int], ...] = (
     ("bandwidth", 1),
     ("delay", 1),
     ("clock", 1),
+    ("storage", 1),
     ("lose-unsynced", 1),
 )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from clusters.sut import StoreProxy
 from foundation.config import TestConfig
 from nemesis.core import Nemesis
 
@@ -52,6 +53,11 @@ class _CapableSut:
 
     def node_named(self, name: str) -> Any:
         return None
+
+    # Object stores (`storage`): any passes here; the real system says whether it has a role of
+    # kind = "s3" before the run.
+    def store_proxies(self) -> list[StoreProxy]:
+        return [StoreProxy("storage-node", "storage", "rules.json", "stats.json")]
 
     # Broker names (`txn-coordinator`, `coordinator` targets): the real system is asked in the run.
     def broker_id(self, node: Any) -> int:

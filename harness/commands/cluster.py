@@ -22,6 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
+from clusters.external_def import is_external
 from clusters.factory import Cluster, attach_cluster, build_cluster
 from clusters.node import InspectsDaemons, Node, Reattachable
 from clusters.state import cleanup_leftovers, state_dir_default
@@ -82,6 +83,11 @@ def up(args: argparse.Namespace, handle: Path) -> int:
                 "`strandline cluster down` first, or pass another --state FILE"
             )
     config = resolve(args.config, {k: getattr(args, k, None) for k in CLUSTER_FLAGS})
+    if is_external(config.system):
+        raise BadInput(
+            f"{config.system} says managed = false: strandline neither brings that cluster up nor down "
+            "(`strandline run --system` tests it as it runs)"
+        )
     work_dir = handle.resolve().parent / ".clusters"
     cluster = build_cluster(config, work_dir)
     console = Console(stderr=True)

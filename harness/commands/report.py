@@ -9,7 +9,7 @@ from rich.console import Console
 
 from harness import rundir
 from harness.report import write_report
-from harness.report_shot import keep_screenshot
+from harness.report.shot import keep_screenshot
 
 log = logging.getLogger(__name__)
 

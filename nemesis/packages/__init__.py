@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nemesis.packages import clockskew, corrupt, disk, link, membership, partition, process
+from nemesis.packages import clockskew, corrupt, disk, link, membership, partition, process, storage
 from nemesis.packages.base import Active, Context, NoTarget, Package, PlanEnv
 
 PACKAGES: dict[str, Package] = {
@@ -15,6 +15,7 @@ PACKAGES: dict[str, Package] = {
         *disk.PACKAGES,
         *corrupt.PACKAGES,
         *membership.PACKAGES,
+        *storage.PACKAGES,
     )
 }
 ALIASES = {"disk": "lose-unsynced", "power-loss": "lose-unsynced", "skew": "clock"}

@@ -21,6 +21,7 @@ from foundation.errors import BadInput
 from nemesis.state import FaultLedger, recipe_step
 
 T = TypeVar("T")
+Item = TypeVar("Item")
 
 
 class NoTarget(Exception):
@@ -64,8 +65,9 @@ class Context:
     def topic_partition(self, step: dict[str, Any]) -> tuple[str, int]:
         return str(step.get("topic", "t0")), int(step.get("partition", 0))
 
-    def parallel(self, fn: Callable[[Node], T], nodes: list[Node]) -> list[T]:
-        """Run `fn` on every node at once (a partition should start everywhere at the same time)."""
+    def parallel(self, fn: Callable[[Item], T], nodes: list[Item]) -> list[T]:
+        """Run `fn` on every node (or what stands for one) at once: a partition should start
+        everywhere at the same time."""
         if len(nodes) <= 1:
             return [fn(n) for n in nodes]
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:

@@ -14,7 +14,7 @@ import random
 from typing import Any
 
 from clusters.node import Node
-from clusters.sut import HasZookeeper
+from clusters.sut import FaultsByCommand, HasZookeeper
 from foundation.errors import BadInput
 from nemesis import grudge as grudges
 from nemesis import net, role_targets, targets
@@ -129,6 +129,8 @@ class Partition(Package):
                 )
 
     def probe(self, ctx: Context) -> str | None:
+        if isinstance(ctx.sut, FaultsByCommand):  # cut by its owner's command, not by iptables here
+            return None
         return ctx.first_problem(self.node_probe)
 
     probes_node = True
@@ -192,6 +194,8 @@ class Partition(Package):
 
     def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
         shape, grudge = self.grudge(ctx, step, pick)
+        if isinstance(ctx.sut, FaultsByCommand):
+            return self._by_command(ctx, step, shape, grudge, fault_id)
         names = set(ctx.names)
         members = [*ctx.nodes, *(ctx.node(n) for n in sorted(grudge) if n not in names and n != ZK)]
         addresses = {node.name: node.address for node in members}
@@ -215,6 +219,30 @@ class Partition(Package):
 
         def heal() -> dict[str, Any]:
             ctx.parallel(lambda node: node.exec(net.flush_argv(net.PARTITION_CHAIN), timeout=30), touched)
+            return {"fault": "partition", "nodes": cut}
+
+        return Active(fault_id, self.name, self.heal_f, cut, value, heal)
+
+    def _by_command(
+        self, ctx: Context, step: dict[str, Any], shape: str, grudge: grudges.Grudge, fault_id: str
+    ) -> Active:
+        """A cluster strandline did not start: each node that drops someone runs the partition
+        command its owner gave (`{drop}`: the addresses it stops hearing from), healed by the heal
+        command."""
+        sut: FaultsByCommand = ctx.sut
+        touched = [ctx.node(n) for n in sorted(grudge) if grudge[n]]
+        drops = {node.name: sorted(ctx.node(d).address for d in grudge[node.name]) for node in touched}
+        recipe = [self.step_for(n, argv) for n in touched if (argv := sut.heal_argv(self.name, n))]
+        effective = grudges.to_json(grudge)
+        self.record(ctx, fault_id, [n.name for n in touched], recipe, grudge=effective)
+        ctx.parallel(lambda node: sut.cut(node, drops[node.name]), touched)
+        value = {"shape": shape, "grudge": effective, "components": grudges.components(grudge)}
+        if shape == "leader":
+            value.update({"topic": step.get("topic", "t0"), "partition": step.get("partition", 0)})
+        cut = [n.name for n in touched]
+
+        def heal() -> dict[str, Any]:
+            ctx.parallel(sut.mend, touched)
             return {"fault": "partition", "nodes": cut}
 
         return Active(fault_id, self.name, self.heal_f, cut, value, heal)

@@ -16,7 +16,7 @@ from typing import Any
 from clusters import daemon_control
 from clusters.handles import LOCAL
 from clusters.node import HasDaemonCgroups, Node
-from clusters.sut import HasBrokerDaemon, Killable, Pausable
+from clusters.sut import FaultsByCommand, HasBrokerDaemon, Killable, Pausable
 from foundation.errors import BadInput
 from nemesis import role_targets, targets
 from nemesis.packages import process_patterns
@@ -148,7 +148,9 @@ class Kill(_StopsBrokers):
 
     def apply(self, ctx: Context, step: dict[str, Any], pick: random.Random, fault_id: str) -> Active:
         names = _resolve(ctx, step, pick)
-        self.record(ctx, fault_id, names, [])  # a killed broker of a dead run stays down
+        # A killed broker of a dead run stays down, but for one strandline did not start: its
+        # owner's start command is the heal recipe.
+        self.record(ctx, fault_id, names, _command_recipe(ctx, self.name, names))
         ctx.parallel(ctx.sut.kill, [ctx.node(n) for n in names])
 
         def heal() -> dict[str, Any]:
@@ -186,9 +188,19 @@ def resume_node(ctx: Context, node: Node) -> None:
         daemon_control.thaw(node, _daemon(ctx))
 
 
+def _command_recipe(ctx: Context, fault: str, names: list[str]) -> list[dict[str, Any]]:
+    """The owner's commands that undo `fault` on these nodes (a cluster strandline did not start)."""
+    if not isinstance(ctx.sut, FaultsByCommand):
+        return []
+    nodes = [ctx.node(n) for n in names]
+    return [Package.step_for(n, argv) for n in nodes if (argv := ctx.sut.heal_argv(fault, n))]
+
+
 def _resume_recipe(ctx: Context, node: Node) -> list[dict[str, Any]]:
     """How to resume this node's broker (or ZooKeeper) without the cluster object (after a
     controller crash)."""
+    if isinstance(ctx.sut, FaultsByCommand):
+        return _command_recipe(ctx, "pause", [node.name])
     daemon = role_targets.ZOOKEEPER if node.name in role_targets.zookeeper_nodes(ctx) else _daemon(ctx)
     steps: list[dict[str, Any]] = []
     cgroup = node.daemon_cgroup(daemon) if isinstance(node, HasDaemonCgroups) else None

@@ -110,6 +110,7 @@ def test_containers_have_addresses_hostnames_and_net_admin(cluster: Cluster) -> 
     assert n1.exec(["sh", "-c", "echo $FOO"], env={"FOO": "bar"}).stdout.strip() == "bar"
 
 
+@pytest.mark.slow
 def test_produce_consume_kill_restart(cluster: Cluster) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 

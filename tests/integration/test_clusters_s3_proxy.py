@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-boto3 = pytest.importorskip("boto3")
-botocore_config = pytest.importorskip("botocore.config")
+from tests.support.s3 import s3_client
+
+pytest.importorskip("boto3")
 botocore_exceptions = pytest.importorskip("botocore.exceptions")
 moto_server = pytest.importorskip("moto.server")
 
@@ -66,19 +67,10 @@ class Proxy:
         return int(json.loads(self.stats.read_text())["injected"]) if self.stats.exists() else 0
 
 
-def client(endpoint: str) -> Any:
-    return boto3.client(
-        "s3", endpoint_url=f"http://{endpoint}", region_name="us-east-1",
-        aws_access_key_id="testing", aws_secret_access_key="testing",
-        config=botocore_config.Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=5,
-                                      connect_timeout=3),
-    )  # fmt: skip
-
-
 def test_each_store_fault_is_what_an_s3_client_meets_and_counted(tmp_path: Path, store: str) -> None:
     proxy = Proxy(tmp_path, store)
     try:
-        through, direct = client(f"127.0.0.1:{proxy.port}"), client(store)
+        through, direct = s3_client(f"127.0.0.1:{proxy.port}"), s3_client(store)
         through.create_bucket(Bucket="tansu")
         through.put_object(Bucket="tansu", Key="a", Body=b"x" * 70_000)  # relayed as it is
         assert through.get_object(Bucket="tansu", Key="a")["Body"].read() == b"x" * 70_000

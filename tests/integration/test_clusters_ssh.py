@@ -124,6 +124,7 @@ def test_install_step_skips_work_already_done(cluster: Cluster) -> None:
     assert node.exec([software.python, "-c", "import broker, kazoo, kio, kafka"]).ok
 
 
+@pytest.mark.slow
 def test_produce_consume_kill_restart(cluster: Cluster) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 

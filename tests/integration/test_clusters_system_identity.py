@@ -79,3 +79,35 @@ def test_a_system_whose_brokers_serve_every_partition_runs_without_leaders(tmp_p
     assert any(op.get("f") == "kill" for op in history if op.get("process") == "nemesis")
     assert "partition leaders" in (run / "report.html").read_text()
     nothing_left(tmp_path, "alone")
+
+
+@pytest.mark.slow  # 118 s at load 40-50: the refusal, a bring-up, a 20 s kill and partition run, its report
+@pytest.mark.timeout(300)
+def test_three_brokers_declared_leaderless_run_kill_and_partition_without_leaders(tmp_path: Path) -> None:
+    """Three own brokers declared `leaders = "any-broker"` (the harness's side of brokers that all
+    serve every partition: nothing aims at a leader, recovery waits for brokers that answer): a
+    leader-targeted fault is refused before any cluster starts; kill and partition, drawn on three
+    nodes for 20 s of load, end valid, and the partitions have no leader in cluster-state.json."""
+    path = definition(tmp_path, "anyone", OWN.read_text() + '\n[metadata]\nleaders = "any-broker"\n')
+    three = [
+        "--checker",
+        "reference",
+        "--rate",
+        "60",
+        "--concurrency",
+        "3",
+        "--store",
+        str(tmp_path / "store"),
+    ]
+    refused = cli(["run", "--system", str(path), "--name", "anyone", "--nemesis", "partition:leader",
+                   "--time-limit", "5", *three], tmp_path, timeout=60)  # fmt: skip
+    assert refused.returncode == 2 and "serves every partition" in refused.stderr.strip().splitlines()[-1]
+    out = cli(["run", "--system", str(path), "--name", "anyone", "--nemesis", "kill,partition",
+               "--nemesis-interval", "6", "--time-limit", "20", *three], tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = Path(out.stdout.strip().splitlines()[-1].split(" ", 2)[2])
+    assert "serves every partition" in json.loads((run / "cluster-state.json").read_text())["leaderless"]
+    faults = {op["f"] for op in map(json.loads, (run / "history.jsonl").read_text().splitlines())
+              if op.get("process") == "nemesis" and op["type"] == "ok"}  # fmt: skip
+    assert faults & {"kill", "partition"}, faults
+    nothing_left(tmp_path, "anyone")

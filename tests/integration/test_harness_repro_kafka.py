@@ -3,10 +3,9 @@
 Central by the scenario itself, must lose acknowledged writes on the affected release (invalid,
 within its budget) and lose nothing on the fixed one (valid).
 
-Every pair takes minutes (two real clusters, an attempt up to four minutes on 2 cores), over
-the CI budget: all are slow (`make test-all`), with their measured times in docs/development.md.
-The fastest, kip-101-truncation (Kafka 0.10.2.2 against 0.11.0.0 in ZooKeeper mode), is the one
-to run first.
+Every pair takes minutes (two real clusters, an attempt up to four minutes on 2 cores). CI runs
+the fastest, kip-966-last-replica-standing on the default release (eligible leader replicas off
+against on), both ways; the others are slow (`make test-all`), with their measured times in docs/development.md.
 """
 
 from __future__ import annotations
@@ -28,6 +27,13 @@ def test_kip_101_truncation_on_kafka_0_10_2_and_0_11_0(
     assert (summary["affected_release"], summary["fixed_release"]) == ("0.10.2.2", "0.11.0.0")
 
 
+def test_kip_966_last_replica_standing_on_the_default_release_both_ways(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = both_ways("kip-966-last-replica-standing", tmp_path, monkeypatch, system="kafka")
+    assert summary["affected_release"] == summary["fixed_release"] == "4.4.0"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
@@ -37,10 +43,17 @@ def test_kip_101_truncation_on_kafka_0_10_2_and_0_11_0(
         "min-isr-1",
         "kip-966-power-loss",
         "no-fsync-power-loss",
-        "kip-966-last-replica-standing",
     ],
 )
 def test_settings_on_the_default_release_both_ways(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     both_ways(name, tmp_path, monkeypatch, system="kafka")
+
+
+@pytest.mark.slow
+def test_kafka_17754_with_kafkas_java_client_on_transaction_version_1_and_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = both_ways("kafka-17754-delayed-end-txn", tmp_path, monkeypatch, system="kafka")
+    assert summary["affected_release"] == summary["fixed_release"] == "4.0.0"

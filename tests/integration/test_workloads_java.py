@@ -167,3 +167,20 @@ def test_client_properties_the_java_client_refuses_are_bad_input() -> None:
     for _ in range(2):
         with pytest.raises(BadInput, match="java_client_properties.*acks"):
             java.start(refused)
+
+
+@pytest.mark.timeout(120)
+def test_a_client_that_fails_the_brokers_is_its_own_failure_in_one_line(cluster: LocalCluster) -> None:
+    """The Java client told to speak TLS to plaintext brokers never gets an answer, while the
+    brokers answer strandline's own ApiVersions and Metadata: the client's failure, in one line;
+    kafka-python, which talks to them, passes."""
+    from workloads.handshake import client_refusal
+
+    bootstrap = cluster.bootstrap.split(",")
+    setup_topics(_config("kafka-python"), bootstrap)
+    assert client_refusal(_config("kafka-python"), bootstrap) is None
+    tls = _config("java").replace(java_client_properties=("security.protocol=SSL",))
+    why = client_refusal(tls, bootstrap)
+    assert why is not None and "\n" not in why, why
+    assert why.startswith("the client kafka-clients ") and "the client's failure, not the system's" in why
+    assert all(server in why for server in bootstrap)

@@ -115,6 +115,7 @@ def _check_history(path: Path) -> dict[str, int]:
     return {"acked": len(acks), **outcomes}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_no_fault_run_kafka_python(cluster: LocalCluster, tmp_path: Path) -> None:
     bootstrap = cluster.bootstrap.split(",")

@@ -9,7 +9,7 @@ from pathlib import Path
 from checkers import catalogue, verdict
 from checkers.rules import ANOMALIES, of_row
 from checkers.spark_columns import SQL, columns_of
-from harness.report_catalogue import description, severity_rank
+from harness.report.catalogue import description, severity_rank
 from history.columns import VALUES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "checkers.md"

@@ -133,7 +133,17 @@ def test_config_accepts_a_definition_path_and_keeps_it_absolute(tmp_path: Path) 
         validate({"system": "redpanda"})
 
 
-@pytest.mark.parametrize("name", ["own.toml", "kafka-kraft.toml", "kafka-kraft-split.toml", "kafka-zk.toml"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "own.toml",
+        "kafka-kraft.toml",
+        "kafka-kraft-split.toml",
+        "kafka-zk.toml",
+        "tansu-s3.toml",
+        "tansu-postgres.toml",
+    ],
+)
 def test_shipped_definitions_parse_and_every_template_renders(name: str) -> None:
     from clusters.defined import defined_system
     from clusters.factory import spare_node_names
@@ -235,3 +245,32 @@ def test_metadata_says_how_the_brokers_list_each_other_and_lead(tmp_path: Path) 
     assert "metadata.brokers" in error_of(tmp_path, '[metadata]\nbrokers = "some"\n' + MINIMAL)
     moving = error_of(tmp_path, 'membership = "reassign"\n[metadata]\nleaders = "any-broker"\n' + MINIMAL)
     assert "membership" in moving
+
+
+def test_an_s3_role_is_reached_through_strandlines_proxy(tmp_path: Path) -> None:
+    """`kind = "s3"`: the other roles' `{storage.servers}` name the proxy (`proxy_port`, default the
+    store's port + 1), the role's own `{peers}` and `{storage.store_servers}` the store; the broker
+    role cannot be one, and only an s3 role has a proxy port."""
+    text = MINIMAL.replace("count = 2\nport = 7000\n", 'count = 2\nport = 7000\nkind = "s3"\n')
+    d = system_def.load(write(tmp_path, text))
+    store = d.role("storage")
+    assert (store.kind, store.fronted, store.proxy_port) == ("s3", True, 7001)
+    assert d.object_stores() == (store,) and d.needs_node_software()
+    seen = system_def.role_values(store, [(1, "10.0.0.1"), (2, "10.0.0.2")])
+    assert seen["storage.servers"] == "10.0.0.1:7001,10.0.0.2:7001"
+    assert seen["storage.store_servers"] == "10.0.0.1:7000,10.0.0.2:7000"
+    assert system_def.own_role_values(store, seen)["peers"] == "10.0.0.1:7000,10.0.0.2:7000"
+    assert (
+        system_def.load(write(tmp_path, text.replace('kind = "s3"', 'kind = "s3"\nproxy_port = 8000')))
+        .role("storage")
+        .proxy_port
+        == 8000
+    )
+    assert "proxy_port" in error_of(tmp_path, text.replace('kind = "s3"', 'kind = "s3"\nproxy_port = 7000'))
+    plain = error_of(tmp_path, MINIMAL.replace("port = 7000\n", "port = 7000\nproxy_port = 7001\n"))
+    assert "roles.storage.proxy_port" in plain and 'kind = "s3"' in plain
+    broker = error_of(tmp_path, MINIMAL.replace("port = 9092\n", 'port = 9092\nkind = "s3"\n'))
+    assert "roles.broker.kind" in broker
+    assert "roles.storage.kind" in error_of(
+        tmp_path, MINIMAL.replace("port = 7000\n", 'port = 7000\nkind = "gcs"\n')
+    )

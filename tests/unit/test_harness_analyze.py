@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.analyze_page import setting_labels
-from harness.analyze_runs import fault_mix, merged_windows, read_run, read_store, relative_link
-from harness.analyze_spark import RUN_COLUMNS, local_path, spark_path, spark_row
+from harness.analyze.page import setting_labels
+from harness.analyze.runs import fault_mix, merged_windows, read_run, read_store, relative_link
+from harness.analyze.spark import RUN_COLUMNS, local_path, spark_path, spark_row
 from harness.cli import main
 
 

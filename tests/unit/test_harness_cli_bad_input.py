@@ -69,7 +69,7 @@ def test_repro_list_name_shows_that_scenario_aligned(capsys: pytest.CaptureFixtu
     indent = len("kafka-17754-delayed-end-txn ")
     # every line under the name's column (the real-Kafka block indents its own lines two more)
     assert all(line[:indent].strip() == "" and line[indent:].strip() for line in lines[1:])
-    assert any(line[indent:].startswith("real Kafka: ") for line in lines[1:])
+    assert any(line[indent:].startswith("real Kafka (--system kafka") for line in lines[1:])
     assert main(["repro", "--list", "nope"]) == 2
     assert "unknown scenario 'nope'" in capsys.readouterr().err
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from checkers.api import check_run
 from harness.report import build_context, write_report
-from harness.report_cycles import cycle_sentence, cycle_svg
+from harness.report.cycles import cycle_sentence, cycle_svg
 from tests.support.history_builder import write_history
 from tests.support.txn_histories import generate_txn_ops
 

@@ -26,8 +26,8 @@ def test_comparison_line_uses_the_larger_loss_count() -> None:
 
 
 def test_headline_leads_with_the_larger_loss_count() -> None:
-    from harness.report_headline import headline
-    from harness.report_history import HistoryDigest
+    from harness.report.headline import headline
+    from harness.report.history import HistoryDigest
 
     word, sentences = headline(
         _results(1, 239), HistoryDigest(), [], {"lost-write", "lost-committed-on-replicas"}

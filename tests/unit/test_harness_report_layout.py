@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.report import build_context, write_report
-from harness.report_pictures import divergence_table as _divergence_table
-from harness.report_pictures import missing_groups as _missing_groups
-from harness.report_replicas import Marks, PartitionLogs, Replica
-from harness.report_svg import replica_chart
-from harness.report_text import availability_text, example_title, weak_evidence
+from harness.report.pictures import divergence_table as _divergence_table
+from harness.report.pictures import missing_groups as _missing_groups
+from harness.report.replicas import Marks, PartitionLogs, Replica
+from harness.report.svg import replica_chart
+from harness.report.text import availability_text, example_title, weak_evidence
 from tests.support.report_runs import make_run, write_evidence
 
 NS = 1_000_000_000

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.report import build_context, write_report
-from harness.report_faults import shaded_windows as fault_windows
-from harness.report_history import digest_of, read_evidence
-from harness.report_replicas import marks_from_results, partition_logs
+from harness.report.faults import shaded_windows as fault_windows
+from harness.report.history import digest_of, read_evidence
+from harness.report.replicas import marks_from_results, partition_logs
 from tests.support.report_runs import NS, make_run
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from checkers.evidence import replica_entries
 from checkers.evidence_reference import replica_view
 from checkers.replica_logs import check_replica_logs
-from harness.report_replicas import partition_logs
+from harness.report.replicas import partition_logs
 from tests.support.checked_runs import values, write_replica
 
 

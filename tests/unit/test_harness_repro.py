@@ -114,7 +114,25 @@ def test_settings_scenarios_run_on_the_default_release_with_kafka_settings() -> 
     assert unsafe.kafka_version == safe.kafka_version == ""
     assert (unsafe.unclean_election, unsafe.min_insync) == (True, 1)
     assert (safe.unclean_election, safe.min_insync) == (False, 2)
-    assert unsafe.schedule == safe.schedule == s.config(False, seed=1).schedule
+    assert unsafe.schedule == safe.schedule  # its own trigger on Kafka: the heal later (a longer session)
+    acks = scenario("acks-1-leader-crash")
+    assert acks.config(False, seed=1, system="kafka").schedule == acks.config(False, seed=1).schedule
+
+
+def test_the_delayed_end_txn_twin_runs_kafkas_java_client_on_one_release_with_both_transaction_versions() -> (
+    None
+):
+    """Transaction version 2 fences a late EndTxn only for a client that speaks it (the Java client
+    4.0+): both twins run it, on one release, with the own broker's transactional workload."""
+    s = scenario("kafka-17754-delayed-end-txn")
+    unsafe, safe = s.config(False, seed=1, system="kafka"), s.config(True, seed=1, system="kafka")
+    assert unsafe.client == safe.client == "java" and unsafe.workload == safe.workload == "txn"
+    assert unsafe.kafka_version == safe.kafka_version and unsafe.kafka_version.startswith("4.")
+    assert (unsafe.transaction_version, safe.transaction_version) == (1, 2)
+    own = s.config(False, seed=1)
+    for key in ("partitions", "abort_p", "concurrency", "request_timeout_ms", "transaction_timeout_ms"):
+        assert getattr(unsafe, key) == getattr(safe, key) == getattr(own, key), key
+    assert unsafe.schedule == own.schedule
 
 
 def test_a_scenario_without_a_kafka_twin_is_bad_input_with_the_reason(

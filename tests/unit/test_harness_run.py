@@ -368,7 +368,7 @@ class _Stateless:
 
 
 def test_a_leaderless_system_recovers_once_every_broker_answers_and_its_state_says_why() -> None:
-    from harness.report_panels import settings_rows
+    from harness.report.panels import settings_rows
     from harness.run import final_state_json, wait_for_recovery
 
     sut = _Stateless()

@@ -273,9 +273,12 @@ class KafkaPythonConsumer(base.ConsumerEnds):
         result: dict[base.TopicPartition, int] = {}
         for tp in self._assigned:
             try:
-                result[(tp.topic, tp.partition)] = self._consumer.position(tp, timeout_ms=1000)
+                position = self._consumer.position(tp, timeout_ms=1000)
             except Exception as e:
                 log.debug("position of %s unknown: %s", tp, e)
+                continue
+            if position is not None:  # None: not known within the timeout (an offset reset pending)
+                result[(tp.topic, tp.partition)] = position
         return result
 
 

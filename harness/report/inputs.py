@@ -24,6 +24,7 @@ SETUP_PHASES = {
     "heal_leftovers": "healing leftovers of earlier runs",
     "cluster_up": "cluster up",
     "topics": "topic creation",
+    "handshake": "the client's first requests",
 }
 COUNT_KEYS = ("ok", "fail", "info", "open")
 

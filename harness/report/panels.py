@@ -1,6 +1,6 @@
 """The report's panels of facts: the settings, the figures at a glance, the files of the run.
 
-Every figure is shown only when results.json (cleaned by report_inputs) or the history holds it;
+Every figure is shown only when results.json (cleaned by `report.inputs`) or the history holds it;
 an absent statistic is left out, never assumed.
 """
 
@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from foundation import run_files
-from harness.report_history import NS, HistoryDigest
-from harness.report_text import RunFacts
+from harness.report.history import NS, HistoryDigest
+from harness.report.text import RunFacts
 
 
 def settings_rows(
@@ -135,7 +135,7 @@ def stats_cards(
         cards.append(("throughput", f"{stats['ops_per_s']:.0f} ops/s", ""))
     lat = stats.get("latency_ms")
     if isinstance(lat, dict) and any(isinstance(lat.get(k), int | float) for k in ("p50", "p99")):
-        # A percentile is None (dropped by report_inputs) when the history holds no completed op.
+        # A percentile is None (dropped by report.inputs) when the history holds no completed op.
         shown = [f"{lat[k]:.0f}" if isinstance(lat.get(k), int | float) else "—" for k in ("p50", "p99")]
         cards.append(("send latency p50 / p99", " / ".join(shown) + " ms", ""))
     cards.append(("history", f"{digest.ops} ops, {digest.end_ns / NS:.1f} s", ""))

@@ -1,6 +1,6 @@
 """Plain-words pieces of the report: example headlines, availability, how far the run got.
 
-Kept apart from report.py so the wording can be read (and tested) in one place. Every function
+Kept apart from the rendering (the package itself) so the wording can be read (and tested) in one place. Every function
 returns plain text; the template escapes it.
 """
 
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.report_cycles import cycle_sentence
-from harness.report_history import NS, HistoryDigest
+from harness.report.cycles import cycle_sentence
+from harness.report.history import NS, HistoryDigest
 from harness.run_facts import run_facts as stored_facts
 
 log = logging.getLogger(__name__)

@@ -14,10 +14,10 @@ from typing import Any
 from markupsafe import Markup
 
 from checkers.evidence import partition_of, refs
-from harness.report_cycles import cycle_svg
-from harness.report_history import NS, Completed, HistoryDigest
-from harness.report_replicas import PartitionLogs
-from harness.report_text import example_title
+from harness.report.cycles import cycle_svg
+from harness.report.history import NS, Completed, HistoryDigest
+from harness.report.replicas import PartitionLogs
+from harness.report.text import example_title
 
 
 @dataclass

@@ -5,8 +5,8 @@
     <store>/analysis/settings.parquet  one row per setting and fault mix (also settings.csv)
     <store>/analysis/nights.parquet    one row per campaign run (also nights.csv)
 
-The runs are read as they are (`harness.analyze_runs`), the tables computed by Spark
-(`harness.analyze_spark`), the page drawn from them (`harness.analyze_page`). Everything is written
+The runs are read as they are (`harness.analyze.runs`), the tables computed by Spark
+(`harness.analyze.spark`), the page drawn from them (`harness.analyze.page`). Everything is written
 into a fresh directory that then replaces the old one, so a reader never sees half an analysis.
 A campaign runs this at its end, in the Spark session its checks already started.
 """
@@ -28,9 +28,9 @@ import pyarrow.parquet as pq
 
 from foundation.errors import BadInput, InfrastructureError, StrandlineError
 from foundation.run_files import ANALYSIS, ANALYSIS_PAGE
-from harness.analyze_page import render_page
-from harness.analyze_runs import RUN_COLUMNS, read_store
-from harness.analyze_spark import HISTORY_COLUMNS, NIGHTS_TABLE, SETTINGS_TABLE, Tables, run_job
+from harness.analyze.page import render_page
+from harness.analyze.runs import RUN_COLUMNS, read_store
+from harness.analyze.spark import HISTORY_COLUMNS, NIGHTS_TABLE, SETTINGS_TABLE, Tables, run_job
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 
 from markupsafe import Markup, escape
 
-from harness.report_faults import ShadedWindow
-from harness.report_replicas import Marks, PartitionLogs, Replica
+from harness.report.faults import ShadedWindow
+from harness.report.replicas import Marks, PartitionLogs, Replica
 
 OUTCOME_COLOURS = {"ok": "#2b8a3e", "info": "#e8890c", "fail": "#c92a2a"}
 POLL_COLOUR = "#5c7cfa"

@@ -1,6 +1,6 @@
 """The replica pictures: which partitions to draw, and the offsets where replicas are wrong.
 
-Each picture is one partition's final logs (bars by leader epoch, from report_svg), the offsets
+Each picture is one partition's final logs (bars by leader epoch, from `report.svg`), the offsets
 acknowledged but absent on some replicas as ranges, and a table of the first offsets where
 replicas disagree, red only in the cells that are wrong.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.report_replicas import PartitionLogs
+from harness.report.replicas import PartitionLogs
 
 
 def _ranges(offsets: list[int], limit: int = 8) -> str:

@@ -2,7 +2,7 @@
 
 Self-contained (inline CSS and SVG, no script): it opens offline, from the store or through
 `strandline serve`. Every value from a run reaches the page through Jinja's autoescape or
-`harness.analyze_svg` (which escapes its labels); links to reports are relative to the page.
+`harness.analyze.svg` (which escapes its labels); links to reports are relative to the page.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from harness.analyze_runs import SETTING_COLUMNS, Store, relative_link, started_of
-from harness.analyze_spark import Tables
-from harness.analyze_svg import Bar, Dots, Series, TrendChart, bar_chart, dot_chart, trend_chart
+from harness.analyze.runs import SETTING_COLUMNS, Store, relative_link, started_of
+from harness.analyze.spark import Tables
+from harness.analyze.svg import Bar, Dots, Series, TrendChart, bar_chart, dot_chart, trend_chart
 
 RED, GREEN, ORANGE, BLUE, GREY = "#c92a2a", "#2b8a3e", "#e8890c", "#1c7ed6", "#868e96"
 

@@ -1,6 +1,6 @@
 """The Spark job of `strandline analyze`: the runs table, the per-setting and per-night tables.
 
-Input: the runs as rows (`harness.analyze_runs`, read from results.json, test.json, outcome.json
+Input: the runs as rows (`harness.analyze.runs`, read from results.json, test.json, outcome.json
 and the campaign summaries) and, for every run whose history the Spark checker converted, the
 history's Parquet form (`history.parquet/operations.parquet`), all read by Spark in one scan.
 
@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 
-from harness.analyze_runs import RUN_COLUMNS, SETTING_COLUMNS, Night, RunRow, Store
+from harness.analyze.runs import RUN_COLUMNS, SETTING_COLUMNS, Night, RunRow, Store
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -1,7 +1,7 @@
 """Everything the report template shows, assembled from the cleaned run directory.
 
-`build_context(run)` reads the run directory's small files once (report_inputs: results.json,
-test.json, ...; report_history and report_replicas: what the checker wrote into evidence.json), never
+`build_context(run)` reads the run directory's small files once (`inputs`: results.json,
+test.json, ...; `history` and `replicas`: what the checker wrote into evidence.json), never
 the history or the data dirs, and puts together the verdict words, panels, pictures and examples.
 It works on any run directory, however the run ended.
 """
@@ -15,18 +15,18 @@ from typing import Any
 
 from checkers.refusals import describe as describe_refusal
 from foundation import run_files
-from harness.report_catalogue import description, sentence, severity_rank
-from harness.report_examples import ExampleView, example_partitions, example_view
-from harness.report_faults import shaded_windows
-from harness.report_headline import headline, setup_headline, why
-from harness.report_history import NS, digest_of, read_evidence
-from harness.report_inputs import RunInputs, read_inputs
-from harness.report_panels import files, settings_rows, stats_cards
-from harness.report_pictures import divergence_table, leaders, missing_groups, state_of
-from harness.report_power import power_panel
-from harness.report_replicas import marks_from_results, partition_logs
-from harness.report_svg import latency_chart, rate_chart, replica_chart
-from harness.report_text import availability, availability_text, run_facts, weak_evidence
+from harness.report.catalogue import description, sentence, severity_rank
+from harness.report.examples import ExampleView, example_partitions, example_view
+from harness.report.faults import shaded_windows
+from harness.report.headline import headline, setup_headline, why
+from harness.report.history import NS, digest_of, read_evidence
+from harness.report.inputs import RunInputs, read_inputs
+from harness.report.panels import files, settings_rows, stats_cards
+from harness.report.pictures import divergence_table, leaders, missing_groups, state_of
+from harness.report.power import power_panel
+from harness.report.replicas import marks_from_results, partition_logs
+from harness.report.svg import latency_chart, rate_chart, replica_chart
+from harness.report.text import availability, availability_text, run_facts, weak_evidence
 
 MAX_EXAMPLES_SHOWN = 20  # results.json keeps up to 20; the first EXAMPLES_OPEN are open
 EXAMPLES_OPEN = 3

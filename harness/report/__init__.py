@@ -6,10 +6,10 @@ short, refused or failed during set-up. The result is one self-contained file (i
 no script, no CDN) that opens offline. Every value from a history, a log or results.json is escaped
 by jinja2's autoescape.
 
-The pieces, one job each: report_inputs (read and clean the run dir), report_history (one pass
-over the history), report_replicas (the collected data dirs), report_headline (the verdict in
-words), report_examples, report_panels, report_pictures, report_svg (what the page shows),
-report_context (putting it together); this module renders and writes the page.
+The package's modules, one job each: inputs (read and clean the run dir), history (one pass over
+the history), replicas (the collected data dirs), headline (the verdict in words), examples,
+panels, pictures, svg (what the page shows), context (putting it together); this module renders
+and writes the page.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from markupsafe import Markup, escape
 
 from foundation import run_files
 from harness import rundir
-from harness.report_context import build_context
+from harness.report.context import build_context
 
 __all__ = ["build_context", "render", "write_report"]
 

@@ -1,6 +1,6 @@
 """Inline SVG plots of the analysis page: bars per setting, dots per run, lines across nights.
 
-Drawn in Python like the report's charts (`harness.report_svg`: the same width, ticks and frame),
+Drawn in Python like the report's charts (`harness.report.svg`: the same width, ticks and frame),
 so the page needs no script and opens offline. Every label comes from a run's files and is escaped
 here before it enters the SVG.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup, escape
 
-from harness.report_svg import W, fmt_number, nice_ticks, svg_chart
+from harness.report.svg import W, fmt_number, nice_ticks, svg_chart
 
 LABEL_W = 430  # room for a setting's words left of the bars
 VALUE_W = 120  # room for the value's text right of them

@@ -11,11 +11,11 @@ from typing import Any
 
 from checkers.catalogue import BY_NAME
 from checkers.evidence import refs
-from harness.report_catalogue import description, severity_rank
-from harness.report_examples import example_partitions
-from harness.report_faults import ShadedWindow
-from harness.report_history import NS, HistoryDigest
-from harness.report_inputs import SETUP_PHASES as SETUP_PHASE_WORDS
+from harness.report.catalogue import description, severity_rank
+from harness.report.examples import example_partitions
+from harness.report.faults import ShadedWindow
+from harness.report.history import NS, HistoryDigest
+from harness.report.inputs import SETUP_PHASES as SETUP_PHASE_WORDS
 
 
 def why(results: dict[str, Any] | None, name: str) -> str:
