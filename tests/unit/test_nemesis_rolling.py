@@ -41,6 +41,7 @@ class ReadySut(FakeSut):
         super().__init__(names)
         self.slow = slow
         self.checks: Counter[str] = Counter()
+        self.checks_when_done: Counter[str] = Counter()
 
     def broker_id(self, node: Any) -> int:
         self.events.append(("gone?", node.name))
@@ -109,6 +110,7 @@ def _rolling_run(
     history = HistoryWriter(tmp_path / f"h-{fault}-{pick}.jsonl")
     nem = build_nemesis(config(), c, history, random.Random(1), tmp_path)
     nem.execute({"do": fault, "target": ROLLING, "pick": pick}, threading.Event())
+    c.sut.checks_when_done = Counter(c.sut.checks)  # what the step itself waited for
     nem.heal_all()
     history.close()
     assert pair_problems(tmp_path / f"h-{fault}-{pick}.jsonl").complete
@@ -126,7 +128,11 @@ def test_rolling_kill_restarts_every_broker_one_after_another(tmp_path: Path) ->
         ready_at = max(i for i, e in enumerate(sut.events) if e == ("ready?", prev))
         assert ready_at < sut.events.index(("kill", nxt))
         assert sut.checks[prev] == 3  # waited through two "not yet"s
-    assert sut.checks[order[-1]] == 0  # nothing waits for the last one
+    # the step does not wait for the last one (only the nemesis's `ready` watch checks it, in a
+    # thread of its own, and it did not serve before the step returned)
+    assert sut.checks_when_done[order[-1]] < 3
+    readies = [o for o in ops if o["f"] == "ready" and o["type"] == "invoke"]
+    assert [r["value"]["nodes"] for r in readies] == [[n] for n in order]
     kills = [o for o in ops if o["f"] == "kill" and o["type"] == "invoke"]
     assert [k["value"]["target"] for k in kills] == order
     assert [k["value"]["pattern"]["part"] for k in kills] == [0, 1, 2]
@@ -146,7 +152,11 @@ def test_rolling_kill_restarts_every_broker_one_after_another(tmp_path: Path) ->
 def test_rolling_restart_is_graceful_and_one_shot(tmp_path: Path) -> None:
     sut, ops = _rolling_run(tmp_path, "restart", pick=4)
     assert [k for k, _ in sut.events if k != "ready?"] == ["restart"] * 3  # graceful: nothing to notice
-    assert [(o["type"], o["f"]) for o in ops] == [("invoke", "restart"), ("ok", "restart")] * 3
+    restarts = [(o["type"], o["f"]) for o in ops if o["f"] != "ready"]
+    assert restarts == [("invoke", "restart"), ("ok", "restart")] * 3
+    # each restarted broker is watched until it serves again (the history's `ready` op)
+    readies = [o["value"]["nodes"] for o in ops if o["f"] == "ready" and o["type"] == "invoke"]
+    assert len(readies) == 3 and sorted(n for r in readies for n in r) == ["n1", "n2", "n3"]
 
 
 def test_random_schedule_runs_a_rolling_kill(tmp_path: Path) -> None:
