@@ -307,7 +307,8 @@ def test_the_nemesis_journals_when_healed_brokers_serve_again(tmp_path: Path, mo
         "n1",
         "n2",
     ]
-    assert served["time"] - ops[3]["time"] >= 1e9 and served["value"]["waited_s"] >= 1.0
+    # served a second after the brokers' start (which lies between the start's invoke and its ok)
+    assert served["time"] - ops[2]["time"] >= 1e9 and served["value"]["waited_s"] >= 0.5
     kill, pause = fault_windows(ops)
     assert kill.ready_awaited and kill.ready_ns == served["time"] and pause.ready_ns == ops[-1]["time"]
     assert [s.text for g in fault_groups(tmp_path / "history.jsonl") for s in g.steps] == [

@@ -45,6 +45,15 @@ def _faults(plan: list[dict[str, Any]]) -> list[tuple[str, Any]]:
     return [(s["do"], s.get("target", s.get("grudge"))) for s in plan if "do" in s]
 
 
+def _fake_clock(monkeypatch: Any, time_module: Any, clock: Any) -> None:
+    """`time.monotonic` reads `clock` in this test's thread only: the nemesis's `ready` watches of
+    earlier tests may still be polling in threads of their own, and must not eat the readings."""
+    real, me = time_module.monotonic, threading.get_ident()
+    monkeypatch.setattr(
+        time_module, "monotonic", lambda: next(clock) if threading.get_ident() == me else real()
+    )
+
+
 def test_each_pattern_is_a_sequence_aimed_at_the_partition_as_clients_see_it() -> None:
     # a follower frozen until it leaves the ISR, then the in-sync replicas crash together
     lagging = _plan("kill", "lagging-follower")
@@ -396,7 +405,7 @@ def test_load_flows_when_the_high_watermark_grows_through_the_whole_window(
     from nemesis import conditions
 
     clock = iter([0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5])
-    monkeypatch.setattr(conditions.time, "monotonic", lambda: next(clock))
+    _fake_clock(monkeypatch, conditions.time, clock)
     # a burst of 40 at once, then nothing; then 10 every quarter of a second
     readings = [0, 40, 40, 40, 40, 50, 60, 70, 80, 90, 100]
     c = cluster(3, sut=FlowingSut(["n1", "n2", "n3"], readings))
@@ -451,7 +460,7 @@ def test_acknowledged_alone_is_steady_growth_with_the_leader_alone_in_the_isr(
     from nemesis import conditions
 
     clock = iter([0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75])
-    monkeypatch.setattr(conditions.time, "monotonic", lambda: next(clock))
+    _fake_clock(monkeypatch, conditions.time, clock)
     alone, full = ["n1"], ["n1", "n2", "n3"]
     # the ISR shrinks at the second reading, the high watermark jumps by 60 at the third and stands
     # still; from the seventh it grows by 10 every quarter of a second while the leader is alone
@@ -489,7 +498,7 @@ def test_the_schedule_starts_once_acknowledgements_reach_the_cluster(
     from nemesis import conditions
 
     clock = iter([0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0])
-    monkeypatch.setattr(conditions.time, "monotonic", lambda: next(clock))
+    _fake_clock(monkeypatch, conditions.time, clock)
     sut = TwoPartitionsSut(["n1", "n2", "n3"])
     c = cluster(3, sut=sut)
     c.bootstrap_servers = lambda: ["10.77.9.11:9092"]  # type: ignore[method-assign]
