@@ -8,7 +8,11 @@ stable offset, and it first waits (up to the transaction timeout and some) until
 open, so that every transaction's outcome is in the log; a partition whose last stable offset stays
 below the high watermark (a transaction that never ends) is named in `unsettled`. The drain is journaled as ordinary assign/poll operations, its assigns marked `final: true`
 (what its processes read is each partition's final log). If a client errors, the process is
-replaced (a new number) and resumes at the positions already read. If the time bound passes first,
+replaced (a new number) and resumes at the positions already read. A reader that reads nothing for
+two of its request timeouts while behind is replaced the same way by one whose request timeout is
+twice as long (up to a minute): a system that serves a whole log from object storage (tansu over S3
+reads one object per batch) answers the drain's first fetch of everything in more than the run's
+5 s, and a client then times the fetch out, reconnects and asks again, forever. If the time bound passes first,
 the result says so (`complete=False` and why): the checker must then say `unknown`, never `valid`.
 """
 
@@ -17,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +40,10 @@ DRAIN_MAX_RECORDS = 1000
 STABLE_GAP_S = 0.2
 # How long past the transaction timeout the drain waits for open transactions to be aborted.
 SETTLE_SLACK_S = 15.0
+# A reader that read nothing for this many request timeouts while behind is replaced by a patient one
+# (twice the request timeout, at most PATIENT_MAX_MS).
+STALL_TIMEOUTS = 2
+PATIENT_MAX_MS = 60_000
 
 
 @dataclass
@@ -65,6 +73,8 @@ def _key(tp: TopicPartition) -> str:
 
 class _Drainer:
     def __init__(self, config: TestConfig, bootstrap: list[str], history: HistoryWriter, deadline: float):
+        self.config = config
+        self.bootstrap = bootstrap
         self.driver = make_driver(config, bootstrap)
         self.history = history
         self.deadline = deadline
@@ -76,6 +86,8 @@ class _Drainer:
         self.consumer: Consumer | None = None
         self.process = -1
         self.last_error = ""
+        # When the reader last read a record, or was opened (time.monotonic()).
+        self.progressed = time.monotonic()
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -118,6 +130,7 @@ class _Drainer:
             return False
         self.history.append({**invoke, "type": "ok"})
         self.consumer = consumer
+        self.progressed = time.monotonic()
         return True
 
     def end_offsets(self) -> dict[TopicPartition, int] | None:
@@ -188,12 +201,38 @@ class _Drainer:
             return
         self.history.append({**invoke, "type": "ok", "records": records_json(records)})
         self.records += len(records)
+        if records:
+            self.progressed = time.monotonic()
         for r in records:
             tp = (r.topic, r.partition)
             self.read_up_to[tp] = max(self.read_up_to.get(tp, 0), r.offset + 1)
         # Offsets may have gaps (e.g. control records in real Kafka); the client's position knows.
         for tp, position in self.consumer.positions().items():
             self.read_up_to[tp] = max(self.read_up_to.get(tp, 0), position)
+
+    def stalled(self) -> bool:
+        """The reader read nothing for STALL_TIMEOUTS of its request timeouts (and may be more patient)."""
+        timeout_ms = max(self.config.request_timeout_ms, 1000)
+        quiet_s = time.monotonic() - self.progressed
+        return (
+            self.consumer is not None
+            and timeout_ms < PATIENT_MAX_MS
+            and quiet_s > STALL_TIMEOUTS * timeout_ms / 1000
+        )
+
+    def be_patient(self) -> None:
+        """Replace the reader by one whose request timeout is twice as long; it resumes where this one was."""
+        quiet_s = time.monotonic() - self.progressed
+        timeout_ms = min(2 * max(self.config.request_timeout_ms, 1000), PATIENT_MAX_MS)
+        log.warning(
+            "final drain: nothing read in %.0f s while behind; reading on with a %d ms request timeout",
+            quiet_s,
+            timeout_ms,
+        )
+        self.config = replace(self.config, request_timeout_ms=timeout_ms)
+        self.close()
+        self.driver = make_driver(self.config, self.bootstrap)
+        self.last_error = f"nothing read in {quiet_s:.0f} s; the request timeout raised to {timeout_ms} ms"
 
     def behind(self, targets: dict[TopicPartition, int]) -> list[TopicPartition]:
         return [tp for tp in self.partitions if self.read_up_to.get(tp, 0) < targets[tp]]
@@ -231,6 +270,9 @@ def final_drain(
             if drainer.behind(targets):
                 if drainer.consumer is None and not drainer._open():
                     time.sleep(min(0.5, max(drainer.remaining(), 0)))
+                    continue
+                if drainer.stalled():
+                    drainer.be_patient()
                     continue
                 drainer.poll_once()
                 continue

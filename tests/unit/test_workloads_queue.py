@@ -224,3 +224,25 @@ def test_encoded_ops_are_written_as_append_writes_them(tmp_path: Path) -> None:
         with HistoryWriter(tmp_path / "c.jsonl") as c, pytest.raises(ValueError):
             c.append_encoded(bad)
     assert (tmp_path / "c.jsonl").read_text() == ""
+
+
+def test_a_reader_that_reads_nothing_is_replaced_by_a_patient_one(tmp_path: Path, monkeypatch: Any) -> None:
+    """A system that answers a fetch of the whole log slower than the request timeout: the drain's
+    reader gets nothing; after two request timeouts a new reader with twice the timeout reads it all."""
+    log = FakeLog()
+    log.logs[("t0", 0)] = list(range(50))
+    timeouts: list[int] = []
+
+    def driver(config: TestConfig, bootstrap: list[str]) -> FakeDriver:
+        timeouts.append(config.request_timeout_ms)
+        return FakeDriver(log, stuck=config.request_timeout_ms < 2000)
+
+    monkeypatch.setattr(drain_module, "make_driver", driver)
+    config = TestConfig(seed=1, topics=1, partitions=1, request_timeout_ms=1000)
+    with HistoryWriter(tmp_path / "history.jsonl") as history:
+        result = final_drain(config, ["fake:1"], history, timeout=20)
+    assert result.complete, result.reason
+    assert timeouts == [1000, 2000]
+    assert len(result.processes) == 2 and result.per_partition["t0/0"]["read_to"] == 50
+    assert 2.0 < result.seconds < 10.0
+    assert pair_problems(tmp_path / "history.jsonl").complete
