@@ -289,6 +289,21 @@ class Nemesis(Requested):
         self._journal("ok", active.heal_f, {"fault": active.kind, **value, "fault_id": active.id})
         return True
 
+    def _heal_part(self, active: Active, part: list[str]) -> None:
+        """Start (or resume) `part` of a fault's nodes: journaled as its heal op naming those nodes
+        and the `remaining` ones, on which the fault stays in force (its window stays open)."""
+        rest = [n for n in active.nodes if n not in part]
+        request = {"fault": active.kind, "fault_id": active.id, "nodes": part, "remaining": rest}
+        self._journal("invoke", active.heal_f, request)
+        try:
+            value = active.heal_part(part)
+        except Exception as e:
+            self._journal("info", active.heal_f, request, error=_text(e))
+            raise
+        self._journal(
+            "ok", active.heal_f, {"fault": active.kind, **value, "fault_id": active.id, "remaining": rest}
+        )
+
     def _start_or_resume(self, step: dict[str, Any]) -> None:
         kinds = ("kill", "lose-unsynced", "corrupt") if step["do"] == "start" else ("pause",)
         wanted: set[str] | None = None
@@ -306,9 +321,16 @@ class Nemesis(Requested):
                 for a in self._active.values()
                 if a.kind in kinds and (wanted is None or set(a.nodes) & wanted)
             ]
+            healed: set[str] = set()
             for active in chosen:
-                self._heal_one(active)
-            healed = {n for a in chosen for n in a.nodes}
+                part = [n for n in active.nodes if wanted is None or n in wanted]
+                if len(part) < len(active.nodes) and active.heal_nodes is not None:
+                    # one follower of a power cut of all: the others stay down until a later step
+                    self._heal_part(active, part)
+                    healed.update(part)
+                else:
+                    healed.update(active.nodes)
+                    self._heal_one(active)
             rest = sorted((wanted or set()) - healed)
             if wanted:
                 self._last_nodes = sorted(wanted)
