@@ -312,9 +312,15 @@ class Nemesis(Requested):
 
             topic, partition = self.ctx.topic_partition(step)
             pick = random.Random(int(step.get("pick", 0)))
+            names = self.ctx.names
+            if step["target"] in ("one", "minority", "majority"):  # of the brokers held down
+                names = sorted({n for a in self._active.values() if a.kind in kinds for n in a.nodes})
             wanted = set(
-                targets.resolve(step["target"], self.ctx.names, self.ctx.sut, pick, topic, partition)
+                targets.resolve(step["target"], names, self.ctx.sut, pick, topic, partition) if names else ()
             )
+            if not wanted:
+                self._nothing_to_start(step)
+                return
         with self._lock:
             chosen = [
                 a
@@ -343,6 +349,18 @@ class Nemesis(Requested):
                     self._journal("info", "start", {"nodes": rest}, error=_text(e))
                     raise
                 self._journal("ok", "start", {"nodes": rest})
+
+    def _nothing_to_start(self, step: dict[str, Any]) -> None:
+        """A start (or resume) whose target names no node now: journaled as a `fail` (nothing
+        happened); a required one is the schedule's `unreached`."""
+        request = {k: v for k, v in step.items() if k not in ("do", "pick", "required")}
+        why = f"target {step['target']!r} names no node now"
+        self._journal("invoke", str(step["do"]), request)
+        self._journal("fail", str(step["do"]), request, error=why)
+        if step.get("required"):
+            self.note_unreached(f"{_step_text(step)}: {why}")
+        else:
+            log.info("nemesis: %s: %s", _step_text(step), why)
 
     def _wait_until(self, step: dict[str, Any], stop: threading.Event) -> None:
         """Poll a condition; what it saw is attached (as `after`) to the next fault's invoke value

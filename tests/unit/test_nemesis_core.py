@@ -466,3 +466,18 @@ def test_heal_all_after_a_partial_start_starts_only_the_brokers_still_down(tmp_p
     nem.heal_all()
     assert sorted(c.sut.events[3:]) == [("start", "n1"), ("start", "n2"), ("start", "n3")]
     assert c.sut.events[3] == ("start", "n3")
+
+
+def test_start_one_draws_from_the_brokers_held_down_and_a_start_of_none_is_a_fail(tmp_path: Path) -> None:
+    c = cluster(3)
+    history = _history(tmp_path)
+    nem = build_nemesis(config(), c, history, random.Random(1), tmp_path)
+    nem.execute({"do": "kill", "target": ["n1", "n3"]})
+    nem.execute({"do": "start", "target": "one", "pick": 5})
+    nem.execute({"do": "start", "target": "one", "pick": 5})
+    assert sorted(c.sut.events[2:]) == [("start", "n1"), ("start", "n3")] and nem.active_faults() == []
+    nem.execute({"do": "start", "target": "one", "required": True})  # nothing held down
+    history.close()
+    ops = list(iter_ops(tmp_path / "history.jsonl"))
+    assert (ops[-1]["type"], ops[-1]["f"]) == ("fail", "start") and "names no node" in ops[-1]["error"]
+    assert nem.unreached == [] and len(c.sut.events) == 4  # a random schedule's start: not news
