@@ -94,6 +94,9 @@ class Nemesis(Requested):
         self.executed: list[dict[str, Any]] = []  # the decisions, in order, as they were taken
         # The nodes of the last fault applied or broker started or resumed (`node = "last"`).
         self._last_nodes: list[str] = []
+        # Brokers a start of part of a fault started (and no fault struck since): running, so a
+        # later `start` of every broker leaves them be.
+        self._started_alone: set[str] = set()
         # Why a scripted schedule did not reach the state it was written for: a step that did
         # nothing, a required condition not met, the time limit before its last fault.
         self.unreached: list[str] = []
@@ -249,6 +252,7 @@ class Nemesis(Requested):
             if package.name in ("bandwidth", "delay"):
                 self._touched_qdisc = True
             self._last_nodes = list(active.nodes)
+            self._started_alone -= set(active.nodes)
             done = {**active.value, "fault_id": fault_id}
             nothing = package.did_nothing(active.value)
             if nothing is not None:
@@ -297,6 +301,7 @@ class Nemesis(Requested):
         self._journal("invoke", active.heal_f, request)
         try:
             value = active.heal_part(part)
+            self._started_alone.update(part)
         except Exception as e:
             self._journal("info", active.heal_f, request, error=_text(e))
             raise
@@ -337,7 +342,7 @@ class Nemesis(Requested):
                 else:
                     healed.update(active.nodes)
                     self._heal_one(active)
-            rest = sorted((wanted or set()) - healed)
+            rest = sorted((wanted or set()) - healed - self._started_alone)
             if wanted:
                 self._last_nodes = sorted(wanted)
             if rest and step["do"] == "start":  # start brokers this nemesis did not kill
