@@ -5,13 +5,16 @@ report and verdict); this module only chooses seeds, keeps time and compares ver
 whose schedule did not reach the state it was written for (a step that did nothing, a required
 condition not met: the run's `unreached`) proves nothing either way: it is not judged, and the
 next attempt (the next seed) runs within the scenario's budget; so does one `unknown` for too
-little load. The safe run is retried the same way.
+little load, and a run that failed (a cluster that did not come up on a loaded machine; not twice
+in a row). The safe run is retried the same way. Each retry, and why the attempts stop short of a
+verdict that counts, is said on the console.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,15 +40,19 @@ class Attempt:
 
     @property
     def judged(self) -> bool:
-        """Whether the attempt says something: it reached its state, and tested enough (an
-        invalid verdict always says something: data was lost)."""
+        """Whether the attempt says something: its run completed, reached its state, and tested
+        enough (an invalid verdict always says something: data was lost)."""
         if self.verdict == "invalid":
             return True
+        if self.outcome.status != "completed":
+            return False
         underpowered = bool((self.outcome.results or {}).get("underpowered"))
         return not self.outcome.unreached and not underpowered
 
     @property
     def why_not_judged(self) -> str:
+        if self.outcome.status != "completed":
+            return f"the run {self.outcome.status}: {self.outcome.reason}"
         if self.outcome.unreached:
             return "the schedule did not reach its state: " + "; ".join(self.outcome.unreached)
         power = (self.outcome.results or {}).get("power") or {}
@@ -160,31 +167,69 @@ def reproduce(
     `system = "kafka"` runs the scenario's real-Kafka twin (BadInput when it has none)."""
     budget = scenario.budget_on(system) if budget is None else budget
     result = Reproduction(scenario, system)
+    twin = _Twin(scenario, store, console, checker, system, budget)
     started = time.monotonic()
-    next_seed = seed or scenario.config(False, system=system).seed
-    while True:
-        a = attempt(scenario, False, next_seed, store, console, checker, system)
-        result.unsafe.append(a)
-        _say(console, scenario, a, len(result.unsafe))
-        if a.verdict == "invalid":
-            result.reproduced_after_s = time.monotonic() - started
-            break
-        if a.outcome.status != "completed" or time.monotonic() - started + a.seconds > budget:
-            break
-        next_seed += 1
+    first = seed or scenario.config(False, system=system).seed
+    twin.attempts(False, first, result.unsafe, lambda a: a.verdict == "invalid")
+    if result.unsafe[-1].verdict == "invalid":
+        result.reproduced_after_s = time.monotonic() - started
     if with_safe:
         started = time.monotonic()
-        next_seed = result.unsafe[-1].seed
-        while True:
-            a = attempt(scenario, True, next_seed, store, console, checker, system)
-            result.safe_attempts.append(a)
-            result.safe_after_s = time.monotonic() - started
-            if not a.judged:
-                _say(console, scenario, a, len(result.safe_attempts))
-            if a.judged or a.outcome.status != "completed" or time.monotonic() - started + a.seconds > budget:
-                break
-            next_seed += 1
+        twin.attempts(True, result.unsafe[-1].seed, result.safe_attempts, lambda a: a.judged)
+        result.safe_after_s = time.monotonic() - started
     return result
+
+
+# An attempt whose run failed (the infrastructure: a cluster that did not come up on a loaded
+# machine) is tried again, but not after this many failures in a row: the next would fail too.
+FAILURES_IN_A_ROW = 2
+
+
+@dataclass
+class _Twin:
+    """Runs the attempts of one twin of a scenario within the budget, and says why it retries."""
+
+    scenario: Scenario
+    store: str | None
+    console: Console
+    checker: str | None
+    system: str
+    budget: float
+
+    def attempts(self, safe: bool, seed: int, out: list[Attempt], counts: Callable[[Attempt], bool]) -> None:
+        """Attempts from `seed` on, appended to `out`, until one `counts`, the run ended otherwise
+        than completed or failed (interrupted, refused), runs failed FAILURES_IN_A_ROW times, or
+        another attempt as long as the last would not fit the budget."""
+        kind = "safe" if safe else "unsafe"
+        started = time.monotonic()
+        failures = 0
+        while True:
+            a = attempt(self.scenario, safe, seed, self.store, self.console, self.checker, self.system)
+            out.append(a)
+            if not safe or not a.judged:
+                _say(self.console, self.scenario, a, len(out))
+            if counts(a) or a.outcome.status not in ("completed", "failed"):
+                return
+            failures = failures + 1 if a.outcome.status == "failed" else 0
+            if failures >= FAILURES_IN_A_ROW:
+                self._tell(f"{kind} twin: not tried again after {failures} failed runs in a row")
+                return
+            spent = time.monotonic() - started
+            if spent + a.seconds > self.budget:
+                self._tell(
+                    f"{kind} twin: not tried again: another attempt (the last took {a.seconds:.0f} s) "
+                    f"would not fit its budget ({spent:.0f} of {self.budget:.0f} s spent)"
+                )
+                return
+            why = "the run failed" if failures else "not judged" if not a.judged else a.verdict
+            seed += 1
+            self._tell(
+                f"{kind} twin: {why}, trying again with seed {seed} "
+                f"({self.budget - spent:.0f} s of its {self.budget:.0f} s budget left)"
+            )
+
+    def _tell(self, text: str) -> None:
+        self.console.print(f"[bold]{self.scenario.name}[/] {text}", highlight=False, soft_wrap=True)
 
 
 def _say(console: Console, scenario: Scenario, a: Attempt, n: int) -> None:

@@ -607,7 +607,8 @@ def _load(
 
     With faults, the time limit counts from when the load flows (the nemesis's schedule starts:
     a loaded machine's clients may take half a minute to get their first acknowledgement), taken
-    at most a time limit after the clients began. At the time limit the faults end first: the nemesis heals, and the load goes on until the
+    at most a time limit after the clients began; a scripted schedule still running then runs on
+    to its end (`_schedule_to_its_end`). At the time limit the faults end first: the nemesis heals, and the load goes on until the
     clients got a write acknowledged and a read returned records again (at most the recovery time
     of verdict power, checkers/power.py) and RECOVERY_TAIL_S more, so that a fault healed by the
     time limit is followed by load like every other (its fault window's load, for the verdict)."""
@@ -687,6 +688,7 @@ def _load(
                             highlight=False,
                         )
             if nemesis is not None and not stop.is_set():
+                _schedule_to_its_end(config, nemesis, threads[1], stop, phases.console)
                 faults_stop.set()
                 threads[1].join(timeout=(delivery_timeout_ms(config) + config.request_timeout_ms) / 1000 + 30)
                 _recovery_tail(config, sut, stop, phases.console, progress, nemesis)
@@ -702,6 +704,30 @@ def _load(
         if isinstance(e, StrandlineError):
             raise e
         raise InfrastructureError(f"load or faults failed: {type(e).__name__}: {e}")
+
+
+def _schedule_to_its_end(
+    config: TestConfig, nemesis: RunsFaults, thread: threading.Thread, stop: threading.Event, console: Console
+) -> None:
+    """A scripted schedule still running at the time limit (on a loaded machine its faults and
+    heals take seconds each, its gates wait longer) runs on to its end, and the load with it, for
+    at most one more time limit: a schedule cut short tests nothing it was written for."""
+    if not getattr(nemesis, "scripted", False) or getattr(nemesis, "schedule_started", None) is None:
+        return
+    cap = time.monotonic() + config.time_limit
+    said = False
+    while thread.is_alive() and not stop.is_set() and not getattr(nemesis, "unreached", None):
+        if time.monotonic() >= cap:
+            return
+        if not said:
+            said = True
+            step = len(getattr(nemesis, "executed", []))
+            console.print(
+                f"    the schedule is at step {step} of {len(config.schedule)} at the time limit: "
+                f"the load goes on until it ends (at most {config.time_limit:g} s more)",
+                highlight=False,
+            )
+        thread.join(min(0.5, max(0.0, cap - time.monotonic())))
 
 
 # A load that flows this late is said on the console (the time limit counts from it).

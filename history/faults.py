@@ -7,6 +7,8 @@ the `ok` op that healed it (`healed_ns`; None: never healed within the history).
 
 * an op whose value carries the `fault_id` of an open window heals it (a heal that did not
   complete `ok` leaves the fault in force); a heal of a fault never shown in force is ignored;
+* a heal that names `remaining` nodes healed a part of the fault (one broker of several killed
+  started alone): the fault stays in force on the rest, and its window stays open;
 * histories without ids: `start` heals kill, crash, stop and lose-unsynced; `resume` heals pause;
   `unskew` heals clock; any f starting with `heal` heals every other kind; the heal applies to the
   windows on the nodes it names (all, when either side names none);
@@ -108,7 +110,7 @@ def fault_windows(ops: Iterable[dict[str, Any]]) -> list[FaultWindow]:
             continue  # the fault (or the heal) certainly did not happen
         same = [w for w in open_ if fault_id and w.fault_id == fault_id]
         if same or (fault_id is None and is_heal(f)) or (fault_id and is_heal(f)):
-            if op.get("type") == "ok":
+            if op.get("type") == "ok" and not (isinstance(value, dict) and value.get("remaining")):
                 ending = same or ([w for w in open_ if _heals(f, w, nodes_of(value))] if not fault_id else [])
                 for w in ending:
                     w.healed_ns, w.healed_by = t, f

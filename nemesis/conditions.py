@@ -218,13 +218,17 @@ def _steady(ctx: Context, value: int, window: float, records: int) -> tuple[bool
     now = time.monotonic()
     samples: list[tuple[float, int]] = ctx.cache.setdefault("hw-samples", [])
     samples.append((now, value))
-    while len(samples) > 1 and now - samples[1][0] >= window:
-        samples.pop(0)  # keep one sample at least `window` old
+    # Keep the newest sample at least `window` old, and one at least between it and now: when one
+    # reading takes more than half the window (many partitions on a loaded machine), the halves
+    # are readings apart, else the first half would be one sample and never grow.
+    while len(samples) > 3 and now - samples[1][0] >= window:
+        samples.pop(0)
     oldest_t, oldest = samples[0]
     detail: dict[str, Any] = {"high_watermark": value, "records": records, "window": window}
-    if now - oldest_t < window:
+    if now - oldest_t < window or len(samples) < 3:
         return False, detail
-    mid = next(v for t, v in reversed(samples) if now - t >= window / 2)
+    inner = samples[1:-1]
+    mid = next((v for t, v in reversed(inner) if now - t >= window / 2), inner[0][1])
     first, second = mid - oldest, value - mid
     detail.update(first_half=first, second_half=second)
     return first >= records / 2 and second >= records / 2, detail

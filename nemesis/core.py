@@ -97,6 +97,9 @@ class Nemesis(Requested):
         self.executed: list[dict[str, Any]] = []  # the decisions, in order, as they were taken
         # The nodes of the last fault applied or broker started or resumed (`node = "last"`).
         self._last_nodes: list[str] = []
+        # Brokers a start of part of a fault started (and no fault struck since): running, so a
+        # later `start` of every broker leaves them be.
+        self._started_alone: set[str] = set()
         # Why a scripted schedule did not reach the state it was written for: a step that did
         # nothing, a required condition not met, the time limit before its last fault.
         self.unreached: list[str] = []
@@ -271,6 +274,7 @@ class Nemesis(Requested):
             if package.name in ("bandwidth", "delay"):
                 self._touched_qdisc = True
             self._last_nodes = list(active.nodes)
+            self._started_alone -= set(active.nodes)
             done = {**active.value, "fault_id": fault_id}
             nothing = package.did_nothing(active.value)
             if nothing is not None:
@@ -314,6 +318,22 @@ class Nemesis(Requested):
         self.ready.watch(active.kind, active.id, list(active.nodes))
         return True
 
+    def _heal_part(self, active: Active, part: list[str]) -> None:
+        """Start (or resume) `part` of a fault's nodes: journaled as its heal op naming those nodes
+        and the `remaining` ones, on which the fault stays in force (its window stays open)."""
+        rest = [n for n in active.nodes if n not in part]
+        request = {"fault": active.kind, "fault_id": active.id, "nodes": part, "remaining": rest}
+        self._journal("invoke", active.heal_f, request)
+        try:
+            value = active.heal_part(part)
+            self._started_alone.update(part)
+        except Exception as e:
+            self._journal("info", active.heal_f, request, error=_text(e))
+            raise
+        self._journal(
+            "ok", active.heal_f, {"fault": active.kind, **value, "fault_id": active.id, "remaining": rest}
+        )
+
     def _start_or_resume(self, step: dict[str, Any]) -> None:
         kinds = ("kill", "lose-unsynced", "corrupt") if step["do"] == "start" else ("pause",)
         wanted: set[str] | None = None
@@ -322,19 +342,32 @@ class Nemesis(Requested):
 
             topic, partition = self.ctx.topic_partition(step)
             pick = random.Random(int(step.get("pick", 0)))
+            names = self.ctx.names
+            if step["target"] in ("one", "minority", "majority"):  # of the brokers held down
+                names = sorted({n for a in self._active.values() if a.kind in kinds for n in a.nodes})
             wanted = set(
-                targets.resolve(step["target"], self.ctx.names, self.ctx.sut, pick, topic, partition)
+                targets.resolve(step["target"], names, self.ctx.sut, pick, topic, partition) if names else ()
             )
+            if not wanted:
+                self._nothing_to_start(step)
+                return
         with self._lock:
             chosen = [
                 a
                 for a in self._active.values()
                 if a.kind in kinds and (wanted is None or set(a.nodes) & wanted)
             ]
+            healed: set[str] = set()
             for active in chosen:
-                self._heal_one(active)
-            healed = {n for a in chosen for n in a.nodes}
-            rest = sorted((wanted or set()) - healed)
+                part = [n for n in active.nodes if wanted is None or n in wanted]
+                if len(part) < len(active.nodes) and active.heal_nodes is not None:
+                    # one follower of a power cut of all: the others stay down until a later step
+                    self._heal_part(active, part)
+                    healed.update(part)
+                else:
+                    healed.update(active.nodes)
+                    self._heal_one(active)
+            rest = sorted((wanted or set()) - healed - self._started_alone)
             if wanted:
                 self._last_nodes = sorted(wanted)
             if rest and step["do"] == "start":  # start brokers this nemesis did not kill
@@ -346,6 +379,18 @@ class Nemesis(Requested):
                     self._journal("info", "start", {"nodes": rest}, error=_text(e))
                     raise
                 self._journal("ok", "start", {"nodes": rest})
+
+    def _nothing_to_start(self, step: dict[str, Any]) -> None:
+        """A start (or resume) whose target names no node now: journaled as a `fail` (nothing
+        happened); a required one is the schedule's `unreached`."""
+        request = {k: v for k, v in step.items() if k not in ("do", "pick", "required")}
+        why = f"target {step['target']!r} names no node now"
+        self._journal("invoke", str(step["do"]), request)
+        self._journal("fail", str(step["do"]), request, error=why)
+        if step.get("required"):
+            self.note_unreached(f"{_step_text(step)}: {why}")
+        else:
+            log.info("nemesis: %s: %s", _step_text(step), why)
 
     def _wait_until(self, step: dict[str, Any], stop: threading.Event) -> None:
         """Poll a condition; what it saw is attached (as `after`) to the next fault's invoke value

@@ -8,6 +8,7 @@ it (`shade`).
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -93,9 +94,32 @@ class Active:
     heal: Callable[[], dict[str, Any]] | None  # None: a one-shot fault (e.g. a graceful restart)
     started: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    # Heals the fault on some of its nodes (a killed or paused broker is started or resumed on its
+    # own), so that a scripted step can start one broker of several; None: it heals only whole.
+    heal_nodes: Callable[[list[str]], dict[str, Any]] | None = None
 
     def describe(self) -> dict[str, Any]:
         return {"id": self.id, "fault": self.kind, "nodes": self.nodes, "value": self.value}
+
+    def heal_part(self, part: list[str]) -> dict[str, Any]:
+        """Heal the fault on `part` of its nodes; it stays in force on the rest, which its heal
+        now undoes alone."""
+        assert self.heal_nodes is not None
+        value = self.heal_nodes(part)
+        rest = [n for n in self.nodes if n not in part]
+        self.nodes = rest
+        self.heal = functools.partial(self.heal_nodes, rest)
+        return value
+
+
+def node_by_node(ctx: Context, undo: Callable[[Node], Any]) -> Callable[[list[str]], dict[str, Any]]:
+    """A heal that undoes a fault on each named node alone (`Active.heal_nodes`): start or resume."""
+
+    def heal(names: list[str]) -> dict[str, Any]:
+        ctx.parallel(undo, [ctx.node(n) for n in names])
+        return {"nodes": list(names)}
+
+    return heal
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from clusters.sut import HasDataDirs, Killable, MayLackReplicaLogs
 from foundation.errors import BadInput, InfrastructureError
 from nemesis import targets
 from nemesis.packages import damage_script
-from nemesis.packages.base import Active, Context, Package, PlanEnv, topic_partition_draw
+from nemesis.packages.base import Active, Context, Package, PlanEnv, node_by_node, topic_partition_draw
 from nemesis.packages.patterns import check_pattern, names_of, usable_patterns
 from nemesis.packages.process import _resolve, start_node
 
@@ -143,13 +143,9 @@ class Corrupt(Package):
         )
         damage = dict(zip(names, reports, strict=True))
 
-        def heal() -> dict[str, Any]:
-            ctx.parallel(lambda node: start_node(ctx, node), nodes)
-            return {"nodes": names}
-
-        return Active(
-            fault_id, self.name, self.heal_f, names, {"nodes": names, "kind": kind, "damage": damage}, heal
-        )
+        start = node_by_node(ctx, lambda node: start_node(ctx, node))
+        value = {"nodes": names, "kind": kind, "damage": damage}
+        return Active(fault_id, self.name, self.heal_f, names, value, lambda: start(names), heal_nodes=start)
 
     def did_nothing(self, value: dict[str, Any]) -> str | None:
         damage = value.get("damage") or {}

@@ -16,7 +16,7 @@ from clusters.node import Node
 from clusters.sut import HasDataDirs, HasLazyfs, Killable
 from foundation.errors import BadInput, InfrastructureError
 from nemesis import targets
-from nemesis.packages.base import Active, Context, Package, PlanEnv, topic_partition_draw
+from nemesis.packages.base import Active, Context, Package, PlanEnv, node_by_node, topic_partition_draw
 from nemesis.packages.patterns import check_pattern, names_of, usable_patterns
 from nemesis.packages.process import _resolve, start_node
 
@@ -118,11 +118,9 @@ class LoseUnsynced(Package):
                     {"socket": sock, "files": reply.get("files", 0), "bytes": reply.get("bytes", 0)}
                 )
 
-        def heal() -> dict[str, Any]:
-            ctx.parallel(lambda node: start_node(ctx, node), nodes)
-            return {"nodes": names}
-
-        return Active(fault_id, self.name, self.heal_f, names, {"nodes": names, "dropped": dropped}, heal)
+        start = node_by_node(ctx, lambda node: start_node(ctx, node))
+        value = {"nodes": names, "dropped": dropped}
+        return Active(fault_id, self.name, self.heal_f, names, value, lambda: start(names), heal_nodes=start)
 
     def did_nothing(self, value: dict[str, Any]) -> str | None:
         dropped = value.get("dropped") or {}

@@ -20,7 +20,15 @@ from clusters.sut import FaultsByCommand, HasBrokerDaemon, Killable, Pausable
 from foundation.errors import BadInput
 from nemesis import role_targets, targets
 from nemesis.packages import process_patterns
-from nemesis.packages.base import Active, Context, NoTarget, Package, PlanEnv, topic_partition_draw
+from nemesis.packages.base import (
+    Active,
+    Context,
+    NoTarget,
+    Package,
+    PlanEnv,
+    node_by_node,
+    topic_partition_draw,
+)
 from nemesis.packages.patterns import PATTERNS, check_pattern, names_of, usable_patterns
 
 log = logging.getLogger(__name__)
@@ -152,12 +160,10 @@ class Kill(_StopsBrokers):
         # owner's start command is the heal recipe.
         self.record(ctx, fault_id, names, _command_recipe(ctx, self.name, names))
         ctx.parallel(ctx.sut.kill, [ctx.node(n) for n in names])
-
-        def heal() -> dict[str, Any]:
-            ctx.parallel(lambda node: start_node(ctx, node), [ctx.node(n) for n in names])
-            return {"nodes": names}
-
-        return Active(fault_id, self.name, self.heal_f, names, {"nodes": names}, heal)
+        start = node_by_node(ctx, lambda node: start_node(ctx, node))
+        return Active(
+            fault_id, self.name, self.heal_f, names, {"nodes": names}, lambda: start(names), heal_nodes=start
+        )
 
 
 class Restart(_StopsBrokers):
@@ -246,12 +252,16 @@ class Pause(_Targeted):
         recipe = [s for node in nodes for s in _resume_recipe(ctx, node)]
         self.record(ctx, fault_id, names, recipe)
         ctx.parallel(lambda node: pause_node(ctx, node), nodes)
-
-        def heal() -> dict[str, Any]:
-            ctx.parallel(lambda node: resume_node(ctx, node), nodes)
-            return {"nodes": names}
-
-        return Active(fault_id, self.name, self.heal_f, names, {"nodes": names}, heal)
+        resume = node_by_node(ctx, lambda node: resume_node(ctx, node))
+        return Active(
+            fault_id,
+            self.name,
+            self.heal_f,
+            names,
+            {"nodes": names},
+            lambda: resume(names),
+            heal_nodes=resume,
+        )
 
 
 PACKAGES: tuple[Package, ...] = (Kill(), Restart(), Pause())

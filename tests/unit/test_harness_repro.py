@@ -155,3 +155,45 @@ def test_a_scenario_without_a_kafka_twin_is_bad_input_with_the_reason(
     )
     # every scenario says where it runs on real Kafka, or why it does not
     assert sum(line.lstrip().startswith("real Kafka") for line in listing.splitlines()) == len(SCENARIOS)
+
+
+def test_a_failed_run_is_tried_again_once_and_each_retry_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that failed (a cluster that did not come up) is retried, not after two in a row; the
+    console says each retry, and why the twin stops short of a verdict that counts."""
+    seen: list[Any] = []
+    plain = fake_runs(tmp_path, ["unknown", "invalid", "unknown", "unknown"], seen)
+
+    def run(config: Any, console: Any = None) -> RunOutcome:
+        outcome: RunOutcome = plain(config, console)
+        if outcome.verdict == "unknown":
+            outcome.status, outcome.reason = "failed", "cannot reach ZooKeeper"
+        return outcome
+
+    monkeypatch.setattr(repro, "run_test", run)
+    console = Console(record=True, width=200)
+    result = repro.reproduce(scenario("kip-101-divergence"), seed=3, console=console, budget=1e6)
+    assert [(c.variant, c.seed) for c in seen] == [
+        ("high-watermark", 3),
+        ("high-watermark", 4),
+        ("leader-epoch", 4),
+        ("leader-epoch", 5),
+    ]
+    said = console.export_text()
+    assert "unsafe twin: the run failed, trying again with seed 4" in said
+    assert "safe twin: not tried again after 2 failed runs in a row" in said
+    assert not result.as_expected
+
+
+def test_a_retry_that_would_not_fit_the_budget_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[Any] = []
+    monkeypatch.setattr(repro, "run_test", fake_runs(tmp_path, ["valid"], seen))
+    console = Console(record=True, width=200)
+    result = repro.reproduce(
+        scenario("kip-101-divergence"), seed=3, console=console, budget=0, with_safe=False
+    )
+    assert len(seen) == 1 and result.reproduced_after_s is None
+    assert "unsafe twin: not tried again: another attempt" in console.export_text()

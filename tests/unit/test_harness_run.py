@@ -390,3 +390,36 @@ def test_a_leaderless_system_recovers_once_every_broker_answers_and_its_state_sa
         False,
         "n2: no answer",
     )
+
+
+def test_a_scripted_schedule_still_running_at_the_time_limit_runs_to_its_end_within_one_more() -> None:
+    """On a loaded machine a scripted schedule's faults and gates take longer: the load goes on
+    until the schedule ends, at most one more time limit; a random schedule is not waited for."""
+    from foundation.config import TestConfig
+    from harness.run import _schedule_to_its_end
+
+    class Nemesis:
+        def __init__(self, scripted: bool) -> None:
+            self.scripted, self.schedule_started = scripted, 1.0
+            self.unreached: list[str] = []
+            self.executed: list[dict[str, Any]] = [{"wait": 1}, {"do": "kill"}]
+
+    config = TestConfig(seed=1, time_limit=0.6, schedule=({"wait": 1}, {"do": "kill"}, {"heal": "all"}))
+    console = Console(record=True, width=200)
+    stop = threading.Event()
+
+    def waited(scripted: bool, schedule_s: float) -> float:
+        thread = threading.Thread(target=stop.wait, args=(schedule_s,), daemon=True)
+        thread.start()
+        began = time.monotonic()
+        _schedule_to_its_end(config, Nemesis(scripted), thread, stop, console)  # type: ignore[arg-type]
+        return time.monotonic() - began
+
+    assert 0.15 <= waited(True, 0.2) <= 0.55  # until the schedule ended
+    assert 0.55 <= waited(True, 5.0) <= 0.9  # at most one more time limit
+    assert waited(False, 5.0) < 0.1
+    assert (
+        "the schedule is at step 2 of 3 at the time limit: the load goes on until it ends"
+        in console.export_text()
+    )
+    stop.set()

@@ -483,3 +483,77 @@ def test_hold_drops_the_clients_established_connections_and_heals_by_flushing(tm
     assert c.nodes[1].calls[-1] == ["sh", "-c", "iptables -w 5 -F SL-HOLD 2>/dev/null || true"]
     ops = [o for o in iter_ops(tmp_path / "history.jsonl") if o["f"] == "hold"]
     assert [o["type"] for o in ops] == ["invoke", "ok"] and ops[1]["value"]["held"] == {"n2": []}
+
+
+def test_starting_one_broker_of_a_kill_of_all_leaves_the_others_down(tmp_path: Path) -> None:
+    """A scripted `start` of one follower after every broker was killed starts that one alone: the
+    fault stays in force on the others (its window open), and its later heal starts only them."""
+    c = cluster(3)
+    c.sut.leader = "n1"
+    steps = (
+        {"do": "kill", "target": "all"},
+        {"do": "start", "target": "n2"},
+        {"do": "pause", "target": ["n1", "n3"]},
+        {"do": "resume", "target": "n3"},
+        {"do": "start", "target": "all"},
+        {"heal": "all"},
+    )
+    history = _history(tmp_path)
+    nem = build_nemesis(config(schedule=steps), c, history, random.Random(3), tmp_path)
+    nem.validate(probe=False)
+    nem.execute(steps[0])
+    nem.execute(steps[1])
+    assert c.sut.events[3:] == [("start", "n2")]
+    [kill] = nem.active_faults()
+    assert kill["fault"] == "kill" and kill["nodes"] == ["n1", "n3"]
+    nem.execute(steps[2])
+    nem.execute(steps[3])
+    assert c.sut.events[4:] == [("pause", "n1"), ("pause", "n3"), ("resume", "n3")]
+    nem.execute(steps[4])  # the killed rest start; n2, started alone and running, is left be
+    assert sorted(c.sut.events[7:]) == [("start", "n1"), ("start", "n3")]
+    assert [a["fault"] for a in nem.active_faults()] == ["pause"]
+    nem.execute(steps[5])
+    assert c.sut.events[9:] == [("resume", "n1")] and nem.active_faults() == []
+    history.close()
+    ops = list(iter_ops(tmp_path / "history.jsonl"))
+    starts = [o["value"] for o in ops if o["f"] == "start" and o["type"] == "ok"]
+    assert [(s["nodes"], s.get("remaining")) for s in starts] == [
+        (["n2"], ["n1", "n3"]),
+        (["n1", "n3"], None),
+    ]
+    assert len({s["fault_id"] for s in starts}) == 1
+    assert pair_problems(tmp_path / "history.jsonl").complete
+    windows = {w.f: w for w in fault_windows(ops)}
+    finals = [
+        o["time"]
+        for o in ops
+        if o["type"] == "ok" and o["f"] in ("start", "resume") and "fault" in o["value"]
+    ]
+    # the kill's window ends with the start of the rest, not with the start of n2; so does the pause's
+    assert windows["kill"].healed_ns == finals[2] and windows["kill"].healed_by == "start"
+    assert windows["pause"].healed_ns == finals[3]
+
+
+def test_heal_all_after_a_partial_start_starts_only_the_brokers_still_down(tmp_path: Path) -> None:
+    c = cluster(3)
+    nem = build_nemesis(config(), c, _history(tmp_path), random.Random(1), tmp_path)
+    nem.execute({"do": "kill", "target": ["n1", "n2", "n3"]})
+    nem.execute({"do": "start", "target": "n3"})
+    nem.heal_all()
+    assert sorted(c.sut.events[3:]) == [("start", "n1"), ("start", "n2"), ("start", "n3")]
+    assert c.sut.events[3] == ("start", "n3")
+
+
+def test_start_one_draws_from_the_brokers_held_down_and_a_start_of_none_is_a_fail(tmp_path: Path) -> None:
+    c = cluster(3)
+    history = _history(tmp_path)
+    nem = build_nemesis(config(), c, history, random.Random(1), tmp_path)
+    nem.execute({"do": "kill", "target": ["n1", "n3"]})
+    nem.execute({"do": "start", "target": "one", "pick": 5})
+    nem.execute({"do": "start", "target": "one", "pick": 5})
+    assert sorted(c.sut.events[2:]) == [("start", "n1"), ("start", "n3")] and nem.active_faults() == []
+    nem.execute({"do": "start", "target": "one", "required": True})  # nothing held down
+    history.close()
+    ops = list(iter_ops(tmp_path / "history.jsonl"))
+    assert (ops[-1]["type"], ops[-1]["f"]) == ("fail", "start") and "names no node" in ops[-1]["error"]
+    assert nem.unreached == [] and len(c.sut.events) == 4  # a random schedule's start: not news

@@ -511,3 +511,27 @@ def test_the_schedule_starts_once_acknowledgements_reach_the_cluster(
         met.append(conditions.acks_flowing(nem.ctx, {"window": 1.0})[0])
     assert met == [False] * 7 + [True, True]
     conditions.close(nem.ctx)
+
+
+def test_acks_flowing_is_met_when_one_reading_takes_longer_than_half_the_window(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """On a loaded machine one reading of every partition's high watermark can take longer than
+    half the window (4 s): the halves are then readings apart, not the first one alone (which
+    never grew, so the schedule never started)."""
+    from nemesis import conditions
+
+    clock = iter([0.0, 5.0, 10.0, 15.0, 20.0])
+    monkeypatch.setattr(conditions.time, "monotonic", lambda: next(clock))
+    sut = TwoPartitionsSut(["n1", "n2", "n3"])
+    c = cluster(3, sut=sut)
+    c.bootstrap_servers = lambda: ["10.77.9.11:9092"]  # type: ignore[method-assign]
+    nem = build_nemesis(config(partitions=2), c, None, random.Random(1), tmp_path)
+    # steady growth, then one reading that stood still: a stall is still not flowing
+    readings = [(0, 0), (5, 5), (10, 10), (10, 10), (20, 10)]
+    met = []
+    for hws in readings:
+        sut.hws = hws
+        met.append(conditions.acks_flowing(nem.ctx, {})[0])
+    assert met == [False, False, True, False, False]
+    conditions.close(nem.ctx)
