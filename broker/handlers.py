@@ -86,6 +86,12 @@ class ApiHandlers:
         self.versions[api_key] = p.VERSIONS[api_key]
         self._handlers[api_key] = handler
 
+    def intercept(self, api_key: int, wrap: Callable[[Handler], Handler]) -> None:
+        """Put `wrap(handler)` in place of the API's handler (broker.shared_identity), if offered."""
+        handler = self._handlers.get(api_key)
+        if handler is not None and api_key in self.versions:
+            self._handlers[api_key] = wrap(handler)
+
     def withdraw(self, names: tuple[str, ...]) -> None:
         """Leave out the APIs named (`unsupported.apis`): not offered in ApiVersions. A request for a
         transactional one is answered with its error response (UNSUPPORTED_VERSION, on a connection

@@ -1,0 +1,266 @@
+"""Serving partitions and groups this broker does not lead by passing the request on to the broker
+that does: what lets a broker claim every partition (broker.shared_identity) while Kafka's
+replication keeps running underneath.
+
+A Produce, Fetch, ListOffsets or OffsetForLeaderEpoch is split by each partition's real leader:
+this broker serves its own share, sends every other share (the client's request cut down to those
+partitions, in the client's version) to its leader over a broker connection, and merges the
+answers into one response. A group or transaction request goes whole to the real coordinator.
+Whatever the real leader answers (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, NOT_COORDINATOR, ...)
+is passed on as it is, so clients retry as they would against Kafka. A leader that cannot be
+reached answers NOT_LEADER_OR_FOLLOWER for its partitions; for a coordinator that cannot be reached
+the client's connection is closed (a made-up answer could read as a commit that happened).
+
+A request passed on carries FORWARDED as its client id and is served by the broker it reaches,
+whatever that broker believes about leadership: one hop at most. Requests between brokers
+(replica fetches, the controller's, transaction markers) are never passed on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from broker import protocol as p
+from broker.client import BrokerConnection, ConnectionClosed
+from broker.handlers import ZERO_UUID, Handler, millis
+from broker.kafka_errors import NOT_LEADER_OR_FOLLOWER
+from broker.metadata import BrokerAddress, ClusterMetadata
+
+FORWARDED = "strandline-forwarded"
+INTERNAL_CLIENTS = (FORWARDED, "replica-fetcher-", "controller-", "txn-coordinator-")
+IDLE_CONNECTIONS = 8  # per peer, kept for the next request; more are opened while many are in flight
+SLACK_SECONDS = 10.0  # beyond the request's own wait (Fetch max_wait, Produce timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionApi:
+    """Where one API keeps its topics and partitions, in the request and in the response, and what
+    a partition's answer holds besides its error (for a leader that cannot be reached)."""
+
+    topics: str  # the request's list of topics
+    name: str  # a topic's name field (before topic ids)
+    partitions: str  # a request topic's list of partitions
+    index: str  # a request partition's index field
+    answers: str  # the response's list of topics
+    answer_name: str
+    answer_partitions: str
+    answer_index: str
+    unanswered: dict[str, Any]
+
+
+PARTITION_APIS: dict[int, PartitionApi] = {
+    p.API_PRODUCE: PartitionApi(
+        "topic_data", "name", "partition_data", "index", "responses", "name", "partition_responses", "index",
+        {"base_offset": -1, "log_start_offset": -1, "record_errors": []},
+    ),
+    p.API_FETCH: PartitionApi(
+        "topics", "topic", "partitions", "partition", "responses", "topic", "partitions", "partition_index",
+        {"high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1, "records": None},
+    ),
+    p.API_LIST_OFFSETS: PartitionApi(
+        "topics", "name", "partitions", "partition_index", "topics", "name", "partitions", "partition_index",
+        {"timestamp": -1, "offset": -1, "leader_epoch": -1},
+    ),
+    p.API_OFFSET_FOR_LEADER_EPOCH: PartitionApi(
+        "topics", "topic", "partitions", "partition", "topics", "topic", "partitions", "partition",
+        {"leader_epoch": -1, "end_offset": -1},
+    ),
+}  # fmt: skip
+
+LOCAL = -1  # the share this broker serves itself
+
+
+def internal(request: p.Request) -> bool:
+    """A request from another broker (or passed on by one): served here, never passed on."""
+    return (request.client_id or "").startswith(INTERNAL_CLIENTS)
+
+
+def _wait_seconds(request: p.Request) -> float:
+    """How long the peer may take: the request's own wait plus slack."""
+    body = request.body
+    if request.api_key == p.API_FETCH:
+        return millis(body.max_wait) / 1000.0 + SLACK_SECONDS
+    if request.api_key == p.API_PRODUCE:
+        return millis(body.timeout) / 1000.0 + SLACK_SECONDS
+    if request.api_key == p.API_JOIN_GROUP:  # waits for the rebalance
+        return millis(getattr(body, "rebalance_timeout", body.session_timeout)) / 1000.0 + SLACK_SECONDS
+    return SLACK_SECONDS * 3
+
+
+class Peers:
+    """Connections to the other brokers for requests passed on, a few idle ones kept per broker.
+    One connection carries one request at a time, so a parked Fetch never holds up a Produce."""
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[str, int], list[BrokerConnection]] = defaultdict(list)
+
+    async def request(self, address: BrokerAddress, request: p.Request, body: Any) -> Any:
+        """The peer's response, or None when the request has none (acks=0); ConnectionClosed when
+        the peer cannot be reached or does not answer in time."""
+        key = (address.host, address.port)
+        idle = self._idle[key]
+        connection = idle.pop() if idle else BrokerConnection(address.host, address.port, FORWARDED)
+        try:
+            if request.api_key == p.API_PRODUCE and body.acks == 0:
+                await connection.send(request.api_key, request.api_version, body)
+                response = None
+            else:
+                response = await connection.request(
+                    request.api_key, request.api_version, body, timeout=_wait_seconds(request)
+                )
+        except (OSError, TimeoutError) as exc:
+            connection.close()
+            raise ConnectionClosed(f"{address.host}:{address.port}: {exc!r}") from None
+        except BaseException:
+            connection.close()
+            raise
+        if len(idle) < IDLE_CONNECTIONS:
+            idle.append(connection)
+        else:
+            connection.close()
+        return response
+
+    def close(self) -> None:
+        for connections in self._idle.values():
+            for connection in connections:
+                connection.close()
+        self._idle.clear()
+
+
+class Forwarder:
+    """Wraps a broker's handlers so that requests for what another broker leads or coordinates are
+    passed on to it (see the module docstring). `coordinators` gives, per API key, the id of the
+    broker that coordinates it (None: unknown, served here)."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        metadata: ClusterMetadata,
+        coordinators: dict[int, Callable[[p.Request], int | None]],
+    ) -> None:
+        self.broker_id = broker_id
+        self.metadata = metadata
+        self.coordinators = coordinators
+        self.peers = Peers()
+
+    def wrap(self, api_key: int, local: Handler) -> Handler:
+        """The handler for `api_key` that serves here what is here and passes on the rest."""
+        api = PARTITION_APIS.get(api_key)
+        if api is not None:
+
+            async def by_leader(request: p.Request) -> Any:
+                if internal(request):
+                    return await local(request)
+                return await self._split(api, request, local)
+
+            return by_leader
+        coordinator = self.coordinators[api_key]
+
+        async def to_coordinator(request: p.Request) -> Any:
+            target = None if internal(request) else self._peer(coordinator(request))
+            if target is None:
+                return await local(request)
+            return await self.peers.request(target, request, request.body)
+
+        return to_coordinator
+
+    def _peer(self, broker_id: int | None) -> BrokerAddress | None:
+        """The address of another live broker, or None: this broker, or nobody known."""
+        if broker_id is None or broker_id == self.broker_id:
+            return None
+        return self.metadata.brokers().get(broker_id)
+
+    def _leader(self, api: PartitionApi, topic: Any, index: int) -> int:
+        """The broker id that really leads the partition, or LOCAL (here, unknown, or none: the
+        local handler then answers with the error Kafka gives)."""
+        name = getattr(topic, api.name, None)
+        if name is None:  # topic ids (KIP-516)
+            name = self.metadata.topic_name(getattr(topic, "topic_id", None) or ZERO_UUID)
+        state = self.metadata.partition_state(name, index) if name is not None else None
+        if state is None or state.leader < 0 or self._peer(state.leader) is None:
+            return LOCAL
+        return state.leader
+
+    async def _split(self, api: PartitionApi, request: p.Request, local: Handler) -> Any:
+        shares: dict[int, dict[int, tuple[Any, list[Any]]]] = defaultdict(dict)
+        for position, topic in enumerate(getattr(request.body, api.topics)):
+            for part in getattr(topic, api.partitions):
+                leader = self._leader(api, topic, getattr(part, api.index))
+                shares[leader].setdefault(position, (topic, []))[1].append(part)
+        if set(shares) <= {LOCAL}:
+            return await local(request)
+        jobs = [self._serve_share(api, request, leader, share, local) for leader, share in shares.items()]
+        answers = [answer for answer in await asyncio.gather(*jobs) if answer is not None]
+        if not answers:  # acks=0
+            return None
+        return _merge(api, answers)
+
+    async def _serve_share(
+        self,
+        api: PartitionApi,
+        request: p.Request,
+        leader: int,
+        share: dict[int, tuple[Any, list[Any]]],
+        local: Handler,
+    ) -> Any:
+        """One leader's share of the request, answered as a kio response object (None: acks=0)."""
+        topics = tuple(
+            dataclasses.replace(topic, **{api.partitions: tuple(parts)}) for topic, parts in share.values()
+        )
+        body = dataclasses.replace(request.body, **{api.topics: topics})
+        if leader == LOCAL:
+            data = await local(p.Request(request.api_key, request.api_version, request.correlation_id,
+                                         request.client_id, body))  # fmt: skip
+            if data is None or not isinstance(data, dict):
+                return data
+            return p.build_response(request.api_key, request.api_version, data)
+        address = self.metadata.brokers().get(leader)
+        try:
+            if address is None:
+                raise ConnectionClosed(f"broker {leader} left")
+            return await self.peers.request(address, request, body)
+        except ConnectionClosed:
+            if request.api_key == p.API_PRODUCE and request.body.acks == 0:
+                return None
+            return _unanswered(api, request, topics)
+
+
+def _unanswered(api: PartitionApi, request: p.Request, topics: tuple[Any, ...]) -> Any:
+    """NOT_LEADER_OR_FOLLOWER for every partition of a share whose leader did not answer: the
+    client refreshes its metadata and tries again."""
+    answers = []
+    for topic in topics:
+        answers.append(
+            {
+                api.answer_name: getattr(topic, api.name, None) or "",
+                "topic_id": getattr(topic, "topic_id", None),
+                api.answer_partitions: [
+                    {
+                        api.answer_index: getattr(part, api.index),
+                        "error_code": NOT_LEADER_OR_FOLLOWER,
+                        **api.unanswered,
+                    }  # fmt: skip
+                    for part in getattr(topic, api.partitions)
+                ],
+            }
+        )
+    return p.build_response(request.api_key, request.api_version, {api.answers: answers})
+
+
+def _merge(api: PartitionApi, answers: list[Any]) -> Any:
+    """One response from the shares' responses: each topic once, with the partitions of all."""
+    merged: dict[tuple[Any, Any], tuple[Any, list[Any]]] = {}
+    for answer in answers:
+        for topic in getattr(answer, api.answers):
+            key = (getattr(topic, api.answer_name, None), getattr(topic, "topic_id", None))
+            merged.setdefault(key, (topic, []))[1].extend(getattr(topic, api.answer_partitions))
+    topics = tuple(
+        dataclasses.replace(topic, **{api.answer_partitions: tuple(parts)})
+        for topic, parts in merged.values()
+    )
+    return dataclasses.replace(answers[0], **{api.answers: topics})
