@@ -2,13 +2,14 @@
 third-party systems whose brokers do not know each other (stateless brokers over a shared store,
 like tansu, whose every broker answers as node 111).
 
-Each broker answers Metadata with one broker, itself, under the shared id, the leader (and only
-replica and ISR) of every partition, at leader epoch -1 (so clients fence nothing by epoch: the
-real epochs differ per partition and broker), and FindCoordinator with itself. Underneath, the
-brokers keep ZooKeeper, leaders, replication and coordinators as ever, and broker.forwarding
-passes on what another broker really leads or coordinates. So a harness sees the third-party
-shape (one id at several addresses, every broker claiming every partition) while acknowledged
-writes stay replicated (RF 3, acks=all), and kill and partition faults must end valid.
+Each broker answers Metadata with one broker, itself, under the shared id, the leader of every
+partition, its replicas and ISR the shared id once per real replica (as tansu answers), at leader
+epoch -1 (so clients fence nothing by epoch: the real epochs differ per partition and broker), and
+FindCoordinator with itself. Underneath, the brokers keep ZooKeeper, leaders, replication and
+coordinators as ever, and broker.forwarding passes on what another broker really leads or
+coordinates. So a harness sees the third-party shape (one id at several addresses, every broker
+claiming every partition) while acknowledged writes stay replicated (RF 3, acks=all), and kill
+and partition faults must end valid.
 """
 
 from __future__ import annotations
@@ -64,11 +65,19 @@ class SharedIdentity:
             for topic in data["topics"]:
                 for part in topic["partitions"]:
                     if part["error_code"] in (NONE, LEADER_NOT_AVAILABLE):
-                        # claimed with or without a leader underneath: a request for it is
-                        # answered NOT_LEADER_OR_FOLLOWER until there is one, and clients retry
-                        part.update(error_code=NONE, leader_id=me.broker_id, leader_epoch=-1,
-                                    replica_nodes=[me.broker_id], isr_nodes=[me.broker_id],
-                                    offline_replicas=[])  # fmt: skip
+                        # claimed with or without a leader underneath (a request for it is then
+                        # answered NOT_LEADER_OR_FOLLOWER until there is one, and clients retry);
+                        # the shared id once per replica, as tansu answers: the replication
+                        # factor stays visible
+                        shared = [me.broker_id] * len(part["replica_nodes"])
+                        part.update(
+                            error_code=NONE,
+                            leader_id=me.broker_id,
+                            leader_epoch=-1,
+                            replica_nodes=shared,
+                            isr_nodes=shared,
+                            offline_replicas=[],
+                        )
             return data
 
         return answer
