@@ -60,7 +60,7 @@ PARTITION_APIS: dict[int, PartitionApi] = {
     ),
     p.API_FETCH: PartitionApi(
         "topics", "topic", "partitions", "partition", "responses", "topic", "partitions", "partition_index",
-        {"high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1, "records": None},
+        {"high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1, "records": b""},
     ),
     p.API_LIST_OFFSETS: PartitionApi(
         "topics", "name", "partitions", "partition_index", "topics", "name", "partitions", "partition_index",
@@ -187,6 +187,7 @@ class Forwarder:
         return state.leader
 
     async def _split(self, api: PartitionApi, request: p.Request, local: Handler) -> Any:
+        request = _unfenced(api, request)
         shares: dict[int, dict[int, tuple[Any, list[Any]]]] = defaultdict(dict)
         for position, topic in enumerate(getattr(request.body, api.topics)):
             for part in getattr(topic, api.partitions):
@@ -198,7 +199,9 @@ class Forwarder:
         answers = [answer for answer in await asyncio.gather(*jobs) if answer is not None]
         if not answers:  # acks=0
             return None
-        return _merge(api, answers)
+        first = getattr(request.body, api.topics)[0]
+        by_id = not any(f.name == api.name for f in dataclasses.fields(first))
+        return _merge(api, by_id, answers)
 
     async def _serve_share(
         self,
@@ -207,8 +210,10 @@ class Forwarder:
         leader: int,
         share: dict[int, tuple[Any, list[Any]]],
         local: Handler,
-    ) -> Any:
-        """One leader's share of the request, answered as a kio response object (None: acks=0)."""
+    ) -> dict[str, Any] | None:
+        """One leader's share of the request, answered as a response dict (None: acks=0). Dicts,
+        not kio objects: the merged Produce and Fetch answers go out through broker.wire, as the
+        broker's own do (kio would write default-less tagged fields librdkafka cannot read)."""
         topics = tuple(
             dataclasses.replace(topic, **{api.partitions: tuple(parts)}) for topic, parts in share.values()
         )
@@ -216,51 +221,75 @@ class Forwarder:
         if leader == LOCAL:
             data = await local(p.Request(request.api_key, request.api_version, request.correlation_id,
                                          request.client_id, body))  # fmt: skip
-            if data is None or not isinstance(data, dict):
-                return data
-            return p.build_response(request.api_key, request.api_version, data)
+            return data if data is None or isinstance(data, dict) else dataclasses.asdict(data)
         address = self.metadata.brokers().get(leader)
         try:
             if address is None:
                 raise ConnectionClosed(f"broker {leader} left")
-            return await self.peers.request(address, request, body)
+            answer = await self.peers.request(address, request, body)
+            return None if answer is None else dataclasses.asdict(answer)
         except ConnectionClosed:
             if request.api_key == p.API_PRODUCE and request.body.acks == 0:
                 return None
-            return _unanswered(api, request, topics)
+            return _unanswered(api, topics)
 
 
-def _unanswered(api: PartitionApi, request: p.Request, topics: tuple[Any, ...]) -> Any:
+def _unfenced(api: PartitionApi, request: p.Request) -> p.Request:
+    """The request with every partition's current_leader_epoch -1 (no fencing by epoch): Metadata
+    under the shared id names no epochs, yet clients pick epochs up elsewhere (librdkafka from a
+    ListOffsets answer) and, with one id for every leader, would stay fenced by an epoch that is no
+    longer any leader's. Leadership is still checked by the real leader."""
+    topics = []
+    changed = False
+    for topic in getattr(request.body, api.topics):
+        parts = []
+        for part in getattr(topic, api.partitions):
+            if getattr(part, "current_leader_epoch", -1) != -1:
+                part = dataclasses.replace(part, current_leader_epoch=-1)
+                changed = True
+            parts.append(part)
+        topics.append(dataclasses.replace(topic, **{api.partitions: tuple(parts)}))
+    if not changed:
+        return request
+    body = dataclasses.replace(request.body, **{api.topics: tuple(topics)})
+    return p.Request(request.api_key, request.api_version, request.correlation_id, request.client_id, body)
+
+
+def _unanswered(api: PartitionApi, topics: tuple[Any, ...]) -> dict[str, Any]:
     """NOT_LEADER_OR_FOLLOWER for every partition of a share whose leader did not answer: the
     client refreshes its metadata and tries again."""
     answers = []
     for topic in topics:
+        parts = [
+            {
+                api.answer_index: getattr(part, api.index),
+                "error_code": NOT_LEADER_OR_FOLLOWER,
+                **api.unanswered,
+            }
+            for part in getattr(topic, api.partitions)
+        ]
         answers.append(
             {
                 api.answer_name: getattr(topic, api.name, None) or "",
                 "topic_id": getattr(topic, "topic_id", None),
-                api.answer_partitions: [
-                    {
-                        api.answer_index: getattr(part, api.index),
-                        "error_code": NOT_LEADER_OR_FOLLOWER,
-                        **api.unanswered,
-                    }  # fmt: skip
-                    for part in getattr(topic, api.partitions)
-                ],
+                api.answer_partitions: parts,
             }
         )
-    return p.build_response(request.api_key, request.api_version, {api.answers: answers})
+    return {api.answers: answers}
 
 
-def _merge(api: PartitionApi, answers: list[Any]) -> Any:
-    """One response from the shares' responses: each topic once, with the partitions of all."""
-    merged: dict[tuple[Any, Any], tuple[Any, list[Any]]] = {}
+def _merge(api: PartitionApi, by_id: bool, answers: list[dict[str, Any]]) -> dict[str, Any]:
+    """One response from the shares' responses: each topic once (by id where the version names
+    topics by id), with the partitions of all."""
+    merged: dict[Any, dict[str, Any]] = {}
     for answer in answers:
-        for topic in getattr(answer, api.answers):
-            key = (getattr(topic, api.answer_name, None), getattr(topic, "topic_id", None))
-            merged.setdefault(key, (topic, []))[1].extend(getattr(topic, api.answer_partitions))
-    topics = tuple(
-        dataclasses.replace(topic, **{api.answer_partitions: tuple(parts)})
-        for topic, parts in merged.values()
-    )
-    return dataclasses.replace(answers[0], **{api.answers: topics})
+        for topic in answer[api.answers]:
+            key = topic.get("topic_id") if by_id else topic.get(api.answer_name)
+            if key in merged:
+                merged[key][api.answer_partitions] = [
+                    *merged[key][api.answer_partitions],
+                    *topic[api.answer_partitions],
+                ]
+            else:
+                merged[key] = dict(topic)
+    return {**answers[0], api.answers: list(merged.values())}

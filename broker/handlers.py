@@ -443,7 +443,9 @@ class ApiHandlers:
                     "log_start_offset": -1,
                     "aborted_transactions": None,
                     "preferred_read_replica": -1,
-                    "records": None,
+                    # Kafka sends an empty record set with an error, never null: librdkafka's
+                    # parser refuses a null one (a protocol error for the whole response)
+                    "records": b"",
                 }
                 if partition is not None and error == NONE:
                     room = max(0, max_bytes - total)
