@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.netns import nothing_left
 from tests.support.standin import REPO, standin_definition
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -28,12 +29,6 @@ def run(tmp_path: Path, name: str, *args: str, timeout: float = 200) -> subproce
          "--name", name, "--store", str(tmp_path / "store"), *SHORT, *args],
         capture_output=True, text=True, env=env, timeout=timeout, check=False, cwd=REPO,
     )  # fmt: skip
-
-
-def nothing_left(tmp_path: Path, name: str) -> None:
-    assert list((tmp_path / "state").glob("*.json")) == []
-    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
-    assert name not in spaces
 
 
 def test_a_leader_targeted_fault_is_refused_before_start(tmp_path: Path) -> None:
