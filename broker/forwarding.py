@@ -8,8 +8,10 @@ partitions, in the client's version) to its leader over a broker connection, and
 answers into one response. A group or transaction request goes whole to the real coordinator.
 Whatever the real leader answers (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, NOT_COORDINATOR, ...)
 is passed on as it is, so clients retry as they would against Kafka. A leader that cannot be
-reached answers NOT_LEADER_OR_FOLLOWER for its partitions; for a coordinator that cannot be reached
-the client's connection is closed (a made-up answer could read as a commit that happened).
+reached answers NOT_LEADER_OR_FOLLOWER for its partitions. A coordinator that cannot be reached
+is answered COORDINATOR_NOT_AVAILABLE where the response has one error for the whole request; else
+(an offset commit) the client's connection is closed, since an answer without errors would read as
+a commit that happened.
 
 A request passed on carries FORWARDED as its client id and is served by the broker it reaches,
 whatever that broker believes about leadership: one hop at most. Requests between brokers
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,8 +31,10 @@ from typing import Any
 from broker import protocol as p
 from broker.client import BrokerConnection, ConnectionClosed
 from broker.handlers import ZERO_UUID, Handler, millis
-from broker.kafka_errors import NOT_LEADER_OR_FOLLOWER
+from broker.kafka_errors import COORDINATOR_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
 from broker.metadata import BrokerAddress, ClusterMetadata
+
+log = logging.getLogger(__name__)
 
 FORWARDED = "strandline-forwarded"
 INTERNAL_CLIENTS = (FORWARDED, "replica-fetcher-", "controller-", "txn-coordinator-")
@@ -165,7 +170,13 @@ class Forwarder:
             target = None if internal(request) else self._peer(coordinator(request))
             if target is None:
                 return await local(request)
-            return await self.peers.request(target, request, request.body)
+            try:
+                return await self.peers.request(target, request, request.body)
+            except ConnectionClosed as exc:
+                if not _has_error_code(request):
+                    raise  # the client's connection closes: it asks for the coordinator again
+                log.info("%s: coordinator unreachable: %s", p.api_name(request.api_key), exc)
+                return {"error_code": COORDINATOR_NOT_AVAILABLE}
 
         return to_coordinator
 
@@ -232,6 +243,15 @@ class Forwarder:
             if request.api_key == p.API_PRODUCE and request.body.acks == 0:
                 return None
             return _unanswered(api, topics)
+
+
+def _has_error_code(request: p.Request) -> bool:
+    """Whether the response has one error for the whole request, to answer an unreachable
+    coordinator with. AddPartitionsToTxn's (v4+) is for brokers' batches: a client's is closed."""
+    if request.api_key == p.API_ADD_PARTITIONS_TO_TXN:
+        return False
+    cls = p.response_class(request.api_key, request.api_version)
+    return any(f.name == "error_code" for f in dataclasses.fields(cls))
 
 
 def _unfenced(api: PartitionApi, request: p.Request) -> p.Request:

@@ -8,7 +8,15 @@ import uuid
 
 from broker import protocol as p
 from broker import wire
-from broker.forwarding import FORWARDED, PARTITION_APIS, _merge, _unanswered, _unfenced, internal
+from broker.forwarding import (
+    FORWARDED,
+    PARTITION_APIS,
+    _has_error_code,
+    _merge,
+    _unanswered,
+    _unfenced,
+    internal,
+)
 
 FETCH = PARTITION_APIS[p.API_FETCH]
 TOPIC = uuid.uuid4()
@@ -57,3 +65,12 @@ def test_requests_from_brokers_and_passed_on_ones_are_internal() -> None:
         assert internal(p.Request(p.API_FETCH, 16, 1, client, None))
     assert not internal(p.Request(p.API_FETCH, 16, 1, "rdkafka", None))
     assert not internal(p.Request(p.API_FETCH, 16, 1, None, None))
+
+
+def test_an_unreachable_coordinator_is_an_error_only_where_the_answer_has_one_for_the_whole_request() -> None:
+    def answerable(api_key: int, version: int) -> bool:
+        return _has_error_code(p.Request(api_key, version, 1, "c", None))
+
+    assert answerable(p.API_JOIN_GROUP, 5) and answerable(p.API_HEARTBEAT, 4) and answerable(p.API_END_TXN, 3)
+    assert not answerable(p.API_OFFSET_COMMIT, 8)  # per partition: a connection closed, never "committed"
+    assert not answerable(p.API_ADD_PARTITIONS_TO_TXN, 4)
