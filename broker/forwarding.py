@@ -98,20 +98,31 @@ def _wait_seconds(request: p.Request) -> float:
 
 
 class Peers:
-    """Connections to the other brokers for requests passed on, a few idle ones kept per broker.
-    One connection carries one request at a time, so a parked Fetch never holds up a Produce."""
+    """Connections to the other brokers for requests passed on. Produce requests to one broker
+    share one connection, taken in the order they arrived (asyncio's lock is first come, first
+    served): a client's pipelined writes to a partition reach its leader in the client's order, as
+    Kafka's per-connection ordering promises (an idempotent producer's sequence numbers count on
+    it). Everything else takes an idle connection or a new one (a few are kept per broker), so a
+    parked Fetch never holds up another request."""
 
     def __init__(self) -> None:
         self._idle: dict[tuple[str, int], list[BrokerConnection]] = defaultdict(list)
+        self._produce: dict[tuple[str, int], BrokerConnection] = {}
 
     async def request(self, address: BrokerAddress, request: p.Request, body: Any) -> Any:
         """The peer's response, or None when the request has none (acks=0); ConnectionClosed when
         the peer cannot be reached or does not answer in time."""
         key = (address.host, address.port)
+        produce = request.api_key == p.API_PRODUCE
         idle = self._idle[key]
-        connection = idle.pop() if idle else BrokerConnection(address.host, address.port, FORWARDED)
+        if produce:
+            connection = self._produce.setdefault(
+                key, BrokerConnection(address.host, address.port, FORWARDED)
+            )
+        else:
+            connection = idle.pop() if idle else BrokerConnection(address.host, address.port, FORWARDED)
         try:
-            if request.api_key == p.API_PRODUCE and body.acks == 0:
+            if produce and body.acks == 0:
                 await connection.send(request.api_key, request.api_version, body)
                 response = None
             else:
@@ -119,22 +130,24 @@ class Peers:
                     request.api_key, request.api_version, body, timeout=_wait_seconds(request)
                 )
         except (OSError, TimeoutError) as exc:
-            connection.close()
+            connection.close()  # the produce connection opens again with its next request
             raise ConnectionClosed(f"{address.host}:{address.port}: {exc!r}") from None
         except BaseException:
             connection.close()
             raise
-        if len(idle) < IDLE_CONNECTIONS:
-            idle.append(connection)
-        else:
-            connection.close()
+        if not produce:
+            if len(idle) < IDLE_CONNECTIONS:
+                idle.append(connection)
+            else:
+                connection.close()
         return response
 
     def close(self) -> None:
-        for connections in self._idle.values():
+        for connections in [*self._idle.values(), list(self._produce.values())]:
             for connection in connections:
                 connection.close()
         self._idle.clear()
+        self._produce.clear()
 
 
 class Forwarder:

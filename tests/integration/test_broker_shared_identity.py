@@ -92,8 +92,9 @@ def test_kafka_python_writes_and_reads_back_through_one_broker(cluster: LocalClu
 
 def test_confluent_kafka_group_reads_on_across_a_failover_underneath(cluster: LocalCluster) -> None:
     """librdkafka keys brokers by id: one id at three addresses is one broker whose address moves.
-    An idempotent producer writes, a real leader is killed, and a group member reads every
-    acknowledged record and commits through whichever broker it holds."""
+    An idempotent producer writes (five requests in flight, passed on in order), a real leader is
+    killed, and a group member reads every acknowledged record and commits through whichever
+    broker it holds."""
     import confluent_kafka as ck
 
     cluster.create_topic("ck", PARTITIONS, 3)
@@ -128,4 +129,8 @@ def test_confluent_kafka_group_reads_on_across_a_failover_underneath(cluster: Lo
     consumer.close()
     cluster.start(victim)
     exact(acked, read)
+    # the idempotent producer's order holds per partition through the broker that passed it on
+    for partition in range(PARTITIONS):
+        offsets = [acked[v][1] for v in sorted(acked) if acked[v][0] == partition]
+        assert offsets == sorted(offsets), f"partition {partition}: written out of the producer's order"
     assert committed is not None and all(tp.error is None for tp in committed)
