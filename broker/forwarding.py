@@ -8,10 +8,9 @@ partitions, in the client's version) to its leader over a broker connection, and
 answers into one response. A group or transaction request goes whole to the real coordinator.
 Whatever the real leader answers (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, NOT_COORDINATOR, ...)
 is passed on as it is, so clients retry as they would against Kafka. A leader that cannot be
-reached answers NOT_LEADER_OR_FOLLOWER for its partitions. A coordinator that cannot be reached
-is answered COORDINATOR_NOT_AVAILABLE where the response has one error for the whole request; else
-(an offset commit) the client's connection is closed, since an answer without errors would read as
-a commit that happened.
+reached answers NOT_LEADER_OR_FOLLOWER for its partitions, and one that coordinates answers
+COORDINATOR_NOT_AVAILABLE (for each partition of an offset commit: an answer without an error
+would read as a commit that happened).
 
 A request passed on carries FORWARDED as its client id and is served by the broker it reaches,
 whatever that broker believes about leadership: one hop at most. Requests between brokers
@@ -186,10 +185,11 @@ class Forwarder:
             try:
                 return await self.peers.request(target, request, request.body)
             except ConnectionClosed as exc:
-                if not _has_error_code(request):
+                answer = _coordinator_unavailable(request)
+                if answer is None:
                     raise  # the client's connection closes: it asks for the coordinator again
                 log.info("%s: coordinator unreachable: %s", p.api_name(request.api_key), exc)
-                return {"error_code": COORDINATOR_NOT_AVAILABLE}
+                return answer
 
         return to_coordinator
 
@@ -258,13 +258,25 @@ class Forwarder:
             return _unanswered(api, topics)
 
 
-def _has_error_code(request: p.Request) -> bool:
-    """Whether the response has one error for the whole request, to answer an unreachable
-    coordinator with. AddPartitionsToTxn's (v4+) is for brokers' batches: a client's is closed."""
-    if request.api_key == p.API_ADD_PARTITIONS_TO_TXN:
-        return False
+def _coordinator_unavailable(request: p.Request) -> dict[str, Any] | None:
+    """The answer to a request whose coordinator cannot be reached: COORDINATOR_NOT_AVAILABLE for
+    the whole request, or for each of its partitions (offset commits) or groups (OffsetFetch v8+),
+    so the client finds the coordinator again and retries. None where no such answer can be given
+    (AddPartitionsToTxn: its v4+ error is for brokers' batches): the connection is closed."""
+    body = request.body
+    if request.api_key in (p.API_OFFSET_COMMIT, p.API_TXN_OFFSET_COMMIT):
+        return {"topics": [{"name": topic.name, "partitions": [
+            {"partition_index": part.partition_index, "error_code": COORDINATOR_NOT_AVAILABLE}
+            for part in topic.partitions]} for topic in body.topics]}  # fmt: skip
+    if request.api_key == p.API_OFFSET_FETCH and request.api_version >= 8:
+        return {"groups": [{"group_id": group.group_id, "topics": [], "error_code": COORDINATOR_NOT_AVAILABLE}
+                           for group in body.groups]}  # fmt: skip
     cls = p.response_class(request.api_key, request.api_version)
-    return any(f.name == "error_code" for f in dataclasses.fields(cls))
+    if request.api_key == p.API_ADD_PARTITIONS_TO_TXN or not any(
+        f.name == "error_code" for f in dataclasses.fields(cls)
+    ):
+        return None
+    return {"error_code": COORDINATOR_NOT_AVAILABLE}
 
 
 def _unfenced(api: PartitionApi, request: p.Request) -> p.Request:

@@ -11,12 +11,13 @@ from broker import wire
 from broker.forwarding import (
     FORWARDED,
     PARTITION_APIS,
-    _has_error_code,
+    _coordinator_unavailable,
     _merge,
     _unanswered,
     _unfenced,
     internal,
 )
+from broker.kafka_errors import COORDINATOR_NOT_AVAILABLE
 
 FETCH = PARTITION_APIS[p.API_FETCH]
 TOPIC = uuid.uuid4()
@@ -67,10 +68,22 @@ def test_requests_from_brokers_and_passed_on_ones_are_internal() -> None:
     assert not internal(p.Request(p.API_FETCH, 16, 1, None, None))
 
 
-def test_an_unreachable_coordinator_is_an_error_only_where_the_answer_has_one_for_the_whole_request() -> None:
-    def answerable(api_key: int, version: int) -> bool:
-        return _has_error_code(p.Request(api_key, version, 1, "c", None))
+def test_an_unreachable_coordinator_is_answered_coordinator_not_available_never_a_silent_commit() -> None:
+    def answer(api_key: int, version: int, body: dict[str, object]) -> object:
+        request = p.Request(api_key, version, 1, "c", p.build_request(api_key, version, body))
+        data = _coordinator_unavailable(request)
+        return None if data is None else p.build_response(api_key, version, data)
 
-    assert answerable(p.API_JOIN_GROUP, 5) and answerable(p.API_HEARTBEAT, 4) and answerable(p.API_END_TXN, 3)
-    assert not answerable(p.API_OFFSET_COMMIT, 8)  # per partition: a connection closed, never "committed"
-    assert not answerable(p.API_ADD_PARTITIONS_TO_TXN, 4)
+    join = answer(p.API_JOIN_GROUP, 5, {"group_id": "g", "member_id": "", "protocol_type": "consumer"})
+    assert int(join.error_code) == COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
+    commit = answer(p.API_OFFSET_COMMIT, 8, {"group_id": "g", "topics": [
+        {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 5},
+                                     {"partition_index": 1, "committed_offset": 7}]}]})  # fmt: skip
+    parts = commit.topics[0].partitions  # type: ignore[attr-defined]
+    assert [(x.partition_index, int(x.error_code)) for x in parts] == [
+        (0, COORDINATOR_NOT_AVAILABLE),
+        (1, COORDINATOR_NOT_AVAILABLE),
+    ]
+    fetch = answer(p.API_OFFSET_FETCH, 8, {"groups": [{"group_id": "g", "topics": None}]})
+    assert int(fetch.groups[0].error_code) == COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
+    assert answer(p.API_ADD_PARTITIONS_TO_TXN, 4, {}) is None
