@@ -54,11 +54,11 @@ def valid_with_load_in_every_window(tmp_path: Path, name: str, nemesis: str) -> 
     nothing_left(tmp_path, name)
 
 
-@pytest.mark.slow  # 37-64 s at load 13-22: bring-up, 20 s of load with kills, the report
+@pytest.mark.slow  # 33-64 s at load 4-22: bring-up, 20 s of load with kills, the report
 def test_kill_run_ends_valid(tmp_path: Path) -> None:
     valid_with_load_in_every_window(tmp_path, "standin-kill", "kill")
 
 
-@pytest.mark.slow  # 42-50 s at load 13-22: bring-up, 20 s of load with partitions, the report
+@pytest.mark.slow  # 33-50 s at load 4-22: bring-up, 20 s of load with partitions, the report
 def test_partition_run_ends_valid(tmp_path: Path) -> None:
     valid_with_load_in_every_window(tmp_path, "standin-part", "partition")
