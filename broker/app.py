@@ -8,6 +8,7 @@ import signal
 from typing import Any
 
 from broker.config import BrokerConfig
+from broker.forwarding import Forwarder
 from broker.groups.service import GroupService
 from broker.groups.service import install as install_group_apis
 from broker.handlers import ApiHandlers
@@ -32,6 +33,7 @@ class Broker:
         self.cluster: Any = None  # broker.zookeeper.ZkCluster in ZooKeeper mode
         self.groups: GroupService | None = None
         self.txns: TxnService | None = None
+        self.forwarder: Forwarder | None = None  # shared.node.id: requests passed on to other brokers
         self._stop = asyncio.Event()
         self._timers: list[asyncio.Task[None]] = []
         self.watchdog = LoopWatchdog()
@@ -58,6 +60,10 @@ class Broker:
         self._timers.append(group_ticks)  # cancelled with the broker's other timers on stop
         self.txns, txn_timeouts = install_txn_apis(handlers, config, metadata, self.groups)
         self._timers.append(txn_timeouts)
+        if config.shared_node_id >= 0:
+            from broker.shared_identity import install as install_shared_identity
+
+            self.forwarder = install_shared_identity(handlers, config, metadata, self.groups, self.txns)
         handlers.withdraw(config.unsupported_apis)
         handlers.deny(config.denied_apis)
         self.server = BrokerServer(handlers, config.listener, config.socket_request_max_bytes)
@@ -104,6 +110,8 @@ class Broker:
             self.txns.close()
         if self.server is not None:
             await self.server.close()
+        if self.forwarder is not None:
+            self.forwarder.peers.close()
         if self.cluster is not None:
             await self.cluster.stop()
         try:

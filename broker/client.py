@@ -37,19 +37,39 @@ class BrokerConnection:
             asyncio.open_connection(self.host, self.port, limit=2**22), timeout
         )
 
-    async def request(
-        self, api_key: int, version: int, body: Mapping[str, Any], timeout: float = 10.0
-    ) -> Any:
+    def _frame(self, api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
+        """A dict body through the hand-written codec or kio; a kio body (a client's request being
+        passed on, broker.forwarding) as it is."""
+        if not isinstance(body, Mapping):
+            return p.encode_request(api_key, version, correlation_id, self.client_id, body)
+        frame = wire.encode_request(api_key, version, correlation_id, self.client_id, body)
+        if frame is None:
+            frame = p.encode_request(
+                api_key, version, correlation_id, self.client_id, p.build_request(api_key, version, body)
+            )
+        return frame
+
+    async def send(self, api_key: int, version: int, body: Any) -> None:
+        """A request that gets no response (Produce with acks=0)."""
+        async with self._lock:
+            if not self.connected:
+                await self.connect()
+            assert self._writer is not None
+            try:
+                self._writer.write(self._frame(api_key, version, next(self._ids), body))
+                await self._writer.drain()
+            except OSError as exc:
+                self.close()
+                raise ConnectionClosed(f"{self.host}:{self.port}: {exc!r}") from None
+
+    async def request(self, api_key: int, version: int, body: Any, timeout: float = 10.0) -> Any:
+        """`body`: a dict (built for `version`) or a kio request object."""
         async with self._lock:
             if not self.connected:
                 await self.connect()
             assert self._reader is not None and self._writer is not None
             correlation_id = next(self._ids)
-            frame = wire.encode_request(api_key, version, correlation_id, self.client_id, body)
-            if frame is None:
-                frame = p.encode_request(
-                    api_key, version, correlation_id, self.client_id, p.build_request(api_key, version, body)
-                )
+            frame = self._frame(api_key, version, correlation_id, body)
             try:
                 self._writer.write(frame)
                 await self._writer.drain()

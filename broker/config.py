@@ -169,6 +169,10 @@ class BrokerConfig:
     # error, as Kafka refuses a principal without the ACL (and Redpanda with idempotence off
     # refuses idempotent writes): today InitProducerId, answered CLUSTER_AUTHORIZATION_FAILED.
     denied_apis: tuple[str, ...] = _kafka("denied.apis", (), parse=_names)
+    # Not Kafka's: every broker answers Metadata as this one node id, alone, leader of every
+    # partition, and serves what it does not lead by passing it on (broker.shared_identity), as
+    # stateless third-party brokers over a shared store do (tansu: 111). -1: Kafka's way.
+    shared_node_id: int = _kafka("shared.node.id", -1)
 
     @property
     def elr_min_insync(self) -> int:

@@ -86,6 +86,12 @@ class ApiHandlers:
         self.versions[api_key] = p.VERSIONS[api_key]
         self._handlers[api_key] = handler
 
+    def intercept(self, api_key: int, wrap: Callable[[Handler], Handler]) -> None:
+        """Put `wrap(handler)` in place of the API's handler (broker.shared_identity), if offered."""
+        handler = self._handlers.get(api_key)
+        if handler is not None and api_key in self.versions:
+            self._handlers[api_key] = wrap(handler)
+
     def withdraw(self, names: tuple[str, ...]) -> None:
         """Leave out the APIs named (`unsupported.apis`): not offered in ApiVersions. A request for a
         transactional one is answered with its error response (UNSUPPORTED_VERSION, on a connection
@@ -437,7 +443,9 @@ class ApiHandlers:
                     "log_start_offset": -1,
                     "aborted_transactions": None,
                     "preferred_read_replica": -1,
-                    "records": None,
+                    # Kafka sends an empty record set with an error, never null: librdkafka's
+                    # parser refuses a null one (a protocol error for the whole response)
+                    "records": b"",
                 }
                 if partition is not None and error == NONE:
                     room = max(0, max_bytes - total)

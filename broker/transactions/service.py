@@ -106,6 +106,10 @@ class TxnService:
             self.handlers.register(key, handler)
 
     # --- who coordinates ------------------------------------------------------------------------
+    def coordinator_id(self) -> int | None:
+        """The broker that coordinates every transaction: the state partition's leader (None: none)."""
+        return self._state_leader()
+
     def _state_leader(self) -> int | None:
         state = self.metadata.partition_state(TOPIC, PARTITION)
         if state is None or state.leader < 0 or state.leader not in self.metadata.brokers():

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.netns import nothing_left
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,12 +31,6 @@ def cli(args: list[str], tmp_path: Path, timeout: float = 200) -> subprocess.Com
         [sys.executable, "-m", "harness.cli", *args],
         capture_output=True, text=True, env=env, timeout=timeout, check=False, cwd=REPO,
     )  # fmt: skip
-
-
-def nothing_left(tmp_path: Path, name: str) -> None:
-    assert list((tmp_path / "state").glob("*.json")) == []
-    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
-    assert name not in spaces
 
 
 def definition(tmp_path: Path, name: str, text: str) -> Path:

@@ -27,3 +27,10 @@ def leftovers(name: str, slot: int | None, pids: list[tuple[int, int | None]], s
     if (state_dir / f"{name}.json").exists():
         found.append(f"state file {state_dir / name}.json")
     return found
+
+
+def nothing_left(tmp_path: Path, name: str) -> None:
+    """No cluster state under the test's state dir (tmp_path/state) and no namespace named `name`."""
+    assert list((tmp_path / "state").glob("*.json")) == []
+    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    assert name not in spaces

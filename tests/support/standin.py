@@ -1,0 +1,27 @@
+"""The stand-in for a third-party system whose brokers do not know each other: systems/own.toml with
+`shared.node.id=111` (every broker answers Metadata as node 111, alone, leader of every partition,
+and passes on underneath what another broker really leads) and `[metadata] brokers = "self"`
+(docs/systems.md, "A stand-in made from the own broker"). Written from own.toml at test time, so
+the two never drift apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+OWN = REPO / "systems" / "own.toml"
+SHARED_ID = 111
+
+
+def standin_definition(directory: Path, name: str = "standin") -> Path:
+    """The stand-in's definition file in `directory`."""
+    own = OWN.read_text()
+    text = own.replace("broker.id={id}\n", f"broker.id={{id}}\nshared.node.id={SHARED_ID}\n")
+    if text == own:
+        raise AssertionError(f"{OWN} no longer has a broker.id line to add shared.node.id after")
+    text = text.replace('name = "own"', f'name = "{name}"', 1)
+    path = directory / f"{name}.toml"
+    path.write_text(
+        text + '\n[metadata]\nbrokers = "self"            # each broker lists only itself, as node 111\n'
+    )
+    return path
