@@ -62,8 +62,9 @@ def _fast_leader_change_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
     and the successor truncates to where its own epoch 2 began.
 
     The survivor must not be the controller (frozen, it would elect nobody): when it is, it is
-    killed first and started again once its session expired (the controller moves to another
-    broker), and the sequence goes on once it is back in the ISR. The freeze stays below a session
+    killed first and started again once its session expired and the controller took it out of
+    the ISR (the controller moves to another broker), and the sequence goes on once it is back in
+    the ISR. The freeze stays below a session
     timeout, so the survivor stays registered and in the ISR.
     """
     at = where(aim)
@@ -79,6 +80,9 @@ def _fast_leader_change_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
                 "timeout": round(session * 2 + 10, 3),
                 "required": True,
             },
+            # the metadata may still list it in the ISR when its registration is gone: wait
+            # until the controller took it out, or "back in the ISR" would be met at once
+            {"wait_until": "out-of-isr", "node": survivor, "timeout": 30.0, "required": True, **at},
             {"undo": "moved"},
             {"wait_until": "in-isr", "node": survivor, "timeout": 90.0, "required": True, **at},
             {"wait": 3.0},

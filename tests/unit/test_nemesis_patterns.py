@@ -121,7 +121,11 @@ def test_fast_leader_change_elects_the_successor_then_the_survivor_and_is_never_
     # the survivor as controller (frozen, it would elect nobody) is moved off first
     moved = pattern.choose(Sight(states, "n2", ("t0", 0), ("n1", "n2", "n3"), random.Random(1), False))
     assert moved is not None and moved.variant == "controller-moved"
-    assert _faults(pattern.steps(moved, TIMING))[0] == ("kill", "n2")
+    moved_plan = pattern.steps(moved, TIMING)
+    assert _faults(moved_plan)[0] == ("kill", "n2")
+    # started again only once the controller took it out of the ISR (else "back in it" is met at once)
+    waits = [s["wait_until"] for s in moved_plan if "wait_until" in s]
+    assert waits[:3] == ["broker-gone", "out-of-isr", "in-isr"]
     assert not pattern.drawn
 
 
