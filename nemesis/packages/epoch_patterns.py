@@ -56,16 +56,17 @@ def _fast_leader_change_steps(aim: Aim, timing: Timing) -> list[dict[str, Any]]:
     successor is elected (epoch 2) and appends what nobody fetches; kill the successor and thaw
     the survivor: the survivor never asked the successor where epoch 1 ended, kept its longer log
     and is elected next (epoch 3) when the successor's session expires. The old leader comes back
-    first; once the survivor takes writes in epoch 3, the successor comes back and asks for the end of epoch 2, which the survivor never had: before KIP-279 the answer
-    is where epoch 3 starts, beyond the successor's log, so it keeps its epoch-2 records at offsets
-    where the others hold different ones (log divergence); with KIP-279 the answer names epoch 1
-    and the successor truncates to where its own epoch 2 began.
+    first; once the survivor takes writes in epoch 3, the successor comes back and asks for the
+    end of epoch 2, which the survivor never had: before KIP-279 the answer is where epoch 3
+    starts, beyond the successor's log, so it keeps its epoch-2 records at offsets where the
+    others hold different ones (log divergence); with KIP-279 the answer names epoch 1 and the
+    successor truncates to where its own epoch 2 began.
 
     The survivor must not be the controller (frozen, it would elect nobody): when it is, it is
     killed first and started again once its session expired and the controller took it out of
     the ISR (the controller moves to another broker), and the sequence goes on once it is back in
-    the ISR. The freeze stays below a session
-    timeout, so the survivor stays registered and in the ISR.
+    the ISR. The freeze stays below a session timeout, so the survivor stays registered and in
+    the ISR.
     """
     at = where(aim)
     leader, successor, survivor = aim.roles["leader"], aim.roles["successor"], aim.roles["survivor"]
