@@ -1,5 +1,5 @@
 """Every pattern, by the fault it is a qualifier of: `kill:failover`, `partition:leader-isolated`,
-`lose-unsynced:lonely-leader`, `corrupt:lonely-leader` (see nemesis/packages/sequence.py and
+`lose-unsynced:lonely-leader`, `corrupt:lonely-leader`, `kill:fast-leader-change` (see nemesis/packages/sequence.py and
 docs/faults.md)."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from foundation.errors import BadInput
 from nemesis import targets
 from nemesis.packages.base import Context, PlanEnv
 from nemesis.packages.disk_patterns import PATTERNS as DISK
+from nemesis.packages.epoch_patterns import PATTERNS as EPOCH
 from nemesis.packages.network_patterns import PATTERNS as NETWORK
 from nemesis.packages.process_patterns import PATTERNS as PROCESS
 from nemesis.packages.sequence import Pattern
 
-PATTERNS: dict[tuple[str, str], Pattern] = {(p.fault, p.name): p for p in (*PROCESS, *NETWORK, *DISK)}
+PATTERNS: dict[tuple[str, str], Pattern] = {(p.fault, p.name): p for p in (*PROCESS, *NETWORK, *DISK, *EPOCH)}
 
 
 def names_of(fault: str) -> tuple[str, ...]:
@@ -34,6 +35,7 @@ def usable_patterns(fault: str, env: PlanEnv) -> list[str]:
         p.name
         for (f, _), p in PATTERNS.items()
         if f == fault
+        and p.drawn
         and len(env.names) >= p.min_nodes
         and (env.has_leaders or not p.needs_partition)
         and (env.power_loss or not p.needs_power_loss)

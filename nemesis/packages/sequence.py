@@ -93,6 +93,8 @@ class Pattern:
     # Its own steps hold its last crash until the cluster noticed it (an election or a session
     # timeout): the random schedule adds no crash hold of its own after it.
     holds_crash: bool = False
+    # The random schedule may draw it (else only a schedule that names it runs it).
+    drawn: bool = True
 
 
 def in_sync_followers(state: dict[str, Any]) -> list[str]:

@@ -27,6 +27,14 @@ def test_kip_101_truncation_on_kafka_0_10_2_and_0_11_0(
     assert (summary["affected_release"], summary["fixed_release"]) == ("0.10.2.2", "0.11.0.0")
 
 
+@pytest.mark.slow
+def test_kip_279_fast_leader_change_on_kafka_1_1_1_and_2_0_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = both_ways("kip-279-fast-leader-change", tmp_path, monkeypatch, system="kafka")
+    assert (summary["affected_release"], summary["fixed_release"]) == ("1.1.1", "2.0.0")
+
+
 def test_kip_966_last_replica_standing_on_the_default_release_both_ways(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

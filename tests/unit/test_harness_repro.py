@@ -135,6 +135,19 @@ def test_the_delayed_end_txn_twin_runs_kafkas_java_client_on_one_release_with_bo
     assert unsafe.schedule == own.schedule
 
 
+def test_the_fast_leader_change_twin_runs_kafkas_own_trigger_and_leaves_the_own_schedule() -> None:
+    """A ZooKeeper-mode controller is a broker the own schedule's cut would block: the real-Kafka
+    twin runs the pattern instead, with a session long enough for the survivor's freeze."""
+    s = scenario("kip-279-fast-leader-change")
+    unsafe, safe = s.config(False, seed=1, system="kafka"), s.config(True, seed=1, system="kafka")
+    assert (unsafe.kafka_version, safe.kafka_version) == ("1.1.1", "2.0.0")
+    assert unsafe.schedule == safe.schedule
+    assert any(step.get("target") == "fast-leader-change" for step in unsafe.schedule)
+    assert unsafe.zookeeper_session_timeout_ms == safe.zookeeper_session_timeout_ms == 15000
+    own = s.config(False, seed=1)
+    assert not any(step.get("target") == "fast-leader-change" for step in own.schedule)
+
+
 def test_a_scenario_without_a_kafka_twin_is_bad_input_with_the_reason(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

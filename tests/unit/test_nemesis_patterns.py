@@ -105,6 +105,39 @@ def test_each_pattern_is_a_sequence_aimed_at_the_partition_as_clients_see_it() -
     assert isolated[1] == ("kill", "n1")
 
 
+def test_fast_leader_change_elects_the_successor_then_the_survivor_and_is_never_drawn() -> None:
+    # assignment order names the successor (Kafka's controller elects the first live ISR replica
+    # in assignment order), not ISR order
+    states = {("t0", 0): {"leader": "n1", "isr": ["n1", "n2", "n3"], "replicas": ["n1", "n3", "n2"]}}
+    pattern = PATTERNS[("kill", "fast-leader-change")]
+    aim = pattern.choose(Sight(states, "n3", ("t0", 0), ("n1", "n2", "n3"), random.Random(1), False))
+    assert aim is not None and aim.roles == {"leader": "n1", "successor": "n3", "survivor": "n2"}
+    plan = pattern.steps(aim, Timing(session_s=15.0, lag_s=10.0))
+    assert _faults(plan) == [
+        ("partition", {"n1": ["n3"], "n3": ["n1"]}),
+        ("kill", "n1"),
+        ("pause", "n2"),
+        ("kill", "n3"),
+    ]
+    # frozen from 0.75 T after the leader's kill until the successor's kill: below one session
+    frozen = plan.index(next(s for s in plan if s.get("do") == "pause"))
+    to_kill = plan[frozen + 1 : plan.index(next(s for s in plan if s.get("as") == "second"))]
+    assert sum(s.get("wait", 0) + s.get("timeout", 0) for s in to_kill) < 15.0
+    elected = [s["node"] for s in plan if s.get("wait_until") == "leader-is"]
+    assert elected == ["n3", "n2"] and all(s["required"] for s in plan if "wait_until" in s)
+    # the old leader back first; the successor once the survivor appends in its epoch
+    assert [s["undo"] for s in plan if "undo" in s] == ["frozen", "first", "behind", "second"]
+    # the survivor as controller (frozen, it would elect nobody) is moved off first
+    moved = pattern.choose(Sight(states, "n2", ("t0", 0), ("n1", "n2", "n3"), random.Random(1), False))
+    assert moved is not None and moved.variant == "controller-moved"
+    moved_plan = pattern.steps(moved, TIMING)
+    assert _faults(moved_plan)[0] == ("kill", "n2")
+    # started again only once the controller took it out of the ISR (else "back in it" is met at once)
+    waits = [s["wait_until"] for s in moved_plan if "wait_until" in s]
+    assert waits[:3] == ["broker-gone", "out-of-isr", "in-isr"]
+    assert not pattern.drawn
+
+
 def test_the_follower_a_pattern_faults_leads_no_other_partition_when_one_can() -> None:
     # n2 leads t0-1: freezing or restarting it would stall t0-1 too (and the clients waiting on it)
     states = {
@@ -336,7 +369,13 @@ def test_a_pattern_that_holds_its_crash_gets_no_second_hold() -> None:
                 assert drawn[i + 1]["wait"] >= 6.0 + CRASH_MARGIN_S
     assert seen == {"lagging-follower", "stalled-failover"}
     holding = {name for (_, name), p in PATTERNS.items() if p.holds_crash}
-    assert holding == {"lagging-follower", "failover", "restarted-follower", "lonely-leader"}
+    assert holding == {
+        "lagging-follower",
+        "failover",
+        "restarted-follower",
+        "lonely-leader",
+        "fast-leader-change",
+    }
 
 
 def test_a_failed_high_watermark_read_keeps_the_wait_baseline(tmp_path: Path, monkeypatch: Any) -> None:
