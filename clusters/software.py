@@ -26,11 +26,11 @@ import tarfile
 import tempfile
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from clusters import kafka_release, maven, tansu_build
+from clusters.installed import Installed
 from clusters.node_software import cache_root
 from clusters.system_def import SoftwareDef, SystemDefinition
 from foundation.config import TestConfig
@@ -41,16 +41,6 @@ log = logging.getLogger(__name__)
 Progress = maven.Progress
 IMAGE_INSTALL_DIR = "/opt/kafka"  # where the apache/kafka images keep the distribution
 MARKER = ".complete"
-
-
-@dataclass(frozen=True)
-class Installed:
-    """Software ready on the controller: its folder (None: already on the nodes, at `node_path`)."""
-
-    name: str
-    version: str
-    folder: Path | None
-    node_path: str = ""  # where it is on every node when it ships with them (an image)
 
 
 class Software(Protocol):

@@ -16,16 +16,13 @@ import shutil
 import subprocess
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from clusters import maven
+from clusters.installed import Installed
 from clusters.node_software import cache_root
 from clusters.system_def import SoftwareDef, SystemDefinition
 from foundation.config import TestConfig
 from foundation.errors import BadInput, InfrastructureError
-
-if TYPE_CHECKING:
-    from clusters.software import Installed
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +121,6 @@ class TansuSoftware:
         return None
 
     def fetch(self, config: TestConfig, progress: maven.Progress | None) -> Installed:
-        from clusters.software import Installed  # (software.py lists this kind)
-
         fetch(VERSION, progress)
         return Installed(self.name, VERSION, folder(VERSION))
 
