@@ -45,7 +45,8 @@ from foundation.errors import BadInput
 from foundation.toml_file import read_toml
 from harness import rundir
 from harness.campaign_table import detection_rows, time_to_loss
-from harness.run import RunOutcome, precheck, run_test
+from harness.compose import precheck
+from harness.run import RunOutcome, run_test
 from harness.scenarios import scenario as lookup_scenario
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,6 @@ leaves state files behind; the next run (or `strandline cluster down --all`) rem
 from __future__ import annotations
 
 import logging
-import random
 import signal
 import threading
 import time
@@ -21,12 +20,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from rich.console import Console
 
 from foundation import run_files
-from foundation.config import TestConfig, check_local_files, delivery_timeout_ms
+from foundation.config import TestConfig, delivery_timeout_ms
 from foundation.errors import (
     EXIT_BAD_INPUT,
     EXIT_INFRASTRUCTURE,
@@ -38,6 +37,7 @@ from foundation.errors import (
     StrandlineError,
 )
 from harness import rundir
+from harness.compose import Checks, RunsFaults, RunsLoad, Test, compose
 from harness.fetch_progress import fetch_progress
 
 log = logging.getLogger(__name__)
@@ -175,117 +175,6 @@ class _Phases:
             self.console.print(f"  {mark} {text} ({took:.1f} s)", highlight=False)
 
 
-class RunsFaults(Protocol):
-    """What a run asks of its nemesis (`nemesis.core.Nemesis`; the lifecycle's tests pass a fake)."""
-
-    def validate(self) -> None: ...
-
-    def run_schedule(self, stop: threading.Event, /) -> None: ...
-
-    def heal_all(self) -> object: ...
-
-    def active_faults(self) -> list[dict[str, Any]]: ...
-
-
-class ShowsProgress(Protocol):
-    """What a run asks of the live display (`workloads.LiveProgress`)."""
-
-    def set_faults(self, faults: Callable[[], list[str]]) -> None: ...
-
-    def stop(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class RunPieces:
-    """The entry points of the lower layers a run drives; tests of the lifecycle pass fakes."""
-
-    build_cluster: Callable[..., Any]
-    cleanup_leftovers: Callable[[Path | None], list[str]]
-    state_dir_default: Callable[[], Path]
-    setup_topics: Callable[[TestConfig, list[str]], Any]
-    run_workload: Callable[..., Any]
-    final_drain: Callable[..., Any]
-    LiveProgress: Callable[..., ShowsProgress]
-    check_run: Callable[..., dict[str, Any]]
-    build_nemesis: Callable[..., RunsFaults]
-    heal_leftovers: Callable[[Path], list[str]]
-    # Why the requested faults cannot run here (None: they can), asked before any cluster starts.
-    preflight: Callable[[TestConfig, Any, Path, Path | None], str | None] | None = None
-    # What the test's client needs before the test starts ((what, step) or None: nothing).
-    client_setup: Callable[[TestConfig], tuple[str, Callable[[Any], None]] | None] | None = None
-    # Follows history.jsonl during the run and writes its Parquet form (the Spark check's input);
-    # returns an object with `finish()`, called once the history is closed.
-    columnar_journal: Callable[[Path], Any] | None = None
-    # Why the test's client cannot talk to brokers that answer strandline (None: it can), asked
-    # once the topics exist.
-    client_refusal: Callable[[TestConfig, list[str]], str | None] | None = None
-
-    @staticmethod
-    def real() -> RunPieces:
-        """The project's own pieces."""
-        import nemesis
-        import workloads
-        from checkers.api import check_run
-        from checkers.parquet_journal import ColumnarJournal
-        from clusters.factory import build_cluster
-        from clusters.state import cleanup_leftovers, state_dir_default
-        from harness.preflight import refusal
-        from workloads.handshake import client_refusal
-
-        return RunPieces(
-            build_cluster=build_cluster,
-            cleanup_leftovers=cleanup_leftovers,
-            state_dir_default=state_dir_default,
-            setup_topics=workloads.setup_topics,
-            run_workload=workloads.run_workload,
-            final_drain=workloads.final_drain,
-            LiveProgress=workloads.LiveProgress,
-            check_run=check_run,
-            build_nemesis=nemesis.build_nemesis,
-            heal_leftovers=nemesis.heal_leftovers,
-            preflight=refusal,
-            client_setup=workloads.client_setup,
-            columnar_journal=lambda history: ColumnarJournal(history).start(),
-            client_refusal=client_refusal,
-        )
-
-
-def precheck(config: TestConfig) -> TestConfig:
-    """Bad input found before anything is created: unknown faults, malformed schedule steps, a
-    system definition file that does not parse (one line naming the file and the key, exit 2).
-    Returns the config the run uses: a cluster strandline did not start has the nodes it names."""
-    from clusters import external_def, system_def
-    from clusters.factory import fit_external
-    from nemesis import check_config
-
-    if external_def.is_external(config.system):
-        config = fit_external(config)
-        _precheck_external(config)
-    elif system_def.is_definition(config.system):
-        system_def.load(config.system)
-    check_local_files(config)
-    check_config(config)
-    return config
-
-
-def _precheck_external(config: TestConfig) -> None:
-    """A cluster strandline did not start: its definition parses, and every fault asked for has
-    the commands it needs on every node (else one line naming the fault and the command)."""
-    from clusters.external import ExternalNetwork, external_system
-    from clusters.external_def import load
-    from nemesis.preflight import system_refusal
-
-    definition = load(config.system)
-    sut = external_system(config, definition, ExternalNetwork("precheck", definition, None))
-    why = system_refusal(config, sut) if wants_nemesis(config) else None
-    if why:
-        raise BadInput(why)
-
-
-def wants_nemesis(config: TestConfig) -> bool:
-    return bool(config.nemesis) or bool(config.schedule)
-
-
 def wait_for_recovery(
     sut: Any, config: TestConfig, timeout: float, *, full: bool = False
 ) -> tuple[bool, str]:
@@ -370,17 +259,17 @@ def final_state_json(sut: Any) -> dict[str, Any]:
     }
 
 
-def heal_leftovers(pieces: RunPieces, state_dir: Path | None) -> list[str]:
+def heal_leftovers(test: Test) -> list[str]:
     """Undo what a crashed controller left: nemesis faults first, then whole clusters."""
     healed: list[str] = []
     try:
-        out = pieces.heal_leftovers(state_dir or pieces.state_dir_default())
+        out = test.leftovers.faults()
         healed += [str(x) for x in (out or [])]
     except Exception as e:
         log.warning("healing leftover faults failed: %s", e)
     try:
-        described = _describe_clusters(state_dir)
-        for name in pieces.cleanup_leftovers(state_dir) or []:
+        described = _describe_clusters(test.state_dir)
+        for name in test.leftovers.clusters() or []:
             healed.append(f"cluster {name}{described.get(str(name), '')}")
     except Exception as e:
         log.warning("cleaning leftover clusters failed: %s", e)
@@ -413,15 +302,24 @@ def run_test(
     live: bool = True,
     screenshot: bool = True,
     on_run_dir: Callable[[Path], None] | None = None,
-    pieces: RunPieces | None = None,
 ) -> RunOutcome:
-    """Run one test end to end and return its outcome; never leaves a cluster or fault behind.
+    """Run the test `config` describes: composed (`harness.compose`: bad input ends it here, exit 2,
+    before anything exists), then run end to end (`run_composed`)."""
+    test = compose(config, state_dir=state_dir)
+    return run_composed(test, console=console, live=live, screenshot=screenshot, on_run_dir=on_run_dir)
 
-    `pieces` replaces the lower layers' entry points (tests of the lifecycle itself).
-    """
+
+def run_composed(
+    test: Test,
+    *,
+    console: Console | None = None,
+    live: bool = True,
+    screenshot: bool = True,
+    on_run_dir: Callable[[Path], None] | None = None,
+) -> RunOutcome:
+    """Run one composed test end to end and return its outcome; never leaves a cluster or fault behind."""
+    config = test.config
     console = console or Console(stderr=True)
-    config = precheck(config)
-    pieces = pieces if pieces is not None else RunPieces.real()
     store = Path(config.store)
     run = rundir.new_run_dir(store, config.name)
     if on_run_dir is not None:
@@ -433,7 +331,7 @@ def run_test(
     started = time.monotonic()
     with _harness_log(run), _signals_as_interrupt():
         try:
-            _lifecycle(config, run, pieces, phases, state_dir, live, outcome.recovery, outcome.unreached)
+            _lifecycle(test, run, phases, live, outcome.recovery, outcome.unreached)
         except (KeyboardInterrupt, _Interrupted) as e:
             outcome.status, outcome.reason = "interrupted", f"interrupted ({type(e).__name__} {e})".strip()
             console.print("[yellow]interrupted: healed and tore down; what was written is kept[/]")
@@ -457,16 +355,14 @@ def run_test(
             )
         outcome.timings["total"] = round(time.monotonic() - started, 2)
         outcome.phase = phases.failed if outcome.status != "completed" else ""
-        _finish(run, outcome, phases, screenshot, pieces.check_run)
+        _finish(run, outcome, phases, screenshot, test.checker)
     return outcome
 
 
 def _lifecycle(
-    config: TestConfig,
+    test: Test,
     run: Path,
-    pieces: RunPieces,
     phases: _Phases,
-    state_dir: Path | None,
     live: bool,
     recovery: dict[str, Any],
     unreached: list[str],
@@ -474,26 +370,23 @@ def _lifecycle(
     from clusters.sut import RefusesTests
     from history.writer import HistoryWriter
 
+    config, cluster = test.config, test.cluster
     with phases.phase("heal_leftovers", "healing leftovers of earlier runs"):
-        healed = heal_leftovers(pieces, state_dir)
+        healed = heal_leftovers(test)
         for what in healed:
             log.info("removed leftover %s", what)
             phases.console.print(f"    removed leftover {what}", highlight=False)
         if not healed:
             phases.console.print("    nothing left over", highlight=False)
-    work = Path(config.store) / ".work"
-    work.mkdir(parents=True, exist_ok=True)
-    kwargs = {"state_dir": state_dir} if state_dir is not None else {}
-    cluster = pieces.build_cluster(config, work, **kwargs)
     cluster.progress = fetch_progress(phases.console)  # a first fetch of Kafka takes a while
-    setup = pieces.client_setup(config) if pieces.client_setup is not None else None
+    setup = test.load.client_setup()
     if setup is not None:  # before any cluster starts: a bad client version is exit 2 at once
         what, prepare = setup
         with phases.phase("client", what):
             prepare(cluster.progress)
-    if pieces.preflight is not None and (wants_nemesis(config) or isinstance(cluster.sut, RefusesTests)):
+    if test.preflight is not None and (test.faults is not None or isinstance(cluster.sut, RefusesTests)):
         with phases.phase("preflight", "asking what the faults need, before any cluster starts"):
-            why = pieces.preflight(config, cluster.sut, work, state_dir)
+            why = test.preflight(cluster.sut)
             if why:
                 raise Refused(why)
     history: Any = None
@@ -501,7 +394,7 @@ def _lifecycle(
     nemesis: RunsFaults | None = None
     up = False
     try:
-        with phases.phase("cluster_up", _bring_up_text(config)):
+        with phases.phase("cluster_up", test.cluster_text):
             cluster.up()  # removes what it created itself when it fails
         up = True
         bootstrap = cluster.bootstrap_servers()
@@ -509,20 +402,18 @@ def _lifecycle(
             "topics",
             f"topics: {config.topics} × {config.partitions} partitions, RF {config.replication_factor}",
         ):
-            pieces.setup_topics(config, bootstrap)
-        if pieces.client_refusal is not None:
-            with phases.phase("handshake", f"asking the brokers through the test's client ({config.client})"):
-                why = pieces.client_refusal(config, bootstrap)
-                if why:
-                    raise InfrastructureError(why)
+            test.load.setup_topics(bootstrap)
+        with phases.phase("handshake", f"asking the brokers through the test's client ({config.client})"):
+            why = test.load.refusal(bootstrap)
+            if why:
+                raise InfrastructureError(why)
         history = HistoryWriter(run / run_files.HISTORY)
-        if pieces.columnar_journal is not None and config.checker != "reference":
-            columnar = pieces.columnar_journal(run / run_files.HISTORY)
-        if wants_nemesis(config):
-            nemesis = pieces.build_nemesis(config, cluster, history, random.Random(config.seed))
+        columnar = test.checker.journal(run / run_files.HISTORY)
+        if test.faults is not None:
+            nemesis = test.faults(cluster, history)
             nemesis.validate()
         try:
-            _load(config, pieces, phases, history, nemesis, bootstrap, live, cluster.sut)
+            _load(config, test.load, phases, history, nemesis, bootstrap, live, cluster.sut)
         finally:
             if nemesis is not None:
                 unreached += [str(x) for x in getattr(nemesis, "unreached", [])]
@@ -533,9 +424,7 @@ def _lifecycle(
         with phases.phase("recover", "waiting for every partition to have a leader and its full ISR"):
             recovery.update(_recover(cluster.sut, config, phases.console))
         with phases.phase("drain", "final reads of every partition"):
-            drain = pieces.final_drain(
-                config, bootstrap, history, config.drain_timeout, path=run / run_files.DRAIN
-            )
+            drain = test.load.drain(bootstrap, history, config.drain_timeout, path=run / run_files.DRAIN)
             if not drain.complete:
                 phases.console.print(f"    [yellow]incomplete: {drain.reason}[/]", highlight=False)
         _guard(
@@ -554,14 +443,6 @@ def _lifecycle(
                 _guard("collect", lambda: cluster.collect(run / run_files.NODES))
             with phases.phase("down", "tearing the cluster down"):
                 cluster.down()
-
-
-def _bring_up_text(config: TestConfig) -> str:
-    from clusters.external_def import is_external
-
-    if is_external(config.system):
-        return f"cluster: waiting for the {config.nodes} brokers of {Path(config.system).name} (not started by strandline)"
-    return f"cluster up: {config.system} on {config.backend}, {config.nodes} nodes"
 
 
 def _recover(sut: Any, config: TestConfig, console: Console) -> dict[str, Any]:
@@ -595,7 +476,7 @@ def _recover(sut: Any, config: TestConfig, console: Console) -> dict[str, Any]:
 
 def _load(
     config: TestConfig,
-    pieces: RunPieces,
+    load: RunsLoad,
     phases: _Phases,
     history: Any,
     nemesis: RunsFaults | None,
@@ -615,7 +496,7 @@ def _load(
     stop = threading.Event()
     faults_stop = threading.Event()  # the nemesis's: set first at the time limit
     errors: list[BaseException] = []
-    progress = pieces.LiveProgress(enabled=live, console=phases.console, title=f"load {config.name}")
+    progress = load.progress(enabled=live, console=phases.console, title=f"load {config.name}")
     if nemesis is not None:
         active = nemesis.active_faults
         progress.set_faults(lambda: [_fault_text(a) for a in active()])
@@ -636,7 +517,7 @@ def _load(
     ready, go = threading.Event(), threading.Event()
     workload = threading.Thread(
         target=guarded(
-            lambda: pieces.run_workload(config, bootstrap, history, stop, progress, ready=ready, go=go),
+            lambda: load.run(bootstrap, history, stop, progress, ready=ready, go=go),
             "workload",
         ),
         name="workload",
@@ -812,20 +693,17 @@ def _finish(
     outcome: RunOutcome,
     phases: _Phases,
     screenshot: bool,
-    check_run: Callable[..., dict[str, Any]],
+    checker: Checks,
 ) -> None:
     """Check and report whatever was written, then settle the verdict and the exit code."""
     from checkers.api import checked_with
     from checkers.power import lines as power_lines
     from harness.report import write_report
 
-    config = rundir.read_json(run / run_files.TEST_JSON) or {}
-    engine = ((config.get("config") or {}).get("checker")) or "spark"
-    spark_master = (config.get("config") or {}).get("spark_master")
     if (run / run_files.HISTORY).exists():
         try:
-            with phases.phase("check", f"checking the history ({engine} checker)"):
-                outcome.results = check_run(run, engine, spark_master=spark_master)
+            with phases.phase("check", f"checking the history ({checker.engine} checker)"):
+                outcome.results = checker.check(run)
             phases.console.print(f"  {checked_with(outcome.results)}", highlight=False, markup=False)
             for line in power_lines(outcome.results.get("power")):
                 phases.console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)

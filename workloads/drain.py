@@ -29,9 +29,10 @@ from foundation.config import TestConfig
 from history.processes import process_numbers
 from history.writer import HistoryWriter
 from workloads.clients import make_driver
-from workloads.clients.base import ClientError, Consumer, TopicPartition, describe
+from workloads.clients.base import ClientError, Consumer, TopicPartition, describe, records_json
 from workloads.generator import topic_partitions
-from workloads.queue import records_json
+from workloads.kinds import workload_of
+from workloads.workload import Workload
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +73,18 @@ def _key(tp: TopicPartition) -> str:
 
 
 class _Drainer:
-    def __init__(self, config: TestConfig, bootstrap: list[str], history: HistoryWriter, deadline: float):
+    def __init__(
+        self,
+        config: TestConfig,
+        bootstrap: list[str],
+        history: HistoryWriter,
+        deadline: float,
+        read_committed: bool,
+    ):
         self.config = config
         self.bootstrap = bootstrap
-        self.driver = make_driver(config, bootstrap)
+        self.read_committed = read_committed
+        self.driver = make_driver(config, bootstrap, read_committed=read_committed)
         self.history = history
         self.deadline = deadline
         self.numbers = process_numbers(history)
@@ -231,7 +240,7 @@ class _Drainer:
         )
         self.config = replace(self.config, request_timeout_ms=timeout_ms)
         self.close()
-        self.driver = make_driver(self.config, self.bootstrap)
+        self.driver = make_driver(self.config, self.bootstrap, read_committed=self.read_committed)
         self.last_error = f"nothing read in {quiet_s:.0f} s; the request timeout raised to {timeout_ms} ms"
 
     def behind(self, targets: dict[TopicPartition, int]) -> list[TopicPartition]:
@@ -250,16 +259,20 @@ def final_drain(
     timeout: float,
     *,
     path: str | Path | None = None,
+    workload: Workload | None = None,
 ) -> DrainResult:
-    """Read every partition to its high watermark within `timeout` seconds; write `path` if given."""
+    """Read every partition to its high watermark within `timeout` seconds; write `path` if given.
+
+    `workload`: the test's (default: the one its config names, `workloads.kinds`)."""
+    workload = workload if workload is not None else workload_of(config)
     started = time.monotonic()
-    drainer = _Drainer(config, bootstrap, history, started + timeout)
+    drainer = _Drainer(config, bootstrap, history, started + timeout, workload.reads_committed)
     targets: dict[TopicPartition, int] | None = None
     complete = False
     reason = ""
     unsettled: dict[TopicPartition, tuple[int, int]] = {}
     try:
-        if config.workload == "txn":
+        if workload.reads_committed:
             # A transaction a crashed client left open ends at its timeout (the coordinator aborts
             # it); read_committed reads stop below it until then.
             unsettled = drainer.settle(config.transaction_timeout_ms / 1000 + SETTLE_SLACK_S)

@@ -44,12 +44,15 @@ def client_name(config: TestConfig) -> str:
     return config.client
 
 
-def client_refusal(config: TestConfig, bootstrap: list[str], topic: str = "t0") -> str | None:
+def client_refusal(
+    config: TestConfig, bootstrap: list[str], topic: str = "t0", *, read_committed: bool = False
+) -> str | None:
     """None when the test's client reads the partitions' ends; else, when strandline's own check
-    finds the brokers answering, one line saying the client failed them."""
+    finds the brokers answering, one line saying the client failed them. `read_committed`: the
+    workload's consumers read committed records only (so this one does too)."""
     consumer = None
     try:
-        consumer = make_driver(config, bootstrap).consumer()
+        consumer = make_driver(config, bootstrap, read_committed=read_committed).consumer()
         partitions = [(topic, p) for p in range(config.partitions)]
         consumer.end_offsets(partitions, timeout_s=TIMEOUT_S)
         return None

@@ -18,12 +18,22 @@ import threading
 import time
 from typing import Any
 
+from foundation.config import TestConfig
 from history.journal import Journal
 from history.txn import TXN
-from workloads.clients.base import ClientError, Driver, OutcomeType, TxnProducer, describe
-from workloads.generator import Op
-from workloads.queue import MAX_POLL_RECORDS, POLL_TIMEOUT_S, Slot, records_json
-from workloads.txn_generator import TxnSlotGenerator
+from workloads.clients.base import (
+    ClientError,
+    Driver,
+    OutcomeType,
+    Producer,
+    TxnProducer,
+    describe,
+    records_json,
+)
+from workloads.generator import Op, SlotGenerator
+from workloads.queue import MAX_POLL_RECORDS, POLL_TIMEOUT_S, Slot
+from workloads.txn_generator import TxnSlotGenerator, txn_generators
+from workloads.workload import Workload
 
 log = logging.getLogger(__name__)
 
@@ -138,3 +148,21 @@ class TxnSlot(Slot):
 
 def _records(mops: list[dict[str, Any]]) -> int:
     return sum(len(m.get("records") or ()) for m in mops)
+
+
+def generators(config: TestConfig) -> list[SlotGenerator]:
+    """Each slot's stream of transactions (and the assigns its consumer needs)."""
+    return list(
+        txn_generators(config.seed, config.concurrency, config.topics, config.partitions, config.abort_p)
+    )
+
+
+def make_slot(
+    config: TestConfig, gen: SlotGenerator, driver: Driver, journal: Journal, shared: Producer | None
+) -> TxnSlot:
+    """A transactional slot (its own transactional producer: `shared` is never given)."""
+    assert isinstance(gen, TxnSlotGenerator)
+    return TxnSlot(gen, driver, journal, config.rate)
+
+
+WORKLOAD = Workload("txn", generators, make_slot, shares_producer=False, reads_committed=True)

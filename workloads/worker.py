@@ -59,7 +59,7 @@ class ForwardLogs(logging.Handler):
 def serve(control: Connection, slot_conns: list[Connection]) -> int:
     """Run the slots the controller assigns until it says stop (or disappears)."""
     from history.journal import JournalClosed, RemoteJournal
-    from workloads.queue import PREPARE_TIMEOUT_S, generators, make_producer, make_slot
+    from workloads.workload import PREPARE_TIMEOUT_S
 
     setup: dict[str, Any] = control.recv()
     lock = threading.Lock()
@@ -70,24 +70,25 @@ def serve(control: Connection, slot_conns: list[Connection]) -> int:
         if name:
             logging.getLogger(name).setLevel(level)
 
-    from workloads.clients import make_driver
+    from workloads.clients import make_driver, make_producer
 
     config = setup["config"]
+    workload = setup["workload"]  # `workloads.workload.Workload`, pickled by the controller
     try:
-        driver = make_driver(config, setup["bootstrap"])
-        shared = make_producer(driver) if setup["shared_producer"] and config.workload == "queue" else None
+        driver = make_driver(config, setup["bootstrap"], read_committed=workload.reads_committed)
+        shared = make_producer(driver) if setup["shared_producer"] else None
     except (BadInput, InfrastructureError) as e:
         with lock:
             control.send(("error", type(e).__name__, str(e)))
         return 1
-    gens = generators(config)
+    gens = workload.generators(config)
     for number, (incarnation, sends) in setup.get("resume", {}).items():
         gens[number].resume(incarnation, sends)  # a replacement for a crashed worker
     stop = threading.Event()
     threads = []
     try:
         slots = [
-            make_slot(config, gens[number], driver, RemoteJournal(conn), shared)
+            workload.make_slot(config, gens[number], driver, RemoteJournal(conn), shared)
             for number, conn in zip(setup["slots"], slot_conns, strict=True)
         ]
     except JournalClosed:

@@ -49,6 +49,7 @@ from history.journal import COMPLETE, INVOKE, PROCESS
 from history.processes import ProcessNumbers
 from history.writer import HistoryWriter
 from workloads.stats import WorkloadStats
+from workloads.workload import Workload
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,7 @@ class WorkerPool:
     def __init__(
         self,
         config: TestConfig,
+        workload: Workload,
         bootstrap: list[str],
         history: HistoryWriter,
         stats: WorkloadStats,
@@ -117,7 +119,8 @@ class WorkerPool:
         self.stats = stats
         self.numbers = numbers
         self.count = max(1, min(workers, config.concurrency))
-        self.shared_producer = shared_producer
+        self.workload = workload
+        self.shared_producer = shared_producer and workload.shares_producer
         self.workers: list[_Worker] = []
         self.links: dict[Connection, _SlotLink] = {}
         self.selector = selectors.DefaultSelector()
@@ -164,6 +167,7 @@ class WorkerPool:
         worker.control.send(
             {
                 "config": self.config,
+                "workload": self.workload,
                 "bootstrap": self.bootstrap,
                 "slots": worker.slots,
                 "shared_producer": self.shared_producer,

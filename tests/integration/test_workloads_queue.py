@@ -294,7 +294,7 @@ def test_killed_worker_ends_its_open_ops_info(
             super().__init__(*args, **kwargs)
             pools.append(self)
 
-    monkeypatch.setattr("workloads.queue.WorkerPool", _Observed)
+    monkeypatch.setattr("workloads.runner.WorkerPool", _Observed)
     config = _config("kafka-python", seed=21, concurrency=4, rate=400.0)
     bootstrap = cluster.bootstrap.split(",")
     setup_topics(config, bootstrap)

@@ -95,7 +95,7 @@ def test_nemesis_all_draws_only_granted_faults_and_a_missing_command_is_refused(
 
     from clusters.external import ExternalNetwork, external_system
     from foundation.config import TestConfig
-    from harness.run import precheck
+    from harness.compose import precheck
     from nemesis.core import Nemesis
     from nemesis.static import ShapeCluster
 

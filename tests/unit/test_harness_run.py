@@ -21,7 +21,8 @@ from rich.console import Console
 
 from foundation import run_files
 from foundation.config import load_file, resolve, validate
-from harness.run import RunPieces, run_test
+from harness.compose import Test as ComposedTest
+from harness.run import run_composed
 
 
 class FakeSut:
@@ -89,7 +90,73 @@ class FakeProgress:
         pass
 
 
-def pieces(calls: list[str], *, nemesis_fails: bool = False, workload_fails: bool = False) -> RunPieces:
+@dataclasses.dataclass(frozen=True)
+class Pieces:
+    """The stand-ins a fake `Test` is made of (`test_of`)."""
+
+    build_cluster: Any
+    cleanup_leftovers: Any
+    setup_topics: Any
+    run_workload: Any
+    final_drain: Any
+    check_run: Any
+    build_nemesis: Any
+    heal_leftovers: Any
+    preflight: Any = None
+
+
+def fake_test(config: Any, p: Pieces, state_dir: Path | None = None) -> ComposedTest:
+    """A `Test` of stand-ins, as `harness.compose.compose` builds the real one."""
+
+    class Load:
+        def client_setup(self) -> None:
+            return None
+
+        def setup_topics(self, bootstrap: list[str]) -> Any:
+            return p.setup_topics(config, bootstrap)
+
+        def refusal(self, bootstrap: list[str]) -> None:
+            return None
+
+        def progress(self, **kwargs: Any) -> FakeProgress:
+            return FakeProgress(**kwargs)
+
+        def run(self, bootstrap: list[str], history: Any, stop: threading.Event, progress: Any, **gate: Any) -> Any:  # fmt: skip
+            return p.run_workload(config, bootstrap, history, stop, progress, **gate)
+
+        def drain(self, bootstrap: list[str], history: Any, timeout: float, *, path: Path) -> Any:
+            return p.final_drain(config, bootstrap, history, timeout, path=path)
+
+    class Checker:
+        engine = config.checker
+
+        def journal(self, history: Path) -> None:
+            return None
+
+        def check(self, run: Path) -> dict[str, Any]:
+            return p.check_run(run, self.engine, spark_master=config.spark_master)  # type: ignore[no-any-return]
+
+    class Leftovers:
+        def faults(self) -> list[Any]:
+            return p.heal_leftovers(state_dir)  # type: ignore[no-any-return]
+
+        def clusters(self) -> list[Any]:
+            return p.cleanup_leftovers(state_dir)  # type: ignore[no-any-return]
+
+    wants = bool(config.nemesis) or bool(config.schedule)
+    return ComposedTest(
+        config=config,
+        build_cluster=lambda: p.build_cluster(config, Path(config.store) / ".work"),
+        load=Load(),
+        checker=Checker(),
+        leftovers=Leftovers(),
+        faults=(lambda cluster, history: p.build_nemesis(config, cluster, history, None)) if wants else None,
+        preflight=(lambda sut: p.preflight(config, sut, None, state_dir)) if p.preflight else None,
+        state_dir=state_dir,
+    )
+
+
+def pieces(calls: list[str], *, nemesis_fails: bool = False, workload_fails: bool = False) -> Pieces:
     sent: list[tuple[int, int]] = []
 
     def run_workload(
@@ -140,14 +207,12 @@ def pieces(calls: list[str], *, nemesis_fails: bool = False, workload_fails: boo
         (run / "results.json").write_text(json.dumps(results))
         return results
 
-    return RunPieces(
+    return Pieces(
         build_cluster=lambda config, work, **kw: FakeCluster(calls),
         cleanup_leftovers=lambda state_dir: calls.append("cleanup_leftovers") or [],
-        state_dir_default=lambda: Path("/nonexistent"),
         setup_topics=lambda config, bootstrap: calls.append("topics"),
         run_workload=run_workload,
         final_drain=final_drain,
-        LiveProgress=FakeProgress,
         check_run=check_run,
         build_nemesis=lambda config, cluster, history, rng: FakeNemesis(history, calls, nemesis_fails),
         heal_leftovers=lambda state_dir: calls.append("heal_leftovers") or [],
@@ -163,7 +228,7 @@ def test_a_completed_run_writes_every_file_and_tears_down(tmp_path: Path) -> Non
     config = resolve(
         None, {"store": str(tmp_path), "time_limit": 0.6, "nemesis": "kill", "checker": "reference"}
     )
-    outcome = run_test(config, console=quiet(), pieces=pieces(calls), screenshot=False)
+    outcome = run_composed(fake_test(config, pieces(calls)), console=quiet(), screenshot=False)
     assert outcome.exit_code == 0 and outcome.verdict == "valid" and outcome.status == "completed"
     run = outcome.run_dir
     assert outcome.verdict_line == f"verdict: valid {run}"
@@ -182,7 +247,7 @@ def test_a_completed_run_writes_every_file_and_tears_down(tmp_path: Path) -> Non
 
 def test_test_json_reruns_the_same_test(tmp_path: Path) -> None:
     config = resolve(None, {"store": str(tmp_path), "time_limit": 0.3, "seed": 0})
-    outcome = run_test(config, console=quiet(), pieces=pieces([]), screenshot=False)
+    outcome = run_composed(fake_test(config, pieces([])), console=quiet(), screenshot=False)
     again = validate(load_file(outcome.run_dir / "test.json"))
     assert again == config and again.seed == config.seed > 0
 
@@ -193,7 +258,7 @@ def test_a_failing_piece_still_heals_tears_down_checks_and_reports(tmp_path: Pat
     config = resolve(None, {"store": str(tmp_path), "time_limit": 5, "nemesis": "kill"})
     p = pieces(calls, workload_fails=what == "workload", nemesis_fails=what == "nemesis")
     started = time.monotonic()
-    outcome = run_test(config, console=quiet(), pieces=p, screenshot=False)
+    outcome = run_composed(fake_test(config, p), console=quiet(), screenshot=False)
     assert time.monotonic() - started < 4  # the failure stopped the load early
     assert outcome.status == "failed" and outcome.exit_code == 4
     assert ("exploded" if what == "workload" else "broke") in outcome.reason
@@ -221,7 +286,7 @@ def test_sigterm_heals_and_tears_down(tmp_path: Path) -> None:
     killer = threading.Thread(target=terminate_during_load, daemon=True)
     killer.start()
     try:
-        outcome = run_test(config, console=quiet(), pieces=pieces(calls), screenshot=False)
+        outcome = run_composed(fake_test(config, pieces(calls)), console=quiet(), screenshot=False)
     finally:
         done.set()
         killer.join()
@@ -241,7 +306,9 @@ def test_a_cluster_that_cannot_come_up_is_an_infrastructure_failure(tmp_path: Pa
             raise InfrastructureError("ZooKeeper on zk exited at start")
 
     p = dataclasses.replace(p, build_cluster=lambda config, work, **kw: Broken(calls))
-    outcome = run_test(resolve(None, {"store": str(tmp_path)}), console=quiet(), pieces=p, screenshot=False)
+    outcome = run_composed(
+        fake_test(resolve(None, {"store": str(tmp_path)}), p), console=quiet(), screenshot=False
+    )
     assert outcome.exit_code == 4 and outcome.verdict == "unknown" and "ZooKeeper" in outcome.reason
     assert "collect" not in calls
 
@@ -262,12 +329,12 @@ def test_recovery_waits_for_the_full_isr_and_records_when_it_is_not_reached(tmp_
 
     p = pieces([])
     p = dataclasses.replace(p, build_cluster=lambda config, work, **kw: type("C", (FakeCluster,), {})([]))
-    outcome = run_test(config, console=quiet(), pieces=p, screenshot=False)
+    outcome = run_composed(fake_test(config, p), console=quiet(), screenshot=False)
     assert json.loads((outcome.run_dir / "outcome.json").read_text())["recovery"]["full_isr"] is True
     cluster = FakeCluster([])
     cluster.sut = LaggingSut()
     p = dataclasses.replace(p, build_cluster=lambda config, work, **kw: cluster)
-    outcome = run_test(config, console=quiet(), pieces=p, screenshot=False)
+    outcome = run_composed(fake_test(config, p), console=quiet(), screenshot=False)
     recovery = json.loads((outcome.run_dir / "outcome.json").read_text())["recovery"]
     assert recovery["min_isr"] is True and recovery["full_isr"] is False and "t0-0" in recovery["why"]
     assert "not every replica rejoined the ISR" in (outcome.run_dir / "harness.log").read_text()
@@ -287,7 +354,9 @@ def test_healing_leftovers_says_what_it_removed(tmp_path: Path) -> None:
     out = io.StringIO()
     console = Console(file=out, width=200)
     config = resolve(None, {"store": str(tmp_path), "time_limit": 0.2})
-    run_test(config, console=console, pieces=p, screenshot=False, state_dir=tmp_path / "state", live=False)
+    run_composed(
+        fake_test(config, p, state_dir=tmp_path / "state"), console=console, screenshot=False, live=False
+    )
     text = out.getvalue()
     assert "removed leftover fault 7 on n1, n2\n" in text
     assert "removed leftover cluster sl-old (1 netns, 2 process)\n" in text
@@ -300,7 +369,7 @@ def test_a_refused_fault_ends_the_run_before_any_cluster_starts(tmp_path: Path) 
         preflight=lambda config, sut, work, state_dir: "fault 'delay' cannot run here: no tc netem on n1",
     )
     config = resolve(None, {"store": str(tmp_path), "time_limit": 5, "nemesis": "delay"})
-    outcome = run_test(config, console=quiet(), pieces=p, screenshot=False)
+    outcome = run_composed(fake_test(config, p), console=quiet(), screenshot=False)
     assert outcome.status == "refused" and outcome.exit_code == 2
     assert outcome.reason == "fault 'delay' cannot run here: no tc netem on n1"
     assert "up" not in calls and not any(c.startswith("check") for c in calls)
@@ -320,7 +389,7 @@ def test_a_run_that_fails_during_setup_gets_a_report_naming_the_phase(tmp_path: 
 
     p = dataclasses.replace(p, build_cluster=lambda config, work, **kw: NoCluster(calls))
     config = resolve(None, {"store": str(tmp_path), "time_limit": 5})
-    outcome = run_test(config, console=quiet(), pieces=p, screenshot=False)
+    outcome = run_composed(fake_test(config, p), console=quiet(), screenshot=False)
     assert outcome.status == "failed" and outcome.exit_code == 4
     assert json.loads((outcome.run_dir / "outcome.json").read_text())["phase"] == "cluster_up"
     page = (outcome.run_dir / "report.html").read_text()
@@ -344,7 +413,7 @@ def test_sigterm_as_the_load_starts_is_an_interruption(tmp_path: Path) -> None:
 
     p = dataclasses.replace(p, run_workload=signal_at_once)
     config = resolve(None, {"store": str(tmp_path), "time_limit": 30, "nemesis": "kill"})
-    outcome = run_test(config, console=quiet(), pieces=p, screenshot=False)
+    outcome = run_composed(fake_test(config, p), console=quiet(), screenshot=False)
     assert (outcome.status, outcome.exit_code) == ("interrupted", 130), outcome.reason
     assert "heal_all" in calls and "down" in calls
 

@@ -107,7 +107,9 @@ def test_consumers_read_from_the_earliest_offset_without_automatic_commits() -> 
     assert (queue["enable.auto.commit"], queue["auto.offset.reset"]) == ("false", "earliest")
     assert queue["isolation.level"] == "read_uncommitted" and "group.id" not in queue
     assert queue["max.poll.records"] == java.MAX_POLL_RECORDS
-    txn = java.consumer_settings(TestConfig(client="java", workload="txn"), BOOT, bulk=True)
+    txn = java.consumer_settings(
+        TestConfig(client="java", workload="txn"), BOOT, bulk=True, read_committed=True
+    )
     assert txn["isolation.level"] == "read_committed" and txn["max.poll.records"] == java.BULK_POLL_RECORDS
 
 

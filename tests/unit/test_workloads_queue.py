@@ -21,11 +21,11 @@ from history.pairing import pair_problems
 from history.reader import iter_ops
 from history.writer import HistoryWriter
 from workloads import drain as drain_module
-from workloads import queue as queue_module
+from workloads import runner as runner_module
 from workloads.clients.base import ClientError, Record, SendOutcome, TopicPartition
 from workloads.drain import final_drain
 from workloads.progress import LiveProgress
-from workloads.queue import run_workload
+from workloads.runner import run_workload
 
 
 class FakeLog:
@@ -104,7 +104,7 @@ class FakeDriver:
 
 def _run(tmp_path: Path, monkeypatch: Any, flaky: float, seconds: float = 0.6) -> tuple[Path, Any, FakeLog]:
     log = FakeLog(flaky=flaky, seed=1)
-    monkeypatch.setattr(queue_module, "make_driver", lambda config, bootstrap: FakeDriver(log))
+    monkeypatch.setattr(runner_module, "make_driver", lambda config, bootstrap, **_: FakeDriver(log))
     config = TestConfig(seed=9, rate=2000, concurrency=4, topics=2, partitions=2)
     path = tmp_path / "history.jsonl"
     stop = threading.Event()
@@ -150,7 +150,7 @@ def test_drain_reads_everything_and_continues_process_numbers(tmp_path: Path, mo
     log = FakeLog()
     for v in range(2500):
         log.logs.setdefault(("t0", v % 2), []).append(v)
-    monkeypatch.setattr(drain_module, "make_driver", lambda config, bootstrap: FakeDriver(log))
+    monkeypatch.setattr(drain_module, "make_driver", lambda config, bootstrap, **_: FakeDriver(log))
     path = tmp_path / "history.jsonl"
     path.write_text('{"index":0,"time":1,"process":6,"type":"invoke","f":"poll"}\n')
     config = TestConfig(seed=1, topics=1, partitions=2)
@@ -172,7 +172,9 @@ def test_drain_reads_everything_and_continues_process_numbers(tmp_path: Path, mo
 def test_unfinished_drain_says_why(tmp_path: Path, monkeypatch: Any) -> None:
     log = FakeLog()
     log.logs[("t0", 0)] = [1, 2, 3]
-    monkeypatch.setattr(drain_module, "make_driver", lambda config, bootstrap: FakeDriver(log, stuck=True))
+    monkeypatch.setattr(
+        drain_module, "make_driver", lambda config, bootstrap, **_: FakeDriver(log, stuck=True)
+    )
     with HistoryWriter(tmp_path / "history.jsonl") as history:
         result = final_drain(TestConfig(seed=1, topics=1, partitions=1), ["fake:1"], history, timeout=1.0)
     assert not result.complete
@@ -233,7 +235,7 @@ def test_a_reader_that_reads_nothing_is_replaced_by_a_patient_one(tmp_path: Path
     log.logs[("t0", 0)] = list(range(50))
     timeouts: list[int] = []
 
-    def driver(config: TestConfig, bootstrap: list[str]) -> FakeDriver:
+    def driver(config: TestConfig, bootstrap: list[str], **_: Any) -> FakeDriver:
         timeouts.append(config.request_timeout_ms)
         return FakeDriver(log, stuck=config.request_timeout_ms < 2000)
 

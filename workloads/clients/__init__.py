@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from foundation.config import TestConfig
-from foundation.errors import BadInput
-from workloads.clients.base import Driver, LibraryDriver
+from foundation.errors import BadInput, InfrastructureError
+from workloads.clients.base import ClientError, Driver, LibraryDriver, Producer
 
 Progress = Callable[[str], None]
 
@@ -31,8 +31,9 @@ def client_setup(config: TestConfig) -> tuple[str, Callable[[Progress | None], N
     )
 
 
-def make_driver(config: TestConfig, bootstrap: list[str]) -> Driver:
-    """The driver the test names (`config.client`); libraries are imported only when chosen."""
+def make_driver(config: TestConfig, bootstrap: list[str], *, read_committed: bool = False) -> Driver:
+    """The driver the test names (`config.client`); libraries are imported only when chosen.
+    `read_committed`: its assigning consumers read committed records only (the workload says)."""
     if config.idempotence and config.acks != "all":
         raise BadInput(
             f"config key 'idempotence': an idempotent producer needs acks=all, got acks={config.acks}"
@@ -42,14 +43,28 @@ def make_driver(config: TestConfig, bootstrap: list[str]) -> Driver:
     if config.client == "kafka-python":
         from workloads.clients import kafka_python
 
-        return LibraryDriver(kafka_python.LIBRARY, config, bootstrap)
+        return LibraryDriver(kafka_python.LIBRARY, config, bootstrap, read_committed)
     if config.client == "confluent-kafka":
         from workloads.clients import confluent
 
-        return LibraryDriver(confluent.LIBRARY, config, bootstrap)
+        return LibraryDriver(confluent.LIBRARY, config, bootstrap, read_committed)
     if config.client == "java":
         from workloads.clients import java
 
         java.start(config)  # the program fetched, compiled and its JVM up: failures surface here
-        return LibraryDriver(java.LIBRARY, config, bootstrap)
+        return LibraryDriver(java.LIBRARY, config, bootstrap, read_committed)
     raise BadInput(f"config key 'client': unknown client {config.client!r}")
+
+
+def make_producer(driver: Driver) -> Producer:
+    """A producer, or a clear error: bad settings are the user's, anything else infrastructure."""
+    try:
+        return driver.producer()
+    except ClientError as e:
+        raise BadInput(f"cannot create a {driver.name} producer: {e.error}") from None
+    except Exception as e:
+        if type(e).__name__ == "KafkaConfigurationError":
+            raise BadInput(f"producer settings rejected by {driver.name}: {e}") from None
+        raise InfrastructureError(
+            f"cannot create a {driver.name} producer: {type(e).__name__}: {e}"
+        ) from None

@@ -43,6 +43,13 @@ class Record(NamedTuple):
     value: int | str | None
 
 
+def records_json(records: list[Record]) -> list[dict[str, Any]]:
+    """Records as an operation's history entry holds them."""
+    return [
+        {"topic": r.topic, "partition": r.partition, "offset": r.offset, "value": r.value} for r in records
+    ]
+
+
 class ClientError(Exception):
     """A consumer-side operation failed; `definite` is True when it certainly had no effect."""
 
@@ -127,15 +134,10 @@ def end_within(end_s: float, commit: bool, attempt: EndAttempt) -> tuple[Outcome
             return outcome
 
 
-def reads_committed(config: TestConfig) -> bool:
-    """The txn workload's consumers (and its drain) read committed records only; their ends are
-    then last stable offsets, so their high watermarks come from a read_uncommitted consumer."""
-    return config.workload == "txn"
-
-
-def isolation_level(config: TestConfig) -> str:
-    """The consumers' isolation level, in the words both libraries take."""
-    return "read_committed" if reads_committed(config) else "read_uncommitted"
+def isolation_level(read_committed: bool) -> str:
+    """A consumer's isolation level, in the words the libraries take. The workload says which
+    (`workloads.workload.Workload.reads_committed`: the txn workload's consumers and its drain)."""
+    return "read_committed" if read_committed else "read_uncommitted"
 
 
 class Producer(Protocol):
@@ -199,8 +201,8 @@ class ConsumerEnds:
     `high_watermarks`, which for a read_committed consumer come from a read_uncommitted probe made
     on first use (the consumer's own ends are then last stable offsets). `close` closes both."""
 
-    def __init__(self, config: TestConfig, consumer: Any, ends_of: EndsOf, make_probe: Callable[[], Any]):
-        self._config = config
+    def __init__(self, read_committed: bool, consumer: Any, ends_of: EndsOf, make_probe: Callable[[], Any]):
+        self._read_committed = read_committed
         self._consumer = consumer
         self._ends_of = ends_of
         self._make_probe = make_probe
@@ -212,7 +214,7 @@ class ConsumerEnds:
     def high_watermarks(
         self, partitions: list[TopicPartition], timeout_s: float
     ) -> dict[TopicPartition, int]:
-        if not reads_committed(self._config):
+        if not self._read_committed:
             return self.end_offsets(partitions, timeout_s)
         if self._probe is None:
             self._probe = self._make_probe()
@@ -301,10 +303,14 @@ class Library:
 
 
 class LibraryDriver:
-    """A `Driver` made of one library's client classes, each built from the test's config."""
+    """A `Driver` made of one library's client classes, each built from the test's config;
+    `read_committed`: its assigning consumers read committed records only (the workload's)."""
 
-    def __init__(self, library: Library, config: TestConfig, bootstrap: list[str]):
+    def __init__(
+        self, library: Library, config: TestConfig, bootstrap: list[str], read_committed: bool = False
+    ):
         self.library = library
+        self.read_committed = read_committed
         self.name = library.name
         self.config = config
         self.bootstrap = bootstrap
@@ -313,7 +319,9 @@ class LibraryDriver:
         return self.library.producer(self.config, self.bootstrap)  # type: ignore[call-arg]  # a class, not the Protocol
 
     def consumer(self, bulk: bool = False) -> Consumer:
-        return self.library.consumer(self.config, self.bootstrap, bulk=bulk)  # type: ignore[call-arg]
+        return self.library.consumer(  # type: ignore[call-arg]  # a class, not the Protocol
+            self.config, self.bootstrap, bulk=bulk, read_committed=self.read_committed
+        )
 
     def group_consumer(self, group: str) -> GroupConsumer:
         return self.library.group_consumer(self.config, self.bootstrap, group)  # type: ignore[call-arg]

@@ -279,7 +279,11 @@ def _consume(consumer: Any, timeout_s: float, max_records: int) -> list[base.Rec
 
 
 def _consumer(
-    config: TestConfig, bootstrap: list[str], group: str, extra: dict[str, Any] | None = None
+    config: TestConfig,
+    bootstrap: list[str],
+    group: str,
+    extra: dict[str, Any] | None = None,
+    read_committed: bool = False,
 ) -> Any:
     """A librdkafka consumer with the settings both kinds of consumer share, plus `extra`."""
     try:
@@ -290,7 +294,7 @@ def _consumer(
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 "enable.partition.eof": False,
-                "isolation.level": base.isolation_level(config),
+                "isolation.level": base.isolation_level(read_committed),
                 "fetch.wait.max.ms": 100,
                 # Prefetch little: an assign discards what was fetched ahead, and librdkafka's
                 # default (100,000 messages) re-fetches a whole partition after each one.
@@ -321,7 +325,9 @@ def _positions(consumer: Any, assigned: list[base.TopicPartition]) -> dict[base.
 
 
 class ConfluentConsumer(base.ConsumerEnds):
-    def __init__(self, config: TestConfig, bootstrap: list[str], bulk: bool = False):
+    def __init__(
+        self, config: TestConfig, bootstrap: list[str], bulk: bool = False, read_committed: bool = False
+    ):
         # librdkafka insists on a group id; assign() never joins the group.
         ahead = {
             "queued.min.messages": BULK_PREFETCH_MESSAGES,
@@ -329,8 +335,8 @@ class ConfluentConsumer(base.ConsumerEnds):
             "fetch.queue.backoff.ms": BULK_FETCH_QUEUE_BACKOFF_MS,
         }
         super().__init__(
-            config,
-            _consumer(config, bootstrap, "strandline-assign-only", ahead if bulk else None),
+            read_committed,
+            _consumer(config, bootstrap, "strandline-assign-only", ahead if bulk else None, read_committed),
             _ends,
             lambda: _consumer(
                 config, bootstrap, "strandline-assign-only", {"isolation.level": "read_uncommitted"}

@@ -233,13 +233,15 @@ def txn_producer_settings(config: TestConfig, bootstrap: list[str], transactiona
     return settings
 
 
-def consumer_settings(config: TestConfig, bootstrap: list[str], bulk: bool = False) -> dict[str, Any]:
+def consumer_settings(
+    config: TestConfig, bootstrap: list[str], bulk: bool = False, read_committed: bool = False
+) -> dict[str, Any]:
     """An assigning consumer's Kafka properties (no group: it never commits)."""
     return {
         "bootstrap.servers": ",".join(bootstrap),
         "enable.auto.commit": "false",
         "auto.offset.reset": "earliest",
-        "isolation.level": base.isolation_level(config),
+        "isolation.level": base.isolation_level(read_committed),
         "fetch.max.wait.ms": 100,
         "max.poll.records": BULK_POLL_RECORDS if bulk else MAX_POLL_RECORDS,
         "max.partition.fetch.bytes": BULK_PREFETCH_BYTES if bulk else PREFETCH_BYTES,
@@ -404,16 +406,16 @@ def _ends(
 
 
 class JavaConsumer(base.ConsumerEnds):
-    def __init__(self, config: TestConfig, bootstrap: list[str], bulk: bool = False):
+    def __init__(
+        self, config: TestConfig, bootstrap: list[str], bulk: bool = False, read_committed: bool = False
+    ):
         self._host = host(config)
         self._poll_slack_s = config.request_timeout_ms / 1000 + REPLY_SLACK_S
         super().__init__(
-            config,
-            _Remote(self._host, "consumer", consumer_settings(config, bootstrap, bulk)),
+            read_committed,
+            _Remote(self._host, "consumer", consumer_settings(config, bootstrap, bulk, read_committed)),
             _ends,
-            lambda: _Remote(
-                self._host, "consumer", consumer_settings(config.replace(workload="queue"), bootstrap)
-            ),
+            lambda: _Remote(self._host, "consumer", consumer_settings(config, bootstrap)),
         )
 
     def assign(

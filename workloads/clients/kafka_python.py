@@ -41,8 +41,9 @@ from kafka import errors as kafka_errors
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KTopicPartition
 
-from foundation.config import TestConfig, delivery_timeout_ms
+from foundation.config import TestConfig
 from workloads.clients import base
+from workloads.clients.kafka_python_settings import producer_settings
 from workloads.clients.kafka_python_txn import KafkaPythonTxnProducer
 
 log = logging.getLogger(__name__)
@@ -136,34 +137,6 @@ def _hook_sender(producer: KafkaProducer, attempts: AttemptLog) -> bool:
     return True
 
 
-def _acks(acks: str) -> int | str:
-    return "all" if acks == "all" else int(acks)
-
-
-def producer_settings(config: TestConfig, bootstrap: list[str]) -> dict[str, Any]:
-    """KafkaProducer settings from the test: acks, retries, idempotence, timeouts."""
-    request_ms = config.request_timeout_ms
-    return {
-        "bootstrap_servers": bootstrap,
-        "acks": _acks(config.acks),
-        "retries": config.retries,
-        "enable_idempotence": config.idempotence,
-        "request_timeout_ms": request_ms,
-        # One op must end in bounded time: every attempt may take a request timeout.
-        "delivery_timeout_ms": delivery_timeout_ms(config),
-        "max_block_ms": request_ms,
-        # Creating a client must not block for kafka-python's default 30 s when no broker answers.
-        "bootstrap_timeout_ms": request_ms,
-        # A short linger batches the concurrent sends of all processes into fewer requests.
-        "linger_ms": 2,
-        "retry_backoff_ms": 100,
-        "reconnect_backoff_max_ms": 1000,
-        "metadata_max_age_ms": 10000,
-        "metrics_enabled": False,
-        "max_in_flight_requests_per_connection": 5,
-    }
-
-
 class KafkaPythonProducer:
     def __init__(self, config: TestConfig, bootstrap: list[str]):
         settings = producer_settings(config, bootstrap)
@@ -206,7 +179,9 @@ class KafkaPythonProducer:
             log.debug("closing producer: %s", e)
 
 
-def _consumer(config: TestConfig, bootstrap: list[str], **settings: Any) -> KafkaConsumer:
+def _consumer(
+    config: TestConfig, bootstrap: list[str], *, read_committed: bool = False, **settings: Any
+) -> KafkaConsumer:
     """A KafkaConsumer with the settings both kinds of consumer share, plus `settings`."""
     return KafkaConsumer(
         bootstrap_servers=bootstrap,
@@ -221,7 +196,7 @@ def _consumer(config: TestConfig, bootstrap: list[str], **settings: Any) -> Kafk
         reconnect_backoff_max_ms=1000,
         metadata_max_age_ms=10000,
         metrics_enabled=False,
-        isolation_level=base.isolation_level(config),
+        isolation_level=base.isolation_level(read_committed),
         **settings,
     )
 
@@ -240,11 +215,13 @@ def _poll(consumer: KafkaConsumer, timeout_s: float, max_records: int) -> list[b
 
 
 class KafkaPythonConsumer(base.ConsumerEnds):
-    def __init__(self, config: TestConfig, bootstrap: list[str], bulk: bool = False):
+    def __init__(
+        self, config: TestConfig, bootstrap: list[str], bulk: bool = False, read_committed: bool = False
+    ):
         # `bulk` changes nothing here: kafka-python fetches inside poll(), never far ahead of it.
         super().__init__(
-            config,
-            _consumer(config, bootstrap, group_id=None),
+            read_committed,
+            _consumer(config, bootstrap, read_committed=read_committed, group_id=None),
             _ends,
             lambda: _uncommitted_consumer(config, bootstrap),
         )
@@ -283,9 +260,9 @@ class KafkaPythonConsumer(base.ConsumerEnds):
 
 
 def _uncommitted_consumer(config: TestConfig, bootstrap: list[str]) -> KafkaConsumer:
-    """A read_uncommitted consumer, for high watermarks (a queue workload's consumer reads uncommitted)."""
+    """A read_uncommitted consumer, for high watermarks."""
     try:
-        return _consumer(config.replace(workload="queue"), bootstrap, group_id=None)
+        return _consumer(config, bootstrap, group_id=None)
     except Exception as e:
         raise base.ClientError(base.describe(e)) from e
 
@@ -357,12 +334,8 @@ def _tps(partitions: Any) -> tuple[base.TopicPartition, ...]:
 class KafkaPythonGroupConsumer(base.RebalanceRecorder):
     def __init__(self, config: TestConfig, bootstrap: list[str], group: str):
         super().__init__()
-        self._consumer = _consumer(
-            config,
-            bootstrap,
-            group_id=group,
-            **{name.replace(".", "_"): value for name, value in base.MEMBERSHIP.items()},
-        )
+        membership: dict[str, Any] = {name.replace(".", "_"): v for name, v in base.MEMBERSHIP.items()}
+        self._consumer = _consumer(config, bootstrap, group_id=group, **membership)
         self._commit_timeout_ms = 2 * max(config.request_timeout_ms, 1000)
 
     def subscribe(self, topics: list[str]) -> None:

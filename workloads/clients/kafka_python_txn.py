@@ -41,6 +41,7 @@ from workloads.clients.base import (
     op_timeout_error,
     send_wait_s,
 )
+from workloads.clients.kafka_python_settings import producer_settings
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +145,6 @@ class KafkaPythonTxnProducer:
     """One transactional producer (its own transactional.id); `TxnProducer` of workloads.clients.base."""
 
     def __init__(self, config: TestConfig, bootstrap: list[str], transactional_id: str):
-        from workloads.clients.kafka_python import producer_settings
-
         install()
         settings = producer_settings(config, bootstrap)
         settings.update(
