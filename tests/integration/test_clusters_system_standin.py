@@ -54,7 +54,8 @@ def valid_with_load_in_every_window(tmp_path: Path, name: str, nemesis: str) -> 
     nothing_left(tmp_path, name)
 
 
-@pytest.mark.slow  # 33-64 s at load 4-22: bring-up, 20 s of load with kills, the report
+# In CI (33-64 s at load 4-22: bring-up, 20 s of load with kills, the report): the stand-in's
+# broker kills are what a shared id and forwarded requests must survive.
 def test_kill_run_ends_valid(tmp_path: Path) -> None:
     valid_with_load_in_every_window(tmp_path, "standin-kill", "kill")
 
