@@ -173,7 +173,9 @@ def reproduce(
     twin.attempts(False, first, result.unsafe, lambda a: a.verdict == "invalid")
     if result.unsafe[-1].verdict == "invalid":
         result.reproduced_after_s = time.monotonic() - started
-    if with_safe:
+    if with_safe and result.unsafe[-1].outcome.status == "interrupted":
+        twin._tell("interrupted: the safe twin is not run")
+    elif with_safe:
         started = time.monotonic()
         twin.attempts(True, result.unsafe[-1].seed, result.safe_attempts, lambda a: a.judged)
         result.safe_after_s = time.monotonic() - started

@@ -210,3 +210,21 @@ def test_a_retry_that_would_not_fit_the_budget_is_said(
     )
     assert len(seen) == 1 and result.reproduced_after_s is None
     assert "unsafe twin: not tried again: another attempt" in console.export_text()
+
+
+def test_an_interrupted_unsafe_twin_ends_the_repro(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during the unsafe twin's run: no retry, and the safe twin does not start."""
+    seen: list[Any] = []
+    plain = fake_runs(tmp_path, ["unknown", "valid"], seen)
+
+    def run(config: Any, console: Any = None) -> RunOutcome:
+        outcome: RunOutcome = plain(config, console)
+        outcome.status, outcome.reason = "interrupted", "interrupted (KeyboardInterrupt)"
+        return outcome
+
+    monkeypatch.setattr(repro, "run_test", run)
+    console = Console(record=True, width=200)
+    result = repro.reproduce(scenario("kip-101-divergence"), seed=3, console=console, budget=1e6)
+    assert [(c.variant, c.seed) for c in seen] == [("high-watermark", 3)]
+    assert "interrupted: the safe twin is not run" in console.export_text()
+    assert not result.as_expected and not result.safe_attempts
