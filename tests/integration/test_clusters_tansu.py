@@ -4,7 +4,8 @@ broker answers as broker 111, alone, and serves every partition from a shared st
 - tansu over moto's in-memory S3 (systems/tansu-s3.toml): a fault-free run is valid; a leader-
   targeted fault is refused before any cluster starts; an object-store fault (replies dropped
   after the store applied the PUT) is journaled and healed; a kill of the storage role loses what
-  the store held, and the run says so (invalid);
+  the store held, and the run says so (invalid); a group's run is read back whole by the final
+  drain, whose first fetch of the whole log tansu answers in more than the run's request timeout;
 - tansu over PostgreSQL (systems/tansu-postgres.toml): the same kill of the storage role loses
   nothing (valid).
 
@@ -79,6 +80,13 @@ def test_a_dropped_reply_of_the_store_is_journaled_and_healed(tmp_path: Path) ->
     heals = [op for op in ops if op["f"] == "heal" and op["type"] == "ok"]
     assert applied and len(heals) == len(applied), ops
     assert (directory / "nodes" / "st1" / "logs" / "s3-proxy.out").exists()
+
+
+def test_the_final_drain_reads_a_whole_log_that_tansu_serves_slowly(tmp_path: Path) -> None:
+    out, directory = run(tmp_path, S3, "tansu-group", "--consume", "subscribe", "--time-limit", "20")
+    assert out.returncode == 0 and directory is not None, out.stderr[-2000:]
+    drain = json.loads((directory / "drain.json").read_text())
+    assert drain["complete"] and drain["records"] > 0, drain
 
 
 def test_killing_the_in_memory_store_is_caught_as_data_loss(tmp_path: Path) -> None:
