@@ -10,8 +10,8 @@ below the high watermark (a transaction that never ends) is named in `unsettled`
 (what its processes read is each partition's final log). If a client errors, the process is
 replaced (a new number) and resumes at the positions already read. A reader that reads nothing for
 two of its request timeouts while behind is replaced the same way by one whose request timeout is
-twice as long (up to a minute): a system that serves a whole log from object storage (tansu over S3
-reads one object per batch) answers the drain's first fetch of everything in more than the run's
+twice as long (up to a minute): a system that serves a whole log from object storage (tansu, reading
+an S3 bucket) answers the drain's first fetch of everything in more than the run's
 5 s, and a client then times the fetch out, reconnects and asks again, forever. If the time bound passes first,
 the result says so (`complete=False` and why): the checker must then say `unknown`, never `valid`.
 """
