@@ -174,7 +174,7 @@ def reproduce(
     if result.unsafe[-1].verdict == "invalid":
         result.reproduced_after_s = time.monotonic() - started
     if with_safe and result.unsafe[-1].outcome.status == "interrupted":
-        twin._tell("interrupted: the safe twin is not run")
+        twin.tell("interrupted: the safe twin is not run")
     elif with_safe:
         started = time.monotonic()
         twin.attempts(True, result.unsafe[-1].seed, result.safe_attempts, lambda a: a.judged)
@@ -214,23 +214,23 @@ class _Twin:
                 return
             failures = failures + 1 if a.outcome.status == "failed" else 0
             if failures >= FAILURES_IN_A_ROW:
-                self._tell(f"{kind} twin: not tried again after {failures} failed runs in a row")
+                self.tell(f"{kind} twin: not tried again after {failures} failed runs in a row")
                 return
             spent = time.monotonic() - started
             if spent + a.seconds > self.budget:
-                self._tell(
+                self.tell(
                     f"{kind} twin: not tried again: another attempt (the last took {a.seconds:.0f} s) "
                     f"would not fit its budget ({spent:.0f} of {self.budget:.0f} s spent)"
                 )
                 return
             why = "the run failed" if failures else "not judged" if not a.judged else a.verdict
             seed += 1
-            self._tell(
+            self.tell(
                 f"{kind} twin: {why}, trying again with seed {seed} "
                 f"({self.budget - spent:.0f} s of its {self.budget:.0f} s budget left)"
             )
 
-    def _tell(self, text: str) -> None:
+    def tell(self, text: str) -> None:
         self.console.print(f"[bold]{self.scenario.name}[/] {text}", highlight=False, soft_wrap=True)
 
 
