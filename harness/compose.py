@@ -2,7 +2,7 @@
 
 Every string of the config that picks a part is read here, once: the system and backend
 (`clusters.factory.build_cluster`), the workload (`workloads.workload_of`), the faults (the nemesis,
-made on the run's cluster and history), the checker engine. `harness.run.run_composed` then calls these
+made on the run's cluster and history), the checker engine. `harness.run.run_test` then calls these
 objects and reads the config only for numbers (time limit, rate, timeouts) and words on screen.
 The lifecycle's own tests pass a `Test` of stand-ins.
 """
@@ -96,7 +96,7 @@ class HealsLeftovers(Protocol):
 
 @dataclass
 class Test:
-    """One test as objects (Jepsen's test map): what `harness.run.run_composed` drives."""
+    """One test as objects (Jepsen's test map): what `harness.run.run_test` drives."""
 
     config: TestConfig  # as the run uses it (`precheck`): for numbers and words on screen
     # Builds the cluster (not yet up); `cluster` calls it once, when the run first asks, so a
