@@ -13,6 +13,7 @@ Spark's two jobs cost seconds of fixed cost even on a small history; these passe
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,15 @@ def _ints(batch: pa.RecordBatch, name: str, missing: int) -> np.ndarray[Any, Any
     return np.asarray(pc.fill_null(batch.column(name), missing).to_numpy(zero_copy_only=False), np.int64)
 
 
+def _among(values: np.ndarray[Any, Any], sorted_set: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Which of `values` are in `sorted_set` (sorted, unique): a binary search each, so a batch
+    costs its own size times log of the set's (np.isin would sort the whole set for every batch)."""
+    if len(sorted_set) == 0:
+        return np.zeros(len(values), bool)
+    at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return np.asarray(sorted_set[at] == values)
+
+
 def whole_reads(reads_path: str | Path) -> np.ndarray[Any, Any]:
     """The sorted completion indices of the polls that returned a whole record (topic-partition,
     offset and value)."""
@@ -52,11 +62,36 @@ def whole_reads(reads_path: str | Path) -> np.ndarray[Any, Any]:
     return np.unique(np.concatenate(found))
 
 
+def touching(operations_path: str | Path, seconds: list[int]) -> list[int]:
+    """The row groups of the operations whose `time` or `invoke_time` may fall in one of `seconds`
+    (sorted), by the groups' min/max statistics (a group without them is read)."""
+    meta = pq.ParquetFile(operations_path).metadata
+    at = (
+        {meta.row_group(0).column(j).path_in_schema: j for j in range(meta.num_columns)}
+        if meta.num_row_groups
+        else {}
+    )
+    out = []
+    for i in range(meta.num_row_groups):
+        group = meta.row_group(i)
+        for name in ("time", "invoke_time"):
+            stats = group.column(at[name]).statistics
+            if stats is None or not stats.has_min_max:
+                out.append(i)
+                break
+            lo, hi = int(float(stats.min) / NS), int(float(stats.max) / NS)
+            if bisect_left(seconds, lo) < bisect_right(seconds, hi):
+                out.append(i)
+                break
+    return out
+
+
 def _events(
-    operations_path: str | Path, whole: np.ndarray[Any, Any]
+    operations_path: str | Path, whole: np.ndarray[Any, Any], groups: list[int] | None = None
 ) -> Iterator[dict[str, np.ndarray[Any, Any]]]:
-    """Per row group of the operations: each kind's (and INVOKED's, ISSUED's) event times in s."""
-    for batch in pq.ParquetFile(operations_path).iter_batches(columns=_COLUMNS):
+    """Per batch of the operations (of `groups`, the row groups; None: all): each kind's (and
+    INVOKED's, ISSUED's) event times in s."""
+    for batch in pq.ParquetFile(operations_path).iter_batches(columns=_COLUMNS, row_groups=groups):
         f = _ints(batch, "f_code", -1)
         outcome = _ints(batch, "outcome_code", -1)
         has_time = pc.is_valid(batch.column("time")).to_numpy(zero_copy_only=False)
@@ -68,7 +103,7 @@ def _events(
         writes = (f == _F["send"]) | (f == _F["txn"])
         polls = (f == _F["poll"]) & ok
         returned = polls & batch.column("index").is_valid().to_numpy(zero_copy_only=False)
-        returned[returned] = np.isin(_ints(batch, "index", 0)[returned], whole)
+        returned[returned] = _among(_ints(batch, "index", 0)[returned], whole)
         yield {
             INVOKED: invoked[has_invoked],
             ISSUED: invoked[has_invoked & writes],
@@ -121,7 +156,7 @@ def tally(
     seconds = bound_load(out, starts, issued, windows, asked)
     if seconds:
         wanted = np.asarray(seconds, np.int64)
-        for events in _events(operations_path, whole):
+        for events in _events(operations_path, whole, touching(operations_path, seconds)):
             for kind in KINDS:
                 times = events[kind]
                 at = times[np.isin(times.astype(np.int64), wanted)]

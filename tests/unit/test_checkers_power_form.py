@@ -50,3 +50,23 @@ def test_the_form_tally_equals_the_reference(tmp_path: Path, kind: str) -> None:
     assert reference[0].per_second["acked"] and reference[0].per_second["read"]
     if kind != "generated":
         assert sum(n for n, _, _ in reference[0].per_second["commit"].values()) == 6
+
+
+def test_the_exact_pass_reads_only_the_row_groups_of_its_seconds(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "operations.parquet"
+    times = [0, 1, 5, 6, 10, 11]  # seconds, two rows per row group
+    table = pa.table(
+        {
+            "time": pa.array([s * 1_000_000_000 for s in times], pa.int64()),
+            "invoke_time": pa.array([s * 1_000_000_000 - 1 for s in times], pa.int64()),
+        }
+    )
+    pq.write_table(table, path, row_group_size=2)
+    assert power_form.touching(path, [5]) == [1]
+    assert power_form.touching(path, [0, 11]) == [0, 2]
+    assert power_form.touching(path, [3, 8]) == []
+    pq.write_table(table, path, row_group_size=2, write_statistics=False)
+    assert power_form.touching(path, [3]) == [0, 1, 2]  # no statistics: every group is read
