@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
-from checkers import spark_power, spark_txn
+from checkers import power_form, spark_power, spark_txn
 from checkers.catalogue import EngineResult
 from checkers.evidence import Found, example_positions, marked_offsets, wanted
 from checkers.parquet import convert
@@ -211,7 +211,7 @@ def check_run(
         judged_of = (
             _when_asked(beside, partial(replica_logs, replicas, stack)) if replicas is not None else None
         )
-        result, tallied = _rules(spark, history_path, form, power)
+        result, tallied = _rules(spark, history_path, form, power, local is not None)
         stats_facts = stats_of() if stats_of is not None else None
         findings, views = judged_of() if judged_of is not None else (None, _no_views)
         gathering = time.monotonic()
@@ -234,8 +234,10 @@ def _rules(
     history_path: str | os.PathLike[str],
     form: ParquetForm,
     power: Asked | None,
+    local: bool,
 ) -> tuple[EngineResult, tuple[Tally, list[Any]] | None]:
-    """The history's anomalies (and, with `power`, the verdict power's tally)."""
+    """The history's anomalies (and, with `power`, the verdict power's tally); `local`: the
+    history's Parquet form is a local one, converted by Arrow."""
     checking = time.monotonic()
     # A history's transactions: their micro-operations, read again from the text (spark_txn.py).
     # The operation kinds the conversion saw (None: not counted, e.g. Spark converted the history).
@@ -261,8 +263,12 @@ def _rules(
         if power is not None:
             counting = time.monotonic()
             nemesis_ops = [nemesis_op(row) for row in form.nemesis or []]
-            tallied = spark_power.tally(
-                spark, form.operations_path, form.reads_path, nemesis_ops, power, txns
+            # Without transactions, the form's columns are the events: Arrow counts them here,
+            # without a Spark job (checkers/power_form.py).
+            tallied = (
+                spark_power.tally(spark, form.operations_path, form.reads_path, nemesis_ops, power, txns)
+                if txns is not None or not local
+                else power_form.tally(form.operations_path, form.reads_path, nemesis_ops, power)
             )
             last_timings["power"] = time.monotonic() - counting
     finally:
