@@ -19,6 +19,7 @@ from pathlib import Path
 
 from clusters import broker_identity, daemon_control, jvm_clock, lazyfs, lazyfs_mount, software, store_proxy
 from clusters.defined_membership import ReassignsPartitions
+from clusters.faketime import CLOCK_FAULTS, CLOCK_UNSKEWED, faketime_env, preload_library, wants_clock
 from clusters.kafka_metadata import (
     NO_ANSWER,
     KafkaMetadata,
@@ -27,17 +28,9 @@ from clusters.kafka_metadata import (
     node_answers,
     quorum_leader,
 )
+from clusters.lazyfs_mount import LOSE_UNSYNCED, wants_lazyfs
 from clusters.node import Node, node_home
 from clusters.node_files import log_tail, put_text
-from clusters.own import (
-    CLOCK_FAULTS,
-    CLOCK_UNSKEWED,
-    LOSE_UNSYNCED,
-    faketime_env,
-    preload_library,
-    wants_clock,
-    wants_lazyfs,
-)
 from clusters.ports import port_open
 from clusters.sut import StoreProxy
 from clusters.system_def import (

@@ -10,26 +10,25 @@ timeouts and timed waits keep working.
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from broker.config import render_properties
 from clusters import daemon_control, zookeeper
 from clusters.broker_ids import broker_id_of, node_of_broker_id
-from clusters.node import CarriesFaketime, Node, node_home
-from clusters.own_membership import OwnMembership
+from clusters.faketime import CLOCK_UNSKEWED, faketime_env, preload_library, wants_clock
+from clusters.lazyfs_mount import wants_lazyfs
+from clusters.node import Node, node_home
 from clusters.ports import port_open
-from foundation.config import TestConfig, fault_names
-from foundation.errors import BadInput, InfrastructureError
+from clusters.zookeeper_state import ZookeeperState
+from foundation.config import TestConfig
+from foundation.errors import InfrastructureError
 
 log = logging.getLogger(__name__)
 
@@ -38,69 +37,6 @@ ZOOKEEPER_PORT = 2181
 BROKER = "broker"  # daemon names on the nodes
 ZOOKEEPER = "zookeeper"
 LAZYFS = "lazyfs"
-LOSE_UNSYNCED = "lose-unsynced"  # the fault that needs data dirs on lazyfs (clusters/lazyfs.py)
-CLOCK_UNSKEWED = "+0\n"  # libfaketime's offset syntax: "+0", "+5s", "-2m" ...
-
-
-def faketime_library() -> str:
-    """The libfaketime shipped by the PyPI `libfaketime` package (built to work with Python)."""
-    import libfaketime
-
-    return str(Path(libfaketime.__file__).parent / "vendor" / "libfaketime" / "src" / "libfaketime.so.1")
-
-
-def preload_library(node: Node) -> str | None:
-    """The libfaketime a broker on `node` preloads (None: not installed on it yet)."""
-    if isinstance(node, CarriesFaketime):
-        return node.faketime_library
-    return faketime_library()  # a node that shares the controller's files (netns)
-
-
-def faketime_env(clock_file: str, library: str | None = None) -> dict[str, str]:
-    """Environment that fakes the wall clock from `clock_file` and leaves monotonic clocks real."""
-    return {
-        "LD_PRELOAD": library or faketime_library(),
-        "FAKETIME_TIMESTAMP_FILE": clock_file,
-        "FAKETIME_NO_CACHE": "1",  # re-read the file on every call: a skew applies at once
-        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-        "DONT_FAKE_MONOTONIC": "1",  # the older spelling, for older libfaketime builds
-    }
-
-
-# The faults that move a broker's wall clock (nemesis.packages.clockskew; `skew` is an alias).
-CLOCK_FAULTS = frozenset({"clock", "clock-bump", "clock-strobe", "clock-reset", "skew"})
-
-
-def wants_clock(config: TestConfig) -> bool:
-    """Does this test skew clocks (`--nemesis all` may)? Only then do brokers run under libfaketime.
-
-    The preload is not free: with FAKETIME_NO_CACHE it re-reads the offset file on every wall-clock
-    read and on every timed condition wait, including each wait of Python's GIL, and it reads it
-    while holding the GIL's mutex. A broker thread preempted in that read holds up every thread of
-    the broker; on a busy machine fault-free runs stalled for seconds (docs/workloads.md, "Rate").
-    """
-    names = fault_names(config)
-    return bool(names & (CLOCK_FAULTS | {"all"})) or any(s.get("do") in CLOCK_FAULTS for s in config.schedule)
-
-
-def wants_lazyfs(config: TestConfig) -> bool:
-    """Does this test ask for the power-loss fault (data dirs must then sit on lazyfs)?"""
-    # Fault specs may carry qualifiers and groups: "lose-unsynced:all", "kill+power-loss".
-    names = fault_names(config)
-    if "all" in names and config.backend == "netns":  # `--nemesis all` takes power loss where it can
-        return True
-    return bool(names & {LOSE_UNSYNCED, "disk", "power-loss"}) or any(
-        s.get("do") == LOSE_UNSYNCED for s in config.schedule
-    )
-
-
-def refuse_lazyfs_off_netns(config: TestConfig, backend: str) -> None:
-    """Only netns nodes put data dirs on FUSE: say so before a power-loss test starts elsewhere."""
-    if (config.system in ("own", "kafka") or config.system.endswith(".toml")) and wants_lazyfs(config):
-        raise BadInput(
-            f"the power-loss fault (lose-unsynced) needs the netns backend: data dirs on FUSE are "
-            f"not set up on the {backend} backend"
-        )
 
 
 @dataclass(frozen=True)
@@ -186,10 +122,10 @@ def _tail(path: Path, lines: int = 8) -> str:
     return " | ".join(tail) if tail else "(empty log)"
 
 
-class OwnSystem(OwnMembership):
+class OwnSystem:
     """ZooKeeper + own brokers; implements Lifecycle, Killable, Pausable, HasLeaders, HasLogs,
-    HasDataDirs, HasMembership (clusters/own_membership.py: spare nodes join, brokers leave,
-    partitions are reassigned)."""
+    HasDataDirs, HasMembership (spare nodes join, brokers leave, partitions are reassigned through
+    ZooKeeper: clusters/zookeeper_state.py)."""
 
     def __init__(
         self,
@@ -211,8 +147,7 @@ class OwnSystem(OwnMembership):
         self.lazyfs = wants_lazyfs(config)
         self.skews_clocks = wants_clock(config)
         self._stale_sessions: dict[int, int | None] = {}  # broker id -> session of its last process
-        self._zk: Any = None  # a kazoo client, connected on first use
-        self._zk_lock = threading.Lock()
+        self.zookeeper_state = ZookeeperState(self.zookeeper_connect, self.node_of_broker)
 
     # --- names and places ---------------------------------------------------------------------
 
@@ -270,14 +205,7 @@ class OwnSystem(OwnMembership):
         self.zookeeper_node.signal_daemon(ZOOKEEPER, signal.SIGKILL)
 
     def close(self) -> None:
-        with self._zk_lock:
-            if self._zk is not None:
-                try:
-                    self._zk.stop()
-                    self._zk.close()
-                except Exception as e:  # a client of a dead server: nothing left to do
-                    log.debug("closing the ZooKeeper client: %s", e)
-                self._zk = None
+        self.zookeeper_state.close()
 
     # --- ZooKeeper ----------------------------------------------------------------------------
 
@@ -318,32 +246,8 @@ class OwnSystem(OwnMembership):
                 )
             time.sleep(0.1)
 
-    def zk(self) -> Any:
-        """A connected kazoo client (the controller reads ZooKeeper directly)."""
-        from kazoo.client import KazooClient
-
-        with self._zk_lock:
-            if self._zk is None:
-                quiet = logging.getLogger("strandline.kazoo")
-                quiet.setLevel(logging.ERROR)
-                client = KazooClient(hosts=self.zookeeper_connect(), timeout=10.0, logger=quiet)
-                try:
-                    client.start(timeout=10.0)
-                except Exception as e:
-                    client.close()
-                    raise InfrastructureError(
-                        f"cannot reach ZooKeeper at {self.zookeeper_connect()}: {e}"
-                    ) from None
-                self._zk = client
-            return self._zk
-
     def registered_brokers(self) -> list[int]:
-        def read(zk: Any) -> list[int]:
-            if not zk.exists("/brokers/ids"):
-                return []
-            return sorted(int(i) for i in zk.get_children("/brokers/ids"))
-
-        return self._read_zk("/brokers/ids", read)  # type: ignore[no-any-return]
+        return self.zookeeper_state.registered_brokers()
 
     # --- brokers ------------------------------------------------------------------------------
 
@@ -389,7 +293,7 @@ class OwnSystem(OwnMembership):
         self._stale_sessions[broker_id] = None
         if not fresh:
             try:
-                self._stale_sessions[broker_id] = self._registration_owner(broker_id)
+                self._stale_sessions[broker_id] = self.zookeeper_state.registration_owner(broker_id)
             except InfrastructureError as e:  # unreachable: readiness is then port + registration
                 log.debug("registration of broker %d unknown before start: %s", broker_id, e)
         env = {"PYTHONUNBUFFERED": "1"}
@@ -430,19 +334,10 @@ class OwnSystem(OwnMembership):
                 )
             time.sleep(0.1)
 
-    def _registration_owner(self, broker_id: int) -> int | None:
-        """The ZooKeeper session that holds /brokers/ids/<id> now (None: not registered)."""
-
-        def read(zk: Any) -> int | None:
-            stat = zk.exists(f"/brokers/ids/{broker_id}")
-            return int(stat.ephemeralOwner) if stat else None
-
-        return self._read_zk(f"/brokers/ids/{broker_id}", read)  # type: ignore[no-any-return]
-
     def _registered_anew(self, broker_id: int) -> bool:
         """Registered by a session other than the one of the broker's previous (killed) process:
         a killed broker's ephemeral node lives on until its session times out."""
-        owner = self._registration_owner(broker_id)
+        owner = self.zookeeper_state.registration_owner(broker_id)
         return owner is not None and owner != self._stale_sessions.get(broker_id)
 
     # --- Killable -----------------------------------------------------------------------------
@@ -483,69 +378,14 @@ class OwnSystem(OwnMembership):
 
     # --- HasLeaders ---------------------------------------------------------------------------
 
-    def _read_zk(self, what: str, read: Any) -> Any:
-        """A ZooKeeper read whose failure (connection loss, timeout) is one clear error."""
-        from kazoo.exceptions import KazooException
-
-        try:
-            return read(self.zk())
-        except KazooException as e:
-            raise InfrastructureError(
-                f"reading {what} from ZooKeeper at {self.zookeeper_connect()}: {type(e).__name__} {e}"
-            ) from None
-
     def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
-        return self._read_zk("partition states", self._partition_state)  # type: ignore[no-any-return]
-
-    def _partition_state(self, zk: Any) -> dict[tuple[str, int], dict[str, object]]:
-        from kazoo.exceptions import NoNodeError
-
-        result: dict[tuple[str, int], dict[str, object]] = {}
-        try:
-            topics = sorted(zk.get_children("/brokers/topics"))
-        except NoNodeError:
-            return result
-        for topic in topics:
-            replicas = self._topic_replicas(zk, topic)
-            path = f"/brokers/topics/{topic}/partitions"
-            try:  # a topic being created may not have its partitions (or their states) yet
-                partitions = sorted(zk.get_children(path), key=int)
-            except NoNodeError:
-                continue
-            for p in partitions:
-                try:
-                    data, _stat = zk.get(f"{path}/{p}/state")
-                except NoNodeError:
-                    continue
-                state = json.loads(data)
-                leader = int(state.get("leader", -1))
-                result[(topic, int(p))] = {
-                    "leader": self.node_of_broker(leader) if leader >= 0 else None,
-                    "leader_epoch": int(state.get("leader_epoch", -1)),
-                    "isr": [self.node_of_broker(int(b)) or str(b) for b in state.get("isr", [])],
-                    "controller_epoch": state.get("controller_epoch"),
-                    "replicas": [self.node_of_broker(b) or str(b) for b in replicas.get(int(p), ())],
-                }
-        return result
+        return self.zookeeper_state.partition_state()
 
     def leaders(self) -> dict[tuple[str, int], str | None]:
         return {tp: s["leader"] for tp, s in self.partition_state().items()}  # type: ignore[misc]
 
     def controller(self) -> str | None:
-        return self._read_zk("the controller", self._controller)  # type: ignore[no-any-return]
-
-    def _controller(self, zk: Any) -> str | None:
-        from kazoo.exceptions import NoNodeError
-
-        try:
-            data, _stat = zk.get("/controller")
-        except NoNodeError:
-            return None
-        try:
-            broker_id = int(json.loads(data)["brokerid"])
-        except (ValueError, KeyError, TypeError):
-            return None
-        return self.node_of_broker(broker_id)
+        return self.zookeeper_state.controller()
 
     # --- HasLogs, HasDataDirs -----------------------------------------------------------------
 
@@ -559,3 +399,43 @@ class OwnSystem(OwnMembership):
         if node.name == self.zookeeper_node.name:
             return []
         return [self.layout(node).data_dir]
+
+    # --- HasMembership: spare nodes join, brokers leave, partitions move -------------------------
+
+    def broker_nodes(self) -> list[Node]:
+        return list(self.brokers)
+
+    def members(self) -> list[str]:
+        return [name for b in self.registered_brokers() if (name := self.node_of_broker(b)) is not None]
+
+    def add_broker(self, node: Node) -> None:
+        """Install (once) and start a broker on `node`, then wait until it serves and is registered."""
+        installed = self._installed_spares
+        first_time = node.name not in installed and node.name not in {n.name for n in self.initial_brokers}
+        if node.daemon_pid(BROKER) is None:
+            if first_time:
+                self._install_broker(node)
+                installed.add(node.name)
+            self._start_broker(node, fresh=first_time)
+        self.wait_ready(node)
+
+    def remove_broker(self, node: Node) -> None:
+        """Stop the broker gracefully: it closes its session, so it leaves at once."""
+        self.stop(node)
+
+    def assignment(self) -> dict[tuple[str, int], list[str]]:
+        return self.zookeeper_state.assignment()
+
+    def reassign(self, targets: dict[tuple[str, int], list[str]]) -> None:
+        self.zookeeper_state.reassign(
+            {key: tuple(self._broker_of(n) for n in nodes) for key, nodes in targets.items()}
+        )
+
+    def reassigning(self) -> list[tuple[str, int]]:
+        return self.zookeeper_state.reassigning()
+
+    def _broker_of(self, name: str) -> int:
+        for node in self.brokers:
+            if node.name == name:
+                return self.broker_id(node)
+        raise InfrastructureError(f"node {name} runs no broker")

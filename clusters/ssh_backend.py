@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from clusters import node_software, system_def
+from clusters.lazyfs_mount import refuse_lazyfs_off_netns
 from clusters.network import ClusterNetwork
 from clusters.node import ExecResult
-from clusters.own import refuse_lazyfs_off_netns
 from clusters.remote_shell import ShellDaemons, env_prefix
 from clusters.state import ClusterState, locked, register_remover
 from foundation.config import SshHost, TestConfig

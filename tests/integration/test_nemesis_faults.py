@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from clusters.factory import Cluster, build_cluster
+from clusters.faketime import faketime_env
 from clusters.kafka_metadata import NO_ANSWER, coordinator_of
-from clusters.own import faketime_env
 from foundation.config import TestConfig
 from foundation.errors import BadInput
 from history.pairing import pair_problems

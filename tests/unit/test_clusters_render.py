@@ -8,17 +8,10 @@ from pathlib import Path
 import pytest
 
 from clusters.factory import build_cluster, default_cluster_name
+from clusters.faketime import CLOCK_FAULTS, faketime_env, wants_clock
+from clusters.lazyfs_mount import wants_lazyfs
 from clusters.netns import NetnsNetwork
-from clusters.own import (
-    CLOCK_FAULTS,
-    OwnSystem,
-    broker_command,
-    broker_layout,
-    faketime_env,
-    render_broker_properties,
-    wants_clock,
-    wants_lazyfs,
-)
+from clusters.own import OwnSystem, broker_command, broker_layout, render_broker_properties
 from foundation.config import TestConfig, validate
 from foundation.errors import BadInput, InfrastructureError
 from nemesis.packages import ALIASES, PACKAGES
