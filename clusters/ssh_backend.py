@@ -476,10 +476,10 @@ class SshNetwork(ClusterNetwork):
             )
 
     def _needs_software(self) -> bool:
-        """The own system, or a definition that runs strandline's Python or the faketime preload."""
+        """A definition that runs strandline's Python or the faketime preload (the own broker's does)."""
         if system_def.is_definition(self.config.system):
             return system_def.load(self.config.system).needs_node_software()
-        return self.config.system == "own"
+        return False
 
     def destroy(self) -> list[str]:
         """Remove everything recorded, then close the connections to the hosts."""

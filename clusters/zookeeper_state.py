@@ -39,6 +39,7 @@ class ZookeeperState:
         self.node_of_broker = node_of_broker
         self._zk: Any = None  # a kazoo client, connected on first use
         self._lock = threading.Lock()
+        self._stale_sessions: dict[int, int | None] = {}  # broker id -> session of its last process
 
     def client(self) -> Any:
         """A connected kazoo client."""
@@ -96,6 +97,22 @@ class ZookeeperState:
             return int(stat.ephemeralOwner) if stat else None
 
         return self.read(f"{BROKER_IDS}/{broker_id}", read)  # type: ignore[no-any-return]
+
+    def starting(self, broker_id: int, *, fresh: bool) -> None:
+        """A broker is about to start: remember which session holds its registration now, so that
+        readiness waits for a new one (`fresh`: there is no earlier registration to outwait)."""
+        self._stale_sessions[broker_id] = None
+        if not fresh:
+            try:
+                self._stale_sessions[broker_id] = self.registration_owner(broker_id)
+            except InfrastructureError as e:  # unreachable: readiness is then port + registration
+                log.debug("registration of broker %d unknown before start: %s", broker_id, e)
+
+    def registered_anew(self, broker_id: int) -> bool:
+        """Registered by a session other than the one of the broker's previous (killed) process:
+        a killed broker's ephemeral node lives on until its session times out."""
+        owner = self.registration_owner(broker_id)
+        return owner is not None and owner != self._stale_sessions.get(broker_id)
 
     # --- leaders --------------------------------------------------------------------------------
 
@@ -224,3 +241,22 @@ def topic_replicas(zk: Any, topic: str) -> dict[int, tuple[int, ...]]:
         return {}
     info = json.loads(data or b"{}")
     return {int(p): tuple(int(b) for b in r) for p, r in (info.get("partitions") or {}).items()}
+
+
+class ReadsZookeeper:
+    """HasLeaders and the broker registry of a system whose state is read from ZooKeeper
+    (`state = "zookeeper"` in its definition); the system holds the reader as `zookeeper_state`."""
+
+    zookeeper_state: ZookeeperState
+
+    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
+        return self.zookeeper_state.partition_state()
+
+    def leaders(self) -> dict[tuple[str, int], str | None]:
+        return {tp: s["leader"] for tp, s in self.partition_state().items()}  # type: ignore[misc]
+
+    def controller(self) -> str | None:
+        return self.zookeeper_state.controller()
+
+    def registered_brokers(self) -> list[int]:
+        return self.zookeeper_state.registered_brokers()
