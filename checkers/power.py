@@ -169,7 +169,9 @@ class Asked:
         return Asked(
             rate=config.rate if known else None,
             crash_clients=config.crash_clients,
-            groups=config.consume != "assign" and config.workload == "queue",
+            # Only the queue workload's consumers may join groups: `foundation.config` refuses any
+            # `consume` but assign for the txn workload, so the config's `consume` says it alone.
+            groups=config.consume != "assign",
             faults=bool(config.nemesis) or bool(config.schedule),
             recovery_s=(2 * config.zookeeper_session_timeout_ms + config.request_timeout_ms) / 1000,
         )
