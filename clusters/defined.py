@@ -294,7 +294,8 @@ class DefinedSystem:
         used = {p for role in self.definition.roles for p in role_placeholders(role)}
         for key in OWN_BROKER_SETTINGS:
             value, default = getattr(self.config, key), _default(key)
-            if value != default and f"config.{key}" not in used and not self._software_reads(key):
+            read = {f"config.{key}", f"optional.{key}"} & used
+            if value != default and not read and not self._software_reads(key):
                 hint = " (Kafka's releases play that role: --kafka-version)" if key == "variant" else ""
                 return (
                     f"{key} = {value} cannot apply to {self.definition.name}: its definition "
@@ -346,7 +347,8 @@ class DefinedSystem:
 
     def setup(self) -> None:
         """Roles in the file's order: install and start a role's nodes together, wait until they
-        are ready, then the next role (a broker may need its storage or coordinator first)."""
+        are ready, then the next role (a broker may need its storage or coordinator first);
+        `startup = "together"`: every role's nodes start first, then each role is waited for."""
         self.prepare()
         together = self.definition.startup == "together"  # start everything, then wait in order
         if together:

@@ -247,6 +247,7 @@ def test_own_toml_gives_the_broker_every_setting_system_own_does(settings: dict[
         ("kafka", {"kafka_version": "4.4"}, "not a Kafka release number"),
         ("kafka", {"kafka_version": "3.9.1", "workload": "txn", "transaction_version": 1}, None),
         ("kafka-zk.toml", {"kafka_version": "0.11.0.3", "nemesis": "kill"}, None),
+        ("own.toml", {"log_segment_bytes": 4096, "leader_epoch_checkpoint_fsync": False}, None),
     ],
 )  # fmt: skip
 def test_what_a_release_cannot_run_is_refused_before_anything_exists(
