@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from clusters import docker_image
+from clusters.lazyfs_mount import refuse_lazyfs_off_netns
 from clusters.netns import accept_bridge_traffic, copy_over, free_slot, used_slots
 from clusters.network import BridgeNetwork, BridgeNode
 from clusters.node import ExecResult
-from clusters.own import refuse_lazyfs_off_netns
 from clusters.remote_shell import ShellDaemons
 from clusters.state import ClusterState, list_states, locked, register_remover
 from foundation.config import TestConfig
