@@ -218,11 +218,13 @@ def new_cluster_id(seed_bytes: bytes | None = None) -> str:
 
 
 KAFKA_NEVER = str(2**63 - 1)  # Long.MAX_VALUE: Kafka's default log.flush.interval.messages, "never"
+KAFKA_SEGMENT_BYTES = str(1024**3)  # Kafka's default log.segment.bytes (1 GiB)
 
 
 def config_values(config: TestConfig) -> dict[str, str]:
     """`config.<key>` for every scalar test setting, as Kafka writes it: booleans `true`/`false`,
-    and `log_flush_interval_messages` 0 (strandline's "never fsync on append") as Kafka's never."""
+    `log_flush_interval_messages` 0 (strandline's "never fsync on append") as Kafka's never, and
+    `log_segment_bytes` 0 (the broker's default) as Kafka's default."""
     out: dict[str, str] = {}
     for f in dataclasses.fields(TestConfig):
         value = getattr(config, f.name)
@@ -232,6 +234,8 @@ def config_values(config: TestConfig) -> dict[str, str]:
             out[f"config.{f.name}"] = str(value)
     if config.log_flush_interval_messages <= 0:
         out["config.log_flush_interval_messages"] = KAFKA_NEVER
+    if config.log_segment_bytes <= 0:
+        out["config.log_segment_bytes"] = KAFKA_SEGMENT_BYTES
     return out
 
 
