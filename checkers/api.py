@@ -9,33 +9,26 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checkers.catalogue import EngineResult
 from checkers.damage import attribute, damaged_replicas
-from checkers.evidence import Found
+from checkers.engines import SPARK, Engine, Job, last_timings
 from checkers.evidence import assemble as assemble_evidence
 from checkers.evidence import write as write_evidence
-from checkers.evidence_reference import gather
-from checkers.power import Asked, Tally, evaluate
+from checkers.power import Asked, evaluate
 from checkers.refusals import describe as describe_refusal
 from checkers.refusals import refusals
 from checkers.replica_logs import (
-    ReplicaFindings,
     ReplicaInputs,
     assigned_nodes,
-    check_replica_logs,
     expected_partitions,
 )
-from checkers.stats import Facts, assemble, history_facts
+from checkers.stats import assemble
 from checkers.verdict import decide
 from foundation.config import TestConfig, load_file, validate
-from foundation.errors import BadInput, InfrastructureError
+from foundation.errors import BadInput
 from foundation.run_files import (
     API_VERSIONS,
     CLUSTER_STATE,
@@ -47,133 +40,13 @@ from foundation.run_files import (
     RESULTS,
     TEST_JSON,
 )
-from history.faults import FaultWindow
-from history.format import NEMESIS_PROCESS
-from history.reader import iter_ops
 
 log = logging.getLogger(__name__)
-
-ENGINES = ("reference", "spark")
-# `auto` picks the reference checker (no JVM to start, fastest on ordinary histories) below this
-# size of history.jsonl and Spark above it, where a single Python process would run out of memory.
-AUTO_SPARK_BYTES = 512 * 1024 * 1024
-
-# Filled in by each check, for `strandline bench checker`: seconds per part (Spark's: convert,
-# spark_start, check, stats, power, replicas, evidence; the reference's: check, stats, evidence, power,
-# replicas; both: results).
-last_timings: dict[str, float] = {}
 
 
 def checked_timings() -> dict[str, float]:
     """The last check's seconds per part (`last_timings`), a copy."""
     return dict(last_timings)
-
-
-def resolve_engine(engine: str, history: Path) -> str:
-    """The concrete engine for `auto`: reference for ordinary histories, Spark for big ones."""
-    if engine != "auto":
-        return engine
-    return "spark" if history.stat().st_size >= AUTO_SPARK_BYTES else "reference"
-
-
-@dataclass
-class EngineRun:
-    """What one engine found in a run: the history's anomalies, the statistics' facts, the
-    replica-log findings (None: not asked for), the nemesis ops (for the damage report) and how to
-    get the ops whose lines match some patterns (for the refusals)."""
-
-    result: EngineResult
-    facts: Facts
-    replicas: ReplicaFindings | None
-    nemesis: Iterable[dict[str, Any]]
-    ops_matching: Callable[[list[re.Pattern[str]]], Iterable[dict[str, Any]]]
-    found: Found  # what evidence.json quotes (`checkers.evidence`)
-    # The verdict power's tally and the fault windows it counts in (None: not asked for).
-    power: tuple[Tally, list[FaultWindow]] | None = None
-
-
-def run_engine(
-    engine: str,
-    history: Path,
-    spark_master: str | None,
-    spark_remote: str | None = None,
-    replicas: ReplicaInputs | None = None,
-    power: Asked | None = None,
-) -> EngineRun:
-    """Run one engine on a run's history (and, with `replicas`, its data dirs; with `power`, the
-    verdict power's tally).
-
-    The reference reads the history in Python passes; Spark computes everything from the history's
-    Parquet form and the data dirs' rows, and the driver keeps only summaries and the few nemesis
-    lines. The Spark engine is imported only when asked for.
-    """
-    if engine == "reference":
-        from checkers.reference import check_history
-
-        def every_op(_: list[re.Pattern[str]]) -> Iterable[dict[str, Any]]:
-            return iter_ops(history, problems=[])
-
-        found = None
-        started = time.monotonic()
-        if replicas is not None:
-            found = check_replica_logs(
-                replicas.nodes_dir,
-                history,
-                final_state=replicas.final_state,
-                expected=replicas.expected,
-                replication_factor=replicas.replication_factor,
-                brokers=replicas.brokers,
-            )
-            last_timings["replicas"] = time.monotonic() - started
-        nemesis = (op for op in iter_ops(history, problems=[]) if op["process"] == NEMESIS_PROCESS)
-        started = time.monotonic()
-        result = check_history(history)
-        last_timings["check"] = time.monotonic() - started
-        started = time.monotonic()
-        facts = history_facts(history)
-        last_timings["stats"] = time.monotonic() - started
-        started = time.monotonic()
-        anomalies = {**result["anomalies"], **(found.anomalies if found is not None else {})}
-        quoted = gather(history, anomalies, found)
-        last_timings["evidence"] = time.monotonic() - started
-        tallied = None
-        if power is not None:
-            from checkers.power_history import tally_history
-
-            started = time.monotonic()
-            tallied = tally_history(history, power)
-            last_timings["power"] = time.monotonic() - started
-        return EngineRun(result, facts, found, nemesis, every_op, quoted, tallied)
-    if engine == "spark":
-        try:
-            from checkers import spark as spark_checker  # type: ignore[import-not-found,unused-ignore]
-            from checkers.spark_lines import ops_matching
-            from checkers.spark_session import get_session
-        except ModuleNotFoundError as e:
-            if e.name not in ("checkers.spark", "pyspark"):
-                raise
-            raise InfrastructureError(
-                f"the Spark checker is not available ({e}); use --checker reference"
-            ) from None
-
-        run = spark_checker.check_run(
-            history,
-            spark_master=spark_master,
-            facts=True,
-            spark_remote=spark_remote,
-            replicas=replicas,
-            power=power,
-        )
-        assert run.facts is not None
-        last_timings.update(
-            (k, v) for k, v in spark_checker.last_timings.items() if k not in ("total", "reused_parquet")
-        )
-
-        def matching(patterns: list[re.Pattern[str]]) -> Iterable[dict[str, Any]]:
-            return ops_matching(get_session(spark_master, None, spark_remote), str(history), patterns)
-
-        return EngineRun(run.result, run.facts, run.replicas, run.nemesis, matching, run.found, run.power)
-    raise BadInput(f"unknown checker {engine!r} (one of {', '.join(ENGINES)})")
 
 
 def load_config(run: Path) -> tuple[TestConfig, list[str]]:
@@ -211,23 +84,22 @@ def _replicas_unavailable(nodes: Path) -> str | None:
 
 def check_run(
     run_dir: str | Path,
-    engine: str = "spark",
+    engine: Engine = SPARK,
     spark_master: str | None = None,
     *,
     spark_remote: str | None = None,
     replica_logs: bool = True,
     write: bool = True,
 ) -> dict[str, Any]:
-    """Check a run directory and write its results.json; returns the results dict."""
+    """Check a run directory with `engine` (`checkers.engines.engine_named` makes one of a name) and
+    write its results.json; returns the results dict."""
     run = Path(run_dir)
     if not run.is_dir():
         raise BadInput(f"no such run directory: {run}")
     history = run / HISTORY
     if not history.is_file():
         raise BadInput(f"no history to check: {history} is missing")
-    if engine not in (*ENGINES, "auto"):
-        raise BadInput(f"unknown checker {engine!r} (one of {', '.join(ENGINES)}, auto)")
-    engine = resolve_engine(engine, history)
+    engine = engine.for_history(history)
     config, notes = load_config(run)
     last_timings.clear()
     started = time.monotonic()
@@ -246,7 +118,7 @@ def check_run(
             brokers=tuple(sorted({f"n{i}" for i in range(1, config.nodes + 1)} | assigned_nodes(state))),
         )
     asked = Asked.of(config, known=(run / TEST_JSON).exists())
-    judged = run_engine(engine, history, spark_master, spark_remote, inputs, asked)
+    judged = engine.run(Job(history, spark_master, spark_remote, inputs, asked))
     result, facts, replicas = judged.result, judged.facts, judged.replicas
     engine_seconds = time.monotonic() - started
     judging = time.monotonic()
@@ -284,10 +156,10 @@ def check_run(
         "anomalies": verdict["anomalies"],
         "stats": stats,
         "checker": {
-            "engine": engine,
+            "engine": engine.name,
             "seconds": round(time.monotonic() - started, 3),
             "engine_seconds": round(engine_seconds, 3),
-            **({"spark_master": spark_remote or spark_master} if engine == "spark" else {}),
+            **engine.where(spark_master, spark_remote),
         },
         "fatal": verdict["fatal"],
         "incomplete": verdict["incomplete"],

@@ -4,7 +4,8 @@ A `valid` verdict claims that the system was tested and nothing was lost. A run 
 barely got through (a loaded machine, a cluster that never served) proves little, however clean
 its history, so the verdict asks for load where it matters. The rule is defined here once; each
 engine counts the events it needs into a `Tally` (`checkers/power_history.py` in one Python pass,
-`checkers/spark_power.py` over the Parquet form's columns), and `evaluate` turns a tally into
+`checkers/power_form.py` and `checkers/spark_power.py` over the Parquet form's columns, with Arrow
+or Spark), and `evaluate` turns a tally into
 results.json's `power`, so both engines agree wherever their tallies do.
 
 Events (completed client operations, at their completion time):
@@ -130,6 +131,19 @@ class Tally:
         return round(longest, 3) if longest >= MIN_STRETCH_S else 0.0
 
 
+def bound_load(
+    tally: Tally, starts: list[float], issued: list[float], windows: list[FaultWindow], asked: Asked
+) -> list[int]:
+    """Set a tally's load from its engine's invocation times (`starts`: the earliest of some;
+    `issued`: the latest send or transaction invocations of some) and its writes; the seconds
+    whose events it must then hold one by one (`exact_seconds`), sorted."""
+    writes = tally.per_second.get("write", {})
+    tally.load_start = min(starts) if starts else None
+    tally.issued_until = max(issued) if issued else None
+    tally.load_end = max(hi for _, _, hi in writes.values()) if writes else None
+    return sorted(exact_seconds(intervals(windows, asked, tally.load_start, tally.load_end)))
+
+
 def tally_from_times(
     times: dict[str, list[float]],
     load_start: float | None,
@@ -169,7 +183,9 @@ class Asked:
         return Asked(
             rate=config.rate if known else None,
             crash_clients=config.crash_clients,
-            groups=config.consume != "assign" and config.workload == "queue",
+            # Only the queue workload's consumers may join groups: `foundation.config` refuses any
+            # `consume` but assign for the txn workload, so the config's `consume` says it alone.
+            groups=config.consume != "assign",
             faults=bool(config.nemesis) or bool(config.schedule),
             recovery_s=(2 * config.zookeeper_session_timeout_ms + config.request_timeout_ms) / 1000,
         )

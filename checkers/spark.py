@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from checkers import spark_power, spark_txn
+from checkers import power_form, spark_power, spark_txn
 from checkers.catalogue import EngineResult
 from checkers.evidence import Found, example_positions, marked_offsets, wanted
 from checkers.parquet import convert
@@ -189,8 +189,12 @@ def check_run(
         if power is not None:
             counting = time.monotonic()
             nemesis_ops = [nemesis_op(row) for row in form.nemesis or []]
-            tallied = spark_power.tally(
-                spark, form.operations_path, form.reads_path, nemesis_ops, power, txns
+            # Without transactions, the form's columns are the events: Arrow counts them here,
+            # without a Spark job (checkers/power_form.py).
+            tallied = (
+                spark_power.tally(spark, form.operations_path, form.reads_path, nemesis_ops, power, txns)
+                if txns is not None or local is None
+                else power_form.tally(form.operations_path, form.reads_path, nemesis_ops, power)
             )
             last_timings["power"] = time.monotonic() - counting
     finally:

@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 QUIET = "-Xlog:disable -XX:+IgnoreUnrecognizedVMOptions"
 # How long a process's end waits for its JVM to write the archive (about 180 MiB).
 DUMP_TIMEOUT_S = 120.0
+# What the process that writes the archive says while its end waits for it (the bench looks for it).
+SAVING = "strandline: saving Spark's classes for faster later checks (once) ..."
 # The most archives kept (one per Java, pyspark install and options: each clone's venv has its
 # own); older ones are removed when a new one is kept.
 KEEP = 8
@@ -110,7 +112,7 @@ def _publish(session: SparkSession, writing: Path, archive: Path) -> None:
         if proc.stdin is not None:
             proc.stdin.close()  # the gateway exits when its Python goes away
         # The first check on a machine pays this once; say why the command has not ended yet.
-        sys.stderr.write("strandline: saving Spark's classes for faster later checks (once) ...\n")
+        sys.stderr.write(SAVING + "\n")
         sys.stderr.flush()
         code = proc.wait(timeout=DUMP_TIMEOUT_S)
         if code == 0 and writing.is_file() and writing.stat().st_size > 0:

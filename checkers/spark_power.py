@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
-from checkers.power import KINDS, NS, Asked, Tally, exact_seconds, intervals
+from checkers.power import KINDS, NS, Asked, Tally, bound_load
 from checkers.spark_session import Persisted
 from history.faults import FaultWindow, fault_windows
 
@@ -106,12 +106,8 @@ def tally(
                 (starts if k == INVOKED else issued).append(lo if k == INVOKED else hi)
                 continue
             out.per_second.setdefault(KINDS[k], {})[int(s)] = (int(n), float(lo), float(hi))
-        writes = out.per_second.get("write", {})
-        out.load_start = min(starts) if starts else None
-        out.issued_until = max(issued) if issued else None
-        out.load_end = max(hi for _, _, hi in writes.values()) if writes else None
         windows = fault_windows(nemesis)
-        seconds = sorted(exact_seconds(intervals(windows, asked, out.load_start, out.load_end)))
+        seconds = bound_load(out, starts, issued, windows, asked)
         if seconds:
             exact = every.filter(col("s").isin(seconds) & (col("k") < INVOKED)).select("k", "s", "t")
             for k, s, t in exact.collect():

@@ -106,7 +106,7 @@ class TestConfig:
     seed: int = 0
     store: str = "results"
     # Spark by default; `reference` is the pure-Python oracle; `auto` (kept for old test.json files)
-    # picks the reference checker below 512 MiB of history (checkers/api.py).
+    # picks the reference checker below 512 MiB of history (checkers/engines.py).
     checker: Literal["auto", "spark", "reference"] = "spark"
     # Unset in a config: $STRANDLINE_SPARK_MASTER (which --spark-master sets), else local[*].
     spark_master: str = dataclasses.field(default_factory=lambda: default_spark_master())

@@ -45,7 +45,7 @@ from foundation.errors import BadInput
 from foundation.toml_file import read_toml
 from harness import rundir
 from harness.campaign_table import detection_rows, time_to_loss
-from harness.compose import precheck
+from harness.compose import compose, precheck
 from harness.run import RunOutcome, run_test
 from harness.scenarios import scenario as lookup_scenario
 
@@ -264,7 +264,7 @@ def run_campaign(campaign: Campaign, store: Path, console: Console) -> tuple[Pat
         )
         t0 = time.monotonic()
         try:
-            outcome = run_test(test.config, console=console)
+            outcome = run_test(compose(test.config), console=console)
         except BadInput:
             raise
         except Exception as e:  # one broken test must not end the campaign

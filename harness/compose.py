@@ -2,7 +2,7 @@
 
 Every string of the config that picks a part is read here, once: the system and backend
 (`clusters.factory.build_cluster`), the workload (`workloads.workload_of`), the faults (the nemesis,
-made on the run's cluster and history), the checker engine. `harness.run.run_composed` then calls these
+made on the run's cluster and history), the checker engine. `harness.run.run_test` then calls these
 objects and reads the config only for numbers (time limit, rate, timeouts) and words on screen.
 The lifecycle's own tests pass a `Test` of stand-ins.
 """
@@ -15,10 +15,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from foundation.config import TestConfig, check_local_files
 from foundation.errors import BadInput
+
+if TYPE_CHECKING:
+    from checkers.engines import Engine
 
 
 class RunsFaults(Protocol):
@@ -96,7 +99,7 @@ class HealsLeftovers(Protocol):
 
 @dataclass
 class Test:
-    """One test as objects (Jepsen's test map): what `harness.run.run_composed` drives."""
+    """One test as objects (Jepsen's test map): what `harness.run.run_test` drives."""
 
     config: TestConfig  # as the run uses it (`precheck`): for numbers and words on screen
     # Builds the cluster (not yet up); `cluster` calls it once, when the run first asks, so a
@@ -215,21 +218,25 @@ class Load:
 
 @dataclass(frozen=True)
 class Checker:
-    """The checker engine the config names, with its Spark master."""
+    """The checker engine the config names (`checkers.engines`), with its Spark master."""
 
-    engine: str
+    judge: Engine
     spark_master: str | None
-    # It reads the history's Parquet form, kept during the run (every engine but the reference
-    # checker, which reads the history itself).
-    reads_parquet: bool
 
     @staticmethod
     def of(config: TestConfig) -> Checker:
-        engine = config.checker or "spark"
-        return Checker(engine, config.spark_master, reads_parquet=engine != "reference")
+        from checkers.engines import engine_named
+
+        return Checker(engine_named(config.checker or "spark"), config.spark_master)
+
+    @property
+    def engine(self) -> str:
+        return self.judge.name
 
     def journal(self, history: Path) -> Any | None:
-        if not self.reads_parquet:
+        # Every engine but the reference checker (which reads the history itself) reads the
+        # history's Parquet form, kept during the run.
+        if not self.judge.reads_parquet:
             return None
         from checkers.parquet_journal import ColumnarJournal
 
@@ -238,7 +245,7 @@ class Checker:
     def check(self, run: Path) -> dict[str, Any]:
         from checkers.api import check_run
 
-        return check_run(run, self.engine, spark_master=self.spark_master)
+        return check_run(run, self.judge, spark_master=self.spark_master)
 
 
 @dataclass(frozen=True)

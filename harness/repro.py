@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 
 from clusters.kafka_release import DEFAULT_VERSION
+from harness.compose import compose
 from harness.run import RunOutcome, run_test
 from harness.scenarios import Scenario
 
@@ -128,7 +129,7 @@ def attempt(
 ) -> Attempt:
     config = scenario.config(safe, seed=seed, store=store, checker=checker, system=system)
     started = time.monotonic()
-    outcome = run_test(config, console=console)
+    outcome = run_test(compose(config), console=console)
     return Attempt(safe, config.seed, outcome, time.monotonic() - started)
 
 

@@ -37,7 +37,7 @@ from foundation.errors import (
     StrandlineError,
 )
 from harness import rundir
-from harness.compose import Checks, RunsFaults, RunsLoad, Test, compose
+from harness.compose import Checks, RunsFaults, RunsLoad, Test
 from harness.fetch_progress import fetch_progress
 
 log = logging.getLogger(__name__)
@@ -295,21 +295,6 @@ def _describe_clusters(state_dir: Path | None) -> dict[str, str]:
 
 
 def run_test(
-    config: TestConfig,
-    *,
-    console: Console | None = None,
-    state_dir: Path | None = None,
-    live: bool = True,
-    screenshot: bool = True,
-    on_run_dir: Callable[[Path], None] | None = None,
-) -> RunOutcome:
-    """Run the test `config` describes: composed (`harness.compose`: bad input ends it here, exit 2,
-    before anything exists), then run end to end (`run_composed`)."""
-    test = compose(config, state_dir=state_dir)
-    return run_composed(test, console=console, live=live, screenshot=screenshot, on_run_dir=on_run_dir)
-
-
-def run_composed(
     test: Test,
     *,
     console: Console | None = None,
@@ -317,7 +302,10 @@ def run_composed(
     screenshot: bool = True,
     on_run_dir: Callable[[Path], None] | None = None,
 ) -> RunOutcome:
-    """Run one composed test end to end and return its outcome; never leaves a cluster or fault behind."""
+    """Run one test end to end and return its outcome; never leaves a cluster or fault behind.
+
+    `test` is composed (`harness.compose.compose`): bad input ended there, exit 2, before anything
+    existed; here every part is an object the test holds, the config only numbers and words."""
     config = test.config
     console = console or Console(stderr=True)
     store = Path(config.store)

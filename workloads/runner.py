@@ -14,14 +14,14 @@ from collections.abc import Callable
 
 from foundation.config import TestConfig
 from history.journal import Journal, LocalJournal
-from history.processes import ProcessNumbers, process_numbers
+from history.processes import process_numbers
 from history.writer import HistoryWriter
 from workloads.clients import make_driver, make_producer
 from workloads.clients.base import Driver
 from workloads.kinds import workload_of
 from workloads.progress import LiveProgress
 from workloads.stats import WorkloadStats
-from workloads.workers import WorkerPool, default_workers
+from workloads.workers import ClientLoad, WorkerPool, default_workers
 from workloads.workload import PREPARE_TIMEOUT_S, Workload
 
 log = logging.getLogger(__name__)
@@ -73,9 +73,8 @@ def run_workload(
     try:
         gate = Gate(ready, go, stop_event)
         if count > 0:
-            _run_in_workers(
-                config, workload, bootstrap, history, stats, numbers, stop_event, count, shared_producer, gate
-            )
+            load = ClientLoad(config, workload, bootstrap, history, stats, numbers, shared_producer)
+            _run_in_workers(load, stop_event, count, gate)
         else:
             _run_in_threads(
                 driver,
@@ -149,19 +148,8 @@ def _run_in_threads(
             shared.close()
 
 
-def _run_in_workers(
-    config: TestConfig,
-    workload: Workload,
-    bootstrap: list[str],
-    history: HistoryWriter,
-    stats: WorkloadStats,
-    numbers: ProcessNumbers,
-    stop_event: threading.Event,
-    count: int,
-    shared_producer: bool,
-    gate: Gate,
-) -> None:
-    pool = WorkerPool(config, workload, bootstrap, history, stats, numbers, count, shared_producer, held=True)
+def _run_in_workers(load: ClientLoad, stop_event: threading.Event, count: int, gate: Gate) -> None:
+    pool = WorkerPool(load, count, held=True)
     failures: list[BaseException] = []
 
     def journal() -> None:

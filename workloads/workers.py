@@ -98,29 +98,32 @@ class _SlotLink:
     open_invoke: str | None = None  # the body of the invoke awaiting its completion
 
 
+@dataclass(frozen=True)
+class ClientLoad:
+    """One run's load as the client workers take it: what they run (the config, its workload,
+    the brokers) and where the controller journals for them (history, stats, process numbers)."""
+
+    config: TestConfig
+    workload: Workload
+    bootstrap: list[str]
+    history: HistoryWriter
+    stats: WorkloadStats
+    numbers: ProcessNumbers
+    shared_producer: bool = True  # one producer per worker for the slots that share it
+
+
 class WorkerPool:
     """The controller's side: starts the workers, journals for them, stops them, leaves no orphan."""
 
-    def __init__(
-        self,
-        config: TestConfig,
-        workload: Workload,
-        bootstrap: list[str],
-        history: HistoryWriter,
-        stats: WorkloadStats,
-        numbers: ProcessNumbers,
-        workers: int,
-        shared_producer: bool = True,
-        held: bool = False,
-    ):
-        self.config = config
-        self.bootstrap = bootstrap
-        self.history = history
-        self.stats = stats
-        self.numbers = numbers
+    def __init__(self, load: ClientLoad, workers: int, held: bool = False):
+        config = self.config = load.config
+        self.bootstrap = load.bootstrap
+        self.history = load.history
+        self.stats = load.stats
+        self.numbers = load.numbers
         self.count = max(1, min(workers, config.concurrency))
-        self.workload = workload
-        self.shared_producer = shared_producer and workload.shares_producer
+        self.workload = load.workload
+        self.shared_producer = load.shared_producer and load.workload.shares_producer
         self.workers: list[_Worker] = []
         self.links: dict[Connection, _SlotLink] = {}
         self.selector = selectors.DefaultSelector()

@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 
 from checkers.api import check_run, checked_timings, checked_with, load_config, verdict_word
+from checkers.engines import engine_named
 from checkers.power import lines as power_lines
 from foundation.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadInput
 
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 EXIT_FOR = {"valid": EXIT_VALID, "invalid": EXIT_INVALID, "unknown": EXIT_UNKNOWN}
 
 # Filled in by each check, for `strandline bench checker`: seconds per part (the check's own parts,
-# `checkers.api.last_timings`, and the report's).
+# `checkers.engines.last_timings`, and the report's).
 last_timings: dict[str, float] = {}
 
 
@@ -67,10 +68,8 @@ def main(args: argparse.Namespace) -> int:
     if not run.is_dir():
         raise BadInput(f"no such run directory: {run}")
     run = run.resolve()
-    engine = args.checker
-    if engine is None:
-        config, _ = load_config(run)
-        engine = config.checker
+    # The engine: the flag's, else the run's own test.json's; named here, an object from here on.
+    engine = engine_named(args.checker or load_config(run)[0].checker)
     last_timings.clear()
     results = check_run(
         run,

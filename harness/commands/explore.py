@@ -167,10 +167,11 @@ def main(args: argparse.Namespace) -> int:
     print(f"schedule written: {out / 'test.toml'} (strandline run --config {out / 'test.toml'})")
     if args.no_replay:
         return EXIT_INVALID
+    from harness.compose import compose
     from harness.run import run_test
 
     print("replaying on a real cluster ...", flush=True)
-    real = run_test(replay)
+    real = run_test(compose(replay))
     if real.status != "completed":  # refused (2), failed (4) or interrupted: the replay did not run
         print(f"the real run did not run to its verdict ({real.status}: {real.reason})")
         print(real.verdict_line, flush=True)

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from foundation.config import resolve
+from harness.compose import compose
 from harness.run import run_test
 
 # Flags that map to config keys of the same name (dashes become underscores).
@@ -23,7 +24,7 @@ def overrides(args: argparse.Namespace) -> dict[str, object]:
 
 def main(args: argparse.Namespace) -> int:
     config = resolve(args.config, overrides(args))
-    outcome = run_test(config)
+    outcome = run_test(compose(config))  # bad input: exit 2 here, before anything exists
     if outcome.status == "refused":  # exit 2: the test cannot run here; the reason in one line
         sys.stderr.write(f"strandline run: refused: {outcome.reason}\n")
     print(outcome.verdict_line, flush=True)

@@ -56,11 +56,12 @@ def main(args: argparse.Namespace) -> int:
     if args.budget <= 0:
         raise BadInput("--budget must be positive")
     print(f"shrink: {len(groups)} faults from {run}, budget {args.budget:g} s", flush=True)
+    from harness.compose import compose
     from harness.run import run_test
 
     def fails(candidate: list[FaultGroup], scale: float) -> tuple[bool, Path | None]:
         print(f"  replaying {len(candidate)} faults (waits × {scale:g}) ...", flush=True)
-        outcome = run_test(candidate_config(config, candidate, scale))
+        outcome = run_test(compose(candidate_config(config, candidate, scale)))
         print(f"  {outcome.verdict_line}", flush=True)
         return outcome.verdict == "invalid", outcome.run_dir
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from checkers.api import check_run
+from checkers.engines import REFERENCE, SPARK
 from clusters.local import LocalCluster
 from foundation.config import TestConfig
 from history.reader import iter_ops
@@ -77,7 +78,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_clean_run_is_valid(run_dir: Path) -> None:
-    results = check_run(run_dir, "reference")
+    results = check_run(run_dir, REFERENCE)
     assert results["valid"] is True, (results["incomplete"], results["explanation"])
     assert results["stats"]["sends"]["ok"] > 50
     assert results["stats"]["records_read"] >= results["stats"]["sends"]["ok"]
@@ -91,9 +92,9 @@ def test_a_clean_run_is_valid(run_dir: Path) -> None:
 def same_results(run: Path) -> dict[str, Any]:
     """The run's results.json from Spark, asserted equal to the reference's (but for `checker`);
     so is evidence.json, what the report shows."""
-    on_spark = check_run(run, "spark")
+    on_spark = check_run(run, SPARK)
     spark_evidence = json.loads((run / "evidence.json").read_text())
-    reference = check_run(run, "reference")
+    reference = check_run(run, REFERENCE)
     assert {k: v for k, v in on_spark.items() if k != "checker"} == {
         k: v for k, v in reference.items() if k != "checker"
     }
@@ -128,13 +129,13 @@ def test_a_lost_leader_log_is_invalid_and_a_missing_data_dir_unknown(run_dir: Pa
     leader = state["partitions"][0]["leader"]
     for segment in (broken / "nodes" / leader / "data" / "t0-0").glob("*.log"):
         segment.write_bytes(b"")
-    results = check_run(broken, "reference")
+    results = check_run(broken, REFERENCE)
     assert results["valid"] is False and results["fatal"] == ["lost-committed-on-replicas"]
     assert results["anomalies"]["lost-committed-on-replicas"]["examples"][0]["leader"] == leader
 
     missing = tmp_path / "missing"
     shutil.copytree(run_dir, missing)
     shutil.rmtree(missing / "nodes" / "n2" / "data")
-    results = check_run(missing, "reference")
+    results = check_run(missing, REFERENCE)
     assert results["valid"] == "unknown"
     assert any("n2 has no data dir" in r for r in results["incomplete"])

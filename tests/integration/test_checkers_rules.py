@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from checkers.api import check_run
+from checkers.engines import REFERENCE, SPARK
 from checkers.rules import ANOMALIES
 from history.synthetic.generator import generate_ops
 from history.synthetic.kinds import PLANTABLE
@@ -66,8 +67,8 @@ def test_each_planted_anomaly_is_found_alike_by_both_engines(
 ) -> None:
     for planter in dict.fromkeys(PLANTERS.values()):
         run = planter(tmp_path_factory.mktemp("run"), seed)
-        on_spark = check_run(run, "spark", write=False)
-        reference = check_run(run, "reference", write=False)
+        on_spark = check_run(run, SPARK, write=False)
+        reference = check_run(run, REFERENCE, write=False)
         assert {k: v for k, v in on_spark.items() if k != "checker"} == {
             k: v for k, v in reference.items() if k != "checker"
         }

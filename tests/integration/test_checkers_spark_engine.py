@@ -296,13 +296,14 @@ def test_the_evidence_the_report_shows_agrees_with_the_reference(spark: Any, tmp
     plantable anomaly and replica data: the lines the examples name (read by the conversion's line
     marks), the sends of their values, the replicas' records at the examples' offsets."""
     from checkers.api import check_run
+    from checkers.engines import REFERENCE, SPARK
     from tests.support.checked_runs import make_run
 
     ops, _ = generate_ops(240, seed=7, plants=dict.fromkeys(PLANTABLE, 1), concurrency=5, partitions=2)
     run = make_run(tmp_path, ops)
-    check_run(run, "spark")
+    check_run(run, SPARK)
     on_spark = json.loads((run / "evidence.json").read_text())
-    check_run(run, "reference")
+    check_run(run, REFERENCE)
     assert on_spark == json.loads((run / "evidence.json").read_text())
     named = {op["index"] for op in on_spark["ops_named"]}
     assert on_spark["sends"] and named and on_spark["replicas"] and on_spark["latency"]

@@ -21,6 +21,7 @@ import pytest
 
 from clusters.ports import port_open
 from foundation.config import TestConfig
+from harness.compose import compose
 from harness.run import run_test
 from tests.support.outside import (
     HEAL,
@@ -113,7 +114,7 @@ def faulted_run(
 ) -> tuple[Path, dict[str, Any], list[dict[str, Any]]]:
     """Run the test; its run dir, results.json and history, its exit code asserted 0 (valid)."""
     started = time.monotonic()
-    outcome = run_test(config(definition, store, **changes), live=False, screenshot=False)
+    outcome = run_test(compose(config(definition, store, **changes)), live=False, screenshot=False)
     results = json.loads((outcome.run_dir / "results.json").read_text())
     ops = [json.loads(line) for line in (outcome.run_dir / "history.jsonl").read_text().splitlines()]
     power = results.get("power", {}).get("run")
@@ -140,7 +141,9 @@ def test_kill_by_the_operators_commands(outside: Outside, scratch: Path) -> None
 def test_topics_an_earlier_run_filled_are_refused(outside: Outside, scratch: Path) -> None:
     """The kill run above left its records in t0: a second run would read them as its own."""
     definition = outside.definition(scratch / "again.toml", granted=("kill", "start"), data_dirs=False)
-    outcome = run_test(config(definition, scratch / "store", time_limit=5), live=False, screenshot=False)
+    outcome = run_test(
+        compose(config(definition, scratch / "store", time_limit=5)), live=False, screenshot=False
+    )
     assert outcome.exit_code == 2 and "already holds records" in outcome.reason, outcome.reason
     assert not (outcome.run_dir / "history.jsonl").exists()
 

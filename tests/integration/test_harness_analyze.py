@@ -237,12 +237,14 @@ def test_campaign_analyses_the_store_at_its_end(
         '[[test]]\nname = "le"\nnemesis = "kill"\nexpect = "valid"\n'
     )
 
-    def stand_in(config: Any, console: Console | None = None) -> RunOutcome:
+    def stand_in(test: Any, console: Console | None = None) -> RunOutcome:
         from checkers.api import check_run
+        from checkers.engines import REFERENCE
 
+        config = test.config
         run = make_run(store / config.name / "20261122T000000", lost=config.variant == "high-watermark")
         (run / "test.json").write_text(json.dumps({"config": config.to_json(), "seed": config.seed}))
-        results = check_run(run, "reference")
+        results = check_run(run, REFERENCE)
         verdict = "valid" if results["valid"] is True else "invalid"
         outcome = {"status": "completed", "verdict": verdict, "timings": {"total": 40.0}}
         (run / "outcome.json").write_text(json.dumps(outcome))

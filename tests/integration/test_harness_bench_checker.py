@@ -42,11 +42,12 @@ def test_small_run_has_replica_data(tmp_path: Path) -> None:
     """The small run's data dirs hold each partition's log on three nodes, and the reference checker
     judges them: no replica anomaly and nothing incomplete about the replicas."""
     from checkers.api import check_run
+    from checkers.engines import REFERENCE
 
     run = tmp_path / "small"
     bench.write_run(run, 1000)
     bench_checker.write_replicas(run)
-    results = check_run(run, "reference")
+    results = check_run(run, REFERENCE)
     assert not [r for r in results["incomplete"] if r.startswith("replicas")]
     assert results["anomalies"]["log-divergence"]["count"] == 0
     assert len(results["stats"]["replicas"]) == 6  # 2 topics x 3 partitions

@@ -24,6 +24,7 @@ import pytest
 from rich.console import Console
 
 from foundation.config import validate
+from harness.compose import compose
 from harness.run import run_test
 from history.reader import iter_ops
 
@@ -81,7 +82,9 @@ def lonely_leader_run(tmp_path: Path, min_insync: int) -> tuple[Any, list[dict[s
             "schedule": [{"wait": 1}, {"do": "corrupt", "target": "lonely-leader", **AT}, {"wait": 2}],
         }
     )
-    outcome = run_test(config, console=Console(quiet=True), state_dir=tmp_path / "state", screenshot=False)
+    outcome = run_test(
+        compose(config, state_dir=tmp_path / "state"), console=Console(quiet=True), screenshot=False
+    )
     ops = [op for op in iter_ops(outcome.run_dir / "history.jsonl") if op["process"] == "nemesis"]
     return outcome, ops
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from checkers.api import check_run
+from checkers.engines import REFERENCE
 from clusters.local import LocalCluster
 from foundation.config import TestConfig
 from foundation.errors import BadInput
@@ -106,7 +107,7 @@ def test_a_mixed_java_run_is_valid_and_journals_as_the_python_drivers_do(
         assert counts.get((kind, "ok"), 0) > 0, (kind, counts)
     for broker in cluster.broker_ids:  # the replica logs, where `strandline run` collects them
         shutil.copytree(cluster.data_dir(broker), run / "nodes" / f"n{broker}" / "data")
-    results = check_run(run, "reference", write=False)
+    results = check_run(run, REFERENCE, write=False)
     assert results["valid"] is True, {k: v["count"] for k, v in results["anomalies"].items() if v["count"]}
     assert results["stats"]["sends"]["ok"] == counts[("send", "ok")]
 

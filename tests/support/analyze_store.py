@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.api import check_run
+from checkers.engines import REFERENCE
 from checkers.parquet import convert
 from foundation import run_files
 from foundation.config import validate
@@ -64,7 +65,7 @@ def _run(
     test["config"] = validate({**test["config"], **settings, "name": name, "checker": "reference"}).to_json()
     (run / run_files.TEST_JSON).write_text(json.dumps(test))
     if results == "checked" and status != "refused":
-        check_run(run, "reference")
+        check_run(run, REFERENCE)
     elif results == "torn":
         (run / run_files.RESULTS).write_text('{"valid": false, "anomal')
     if parquet:

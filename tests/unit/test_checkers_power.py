@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checkers.api import check_run
+from checkers.engines import REFERENCE
 from checkers.power import MIN_STRETCH_S, Asked, Tally, evaluate, exact_seconds, intervals, tally_from_times
 from checkers.power_history import tally_history
 from foundation.config import TestConfig
@@ -54,7 +55,7 @@ def test_a_silent_fault_window_makes_a_clean_run_unknown(tmp_path: Path) -> None
     b.nemesis("pause", {"nodes": ["n2"], "fault_id": "pause-2"})
     load(b, 3, value, offset)
     b.nemesis("resume", {"nodes": ["n2"], "fault_id": "pause-2"})
-    results = check_run(run_dir(tmp_path, b), "reference")
+    results = check_run(run_dir(tmp_path, b), REFERENCE)
     power = results["power"]
     assert results["valid"] == "unknown" and results["underpowered"] is True
     assert results["anomalies"]["lost-write"]["count"] == 0
@@ -75,7 +76,7 @@ def test_load_in_every_window_and_before_the_first_fault_is_valid(tmp_path: Path
     value, offset = load(b, 4, value, offset)
     b.nemesis("start", {"nodes": ["n1"], "fault_id": "kill-1"})
     load(b, 10, value, offset)
-    results = check_run(run_dir(tmp_path, b), "reference")
+    results = check_run(run_dir(tmp_path, b), REFERENCE)
     power = results["power"]
     assert results["valid"] is True and "underpowered" not in results
     assert power["enough"] and power["reasons"] == []
@@ -87,7 +88,7 @@ def test_load_in_every_window_and_before_the_first_fault_is_valid(tmp_path: Path
 def test_too_little_load_over_the_run_names_the_minimum(tmp_path: Path) -> None:
     b = HistoryBuilder()
     load(b, 45, 0, 0)  # 45 acks in 45 s where 200 ops/s asks for at least 2 % of 9000
-    results = check_run(run_dir(tmp_path, b, rate=200.0), "reference")
+    results = check_run(run_dir(tmp_path, b, rate=200.0), REFERENCE)
     assert results["valid"] == "unknown"
     assert results["power"]["reasons"] == ["too little load: 45 acknowledged writes in 44 s (at least 177)"]
 
@@ -105,7 +106,7 @@ def test_a_rate_beyond_the_machine_asks_at_most_ten_acks_a_second(tmp_path: Path
             b.poll(1, [(value - 1, value - 1)])
         run = tmp_path / str(per_second)
         run.mkdir()
-        results = check_run(run_dir(run, b, rate=100_000.0), "reference")
+        results = check_run(run_dir(run, b, rate=100_000.0), REFERENCE)
         assert 200 <= results["power"]["minimum"]["acked_writes"] <= 205, results["power"]["minimum"]
         assert "10 per second" in results["power"]["minimum"]["why"]
         assert results["power"]["enough"] is enough, results["power"]["reasons"]
@@ -115,14 +116,14 @@ def test_no_load_before_the_first_fault(tmp_path: Path) -> None:
     b = HistoryBuilder()
     b.nemesis("partition", {"nodes": ["n1"], "fault_id": "partition-1"})
     load(b, 20, 0, 0)
-    results = check_run(run_dir(tmp_path, b), "reference")
+    results = check_run(run_dir(tmp_path, b), REFERENCE)
     assert results["power"]["reasons"] == ["too little load: none before the first fault"]
 
 
 def test_workload_options_that_never_happened_are_named(tmp_path: Path) -> None:
     b = HistoryBuilder()
     load(b, 20, 0, 0)
-    results = check_run(run_dir(tmp_path, b, crash_clients=8.0, nemesis=("kill",)), "reference")
+    results = check_run(run_dir(tmp_path, b, crash_clients=8.0, nemesis=("kill",)), REFERENCE)
     assert results["valid"] == "unknown"
     assert results["power"]["reasons"] == [
         "crash_clients = 8: no client process crashed",
@@ -140,7 +141,7 @@ def test_faults_in_force_together_are_tested_together(tmp_path: Path) -> None:
     b.advance(20.0)  # the partition is down through the restart's own recovery time
     b.nemesis("heal", {"nodes": ["n1"], "fault_id": "partition-1"})
     load(b, 5, value, offset)
-    results = check_run(run_dir(tmp_path, b), "reference")
+    results = check_run(run_dir(tmp_path, b), REFERENCE)
     windows = results["power"]["windows"]
     assert [w["fault"] for w in windows] == ["partition", "restart"]
     assert windows[1]["end_s"] == windows[0]["end_s"] and windows[1]["acked_writes"] == 5
@@ -187,7 +188,7 @@ def test_recovery_counts_from_when_restarted_brokers_serve_again(tmp_path: Path)
         late_restart(b, ready)
         run = tmp_path / str(ready)
         run.mkdir()
-        results = check_run(run_dir(run, b), "reference")
+        results = check_run(run_dir(run, b), REFERENCE)
         window = results["power"]["windows"][0]
         verdicts[ready] = (results["valid"], window["loaded"], window["acked_writes"], window["ready_s"])
         if ready == "ok":
@@ -209,7 +210,7 @@ def test_the_minimum_leaves_out_the_time_restarted_brokers_did_not_serve(tmp_pat
     not in the 25 s between the heal and its `ready` (the cluster was being brought back)."""
     b = HistoryBuilder()
     late_restart(b, "ok")
-    results = check_run(run_dir(tmp_path, b, rate=100.0), "reference")
+    results = check_run(run_dir(tmp_path, b, rate=100.0), REFERENCE)
     load, minimum = results["power"]["load"], results["power"]["minimum"]
     assert abs(load["restarting_s"] - 25.0) < 0.01 and 48 < load["issued_s"] < 50
     assert minimum["acked_writes"] == math.ceil(0.02 * 100 * (load["issued_s"] - load["restarting_s"]))
@@ -225,7 +226,7 @@ def test_invalid_stays_invalid_whatever_the_power(tmp_path: Path) -> None:
     b.send(0, 1, offset=0)
     b.send(0, 2, offset=1)
     b.poll(1, [(1, 2)])  # the acknowledged value 1 is gone: read past it, never read
-    results = check_run(run_dir(tmp_path, b), "reference")
+    results = check_run(run_dir(tmp_path, b), REFERENCE)
     assert results["valid"] is False and not results["power"]["enough"]
 
 

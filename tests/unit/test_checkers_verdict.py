@@ -10,6 +10,7 @@ import pytest
 
 from checkers.api import check_run
 from checkers.catalogue import NAMES
+from checkers.engines import REFERENCE, engine_named
 from checkers.reference import check_history
 from checkers.stats import compute_stats, percentile
 from checkers.verdict import CONDITIONS, RULES, decide
@@ -210,7 +211,7 @@ def test_percentile_is_nearest_rank() -> None:
 def test_check_run_writes_results(tmp_path: Path) -> None:
     ops, _ = generate_ops(120, seed=3)
     run = make_run(tmp_path, ops)
-    results = check_run(run, engine="reference")
+    results = check_run(run, engine=REFERENCE)
     assert results["valid"] is True, results["incomplete"]
     on_disk = json.loads((run / "results.json").read_text())
     assert on_disk["valid"] is True and on_disk["checker"]["engine"] == "reference"
@@ -225,7 +226,7 @@ def test_check_run_bad_input(tmp_path: Path) -> None:
         check_run(tmp_path)
     write_history(tmp_path / "history.jsonl", [])
     with pytest.raises(BadInput, match="unknown checker"):
-        check_run(tmp_path, engine="duckdb")
+        check_run(tmp_path, engine=engine_named("duckdb"))
 
 
 def test_fault_windows_pair_by_fault_id_then_by_kind(tmp_path: Path) -> None:

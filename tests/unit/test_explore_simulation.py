@@ -143,8 +143,8 @@ def test_explore_replays_the_written_schedule_and_reports_the_real_verdict(  # t
 
     started = []
 
-    def run_test(config, **_):  # type: ignore[no-untyped-def]
-        started.append(config)
+    def run_test(test, **_):  # type: ignore[no-untyped-def]
+        started.append(test.config)
         return harness.run.RunOutcome(
             run_dir=tmp_path / "real",
             verdict=verdict,

@@ -105,7 +105,8 @@ def test_run_writes_summary_index_and_junit_and_flags_misses(
     c = load_campaign(write(tmp_path, CAMPAIGN), store=str(store))
     verdicts = {"safe-kill": "valid", "safe-partition": "valid", "hw": "valid"}  # hw misses: expected invalid
 
-    def fake_run(config: Any, console: Any = None) -> RunOutcome:
+    def fake_run(test: Any, console: Any = None) -> RunOutcome:
+        config = test.config
         run = store / config.name / f"2026{len(list(store.glob('*/*'))):04d}"
         run.mkdir(parents=True)
         verdict = verdicts.get(config.name, "invalid" if config.name.endswith("unsafe") else "valid")
@@ -135,7 +136,7 @@ def test_run_writes_summary_index_and_junit_and_flags_misses(
 
 def test_budget_skips_what_no_longer_fits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     c = load_campaign(write(tmp_path, CAMPAIGN.replace("budget = 1000", "budget = 50")), store=str(tmp_path))
-    monkeypatch.setattr(campaign_module, "run_test", lambda config, console=None: pytest.fail("nothing fits"))
+    monkeypatch.setattr(campaign_module, "run_test", lambda test, console=None: pytest.fail("nothing fits"))
     out_dir, results = run_campaign(c, tmp_path, Console(quiet=True))
     assert {r.verdict for r in results} == {"skipped"} and all(r.as_expected for r in results)
     suite = ET.parse(out_dir / "junit.xml").getroot().find("testsuite")
@@ -224,7 +225,8 @@ def test_a_refused_row_is_neither_a_pass_nor_a_miss_and_is_counted_apart(
     c = load_campaign(write(tmp_path, text), store=str(tmp_path))
     reason = "fault 'delay' cannot run here: tc netem is not available on n1"
 
-    def fake_run(config: Any, console: Any = None) -> RunOutcome:
+    def fake_run(test: Any, console: Any = None) -> RunOutcome:
+        config = test.config
         run = tmp_path / config.name / "20260101T000000"
         run.mkdir(parents=True)
         if "delay" in config.nemesis:

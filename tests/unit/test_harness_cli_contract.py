@@ -89,13 +89,13 @@ def test_malformed_toml_is_bad_input(tmp_path) -> None:  # type: ignore[no-untyp
 
 
 def test_spark_is_the_default_checker_and_auto_is_still_accepted(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import checkers.api as api
+    import checkers.engines as engines
 
     history = tmp_path / "history.jsonl"
     history.write_text('{"index":0}\n')
     assert validate({}).checker == "spark"
     assert validate({"checker": "auto"}).checker == "auto"
-    assert api.resolve_engine("auto", history) == "reference"
-    assert api.resolve_engine("spark", history) == "spark"
-    monkeypatch.setattr(api, "AUTO_SPARK_BYTES", 1)
-    assert api.resolve_engine("auto", history) == "spark"
+    assert engines.engine_named("auto").for_history(history).name == "reference"
+    assert engines.engine_named("spark").for_history(history).name == "spark"
+    monkeypatch.setattr(engines, "AUTO_SPARK_BYTES", 1)
+    assert engines.engine_named("auto").for_history(history).name == "spark"

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.api import check_run
+from checkers.engines import REFERENCE
 from harness.report import build_context, write_report
 from harness.report.cycles import cycle_sentence, cycle_svg
 from tests.support.history_builder import write_history
@@ -52,7 +53,7 @@ def test_a_checked_transactional_run_shows_its_cycles(tmp_path: Path) -> None:
     write_history(run / "history.jsonl", ops)
     (run / "test.json").write_text(json.dumps({"config": {"name": "txn", "workload": "txn"}, "seed": 7}))
     (run / "drain.json").write_text(json.dumps({"complete": True, "reason": ""}))
-    results = check_run(run, engine="reference", replica_logs=False)
+    results = check_run(run, engine=REFERENCE, replica_logs=False)
     assert results["valid"] is False and results["fatal"] == ["G1c"]
     context = build_context(run)
     g1c = next(a for a in context["anomalies"] if a.name == "G1c")

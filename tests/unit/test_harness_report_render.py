@@ -134,9 +134,10 @@ def test_a_run_that_tested_too_little_says_so_and_shows_its_power(tmp_path: Path
     """The report reads `power` from results.json (it never counts it itself): the headline says
     why a clean run is unknown, the panel marks the fault window without load."""
     from checkers.api import check_run
+    from checkers.engines import REFERENCE
 
     run = make_run(tmp_path / "run", lost=False)
-    results = check_run(run, "reference")
+    results = check_run(run, REFERENCE)
     window = results["power"]["windows"][0]
     results.update(valid="unknown", underpowered=True)
     results["power"].update(enough=False, reasons=["too little load: none in 1 of 2 fault windows"])

@@ -16,8 +16,8 @@ from harness.scenarios import SCENARIOS, scenario
 
 
 def fake_runs(tmp_path: Path, verdicts: list[str], seen: list[Any]) -> Any:
-    def run(config: Any, console: Any = None) -> RunOutcome:
-        seen.append(config)
+    def run(test: Any, console: Any = None) -> RunOutcome:
+        seen.append(test.config)
         verdict = verdicts.pop(0)
         results = {"valid": {"valid": True, "invalid": False}.get(verdict, "unknown"), "fatal": ["lost-write"] if verdict == "invalid" else [],
                    "anomalies": {"lost-write": {"count": 3 if verdict == "invalid" else 0}, "duplicate": {"count": 2}}}  # fmt: skip
@@ -68,8 +68,8 @@ def test_an_attempt_that_did_not_reach_its_state_is_retried_not_judged(
     plain = fake_runs(tmp_path, ["valid", "invalid", "valid", "valid"], seen)
     unreached = {1: ["lose-unsynced n2 n3: dropped 0 bytes on n2, n3: nothing was unsynced"], 3: ["x"]}
 
-    def run(config: Any, console: Any = None) -> RunOutcome:
-        outcome: RunOutcome = plain(config, console)
+    def run(test: Any, console: Any = None) -> RunOutcome:
+        outcome: RunOutcome = plain(test, console)
         outcome.unreached = unreached.get(len(seen), [])
         return outcome
 
@@ -178,8 +178,8 @@ def test_a_failed_run_is_tried_again_once_and_each_retry_is_said(
     seen: list[Any] = []
     plain = fake_runs(tmp_path, ["unknown", "invalid", "unknown", "unknown"], seen)
 
-    def run(config: Any, console: Any = None) -> RunOutcome:
-        outcome: RunOutcome = plain(config, console)
+    def run(test: Any, console: Any = None) -> RunOutcome:
+        outcome: RunOutcome = plain(test, console)
         if outcome.verdict == "unknown":
             outcome.status, outcome.reason = "failed", "cannot reach ZooKeeper"
         return outcome
@@ -217,8 +217,8 @@ def test_an_interrupted_unsafe_twin_ends_the_repro(tmp_path: Path, monkeypatch: 
     seen: list[Any] = []
     plain = fake_runs(tmp_path, ["unknown", "valid"], seen)
 
-    def run(config: Any, console: Any = None) -> RunOutcome:
-        outcome: RunOutcome = plain(config, console)
+    def run(test: Any, console: Any = None) -> RunOutcome:
+        outcome: RunOutcome = plain(test, console)
         outcome.status, outcome.reason = "interrupted", "interrupted (KeyboardInterrupt)"
         return outcome
 

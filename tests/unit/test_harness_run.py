@@ -22,7 +22,7 @@ from rich.console import Console
 from foundation import run_files
 from foundation.config import load_file, resolve, validate
 from harness.compose import Test as ComposedTest
-from harness.run import run_composed
+from harness.run import run_test
 
 
 class FakeSut:
@@ -228,7 +228,7 @@ def test_a_completed_run_writes_every_file_and_tears_down(tmp_path: Path) -> Non
     config = resolve(
         None, {"store": str(tmp_path), "time_limit": 0.6, "nemesis": "kill", "checker": "reference"}
     )
-    outcome = run_composed(fake_test(config, pieces(calls)), console=quiet(), screenshot=False)
+    outcome = run_test(fake_test(config, pieces(calls)), console=quiet(), screenshot=False)
     assert outcome.exit_code == 0 and outcome.verdict == "valid" and outcome.status == "completed"
     run = outcome.run_dir
     assert outcome.verdict_line == f"verdict: valid {run}"
@@ -247,7 +247,7 @@ def test_a_completed_run_writes_every_file_and_tears_down(tmp_path: Path) -> Non
 
 def test_test_json_reruns_the_same_test(tmp_path: Path) -> None:
     config = resolve(None, {"store": str(tmp_path), "time_limit": 0.3, "seed": 0})
-    outcome = run_composed(fake_test(config, pieces([])), console=quiet(), screenshot=False)
+    outcome = run_test(fake_test(config, pieces([])), console=quiet(), screenshot=False)
     again = validate(load_file(outcome.run_dir / "test.json"))
     assert again == config and again.seed == config.seed > 0
 
@@ -258,7 +258,7 @@ def test_a_failing_piece_still_heals_tears_down_checks_and_reports(tmp_path: Pat
     config = resolve(None, {"store": str(tmp_path), "time_limit": 5, "nemesis": "kill"})
     p = pieces(calls, workload_fails=what == "workload", nemesis_fails=what == "nemesis")
     started = time.monotonic()
-    outcome = run_composed(fake_test(config, p), console=quiet(), screenshot=False)
+    outcome = run_test(fake_test(config, p), console=quiet(), screenshot=False)
     assert time.monotonic() - started < 4  # the failure stopped the load early
     assert outcome.status == "failed" and outcome.exit_code == 4
     assert ("exploded" if what == "workload" else "broke") in outcome.reason
@@ -286,7 +286,7 @@ def test_sigterm_heals_and_tears_down(tmp_path: Path) -> None:
     killer = threading.Thread(target=terminate_during_load, daemon=True)
     killer.start()
     try:
-        outcome = run_composed(fake_test(config, pieces(calls)), console=quiet(), screenshot=False)
+        outcome = run_test(fake_test(config, pieces(calls)), console=quiet(), screenshot=False)
     finally:
         done.set()
         killer.join()
@@ -306,7 +306,7 @@ def test_a_cluster_that_cannot_come_up_is_an_infrastructure_failure(tmp_path: Pa
             raise InfrastructureError("ZooKeeper on zk exited at start")
 
     p = dataclasses.replace(p, build_cluster=lambda config, work, **kw: Broken(calls))
-    outcome = run_composed(
+    outcome = run_test(
         fake_test(resolve(None, {"store": str(tmp_path)}), p), console=quiet(), screenshot=False
     )
     assert outcome.exit_code == 4 and outcome.verdict == "unknown" and "ZooKeeper" in outcome.reason
@@ -329,12 +329,12 @@ def test_recovery_waits_for_the_full_isr_and_records_when_it_is_not_reached(tmp_
 
     p = pieces([])
     p = dataclasses.replace(p, build_cluster=lambda config, work, **kw: type("C", (FakeCluster,), {})([]))
-    outcome = run_composed(fake_test(config, p), console=quiet(), screenshot=False)
+    outcome = run_test(fake_test(config, p), console=quiet(), screenshot=False)
     assert json.loads((outcome.run_dir / "outcome.json").read_text())["recovery"]["full_isr"] is True
     cluster = FakeCluster([])
     cluster.sut = LaggingSut()
     p = dataclasses.replace(p, build_cluster=lambda config, work, **kw: cluster)
-    outcome = run_composed(fake_test(config, p), console=quiet(), screenshot=False)
+    outcome = run_test(fake_test(config, p), console=quiet(), screenshot=False)
     recovery = json.loads((outcome.run_dir / "outcome.json").read_text())["recovery"]
     assert recovery["min_isr"] is True and recovery["full_isr"] is False and "t0-0" in recovery["why"]
     assert "not every replica rejoined the ISR" in (outcome.run_dir / "harness.log").read_text()
@@ -354,7 +354,7 @@ def test_healing_leftovers_says_what_it_removed(tmp_path: Path) -> None:
     out = io.StringIO()
     console = Console(file=out, width=200)
     config = resolve(None, {"store": str(tmp_path), "time_limit": 0.2})
-    run_composed(
+    run_test(
         fake_test(config, p, state_dir=tmp_path / "state"), console=console, screenshot=False, live=False
     )
     text = out.getvalue()
@@ -369,7 +369,7 @@ def test_a_refused_fault_ends_the_run_before_any_cluster_starts(tmp_path: Path) 
         preflight=lambda config, sut, work, state_dir: "fault 'delay' cannot run here: no tc netem on n1",
     )
     config = resolve(None, {"store": str(tmp_path), "time_limit": 5, "nemesis": "delay"})
-    outcome = run_composed(fake_test(config, p), console=quiet(), screenshot=False)
+    outcome = run_test(fake_test(config, p), console=quiet(), screenshot=False)
     assert outcome.status == "refused" and outcome.exit_code == 2
     assert outcome.reason == "fault 'delay' cannot run here: no tc netem on n1"
     assert "up" not in calls and not any(c.startswith("check") for c in calls)
@@ -389,7 +389,7 @@ def test_a_run_that_fails_during_setup_gets_a_report_naming_the_phase(tmp_path: 
 
     p = dataclasses.replace(p, build_cluster=lambda config, work, **kw: NoCluster(calls))
     config = resolve(None, {"store": str(tmp_path), "time_limit": 5})
-    outcome = run_composed(fake_test(config, p), console=quiet(), screenshot=False)
+    outcome = run_test(fake_test(config, p), console=quiet(), screenshot=False)
     assert outcome.status == "failed" and outcome.exit_code == 4
     assert json.loads((outcome.run_dir / "outcome.json").read_text())["phase"] == "cluster_up"
     page = (outcome.run_dir / "report.html").read_text()
@@ -413,7 +413,7 @@ def test_sigterm_as_the_load_starts_is_an_interruption(tmp_path: Path) -> None:
 
     p = dataclasses.replace(p, run_workload=signal_at_once)
     config = resolve(None, {"store": str(tmp_path), "time_limit": 30, "nemesis": "kill"})
-    outcome = run_composed(fake_test(config, p), console=quiet(), screenshot=False)
+    outcome = run_test(fake_test(config, p), console=quiet(), screenshot=False)
     assert (outcome.status, outcome.exit_code) == ("interrupted", 130), outcome.reason
     assert "heal_all" in calls and "down" in calls
 
