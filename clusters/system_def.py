@@ -236,11 +236,14 @@ def new_cluster_id(seed_bytes: bytes | None = None) -> str:
 
 
 KAFKA_NEVER = str(2**63 - 1)  # Long.MAX_VALUE: Kafka's default log.flush.interval.messages, "never"
+KAFKA_SEGMENT_BYTES = str(1024**3)  # Kafka's default log.segment.bytes (1 GiB)
+KAFKA_RETENTION_MS = str(7 * 24 * 3600 * 1000)  # Kafka's default log.retention.ms (7 days)
 
 
 def config_values(config: TestConfig) -> dict[str, str]:
     """`config.<key>` for every scalar test setting, as Kafka writes it: booleans `true`/`false`,
-    and `log_flush_interval_messages` 0 (strandline's "never fsync on append") as Kafka's never."""
+    `log_flush_interval_messages` 0 (strandline's "never fsync on append") as Kafka's never, and
+    `log_segment_bytes` and `log_retention_ms` 0 (the broker's default) as Kafka's defaults."""
     out: dict[str, str] = {}
     for f in dataclasses.fields(TestConfig):
         value = getattr(config, f.name)
@@ -253,6 +256,10 @@ def config_values(config: TestConfig) -> dict[str, str]:
     for key in OPTIONAL_SETTINGS:
         value = getattr(config, key)
         out[f"optional.{key}"] = str(value) if value > 0 else ""
+    if config.log_segment_bytes <= 0:
+        out["config.log_segment_bytes"] = KAFKA_SEGMENT_BYTES
+    if config.log_retention_ms == 0:
+        out["config.log_retention_ms"] = KAFKA_RETENTION_MS
     return out
 
 

@@ -173,6 +173,25 @@ def test_shipped_definitions_parse_and_every_template_renders(name: str) -> None
                 assert ("process.roles=broker\n" in properties) == (node in spares or "split" in name)
             else:
                 assert f"broker.id={sut.defined_node_id(node)}" in properties
+            assert (
+                "\nlog.segment.bytes=1073741824\nlog.retention.ms=604800000\n" in properties
+            )  # Kafka's defaults
+
+
+def test_kafka_definitions_take_the_tests_segment_size_and_retention() -> None:
+    """A scenario that rolls small segments on real Kafka (its recovery point passes where an
+    epoch starts) sets `log_segment_bytes`, and turns retention off (-1); 0 is Kafka's default."""
+    values = system_def.config_values(
+        validate({"nodes": 3, "seed": 1, "log_segment_bytes": 8192, "log_retention_ms": -1})
+    )
+    assert (values["config.log_segment_bytes"], values["config.log_retention_ms"]) == ("8192", "-1")
+    unset = system_def.config_values(validate({"nodes": 3, "seed": 1}))
+    assert (unset["config.log_segment_bytes"], unset["config.log_retention_ms"]) == (
+        str(1024**3),
+        "604800000",
+    )
+    with pytest.raises(BadInput, match="log_retention_ms"):
+        validate({"nodes": 3, "seed": 1, "log_retention_ms": -2})
 
 
 def built_in_settings(
