@@ -147,7 +147,7 @@ class DockerNode(BridgeNode["DockerNetwork"], ShellDaemons):
 
     @property
     def faketime_library(self) -> str:
-        """libfaketime inside the node image (own.py preloads it into brokers)."""
+        """libfaketime inside the node image (a definition with `faketime = true` preloads it into brokers)."""
         return docker_image.FAKETIME_LIBRARY
 
     @property
