@@ -18,46 +18,34 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from clusters import broker_identity, daemon_control, jvm_clock, lazyfs, lazyfs_mount, software, store_proxy
-from clusters.defined_membership import ReassignsPartitions
-from clusters.kafka_metadata import (
-    NO_ANSWER,
-    KafkaMetadata,
-    LeadersFromMetadata,
-    metadata_of,
-    node_answers,
-    quorum_leader,
-)
+from clusters.faketime import CLOCK_FAULTS, CLOCK_UNSKEWED, faketime_env, preload_library, wants_clock
+from clusters.kafka_metadata import NO_ANSWER, KafkaMetadata, metadata_of, node_answers, quorum_leader
+from clusters.lazyfs_mount import LOSE_UNSYNCED, wants_lazyfs
 from clusters.node import Node, node_home
 from clusters.node_files import log_tail, put_text
-from clusters.own import (
-    CLOCK_FAULTS,
-    CLOCK_UNSKEWED,
-    LOSE_UNSYNCED,
-    faketime_env,
-    preload_library,
-    wants_clock,
-    wants_lazyfs,
-)
 from clusters.ports import port_open
-from clusters.sut import StoreProxy
 from clusters.system_def import (
+    ZOOKEEPER_ROLE,
     RoleDef,
     SystemDefinition,
     config_values,
     new_cluster_id,
     own_role_values,
     render,
+    render_file,
     role_placeholders,
     role_values,
 )
+from clusters.zookeeper_state import ZookeeperState
 from foundation.config import TestConfig, fault_names
 from foundation.errors import BadInput, InfrastructureError
 
 log = logging.getLogger(__name__)
 
 LOG_TAIL_LINES = 12
-ZOOKEEPER_ROLE = "zookeeper"
-LAZYFS_DAEMON = "lazyfs"  # lazyfs0, lazyfs1 ...: one FUSE daemon per data dir of a `lazyfs` role
+# How often readiness is asked: a port or a znode is cheap to look at; a Kafka request is not.
+QUICK_CHECKS, QUICK_POLL_S, POLL_S = ("port", "zookeeper"), 0.1, 0.2
+LAZYFS_DAEMON = "lazyfs"  # lazyfs, lazyfs1 ...: one FUSE daemon per data dir of a `lazyfs` role
 # Settings of the own broker's code that only a definition reading them can honour: a test that
 # changes one for a system whose definition never reads it is refused (`DefinedSystem.refusal`).
 OWN_BROKER_SETTINGS = (
@@ -105,6 +93,10 @@ class DefinedSystem:
         self.metadata = KafkaMetadata(
             self._metadata_servers, self.node_of_broker, node_of_endpoint=self.node_of_endpoint
         )
+        # ZooKeeper's view of the cluster, when it has a ZooKeeper role (state, membership, readiness)
+        self.zookeeper_state: ZookeeperState | None = None
+        if ZOOKEEPER_ROLE in nodes:
+            self.zookeeper_state = ZookeeperState(self._zookeeper_servers, self.node_of_broker)
         # What stands out in how the brokers name themselves (said once: harness.log, the report)
         self.identity_notes: list[str] = []
         # lose-unsynced: the data dirs of the `lazyfs` roles are mounted on clusters.lazyfs
@@ -156,6 +148,10 @@ class DefinedSystem:
     @property
     def broker_daemon(self) -> str:
         return self.definition.brokers
+
+    def _zookeeper_servers(self) -> str:
+        role = self.definition.role(ZOOKEEPER_ROLE)
+        return ",".join(f"{n.address}:{role.port}" for n in self.role_nodes[ZOOKEEPER_ROLE])
 
     # --- broker identity: what the system advertises ------------------------------------------
 
@@ -279,8 +275,13 @@ class DefinedSystem:
         )
 
     def _daemon_log(self, node: Node) -> str:
-        """The start command's stdout and stderr."""
-        return f"{self.home(node)}/logs/{self.role_of(node).name}.out"
+        """The start command's stdout and stderr (the role's `output`, else logs/<role>.out)."""
+        role = self.role_of(node)
+        return (
+            render(role.output, self.values(node))
+            if role.output
+            else f"{self.home(node)}/logs/{role.name}.out"
+        )
 
     def _clock_path(self, node: Node) -> str:
         return f"{self.home(node)}/clock"
@@ -293,7 +294,8 @@ class DefinedSystem:
         used = {p for role in self.definition.roles for p in role_placeholders(role)}
         for key in OWN_BROKER_SETTINGS:
             value, default = getattr(self.config, key), _default(key)
-            if value != default and f"config.{key}" not in used and not self._software_reads(key):
+            read = {f"config.{key}", f"optional.{key}"} & used
+            if value != default and not read and not self._software_reads(key):
                 hint = " (Kafka's releases play that role: --kafka-version)" if key == "variant" else ""
                 return (
                     f"{key} = {value} cannot apply to {self.definition.name}: its definition "
@@ -345,16 +347,17 @@ class DefinedSystem:
 
     def setup(self) -> None:
         """Roles in the file's order: install and start a role's nodes together, wait until they
-        are ready, then the next role (a broker may need its storage or coordinator first)."""
+        are ready, then the next role (a broker may need its storage or coordinator first);
+        `startup = "together"`: every role's nodes start first, then each role is waited for."""
         self.prepare()
+        together = self.definition.startup == "together"  # start everything, then wait in order
+        if together:
+            for role in self.definition.roles:
+                self._start_role(role)
         for role in self.definition.roles:
+            if not together:
+                self._start_role(role)
             nodes = self.role_nodes[role.name]
-            for node in nodes:
-                self.install(node)
-            if role.faketime and nodes:
-                self._prove_clock(nodes[0])
-            for node in nodes:
-                self._start(node)
             deadline = time.monotonic() + role.ready.timeout
             for node in nodes:
                 self.wait_ready(node, timeout=max(1.0, deadline - time.monotonic()), everyone=True)
@@ -362,6 +365,16 @@ class DefinedSystem:
                 for node in nodes:
                     store_proxy.start(node, role, self.python)
         self._observe_identity()
+
+    def _start_role(self, role: RoleDef) -> None:
+        """Install and start the role's nodes (a first start: no registration to outwait)."""
+        nodes = self.role_nodes[role.name]
+        for node in nodes:
+            self.install(node)
+        if role.faketime and nodes:
+            self._prove_clock(nodes[0])
+        for node in nodes:
+            self._start(node, fresh=True)
 
     def _observe_identity(self) -> None:
         """Ask every broker node whom its Metadata lists; say once what stands out (one id on
@@ -393,7 +406,8 @@ class DefinedSystem:
 
     def install(self, node: Node) -> None:
         role, values = self.role_of(node), self.values(node)
-        dirs = [f"{self.home(node)}/logs", *(render(d, values) for d in role.data_dirs)]
+        dirs = [f"{self.home(node)}/logs", str(Path(self._daemon_log(node)).parent)]
+        dirs += [render(d, values) for d in role.data_dirs]
         node.exec(["mkdir", "-p", *dirs])
         self._install_software(node)
         for upload in role.upload:
@@ -403,7 +417,7 @@ class DefinedSystem:
         for f in role.files:
             path = render(f.path, values)
             node.exec(["mkdir", "-p", str(Path(path).parent)])
-            put_text(node, render(f.content, values), path)
+            put_text(node, render_file(f, values), path)
         if role.faketime:
             put_text(node, CLOCK_UNSKEWED, self._clock_path(node))
         mounts = self._lazyfs_mounts(node)
@@ -426,7 +440,7 @@ class DefinedSystem:
             return []
         values, home = self.values(node), self.home(node)
         return [
-            (f"{LAZYFS_DAEMON}{i}", d, f"{d.rstrip('/')}.backing", f"{home}/lazyfs{i}.sock",
+            (f"{LAZYFS_DAEMON}{i or ''}", d, f"{d.rstrip('/')}.backing", f"{home}/lazyfs{i}.sock",
              f"{home}/logs/lazyfs{i}.log")
             for i, d in enumerate(render(p, values) for p in role.data_dirs)
         ]  # fmt: skip
@@ -460,8 +474,11 @@ class DefinedSystem:
         values = self.values(node)
         return {k: render(v, values) for k, v in self.role_of(node).env.items()}
 
-    def _start(self, node: Node) -> int:
+    def _start(self, node: Node, *, fresh: bool = False) -> int:
+        """Start the node's role; `fresh`: it never ran here (no registration to outwait)."""
         role, values = self.role_of(node), self.values(node)
+        if role.ready.kind == "zookeeper" and self.zookeeper_state is not None:
+            self.zookeeper_state.starting(self.broker_id(node), fresh=fresh)
         if isinstance(role.start, str):
             argv = ["sh", "-c", f"exec {render(role.start, values)}"]
         else:
@@ -475,7 +492,7 @@ class DefinedSystem:
     def teardown(self) -> None:
         self.close()
         for role in reversed(self.definition.roles):
-            for node in self.role_nodes[role.name]:
+            for node in self._role_members(role):  # the broker role's spares too
                 node.signal_daemon(role.name, signal.SIGKILL)
                 if role.fronted:
                     store_proxy.stop(node)
@@ -485,6 +502,8 @@ class DefinedSystem:
 
     def close(self) -> None:
         self.metadata.close()
+        if self.zookeeper_state is not None:
+            self.zookeeper_state.close()
 
     # --- readiness ------------------------------------------------------------------------------
 
@@ -507,14 +526,19 @@ class DefinedSystem:
                     f"{role.name} on {node.name} not ready within {timeout:g}s ({why}); "
                     f"last lines of its log: {self._log_tail(node)}"
                 )
-            time.sleep(0.2)
+            time.sleep(QUICK_POLL_S if role.ready.kind in QUICK_CHECKS else POLL_S)
 
     def _not_ready(self, node: Node, role: RoleDef, everyone: bool) -> str | None:
         kind = role.ready.kind
         if kind == "none":
             return None
+        if kind in ("port", "zookeeper") and not port_open(node.address, role.port):
+            return f"port {role.port} closed"
         if kind == "port":
-            return None if port_open(node.address, role.port) else f"port {role.port} closed"
+            return None
+        if kind == "zookeeper" and self.zookeeper_state is not None:
+            registered = self.zookeeper_state.registered_anew(self.broker_id(node))
+            return None if registered else "not registered anew in ZooKeeper's /brokers/ids"
         if kind == "command":
             command = render(role.ready.command, self.values(node))
             done = node.exec(["sh", "-c", command], timeout=30, check=False)
@@ -621,106 +645,3 @@ class DefinedSystem:
             node.signal_daemon(role.name, signal.SIGSTOP if held else signal.SIGCONT)
         else:
             (daemon_control.freeze if held else daemon_control.thaw)(node, role.name)
-
-
-class _ListsEveryBroker:
-    """Every broker lists every live broker (`metadata.brokers = "all"`): Metadata is a registry."""
-
-    def registered_brokers(self: DefinedSystem) -> list[int]:  # type: ignore[misc]
-        return self.metadata.registered_brokers()
-
-
-class _ElectsLeaders(LeadersFromMetadata):
-    """Each partition has one leader among the brokers (`metadata.leaders = "partition"`): faults
-    aim at it. Brokers that each name themselves the leader of everything are said once."""
-
-    def partition_state(self) -> dict[tuple[str, int], dict[str, object]]:
-        system: DefinedSystem = self  # type: ignore[assignment]
-        state = self.metadata.partition_state()
-        if state and not getattr(self, "_claims_seen", False):
-            claim = broker_identity.self_claims(self.metadata.last_answers, self.metadata.node_in)
-            if claim is not None:
-                system._note(claim)
-                self._claims_seen = True
-        return state
-
-
-class _ServesEveryPartition:
-    """Every broker serves every partition (`metadata.leaders = "any-broker"`: stateless brokers
-    over a shared store): no partition has a leader among the nodes, so nothing aims at one, and
-    the cluster has recovered once every broker answers for itself."""
-
-    def leaderless(self: DefinedSystem) -> str:  # type: ignore[misc]
-        return (
-            f"every broker of {self.definition.name} serves every partition (metadata.leaders = "
-            f'"any-broker" in {self.definition.path.name}): no partition has a leader among the nodes '
-            "to aim at"
-        )
-
-    def serving(self: DefinedSystem) -> dict[str, str | None]:  # type: ignore[misc]
-        """Each broker node: None when it answers ApiVersions and Metadata for itself, else why not."""
-        role = self.definition.broker_role
-        out: dict[str, str | None] = {}
-        for node in self.brokers:
-            try:
-                out[node.name] = self._broker_not_ready(node, role, everyone=False)
-            except InfrastructureError as e:
-                out[node.name] = str(e)
-        return out
-
-
-class _FrontsObjectStores:
-    """Roles of `kind = "s3"`: strandline's S3 proxy fronts each of their nodes (`storage` faults)."""
-
-    def store_proxies(self: DefinedSystem) -> list[StoreProxy]:  # type: ignore[misc]
-        return [
-            store_proxy.proxy_of(node, role)
-            for role in self.definition.object_stores()
-            for node in self.role_nodes[role.name]
-        ]
-
-
-class _SkewsClocks:
-    """The broker role runs under the faketime preload: the clock nemesis writes this file."""
-
-    def clock_file(self: DefinedSystem, node: Node) -> str:  # type: ignore[misc]
-        """The libfaketime offset file of a role started under the faketime preload ("" if none: the
-        role does not declare `faketime`, the test has no clock fault, or its JVM did not follow
-        the clock file: `_prove_clock`)."""
-        if self.clock_refused:
-            return ""
-        skews = self.role_of(node).faketime and wants_clock(self.config)
-        return f"{self.home(node)}/clock" if skews else ""
-
-
-class _NamesZookeeper:
-    """A role named `zookeeper`: the zk-* partition shapes cut brokers from it."""
-
-    def zookeeper_connect(self: DefinedSystem) -> str:  # type: ignore[misc]
-        role = self.definition.role(ZOOKEEPER_ROLE)
-        return ",".join(f"{n.address}:{role.port}" for n in self.role_nodes[ZOOKEEPER_ROLE])
-
-
-def defined_system(
-    config: TestConfig,
-    definition: SystemDefinition,
-    nodes: dict[str, list[Node]],
-    *,
-    python: Callable[[], str],
-    spares: Sequence[Node] = (),
-) -> DefinedSystem:
-    """The system, with the capabilities its definition gives (clock skew, a ZooKeeper role)."""
-    bases: list[type] = [_ServesEveryPartition if definition.metadata.leaderless else _ElectsLeaders]
-    if definition.metadata.brokers == "all":
-        bases.append(_ListsEveryBroker)
-    if definition.broker_role.faketime:
-        bases.append(_SkewsClocks)
-    if definition.object_stores():
-        bases.append(_FrontsObjectStores)
-    if ZOOKEEPER_ROLE in nodes:
-        bases.append(_NamesZookeeper)
-    if definition.membership == "reassign":
-        bases.append(ReassignsPartitions)
-    cls = type("DefinedSystem", (*bases, DefinedSystem), {})
-    system: DefinedSystem = cls(config, definition, nodes, python=python, spares=spares)
-    return system

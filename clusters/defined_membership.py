@@ -1,5 +1,6 @@
 """Membership of a defined system whose brokers can join and leave (`membership = "reassign"`):
-`clusters.sut.HasMembership` through Kafka's own Admin API.
+`clusters.sut.HasMembership` through Kafka's own Admin API; or, `membership = "zookeeper"`, through
+ZooKeeper as on ZooKeeper-mode Kafka (`ReassignsThroughZookeeper`, the own broker's way).
 
 Spare broker nodes (`spare_nodes`) run nothing at the start; `add_broker` installs and starts the
 broker role there (with the role's `spare_values`: a KRaft broker that is not a voter, say) and
@@ -22,6 +23,7 @@ from foundation.errors import InfrastructureError
 
 if TYPE_CHECKING:
     from clusters.kafka_metadata import KafkaMetadata
+    from clusters.zookeeper_state import ZookeeperState
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ class ReassignsPartitions:
     if TYPE_CHECKING:
 
         def install(self, node: Node) -> None: ...
-        def _start(self, node: Node) -> int: ...
+        def _start(self, node: Node, *, fresh: bool = False) -> int: ...
         def wait_ready(self, node: Node, timeout: float | None = None, *, everyone: bool = False) -> None: ...
         def stop(self, node: Node) -> None: ...
         def broker_id(self, node: Node) -> int: ...
@@ -59,10 +61,11 @@ class ReassignsPartitions:
         """Install (once) and start the broker role on `node`, then wait until Metadata lists it."""
         installed = self.__dict__.setdefault("_installed_spares", set())
         if node.daemon_pid(self.broker_daemon) is None:
-            if node.name not in installed and node.name not in {n.name for n in self.brokers}:
+            first_time = node.name not in installed and node.name not in {n.name for n in self.brokers}
+            if first_time:
                 self.install(node)
                 installed.add(node.name)
-            self._start(node)
+            self._start(node, fresh=first_time)
         self.wait_ready(node)
 
     def remove_broker(self, node: Node) -> None:
@@ -109,3 +112,23 @@ class ReassignsPartitions:
             raise InfrastructureError(f"Kafka Admin API: {type(e).__name__} {e}") from None
         finally:
             admin.close()
+
+
+class ReassignsThroughZookeeper(ReassignsPartitions):
+    """`membership = "zookeeper"`: partitions move the way an operator moved them on ZooKeeper-mode
+    Kafka (/admin/reassign_partitions, clusters/zookeeper_state.py); replicas are read there too."""
+
+    zookeeper_state: ZookeeperState
+
+    def assignment(self) -> dict[tuple[str, int], list[str]]:
+        return self.zookeeper_state.assignment()
+
+    def reassign(self, targets: dict[tuple[str, int], list[str]]) -> None:
+        ids = {n.name: self.broker_id(n) for n in self.broker_nodes()}
+        unknown = sorted({name for nodes in targets.values() for name in nodes} - set(ids))
+        if unknown:
+            raise InfrastructureError(f"node {unknown[0]} runs no broker")
+        self.zookeeper_state.reassign({key: tuple(ids[n] for n in nodes) for key, nodes in targets.items()})
+
+    def reassigning(self) -> list[tuple[str, int]]:
+        return self.zookeeper_state.reassigning()

@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from clusters import docker_image
+from clusters.lazyfs_mount import refuse_lazyfs_off_netns
 from clusters.netns import accept_bridge_traffic, copy_over, free_slot, used_slots
 from clusters.network import BridgeNetwork, BridgeNode
 from clusters.node import ExecResult
-from clusters.own import refuse_lazyfs_off_netns
 from clusters.remote_shell import ShellDaemons
 from clusters.state import ClusterState, list_states, locked, register_remover
 from foundation.config import TestConfig
@@ -147,7 +147,7 @@ class DockerNode(BridgeNode["DockerNetwork"], ShellDaemons):
 
     @property
     def faketime_library(self) -> str:
-        """libfaketime inside the node image (own.py preloads it into brokers)."""
+        """libfaketime inside the node image (a definition with `faketime = true` preloads it into brokers)."""
         return docker_image.FAKETIME_LIBRARY
 
     @property

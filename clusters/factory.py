@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from clusters import docker_backend, external_def, ssh_backend, system_def  # backends: their state removers
-from clusters.defined import defined_system
+from clusters.defined_capabilities import defined_system
 from clusters.external import ExternalNetwork, external_system
 from clusters.kafka_metadata import NO_ANSWER, offered_apis
 from clusters.netns import NetnsNetwork
 from clusters.node import Node
-from clusters.own import OwnSystem
 from clusters.state import ClusterState, cleanup_leftovers, locked, state_dir_default
 from clusters.sut import CollectsDataDirs, MayLackReplicaLogs
 from clusters.system_def import SystemDefinition
@@ -82,12 +81,11 @@ def broker_node_names(config: TestConfig) -> list[str]:
 
 
 def spare_node_names(config: TestConfig) -> list[str]:
-    """Nodes that run no broker at the start; the membership fault adds them (the own system, and
-    a definition whose brokers can join and leave: `membership = "reassign"`)."""
-    if config.system != "own":
-        definition = _definition(config)
-        if definition is None or definition.membership == "none":
-            return []
+    """Nodes that run no broker at the start; the membership fault adds them (a definition whose
+    brokers can join and leave: `membership = "reassign"` or `"zookeeper"`)."""
+    definition = _definition(config)
+    if definition is None or definition.membership == "none":
+        return []
     return [f"n{i}" for i in range(config.nodes + 1, config.nodes + max(0, config.spare_nodes) + 1)]
 
 
@@ -262,25 +260,22 @@ def _sut(config: TestConfig, network: Network) -> Any:
 
         spares = [network.nodes[n] for n in spare_node_names(config)]
         return defined_system(config, definition, nodes, python=nodes_python, spares=spares)
-    if config.system == "own":
-        brokers = [network.nodes[n] for n in broker_node_names(config)]
-        spares = [network.nodes[n] for n in spare_node_names(config)]
-        python = _nodes_python(network) or sys.executable
-        return OwnSystem(config, brokers, network.nodes[ZOOKEEPER_NODE], python=python, spares=spares)
     raise BadInput(f"system {config.system!r} is not available (use --system own, kafka or a PATH.toml)")
 
 
 def _node_names(config: TestConfig) -> list[str]:
-    """The own system puts ZooKeeper on a node of its own; Kafka (KRaft) needs none; a defined
-    system has the nodes of its roles (the broker role's n1..nN first)."""
+    """A defined system has the nodes of its roles: ZooKeeper's own node `zk` first (where a role
+    runs there), then the broker role's n1..nN and its spares, then the other roles' nodes."""
     definition = _definition(config)
-    if definition is not None:
-        names = definition.node_names(definition.broker_role, config)
-        others = [r for r in definition.roles if r.name != definition.brokers]
-        spares = spare_node_names(config)
-        return [*names, *spares, *(n for r in others for n in definition.node_names(r, config))]
-    brokers = broker_node_names(config)
-    return [ZOOKEEPER_NODE, *brokers, *spare_node_names(config)] if config.system == "own" else brokers
+    if definition is None:
+        return broker_node_names(config)
+    names = definition.node_names(definition.broker_role, config)
+    others = [
+        n for r in definition.roles if r.name != definition.brokers for n in definition.node_names(r, config)
+    ]
+    first = [n for n in others if n == ZOOKEEPER_NODE]
+    rest = [n for n in others if n != ZOOKEEPER_NODE]
+    return [*first, *names, *spare_node_names(config), *rest]
 
 
 def _network(

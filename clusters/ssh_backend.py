@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from clusters import node_software, system_def
+from clusters.lazyfs_mount import refuse_lazyfs_off_netns
 from clusters.network import ClusterNetwork
 from clusters.node import ExecResult
-from clusters.own import refuse_lazyfs_off_netns
 from clusters.remote_shell import ShellDaemons, env_prefix
 from clusters.state import ClusterState, locked, register_remover
 from foundation.config import SshHost, TestConfig
@@ -476,10 +476,10 @@ class SshNetwork(ClusterNetwork):
             )
 
     def _needs_software(self) -> bool:
-        """The own system, or a definition that runs strandline's Python or the faketime preload."""
+        """A definition that runs strandline's Python or the faketime preload (the own broker's does)."""
         if system_def.is_definition(self.config.system):
             return system_def.load(self.config.system).needs_node_software()
-        return self.config.system == "own"
+        return False
 
     def destroy(self) -> list[str]:
         """Remove everything recorded, then close the connections to the hosts."""

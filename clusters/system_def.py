@@ -23,7 +23,9 @@ from foundation.config import TestConfig
 from foundation.errors import BadInput
 from foundation.toml_file import read_toml
 
-READY_KINDS = ("kafka", "port", "command", "none")
+# zookeeper: the broker listens and is registered in ZooKeeper's /brokers/ids by a session other
+# than its previous process's (a killed broker's registration outlives it until its session ends).
+READY_KINDS = ("kafka", "port", "command", "none", "zookeeper")
 # What a role is: a process of its own (any server), or an S3-compatible store that strandline's S3
 # proxy (clusters/s3_proxy.py) fronts on the same node, so the `storage` faults reach its requests.
 ROLE_KINDS = ("process", "s3")
@@ -31,16 +33,18 @@ DATA_FORMATS = ("kafka", "other")
 PAUSE_KINDS = ("auto", "freeze", "sigstop")
 NODE_PREFIX = re.compile(r"^[a-z][a-z0-9]{0,2}$")  # node names must stay <= 4 characters
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+EMPTY_SETTING = re.compile(r"^\s*[^#=\s][^=]*=\s*$")  # `key=` with nothing after it
 NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 BROKERS_DEFAULT = "broker"
 
 TOP_KEYS = (
     "name", "description", "brokers", "roles", "software", "controller", "membership", "metadata",
+    "state", "startup",
 )  # fmt: skip
 ROLE_KEYS = (
     "count", "port", "ports", "node_prefix", "files", "upload", "install", "start", "env", "ready",
     "logs", "data_dirs", "data_format", "stop_signal", "stop_timeout", "pause", "faketime", "lazyfs",
-    "node_id", "values", "spare_values", "kind", "proxy_port",
+    "node_id", "values", "spare_values", "kind", "proxy_port", "output",
 )  # fmt: skip
 SOFTWARE_KEYS = ("versions",)
 METADATA_KEYS = ("brokers", "leaders")
@@ -52,14 +56,24 @@ LISTED_BROKERS = ("all", "self")
 LEADERSHIPS = ("partition", "any-broker")
 CONTROLLER_KEYS = ("kind", "role", "port")
 CONTROLLER_KINDS = ("metadata", "describe-quorum")
-MEMBERSHIP_KINDS = ("none", "reassign")
+# reassign: through Kafka's Admin API; zookeeper: through /admin/reassign_partitions (ZooKeeper mode)
+MEMBERSHIP_KINDS = ("none", "reassign", "zookeeper")
+# Where leaders, epochs, ISRs, replicas, the controller and the registered brokers are read: the
+# brokers' Kafka Metadata (as clients see them), or ZooKeeper's znodes (a role named `zookeeper`).
+STATE_SOURCES = ("metadata", "zookeeper")
+# in-order: each role is ready before the next starts; together: every role starts at once and is
+# then waited for in order (brokers that retry their coordinator start while it starts).
+STARTUPS = ("in-order", "together")
+ZOOKEEPER_ROLE = "zookeeper"
+# Test settings whose 0 means "unset": `{optional.KEY}` renders them empty then (FILE_KEYS omit_empty).
+OPTIONAL_SETTINGS = ("log_flush_interval_messages", "log_segment_bytes")
 # Software strandline fetches on the controller and puts on the nodes (clusters/software.py), with
 # the template values each offers as `{NAME.VALUE}`.
 SOFTWARE_VALUES: dict[str, tuple[str, ...]] = {
     "kafka": ("home", "classpath", "version", "format_features"),
     "tansu": ("bin", "pg_schema", "version"),
 }
-FILE_KEYS = ("path", "content")
+FILE_KEYS = ("path", "content", "omit_empty")
 UPLOAD_KEYS = ("source", "dest")
 READY_KEYS = ("kind", "command", "timeout")
 
@@ -68,6 +82,7 @@ READY_KEYS = ("kind", "command", "timeout")
 class FileDef:
     path: str  # template: where on the node
     content: str  # template: what it holds
+    omit_empty: bool = False  # drop each `key=value` line whose value renders empty (an unset setting)
 
 
 @dataclass(frozen=True)
@@ -109,6 +124,7 @@ class RoleDef:
     spare_values: dict[str, str] = field(default_factory=dict)  # ... on a node the member fault adds
     kind: str = "process"  # s3: an S3-compatible store, reached by the other roles through the proxy
     proxy_port: int = 0  # kind = s3: the port strandline's S3 proxy serves on, beside the store
+    output: str = ""  # template: where the start command's stdout and stderr go ("": logs/<role>.out)
 
     @property
     def fronted(self) -> bool:
@@ -153,8 +169,10 @@ class SystemDefinition:
     roles: tuple[RoleDef, ...]  # in the file's order: roles start in this order
     software: tuple[SoftwareDef, ...] = ()
     controller: ControllerDef = ControllerDef()
-    membership: str = "none"  # reassign: brokers join and leave, partitions move (Admin API)
+    membership: str = "none"  # reassign | zookeeper: brokers join and leave, partitions move
     metadata: MetadataDef = MetadataDef()
+    state: str = "metadata"  # zookeeper: leaders, the controller and the registry read from ZooKeeper
+    startup: str = "in-order"  # together: every role starts at once, then each is waited for
 
     def role(self, name: str) -> RoleDef:
         for r in self.roles:
@@ -190,8 +208,8 @@ class SystemDefinition:
 
 
 SYSTEMS_DIR = Path(__file__).resolve().parents[1] / "systems"
-# `--system NAME` for a definition shipped in systems/ (the own broker keeps its Python system).
-SHIPPED = {"kafka": "kafka-kraft.toml"}
+# `--system NAME` for a definition shipped in systems/: the one place a system's name is resolved.
+SHIPPED = {"own": "own.toml", "kafka": "kafka-kraft.toml"}
 
 
 def is_definition(system: str) -> bool:
@@ -218,11 +236,14 @@ def new_cluster_id(seed_bytes: bytes | None = None) -> str:
 
 
 KAFKA_NEVER = str(2**63 - 1)  # Long.MAX_VALUE: Kafka's default log.flush.interval.messages, "never"
+KAFKA_SEGMENT_BYTES = str(1024**3)  # Kafka's default log.segment.bytes (1 GiB)
+KAFKA_RETENTION_MS = str(7 * 24 * 3600 * 1000)  # Kafka's default log.retention.ms (7 days)
 
 
 def config_values(config: TestConfig) -> dict[str, str]:
     """`config.<key>` for every scalar test setting, as Kafka writes it: booleans `true`/`false`,
-    and `log_flush_interval_messages` 0 (strandline's "never fsync on append") as Kafka's never."""
+    `log_flush_interval_messages` 0 (strandline's "never fsync on append") as Kafka's never, and
+    `log_segment_bytes` and `log_retention_ms` 0 (the broker's default) as Kafka's defaults."""
     out: dict[str, str] = {}
     for f in dataclasses.fields(TestConfig):
         value = getattr(config, f.name)
@@ -232,6 +253,13 @@ def config_values(config: TestConfig) -> dict[str, str]:
             out[f"config.{f.name}"] = str(value)
     if config.log_flush_interval_messages <= 0:
         out["config.log_flush_interval_messages"] = KAFKA_NEVER
+    for key in OPTIONAL_SETTINGS:
+        value = getattr(config, key)
+        out[f"optional.{key}"] = str(value) if value > 0 else ""
+    if config.log_segment_bytes <= 0:
+        out["config.log_segment_bytes"] = KAFKA_SEGMENT_BYTES
+    if config.log_retention_ms == 0:
+        out["config.log_retention_ms"] = KAFKA_RETENTION_MS
     return out
 
 
@@ -242,6 +270,7 @@ def value_names(definition_roles: Sequence[RoleDef], role: RoleDef, software: Se
     names |= {f"values.{v}" for v in role.values}
     names |= {f"{s}.{v}" for s in software for v in SOFTWARE_VALUES[s]}
     names |= {f"config.{f.name}" for f in dataclasses.fields(TestConfig)}
+    names |= {f"optional.{key}" for key in OPTIONAL_SETTINGS}
     for p in role.ports:
         names |= {f"ports.{p}", f"peers.{p}", f"quorum.{p}"}
     for other in definition_roles:
@@ -306,6 +335,16 @@ def render(template: str, values: Mapping[str, str]) -> str:
         else:
             out.append(PLACEHOLDER.sub(lambda m: values[m.group(1).strip()], part))
     return "".join(out)
+
+
+def render_file(f: FileDef, values: Mapping[str, str]) -> str:
+    """A file's content filled in; with `omit_empty`, each `key=value` line whose value came out
+    empty is left out (a setting the test leaves unset stays at the software's default)."""
+    text = render(f.content, values)
+    if not f.omit_empty:
+        return text
+    kept = (line for line in text.splitlines(keepends=True) if not EMPTY_SETTING.match(line))
+    return "".join(kept)
 
 
 def placeholders(template: str) -> list[str]:
@@ -408,6 +447,20 @@ def parse(raw: Mapping[str, Any], path: Path) -> SystemDefinition:
     r.string("description", top.get("description", ""))
     metadata = _metadata(r, top.get("metadata", {}))
     membership = r.choice("membership", top.get("membership", "none"), MEMBERSHIP_KINDS)
+    state = r.choice("state", top.get("state", "metadata"), STATE_SOURCES)
+    for key, value in (("state", state), ("membership", membership), *_ready_kinds(roles)):
+        if value == "zookeeper" and ZOOKEEPER_ROLE not in roles_raw:
+            raise r.fail(
+                key, f"'zookeeper' reads ZooKeeper's znodes: it needs a role named {ZOOKEEPER_ROLE!r}"
+            )
+    for role in roles:
+        if role.ready.kind == "zookeeper" and role.name != brokers:
+            raise r.fail(
+                f"roles.{role.name}.ready",
+                "'zookeeper' is a broker's registration: only the broker role has one",
+            )
+    if state == "zookeeper" and (metadata.leaderless or metadata.brokers != "all"):
+        raise r.fail("state", "ZooKeeper's znodes name one leader per partition: metadata must say so too")
     if membership != "none" and (metadata.leaderless or metadata.brokers != "all"):
         raise r.fail(
             "membership",
@@ -423,7 +476,13 @@ def parse(raw: Mapping[str, Any], path: Path) -> SystemDefinition:
         controller=_controller(r, top.get("controller", "metadata"), roles, brokers),
         membership=membership,
         metadata=metadata,
+        state=state,
+        startup=r.choice("startup", top.get("startup", "in-order"), STARTUPS),
     )
+
+
+def _ready_kinds(roles: Sequence[RoleDef]) -> list[tuple[str, str]]:
+    return [(f"roles.{role.name}.ready", role.ready.kind) for role in roles]
 
 
 def _metadata(r: _Reader, value: Any) -> MetadataDef:
@@ -513,7 +572,10 @@ def _role(r: _Reader, name: str, value: Any, brokers: str) -> RoleDef:
         raise r.fail(f"{key}.env", f"expected a table of variables, got {env_raw!r}")
     files = []
     for fk, f in _tables(r, f"{key}.files", t.get("files", []), FILE_KEYS, ("path", "content")):
-        files.append(FileDef(r.string(f"{fk}.path", f["path"]), r.string(f"{fk}.content", f["content"])))
+        omit = _boolean(r, f"{fk}.omit_empty", f.get("omit_empty", False))
+        files.append(
+            FileDef(r.string(f"{fk}.path", f["path"]), r.string(f"{fk}.content", f["content"]), omit)
+        )
     uploads = []
     for uk, u in _tables(r, f"{key}.upload", t.get("upload", []), UPLOAD_KEYS, ("source", "dest")):
         text = r.string(f"{uk}.source", u["source"])
@@ -570,6 +632,7 @@ def _role(r: _Reader, name: str, value: Any, brokers: str) -> RoleDef:
         spare_values=_string_table(r, f"{key}.spare_values", t.get("spare_values", {})),
         kind=kind,
         proxy_port=proxy_port,
+        output=r.string(f"{key}.output", t.get("output", "")),
     )
 
 
@@ -645,4 +708,5 @@ def _templates(role: RoleDef) -> list[tuple[str, str]]:
     templates += [(f"{key}.logs", s) for s in role.logs] + [(f"{key}.data_dirs", s) for s in role.data_dirs]
     templates += [(f"{key}.values.{k}", v) for k, v in role.values.items()]
     templates += [(f"{key}.spare_values.{k}", v) for k, v in role.spare_values.items()]
+    templates += [(f"{key}.output", role.output)]
     return templates

@@ -1,6 +1,7 @@
 """One ZooKeeper server (Debian's package): its zoo.cfg, its myid and its java command line.
 
-Used by clusters/local.py (local processes) and by clusters/own.py (netns nodes). Nothing
+Used by clusters/local.py (local processes) and the docker node image (clusters/docker_image.py;
+systems/own.toml and kafka-zk.toml write their own zoo.cfg). Nothing
 here runs anything: callers write the files and start the command their own way.
 """
 

@@ -127,8 +127,12 @@ class TestConfig:
     # KAFKA-16541: fsync the leader-epoch checkpoint (leader.epoch.checkpoint.fsync); false is
     # Kafka 3.7.0's missing fsync, unsafe under an OS crash or power loss
     leader_epoch_checkpoint_fsync: bool = True
-    # log.segment.bytes of the own broker; 0: its default (64 MiB)
+    # log.segment.bytes; 0: the broker's default (own broker 64 MiB, Kafka 1 GiB)
     log_segment_bytes: int = 0
+    # Kafka's log.retention.ms (the Kafka definitions; the own broker deletes no segment): 0, Kafka's
+    # default (7 days); -1, never. A power cut can lose a rolled segment's time index, whose
+    # segment then looks 56 years old to retention and is deleted, acknowledged records and all.
+    log_retention_ms: int = 0
     # Broker nodes beyond `nodes` that run no broker at the start: the membership fault (`member`)
     # adds them. -1: one when a membership fault is asked for, else none.
     spare_nodes: int = -1
@@ -349,6 +353,11 @@ def _check_ranges(c: TestConfig) -> None:
         c.log_segment_bytes == 0 or c.log_segment_bytes >= 1024,
         "log_segment_bytes",
         f"must be 0 (the broker's default) or at least 1024, got {c.log_segment_bytes}",
+    )
+    need(
+        c.log_retention_ms >= -1,
+        "log_retention_ms",
+        f"must be 0 (Kafka's default), -1 (never) or a number of ms, got {c.log_retention_ms}",
     )
     need(c.topics >= 1, "topics", f"must be at least 1, got {c.topics}")
     need(c.partitions >= 1, "partitions", f"must be at least 1, got {c.partitions}")

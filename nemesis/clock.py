@@ -1,7 +1,7 @@
 """Clock skew through libfaketime: a live offset file per node, read on every clock call.
 
 The system under test starts each broker with the PyPI `libfaketime` library preloaded and
-`FAKETIME_TIMESTAMP_FILE` pointing at a file of its own (`clusters.own.faketime_env`);
+`FAKETIME_TIMESTAMP_FILE` pointing at a file of its own (`clusters.faketime.faketime_env`);
 `FAKETIME_NO_CACHE=1` makes every `time()`/`gettimeofday()` re-read the file, and monotonic clocks
 stay real (`FAKETIME_DONT_FAKE_MONOTONIC=1`), so timers keep working while the wall clock jumps.
 The nemesis writes offsets such as "+30s" or "-5s" into that file; "+0" is the real time.

@@ -1,7 +1,7 @@
 """Clock faults through libfaketime offset files: bump (jump to an offset), strobe (flip between two
 offsets for a while), reset ("+0"). The system under test says where each node's file lives with
 `sut.clock_file(node)` (`clusters.sut.HasClockFile`) and starts its brokers under libfaketime
-(`clusters.own.faketime_env(file)`).
+(`clusters.faketime.faketime_env(file)`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import random
 import threading
 from typing import Any
 
+from clusters.faketime import preload_library
 from clusters.node import Node
-from clusters.own import preload_library
 from clusters.sut import HasClockFile
 from foundation.errors import BadInput
 from nemesis import clock, targets

@@ -21,7 +21,8 @@ import pytest
 from clusters import docker_backend, docker_image
 from clusters.docker_backend import DockerNode, cluster_containers, cluster_networks, ensure_dockerd
 from clusters.factory import Cluster, build_cluster
-from clusters.own import BROKER, ZOOKEEPER
+from clusters.system_def import BROKERS_DEFAULT as BROKER
+from clusters.system_def import ZOOKEEPER_ROLE as ZOOKEEPER
 from foundation.config import TestConfig
 from foundation.errors import BadInput, InfrastructureError
 

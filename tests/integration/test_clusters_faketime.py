@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.own import CLOCK_UNSKEWED, faketime_env
+from clusters.faketime import CLOCK_UNSKEWED, faketime_env
 
 pytestmark = pytest.mark.integration
 

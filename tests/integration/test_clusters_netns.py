@@ -22,8 +22,8 @@ import pytest
 
 from clusters.factory import Cluster, build_cluster
 from clusters.netns import NetnsNetwork, NetnsNode, existing_links, existing_namespaces
-from clusters.own import BROKER
 from clusters.state import ClusterState, cleanup_leftovers, process_alive
+from clusters.system_def import BROKERS_DEFAULT as BROKER
 from foundation.config import TestConfig
 from foundation.errors import BadInput, InfrastructureError
 from tests.support.netns import leftovers
@@ -182,7 +182,7 @@ def test_collect_copies_logs_and_data_dirs(cluster: Cluster, tmp_path: Path) -> 
 
 
 def test_zookeeper_killed_and_started_through_the_sut(cluster: Cluster) -> None:
-    from clusters.own import ZOOKEEPER
+    from clusters.system_def import ZOOKEEPER_ROLE as ZOOKEEPER
 
     zk_node = cluster.zookeeper_node
     assert zk_node is not None

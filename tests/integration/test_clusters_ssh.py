@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from clusters.factory import Cluster, build_cluster
-from clusters.own import BROKER
 from clusters.ssh_backend import REMOTE_ROOT, SshNode, install_software, software_paths
 from clusters.state import process_alive
+from clusters.system_def import BROKERS_DEFAULT as BROKER
 from foundation.errors import BadInput
 from tests.support.sshd import SshdHosts, ssh_config
 

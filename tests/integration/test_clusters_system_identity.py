@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.netns import nothing_left
+from tests.support.standin import through_kafka_protocol
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -40,7 +41,7 @@ def definition(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_brokers_advertising_no_node_address_are_exit_4_naming_what_each_advertised(tmp_path: Path) -> None:
-    text = OWN.read_text().replace("advertised.listeners=PLAINTEXT://{address}:{port}",
+    text = through_kafka_protocol(OWN.read_text()).replace("advertised.listeners=PLAINTEXT://{address}:{port}",
                                    "advertised.listeners=PLAINTEXT://127.0.0.1:{port}")  # fmt: skip
     path = definition(tmp_path, "elsewhere", text)
     out = cli(["run", "--system", str(path), "--name", "elsewhere", "--time-limit", "5",
@@ -54,7 +55,9 @@ def test_brokers_advertising_no_node_address_are_exit_4_naming_what_each_adverti
 
 @pytest.mark.slow  # 73 s at load 10-12: a bring-up, a 20 s kill run, its report
 def test_a_system_whose_brokers_serve_every_partition_runs_without_leaders(tmp_path: Path) -> None:
-    path = definition(tmp_path, "alone", OWN.read_text() + '\n[metadata]\nbrokers = "self"\n')
+    path = definition(
+        tmp_path, "alone", through_kafka_protocol(OWN.read_text()) + '\n[metadata]\nbrokers = "self"\n'
+    )
     refused = cli(["run", "--system", str(path), "--name", "alone", "--nemesis", "kill:leader",
                    "--time-limit", "5", "--store", str(tmp_path / "store"), *ONE], tmp_path, timeout=60)  # fmt: skip
     assert refused.returncode == 2, refused.stderr[-2000:]
@@ -84,7 +87,9 @@ def test_three_brokers_declared_leaderless_run_kill_and_partition_without_leader
     serve every partition: nothing aims at a leader, recovery waits for brokers that answer): a
     leader-targeted fault is refused before any cluster starts; kill and partition, drawn on three
     nodes for 20 s of load, end valid, and the partitions have no leader in cluster-state.json."""
-    path = definition(tmp_path, "anyone", OWN.read_text() + '\n[metadata]\nleaders = "any-broker"\n')
+    path = definition(
+        tmp_path, "anyone", through_kafka_protocol(OWN.read_text()) + '\n[metadata]\nleaders = "any-broker"\n'
+    )
     three = [
         "--checker",
         "reference",

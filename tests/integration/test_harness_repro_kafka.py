@@ -20,19 +20,19 @@ pytestmark = [pytest.mark.integration, pytest.mark.kafka, pytest.mark.timeout(18
 
 
 @pytest.mark.slow
-def test_kip_101_truncation_on_kafka_0_10_2_and_0_11_0(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("name", "affected", "fixed"),
+    [
+        ("kip-101-truncation", "0.10.2.2", "0.11.0.0"),
+        ("kip-279-fast-leader-change", "1.1.1", "2.0.0"),
+        ("kafka-16541-epoch-checkpoint", "3.7.2", "3.8.0"),
+    ],
+)
+def test_a_release_pair_has_the_bug_and_the_fix(
+    name: str, affected: str, fixed: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    summary = both_ways("kip-101-truncation", tmp_path, monkeypatch, system="kafka")
-    assert (summary["affected_release"], summary["fixed_release"]) == ("0.10.2.2", "0.11.0.0")
-
-
-@pytest.mark.slow
-def test_kip_279_fast_leader_change_on_kafka_1_1_1_and_2_0_0(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    summary = both_ways("kip-279-fast-leader-change", tmp_path, monkeypatch, system="kafka")
-    assert (summary["affected_release"], summary["fixed_release"]) == ("1.1.1", "2.0.0")
+    summary = both_ways(name, tmp_path, monkeypatch, system="kafka")
+    assert (summary["affected_release"], summary["fixed_release"]) == (affected, fixed)
 
 
 def test_kip_966_last_replica_standing_on_the_default_release_both_ways(

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from clusters.factory import Cluster, build_cluster
+from clusters.faketime import faketime_env
 from clusters.kafka_metadata import NO_ANSWER, coordinator_of
-from clusters.own import faketime_env
 from foundation.config import TestConfig
 from foundation.errors import BadInput
 from history.pairing import pair_problems
@@ -142,9 +142,18 @@ def ready(env: dict[str, Any], name: str) -> None:
     try:
         sut.wait_ready(node(env, name), timeout=90)
     except Exception as e:
-        log = Path(sut.layout(node(env, name)).log_path).read_text(errors="replace").splitlines()
+        log = broker_log(env, name).read_text(errors="replace").splitlines()
         useful = [line for line in log if "Task was destroyed" not in line and "task: <Task" not in line]
         raise AssertionError(f"{e}\n" + "\n".join(useful[-40:])) from None
+
+
+def broker_log(env: dict[str, Any], name: str) -> Path:
+    """The broker's own log on a netns node (its daemon's output: the first of its log files)."""
+    return Path(env["cluster"].sut.log_files(node(env, name))[0])
+
+
+def data_dir(env: dict[str, Any], name: str) -> Path:
+    return Path(env["cluster"].sut.data_dirs(node(env, name))[0])
 
 
 def rules(n: Any, chain: str) -> list[str]:
@@ -469,7 +478,7 @@ def test_power_loss_drops_unsynced_log_data_and_the_broker_recovers(env: dict[st
     nem, history = nemesis_for(env, "power")
     nem.validate()
     nem.execute({"do": "lose-unsynced", "target": follower, "pick": 1})
-    backing = Path(sut.layout(node(env, follower)).backing_dir) / "t0-0" / "00000000000000000000.log"
+    backing = Path(f"{data_dir(env, follower)}.backing") / "t0-0" / "00000000000000000000.log"
     assert not backing.exists() or backing.stat().st_size == 0  # the broker never fsynced its log
     nem.heal_all()
     ready(env, follower)
@@ -573,7 +582,7 @@ def _produce(cluster: Any, count: int, partition: int = 0) -> None:
 def _log_end(env: dict[str, Any], name: str, partition: int = 0) -> int:
     from checkers.data_dirs import iter_batches
 
-    data = Path(env["cluster"].sut.layout(node(env, name)).data_dir) / f"t0-{partition}"
+    data = data_dir(env, name) / f"t0-{partition}"
     ends = [b.last_offset + 1 for b in iter_batches(data, decode=False) if b.crc_ok] if data.is_dir() else []
     return max(ends, default=0)
 
@@ -593,7 +602,7 @@ def test_damaged_disks_are_detected_and_restored_by_replication(env: dict[str, A
     )
     nem.heal()
     ready(env, follower)
-    log_text = Path(sut.layout(node(env, follower)).log_path).read_text(errors="replace")
+    log_text = broker_log(env, follower).read_text(errors="replace")
     assert "CRC mismatch" in log_text  # recovery found the flip and cut the log there
     nem.execute({"do": "corrupt", "kind": "wipe", "target": follower, "pick": 3})
     assert _log_end(env, follower, 1) == 0
@@ -630,7 +639,7 @@ def test_faults_aim_at_zookeeper_the_coordinator_and_the_controller_by_role(env:
     nem.validate()
     nem.execute({"do": "pause", "target": "zookeeper", "pick": 1})
     nem.heal()
-    sut.wait_zookeeper(timeout=30)
+    sut.wait_ready(zk, timeout=30)
     before = group_coordinator(env)
     nem.execute({"do": "loss", "target": "coordinator", "probability": 0.1, "pick": 1})
     nem.heal()

@@ -13,9 +13,28 @@ OWN = REPO / "systems" / "own.toml"
 SHARED_ID = 111
 
 
+# What makes systems/own.toml read ZooKeeper (`--system own`), and what a system that is known only
+# through Kafka's protocol says instead: leaders, registry and readiness from Metadata.
+THROUGH_ZOOKEEPER = {
+    'state = "zookeeper"': 'state = "metadata"',
+    'membership = "zookeeper"': 'membership = "none"',
+    'ready = { kind = "zookeeper", timeout = 60 }': 'ready = { kind = "kafka", timeout = 90 }',
+}
+
+
+def through_kafka_protocol(own: str) -> str:
+    """own.toml's text as a system strandline sees only through Kafka's protocol, as a third-party
+    system is seen: no ZooKeeper reads (the stand-ins below are made from it)."""
+    for zookeeper, kafka in THROUGH_ZOOKEEPER.items():
+        if zookeeper not in own:
+            raise AssertionError(f"{OWN} no longer says {zookeeper}")
+        own = own.replace(zookeeper, kafka)
+    return own
+
+
 def standin_definition(directory: Path, name: str = "standin") -> Path:
     """The stand-in's definition file in `directory`."""
-    own = OWN.read_text()
+    own = through_kafka_protocol(OWN.read_text())
     text = own.replace("broker.id={id}\n", f"broker.id={{id}}\nshared.node.id={SHARED_ID}\n")
     if text == own:
         raise AssertionError(f"{OWN} no longer has a broker.id line to add shared.node.id after")

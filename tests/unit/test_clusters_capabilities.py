@@ -6,8 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from clusters import broker_identity, system_def
-from clusters.defined import defined_system
-from clusters.own import OwnSystem
+from clusters.defined_capabilities import defined_system
 from clusters.sut import (
     HasBrokerDaemon,
     HasBrokerRegistry,
@@ -26,7 +25,13 @@ from tests.support.nemesis_fakes import FakeNode
 
 def test_own_and_kafka_name_brokers_alike_and_say_what_they_offer(tmp_path: Path) -> None:
     nodes = [FakeNode(f"n{i}", f"10.77.9.{10 + i}") for i in (1, 2, 3)]
-    own = OwnSystem(TestConfig(), nodes, FakeNode("zk", "10.77.9.10"))
+    zookeeper = [FakeNode("zk", "10.77.9.10")]
+    own = defined_system(
+        TestConfig(),
+        system_def.load("own"),
+        {"zookeeper": zookeeper, "broker": nodes},
+        python=lambda: "python3",
+    )
     config = TestConfig(system="kafka")
     kafka = defined_system(config, system_def.load("kafka"), {"broker": nodes}, python=lambda: "python3")
     for sut in (own, kafka):

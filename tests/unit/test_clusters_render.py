@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from clusters import system_def
+from clusters.defined_capabilities import defined_system
 from clusters.factory import build_cluster, default_cluster_name
+from clusters.faketime import CLOCK_FAULTS, faketime_env, wants_clock
+from clusters.lazyfs_mount import wants_lazyfs
 from clusters.netns import NetnsNetwork
-from clusters.own import (
-    CLOCK_FAULTS,
-    OwnSystem,
-    broker_command,
-    broker_layout,
-    faketime_env,
-    render_broker_properties,
-    wants_clock,
-    wants_lazyfs,
-)
 from foundation.config import TestConfig, validate
 from foundation.errors import BadInput, InfrastructureError
 from nemesis.packages import ALIASES, PACKAGES
@@ -30,12 +25,39 @@ def parse(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
 
 
+OWN = system_def.load("own")  # `--system own`
+
+
+def render_broker_properties(
+    config: TestConfig, broker_id: int, address: str, zookeeper_connect: str, home: str
+) -> str:
+    """The broker.properties that systems/own.toml gives broker `broker_id` (data dir: home/data)."""
+    values = system_def.config_values(config)
+    zk_address = zookeeper_connect.rsplit(":", 1)[0]
+    values.update(system_def.role_values(OWN.role("zookeeper"), [(1, zk_address)]))
+    values.update(system_def.role_values(OWN.broker_role, [(broker_id, address)]))
+    values.update(system_def.own_role_values(OWN.broker_role, values))
+    values.update({"id": str(broker_id), "address": address, "home": home})
+    (properties,) = OWN.broker_role.files
+    return system_def.render_file(properties, values)
+
+
+class _HomeNode(FakeNode):
+    home = "/w/c/n1"  # where the netns backend puts node n1 of cluster c under work dir /w
+
+
+def own_system(config: TestConfig, brokers: list[FakeNode]) -> Any:
+    """`--system own` on fake nodes (ZooKeeper on node zk)."""
+    nodes = {"zookeeper": [FakeNode("zk", "10.77.9.10")], "broker": brokers}
+    return defined_system(config, OWN, nodes, python=lambda: "/py")
+
+
 def test_defaults_render_the_safe_settings() -> None:
-    props = parse(render_broker_properties(TestConfig(), 2, "10.77.5.12", "10.77.5.10:2181", "/d"))
+    props = parse(render_broker_properties(TestConfig(), 2, "10.77.5.12", "10.77.5.10:2181", "/h"))
     assert props["broker.id"] == "2"
     assert props["listeners"] == props["advertised.listeners"] == "PLAINTEXT://10.77.5.12:9092"
     assert props["zookeeper.connect"] == "10.77.5.10:2181"
-    assert props["log.dirs"] == "/d"
+    assert props["log.dirs"] == "/h/data"
     assert props["replication.truncation"] == "leader-epoch"
     assert props["min.insync.replicas"] == "2"
     assert props["default.replication.factor"] == "3"
@@ -60,7 +82,7 @@ def test_every_variant_reaches_the_properties() -> None:
             "partitions": 5,
         }
     )
-    props = parse(render_broker_properties(config, 1, "10.77.1.11", "zk:2181", "/d"))
+    props = parse(render_broker_properties(config, 1, "10.77.1.11", "zk:2181", "/h"))
     assert props["replication.truncation"] == "high-watermark"
     assert props["min.insync.replicas"] == "1"
     assert props["unclean.leader.election.enable"] == "true"
@@ -74,10 +96,15 @@ def test_every_variant_reaches_the_properties() -> None:
 
 
 def test_layout_command_and_faketime() -> None:
-    lay = broker_layout("/w/c/n1")
-    assert lay.config_path == "/w/c/n1/broker.properties" and lay.data_dir == "/w/c/n1/data"
-    assert broker_command("/py", lay.config_path) == ["/py", "-m", "broker", "--config", lay.config_path]
-    env = faketime_env(lay.clock_file)
+    node = _HomeNode("n1", "10.77.9.11")
+    own = own_system(TestConfig(), [node])
+    values = own.values(node)
+    config_path = system_def.render(OWN.broker_role.files[0].path, values)
+    data_dir = system_def.render(OWN.broker_role.data_dirs[0], values)
+    assert config_path == "/w/c/n1/broker.properties" and data_dir == "/w/c/n1/data"
+    command = [system_def.render(a, values) for a in OWN.broker_role.start]
+    assert command == ["/py", "-m", "broker", "--config", config_path]
+    env = faketime_env(values["clock_file"])
     assert env["FAKETIME_TIMESTAMP_FILE"] == "/w/c/n1/clock"
     assert env["FAKETIME_DONT_FAKE_MONOTONIC"] == "1" and env["FAKETIME_NO_CACHE"] == "1"
     assert Path(env["LD_PRELOAD"]).is_file()
@@ -165,8 +192,8 @@ def test_a_broker_preloads_libfaketime_only_when_its_clock_may_be_skewed(
     nemesis: tuple[str, ...], preloaded: bool
 ) -> None:
     node = _StartingNode("n1", "10.77.9.11")
-    own = OwnSystem(TestConfig(nemesis=nemesis), [node], FakeNode("zk", "10.77.9.10"))
-    own._start_broker(node, fresh=True)
+    own = own_system(TestConfig(nemesis=nemesis), [node])
+    own._start(node, fresh=True)
     env = node.started["broker"]
     assert ("LD_PRELOAD" in env) is preloaded and env["PYTHONUNBUFFERED"] == "1"
     # without the preload the clock fault has no file to write, so it refuses instead of doing nothing

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from clusters import system_def
-from foundation.config import validate
+from foundation.config import TestConfig, validate
 from foundation.errors import BadInput
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def test_minimal_definition_roles_names_and_defaults(tmp_path: Path) -> None:
 
 def test_lose_unsynced_needs_data_dirs_on_a_lazyfs_role(tmp_path: Path) -> None:
     """Refused before any node exists; `--nemesis all` just leaves the fault out."""
-    from clusters.defined import defined_system
+    from clusters.defined_capabilities import defined_system
 
     d = system_def.load(write(tmp_path, MINIMAL))
     nodes: dict[str, list[Any]] = {"broker": [], "storage": []}
@@ -145,7 +145,7 @@ def test_config_accepts_a_definition_path_and_keeps_it_absolute(tmp_path: Path) 
     ],
 )
 def test_shipped_definitions_parse_and_every_template_renders(name: str) -> None:
-    from clusters.defined import defined_system
+    from clusters.defined_capabilities import defined_system
     from clusters.factory import spare_node_names
     from clusters.software import Installed
     from tests.support.nemesis_fakes import FakeNode
@@ -173,16 +173,70 @@ def test_shipped_definitions_parse_and_every_template_renders(name: str) -> None
                 assert ("process.roles=broker\n" in properties) == (node in spares or "split" in name)
             else:
                 assert f"broker.id={sut.defined_node_id(node)}" in properties
+            assert (
+                "\nlog.segment.bytes=1073741824\nlog.retention.ms=604800000\n" in properties
+            )  # Kafka's defaults
+
+
+def test_kafka_definitions_take_the_tests_segment_size_and_retention() -> None:
+    """A scenario that rolls small segments on real Kafka (its recovery point passes where an
+    epoch starts) sets `log_segment_bytes`, and turns retention off (-1); 0 is Kafka's default."""
+    values = system_def.config_values(
+        validate({"nodes": 3, "seed": 1, "log_segment_bytes": 8192, "log_retention_ms": -1})
+    )
+    assert (values["config.log_segment_bytes"], values["config.log_retention_ms"]) == ("8192", "-1")
+    unset = system_def.config_values(validate({"nodes": 3, "seed": 1}))
+    assert (unset["config.log_segment_bytes"], unset["config.log_retention_ms"]) == (
+        str(1024**3),
+        "604800000",
+    )
+    with pytest.raises(BadInput, match="log_retention_ms"):
+        validate({"nodes": 3, "seed": 1, "log_retention_ms": -2})
+
+
+def built_in_settings(
+    config: TestConfig, broker_id: int, address: str, zookeeper_connect: str, data_dir: str
+) -> dict[str, str]:
+    """The broker settings the built-in own system wrote for a test config (its broker_settings)."""
+    listener = f"PLAINTEXT://{address}:9092"
+    settings = {
+        "broker.id": str(broker_id),
+        "listeners": listener,
+        "advertised.listeners": listener,
+        "log.dirs": data_dir,
+        "zookeeper.connect": zookeeper_connect,
+        "zookeeper.session.timeout.ms": str(config.zookeeper_session_timeout_ms),
+        "num.partitions": str(config.partitions),
+        "default.replication.factor": str(config.replication_factor),
+        "min.insync.replicas": str(config.min_insync),
+        "unclean.leader.election.enable": "true" if config.unclean_election else "false",
+        "eligible.leader.replicas.enable": "true" if config.eligible_leader_replicas else "false",
+        "isr.broker.epoch.check.enable": "true" if config.isr_broker_epoch_check else "false",
+        "replication.truncation": config.variant,
+        "leader.election.policy": config.leader_election_policy,
+        "replica.high.watermark.checkpoint.interval.ms": str(
+            config.replica_high_watermark_checkpoint_interval_ms
+        ),
+        "replica.lag.time.max.ms": str(config.replica_lag_time_max_ms),
+        "transaction.version": str(config.transaction_version),
+        "auto.create.topics.enable": "false",
+    }
+    if config.log_flush_interval_messages > 0:
+        settings["log.flush.interval.messages"] = str(config.log_flush_interval_messages)
+    if config.log_segment_bytes > 0:
+        settings["log.segment.bytes"] = str(config.log_segment_bytes)
+    if not config.leader_epoch_checkpoint_fsync:
+        settings["leader.epoch.checkpoint.fsync"] = "false"
+    return settings
 
 
 @pytest.mark.parametrize("settings", [{}, {"log_flush_interval_messages": 1, "eligible_leader_replicas": True,
-                                           "variant": "high-watermark", "unclean_election": True}])  # fmt: skip
+                                           "variant": "high-watermark", "unclean_election": True},
+                                      {"log_segment_bytes": 4096, "leader_epoch_checkpoint_fsync": False}])  # fmt: skip
 def test_own_toml_gives_the_broker_every_setting_system_own_does(settings: dict[str, Any]) -> None:
-    """systems/own.toml and `--system own` (clusters/own.py) must not drift apart: the broker
-    properties the file renders hold every setting the built-in system writes, with equal values
-    (an unset log.flush.interval.messages and Kafka's Long.MAX_VALUE both mean never)."""
+    """`--system own` (systems/own.toml) gives the broker every setting the built-in own system
+    (clusters/own.py, before the definition replaced it) wrote, with equal values: `built_in` below."""
     from broker.config import BrokerConfig, parse_properties
-    from clusters.own import broker_settings
 
     d = system_def.load(REPO / "systems" / "own.toml")
     config = validate({"nodes": 3, "seed": 1, **settings})
@@ -191,9 +245,9 @@ def test_own_toml_gives_the_broker_every_setting_system_own_does(settings: dict[
         values.update(system_def.role_values(r, [(i + 1, f"10.0.1.{i}") for i in range(d.count(r, config))]))
     values.update(system_def.own_role_values(d.broker_role, values))
     values.update({"id": "2", "address": "10.0.1.1", "home": "/h"})
-    (properties,) = [system_def.render(f.content, values) for f in d.broker_role.files]
+    (properties,) = [system_def.render_file(f, values) for f in d.broker_role.files]
     from_file = parse_properties(properties)
-    built_in = broker_settings(config, 2, "10.0.1.1", values["zookeeper.servers"], "/h/data")
+    built_in = built_in_settings(config, 2, "10.0.1.1", values["zookeeper.servers"], "/h/data")
     assert {k: from_file.get(k) for k in built_in} == built_in
     assert BrokerConfig.from_properties(from_file) == BrokerConfig.from_properties(
         {**built_in, "auto.create.topics.enable": "false"}
@@ -212,12 +266,13 @@ def test_own_toml_gives_the_broker_every_setting_system_own_does(settings: dict[
         ("kafka", {"kafka_version": "4.4"}, "not a Kafka release number"),
         ("kafka", {"kafka_version": "3.9.1", "workload": "txn", "transaction_version": 1}, None),
         ("kafka-zk.toml", {"kafka_version": "0.11.0.3", "nemesis": "kill"}, None),
+        ("own.toml", {"log_segment_bytes": 4096, "leader_epoch_checkpoint_fsync": False}, None),
     ],
 )  # fmt: skip
 def test_what_a_release_cannot_run_is_refused_before_anything_exists(
     system: str, settings: dict[str, Any], refusal: str | None
 ) -> None:
-    from clusters.defined import defined_system
+    from clusters.defined_capabilities import defined_system
     from tests.support.nemesis_fakes import FakeNode
 
     path = system if system == "kafka" else str(REPO / "systems" / system)
