@@ -12,10 +12,13 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
 from checkers import power_form, spark_power, spark_txn
@@ -28,7 +31,7 @@ from checkers.spark_engine import ParquetForm, check_parquet, topic_names
 from checkers.spark_evidence import find_in_form
 from checkers.spark_groups import check_groups, merge_into
 from checkers.spark_replicas import Views, judged_replicas
-from checkers.spark_session import get_session, size_for
+from checkers.spark_session import SMALL_OPS, get_session, size_for
 from checkers.spark_stats import nemesis_op, spark_facts
 from checkers.stats import Facts
 from foundation.errors import BadInput, InfrastructureError
@@ -40,6 +43,8 @@ log = logging.getLogger(__name__)
 
 # Filled in by each check, for the benchmark: seconds per phase.
 last_timings: dict[str, float] = {}
+
+T = TypeVar("T")
 
 
 def _local_path(history: str | os.PathLike[str]) -> Path | None:
@@ -164,6 +169,75 @@ def check_run(
         last_timings["convert"] = time.monotonic() - started
     last_timings["spark_start"] = float(box.get("seconds", 0.0))
     size_for(spark, form.ops)
+
+    def statistics() -> Facts:
+        counting = time.monotonic()
+        stats_facts = spark_facts(
+            spark,
+            form.operations_path,
+            max_time=form.max_time,
+            nemesis=form.nemesis or [],
+            ok_sends_in_order=form.ok_sends_in_order,
+            latency=form.latency,
+            problems=form.problems,
+        )
+        last_timings["stats"] = time.monotonic() - counting
+        return stats_facts
+
+    def replica_logs(inputs: ReplicaInputs, stack: ExitStack) -> tuple[ReplicaFindings, Views]:
+        judging = time.monotonic()
+        judged = stack.enter_context(
+            judged_replicas(
+                spark,
+                inputs.nodes_dir,
+                form.operations_path,
+                form.topics if form.topics is not None else topic_names(spark, form),
+                final_state=inputs.final_state,
+                expected=inputs.expected,
+                replication_factor=inputs.replication_factor,
+                brokers=inputs.brokers,
+            )
+        )
+        last_timings["replicas"] = time.monotonic() - judging
+        return judged
+
+    # The pool's exit (waiting for its thread) comes before the stack's (releasing what it keeps).
+    with ExitStack() as stack, ThreadPoolExecutor(1, thread_name_prefix="spark-beside") as pool:
+        # A small history's check is the driver planning one query after another (its jobs take a
+        # fraction of it): the statistics and the replica logs are planned on a second thread,
+        # beside the rules, so both cores work. A big one's jobs fill the cores: one part at a time.
+        beside = pool if form.ops < SMALL_OPS else None
+        stats_of = _when_asked(beside, statistics) if facts else None
+        judged_of = (
+            _when_asked(beside, partial(replica_logs, replicas, stack)) if replicas is not None else None
+        )
+        result, tallied = _rules(spark, history_path, form, power, local is not None)
+        stats_facts = stats_of() if stats_of is not None else None
+        findings, views = judged_of() if judged_of is not None else (None, _no_views)
+        gathering = time.monotonic()
+        anomalies = {**result["anomalies"], **(findings.anomalies if findings is not None else {})}
+        marked = marked_offsets(findings.partitions) if findings is not None else {}
+        quoted = find_in_form(spark, form, os.fspath(history_path), wanted(anomalies), marked)
+        if findings is not None:
+            offsets = example_positions(anomalies, quoted.sends)
+            for tp, at in marked.items():
+                offsets.setdefault(tp, set()).update(at)
+            quoted.replicas = views(offsets)
+        last_timings["evidence"] = time.monotonic() - gathering
+    last_timings["total"] = time.monotonic() - started
+    nemesis = [nemesis_op(row) for row in form.nemesis or []]
+    return SparkRun(result, stats_facts, findings, nemesis, quoted, tallied)
+
+
+def _rules(
+    spark: SparkSession,
+    history_path: str | os.PathLike[str],
+    form: ParquetForm,
+    power: Asked | None,
+    local: bool,
+) -> tuple[EngineResult, tuple[Tally, list[Any]] | None]:
+    """The history's anomalies (and, with `power`, the verdict power's tally); `local`: the
+    history's Parquet form is a local one, converted by Arrow."""
     checking = time.monotonic()
     # A history's transactions: their micro-operations, read again from the text (spark_txn.py).
     # The operation kinds the conversion saw (None: not counted, e.g. Spark converted the history).
@@ -193,7 +267,7 @@ def check_run(
             # without a Spark job (checkers/power_form.py).
             tallied = (
                 spark_power.tally(spark, form.operations_path, form.reads_path, nemesis_ops, power, txns)
-                if txns is not None or local is None
+                if txns is not None or not local
                 else power_form.tally(form.operations_path, form.reads_path, nemesis_ops, power)
             )
             last_timings["power"] = time.monotonic() - counting
@@ -202,47 +276,13 @@ def check_run(
             txns.unpersist()
     # The rules alone: the power's tally is a part of its own in the breakdown, as the reference's.
     last_timings["check"] = time.monotonic() - checking - last_timings.get("power", 0.0)
-    stats_facts = None
-    if facts:
-        counting = time.monotonic()
-        stats_facts = spark_facts(
-            spark,
-            form.operations_path,
-            max_time=form.max_time,
-            nemesis=form.nemesis or [],
-            ok_sends_in_order=form.ok_sends_in_order,
-            latency=form.latency,
-            problems=form.problems,
-        )
-        last_timings["stats"] = time.monotonic() - counting
-    findings = None
-    with ExitStack() as stack:
-        views: Views = lambda _: {}  # noqa: E731
-        if replicas is not None:
-            judging = time.monotonic()
-            findings, views = stack.enter_context(
-                judged_replicas(
-                    spark,
-                    replicas.nodes_dir,
-                    form.operations_path,
-                    form.topics if form.topics is not None else topic_names(spark, form),
-                    final_state=replicas.final_state,
-                    expected=replicas.expected,
-                    replication_factor=replicas.replication_factor,
-                    brokers=replicas.brokers,
-                )
-            )
-            last_timings["replicas"] = time.monotonic() - judging
-        gathering = time.monotonic()
-        anomalies = {**result["anomalies"], **(findings.anomalies if findings is not None else {})}
-        marked = marked_offsets(findings.partitions) if findings is not None else {}
-        quoted = find_in_form(spark, form, os.fspath(history_path), wanted(anomalies), marked)
-        if findings is not None:
-            offsets = example_positions(anomalies, quoted.sends)
-            for tp, at in marked.items():
-                offsets.setdefault(tp, set()).update(at)
-            quoted.replicas = views(offsets)
-        last_timings["evidence"] = time.monotonic() - gathering
-    last_timings["total"] = time.monotonic() - started
-    nemesis = [nemesis_op(row) for row in form.nemesis or []]
-    return SparkRun(result, stats_facts, findings, nemesis, quoted, tallied)
+    return result, tallied
+
+
+def _when_asked(pool: ThreadPoolExecutor | None, part: Callable[[], T]) -> Callable[[], T]:
+    """The part's result when asked for: computed then (no pool), or begun now on the pool's thread."""
+    return part if pool is None else pool.submit(part).result
+
+
+def _no_views(_: Any) -> dict[Any, Any]:
+    return {}

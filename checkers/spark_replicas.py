@@ -366,25 +366,22 @@ class _Job:
         self.records = records
         self.chosen = {tp: self._choose_leader(tp, rs) for tp, rs in self.by_tp.items()}
 
-        # --- Action 2: everything judged per position; only the wrong positions are kept ------------
+        # --- Action 2: everything judged per position; the wrong positions, in order (a few, collected
+        # without a count before them; streamed when many) ---------------------------------------
         acks = self._acks(operations_path) if operations_path is not None else None
         wrong = self._wrong_positions(records, acks, texts > 0)
-        totals = wrong.agg(
-            F.count(F.lit(1)).alias("n"), F.count(F.when(col("suspect"), 1)).alias("suspect")
-        ).first()
         found = _Found()
-        if totals is not None and totals["n"]:
-            # --- Action 3: the wrong positions, in order (a few, or streamed when many) ----------
-            ordered: Iterable[Any]
-            if totals["n"] <= ON_DRIVER:
-                ordered = sorted(wrong.collect(), key=lambda r: (r["tp"], r["offset"]))
-            else:
-                ordered = wrong.orderBy("tp", "offset").toLocalIterator()
-            for row in ordered:
-                self._take(found, row, texts > 0)
-            if acks is not None and totals["suspect"]:
-                # --- Action 4: which suspect acks are nowhere in the leader's log ----------------
-                self._lost(found, wrong, records, acks)
+        few = wrong.limit(ON_DRIVER + 1).collect()
+        ordered: Iterable[Any] = sorted(few, key=lambda r: (r["tp"], r["offset"]))
+        if len(few) > ON_DRIVER:
+            ordered = wrong.orderBy("tp", "offset").toLocalIterator()
+        suspect = False
+        for row in ordered:
+            suspect = suspect or bool(row["suspect"])
+            self._take(found, row, texts > 0)
+        if acks is not None and suspect:
+            # --- Action 3: which suspect acks are nowhere in the leader's log --------------------
+            self._lost(found, wrong, records, acks)
         return self._findings(found, incomplete, notes)
 
     def views(self, offsets: dict[TopicPartition, set[int]]) -> dict[TopicPartition, list[ReplicaView]]:
