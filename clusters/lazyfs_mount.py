@@ -8,6 +8,7 @@ import time
 from clusters import lazyfs
 from clusters.node import Node
 from clusters.node_files import log_tail
+from clusters.system_def import is_definition
 from foundation.config import TestConfig, fault_names
 from foundation.errors import BadInput, InfrastructureError
 
@@ -28,7 +29,7 @@ def wants_lazyfs(config: TestConfig) -> bool:
 
 def refuse_lazyfs_off_netns(config: TestConfig, backend: str) -> None:
     """Only netns nodes put data dirs on FUSE: say so before a power-loss test starts elsewhere."""
-    if (config.system in ("own", "kafka") or config.system.endswith(".toml")) and wants_lazyfs(config):
+    if is_definition(config.system) and wants_lazyfs(config):
         raise BadInput(
             f"the power-loss fault (lose-unsynced) needs the netns backend: data dirs on FUSE are "
             f"not set up on the {backend} backend"
