@@ -191,7 +191,7 @@ def spark_facts(
 
     # --- Action 2 (and 3): fault windows at their ends' seconds, percentiles ------------------
     radix = completed_n >= RADIX_FROM
-    selects = _selects(first_level)
+    selects = rank_selects(first_level)
     parts = []
     if windows:
         parts += _window_end_rows(spark, done, windows)
@@ -225,7 +225,7 @@ def spark_facts(
     finally:
         if lat_of is not None:
             lat_of.unpersist()
-    latency_ms, latency_by_f = _quantiles(found, sorted(first_level))
+    latency_ms, latency_by_f = quantiles_ms(found, sorted(first_level))
     window_facts(windows, per_second, ok_send_seconds, in_second_gaps, ends, segments)
     return Facts(
         outcomes={f: dict(v) for f, v in outcomes.items()},
@@ -343,7 +343,7 @@ def nemesis_op(row: list[Any]) -> dict[str, Any]:
     return {"index": index, "time": time, "type": type_, "f": f, "value": value, "process": "nemesis"}
 
 
-class _Select:
+class RankSelect:
     """One wanted rank in one group (an f code, or OVERALL): where the search for its value stands."""
 
     def __init__(self, group: int, q: int, rank: int) -> None:
@@ -371,20 +371,20 @@ def _with_overall(levels: dict[int, dict[int, int]]) -> dict[int, dict[int, int]
     return {**levels, OVERALL: dict(total)}
 
 
-def _selects(first_level: dict[int, dict[int, int]]) -> list[_Select]:
+def rank_selects(first_level: dict[int, dict[int, int]]) -> list[RankSelect]:
     """Every wanted rank (each quantile of each f and of all), placed in its first-level bucket."""
     selects = []
     for group, per_bucket in _with_overall(first_level).items():
         n = sum(per_bucket.values())
         for q in QUANTILES:
             if n:
-                s = _Select(group, q, nearest_rank(n, q))
+                s = RankSelect(group, q, nearest_rank(n, q))
                 s.descend(per_bucket)
                 selects.append(s)
     return selects
 
 
-def _descend(selects: list[_Select], level: list[Any]) -> None:
+def _descend(selects: list[RankSelect], level: list[Any]) -> None:
     """Move every select one level down, by one level's counts (rows of `_level_rows`)."""
     by_group: dict[int, dict[int, int]] = defaultdict(dict)
     for r in level:
@@ -395,7 +395,7 @@ def _descend(selects: list[_Select], level: list[Any]) -> None:
         s.descend(within)
 
 
-def _level_rows(latencies: DataFrame, selects: list[_Select], shift: int) -> DataFrame:
+def _level_rows(latencies: DataFrame, selects: list[RankSelect], shift: int) -> DataFrame:
     """The counts of the next 12 bits of the latencies within the buckets (of `shift`) that hold a
     wanted rank (`lat` rows: f code, bucket, count)."""
     from pyspark.sql import functions as F
@@ -410,7 +410,7 @@ def _level_rows(latencies: DataFrame, selects: list[_Select], shift: int) -> Dat
     return _row(level, kind=F.lit("lat"), code=F.col("fc"), lat=F.col("b"), n=F.col("count"))
 
 
-def _rank_rows(completed: DataFrame, selects: list[_Select]) -> DataFrame:
+def _rank_rows(completed: DataFrame, selects: list[RankSelect]) -> DataFrame:
     """The latencies at the wanted ranks, by a sort per f and one of all (small histories)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -440,7 +440,7 @@ def _rank_rows(completed: DataFrame, selects: list[_Select]) -> DataFrame:
     )
 
 
-def _quantiles(
+def quantiles_ms(
     found: dict[tuple[int, int], int], fs: list[int]
 ) -> tuple[dict[str, float | None], dict[str, dict[str, float | None]]]:
     """The percentiles in ms (as the reference rounds them), overall and per f."""

@@ -1,0 +1,302 @@
+"""The statistics' facts (`checkers.stats.Facts`) from the history's Parquet form, in the driver with
+Arrow and numpy, without a Spark job.
+
+The same facts as `checkers.spark_stats.spark_facts` (and the reference's pass,
+`checkers.stats.history_facts`), counted the same way from the same columns of
+`operations.parquet` (one row per invocation, paired with its completion) in two streaming passes,
+batch by batch, so memory stays bounded by a batch and the summaries:
+
+1. operations by f and outcome, completions by second, f and outcome, per second the first and last
+   ok send and the longest gap between two inside it (each ok send's `prev_ok_time` is its
+   predecessor in time when the conversion found them in order), the first send invocation, each
+   fault window's completions and ok sends in the seconds where it starts and ends (the seconds
+   between are summed from the per-second rows by `spark_stats.window_facts`), and the latencies'
+   histogram in buckets of 2**16 ns by f;
+2. the exact latencies (nanoseconds) counted by value within the buckets that hold a wanted rank
+   (at most 2**16 distinct values a bucket): the nearest-rank percentiles, exact, as the reference's.
+
+A hand-made history whose ok sends go back in time keeps their completion times in memory (sorted
+once) to find each one's predecessor; `strandline run` writes its history in time order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from checkers.parquet_schema import F_CODES, OUTCOME_CODES
+from checkers.spark_stats import OVERALL, nemesis_op, quantiles_ms, rank_selects, window_facts
+from checkers.stats import NS, PROBLEMS_KEPT, Facts, fault_windows
+from checkers.timeline import RATE_SERIES, Point
+from history.format import ReadProblem
+
+Array = np.ndarray[Any, Any]
+BUCKET_BITS = 16  # the latency histogram's buckets: 65.5 us, at most 2**16 distinct values each
+BATCH_ROWS = 1 << 18
+_OK, _OPEN = OUTCOME_CODES.index("ok"), OUTCOME_CODES.index("open")
+_SEND = F_CODES.index("send")
+_NF, _NC, _NO = len(F_CODES), 3, len(OUTCOME_CODES)  # f codes; completed outcomes (ok, fail, info); all
+_COLUMNS = ["invoke_index", "f_code", "outcome_code", "next_index", "time", "invoke_time"]
+
+
+def _ints(batch: pa.RecordBatch, name: str, missing: int) -> Array:
+    """A column as int64 numbers, nulls as `missing`."""
+    return np.asarray(pc.fill_null(batch.column(name), missing).to_numpy(zero_copy_only=False), np.int64)
+
+
+def _counted(keys: Array) -> tuple[list[int], list[int]]:
+    """The distinct keys and how many times each occurs (a bincount when they are dense)."""
+    if len(keys) == 0:
+        return [], []
+    low, high = int(keys.min()), int(keys.max())
+    if high - low <= 4 * len(keys) + 1024:
+        counts = np.bincount(keys - low)
+        at = np.flatnonzero(counts)
+        return (at + low).tolist(), counts[at].tolist()
+    values, counts = np.unique(keys, return_counts=True)
+    return values.tolist(), counts.tolist()
+
+
+def _add(into: dict[int, int], keys: Array) -> None:
+    for key, n in zip(*_counted(keys), strict=True):
+        into[key] = into.get(key, 0) + n
+
+
+class _OkSends:
+    """Per second: the first and last ok send and the longest gap between two inside it; per fault
+    window and second where it starts or ends: the same of its ok sends inside its bounds."""
+
+    def __init__(self, ends: list[tuple[int, int, float, float]]) -> None:
+        self.ends = ends  # (window, second, start, end), by second
+        self.end_seconds = np.asarray([e[1] for e in ends], np.int64)
+        self.seconds: dict[int, tuple[float, float]] = {}
+        self.gaps: dict[int, float | None] = {}
+        self.segments: dict[tuple[int, int], tuple[float, float, float | None]] = {}
+
+    def add(self, t: Array, prev: Array) -> None:
+        """Ok sends' completion times (s) and their predecessors' in time (NaN: none)."""
+        if len(t) == 0:
+            return
+        s = t.astype(np.int64)
+        order = np.argsort(s, kind="stable")
+        s, t, prev = s[order], t[order], prev[order]
+        gap = np.where(prev >= s, t - prev, np.nan)
+        starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+        lows, highs = np.minimum.reduceat(t, starts), np.maximum.reduceat(t, starts)
+        gaps = np.fmax.reduceat(gap, starts)
+        for second, lo, hi, g in zip(
+            s[starts].tolist(), lows.tolist(), highs.tolist(), gaps.tolist(), strict=True
+        ):
+            _merge(self.seconds, self.gaps, second, lo, hi, g)
+        if not self.ends:
+            return
+        bounds = np.searchsorted(s, self.end_seconds, "left"), np.searchsorted(s, self.end_seconds, "right")
+        for (w, second, start, end), a, b in zip(self.ends, *(x.tolist() for x in bounds), strict=True):
+            if a == b:
+                continue
+            at, before = t[a:b], prev[a:b]
+            inside = (at >= start) & (at <= end)
+            if not inside.any():
+                continue
+            at, before = at[inside], before[inside]
+            within = (before >= start) & (before >= second)
+            g = float((at - before)[within].max()) if within.any() else None
+            key = (w, second)
+            lo, hi = float(at.min()), float(at.max())
+            if key in self.segments:
+                lo0, hi0, g0 = self.segments[key]
+                lo, hi, g = min(lo, lo0), max(hi, hi0), _larger(g, g0)
+            self.segments[key] = (lo, hi, g)
+
+
+def _larger(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _merge(
+    seconds: dict[int, tuple[float, float]],
+    gaps: dict[int, float | None],
+    second: int,
+    lo: float,
+    hi: float,
+    gap: float,
+) -> None:
+    g = None if gap != gap else gap  # NaN: no gap inside the second
+    if second in seconds:
+        lo0, hi0 = seconds[second]
+        seconds[second] = (min(lo, lo0), max(hi, hi0))
+        gaps[second] = _larger(g, gaps[second])
+    else:
+        seconds[second] = (lo, hi)
+        gaps[second] = g
+
+
+def _batches(path: str | Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    yield from pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=columns)
+
+
+def form_facts(
+    operations_path: str | Path,
+    *,
+    max_time: int | None,
+    nemesis: list[list[Any]],
+    ok_sends_in_order: bool,
+    latency: list[Point],
+    problems: list[ReadProblem] | None = None,
+) -> Facts:
+    """The statistics' facts of a history in Parquet form (see module docstring); `latency` and
+    `problems`: the report's latency sample and the unreadable lines, as the conversion found them."""
+    duration = max(0.0, (max_time or 0) / NS)
+    windows = fault_windows([nemesis_op(row) for row in nemesis], duration)
+    ends = sorted(
+        ((i, second, float(w["start_s"]), float(w["end_s"])) for i, w in enumerate(windows)
+         for second in sorted({math.floor(w["start_s"]), math.floor(w["end_s"])})),
+        key=lambda e: e[1],
+    )  # fmt: skip
+    end_seconds = np.unique(np.asarray([e[1] for e in ends], np.int64))
+    linked = ok_sends_in_order and bool(windows)
+    outcomes = np.zeros((_NF, _NO), np.int64)
+    by_second: dict[int, int] = {}  # (second * _NF + f) * _NC + outcome -> completions
+    histogram: dict[int, int] = {}  # bucket * _NF + f -> completions
+    at_ends: dict[tuple[int, int, int], int] = {}  # (window, second, outcome) -> completions
+    ok_sends = _OkSends(ends)
+    unordered: list[Array] = []
+    first_send: tuple[int, int] | None = None
+    columns = _COLUMNS + (["prev_ok_time"] if linked else [])
+    for batch in _batches(operations_path, columns):
+        f = _ints(batch, "f_code", -1)
+        code = _ints(batch, "outcome_code", _OPEN)
+        done = (code < _OPEN) & (f >= 0)
+        counted = (f >= 0) & (done | ~batch.column("next_index").is_valid().to_numpy(zero_copy_only=False))
+        outcomes += np.bincount(f[counted] * _NO + code[counted], minlength=_NF * _NO).reshape(_NF, _NO)
+        sends = (f == _SEND) & batch.column("invoke_index").is_valid().to_numpy(zero_copy_only=False)
+        if sends.any():
+            first = _ints(batch, "invoke_index", 0)[sends]
+            j = int(first.argmin())
+            if first_send is None or int(first[j]) < first_send[0]:
+                first_send = (int(first[j]), int(_ints(batch, "invoke_time", 0)[sends][j]))
+        time = _ints(batch, "time", 0)[done]
+        f, code = f[done], code[done]
+        t = time.astype(np.float64) / NS
+        s = t.astype(np.int64)
+        _add(by_second, (s * _NF + f) * _NC + code)
+        lat = time - _ints(batch, "invoke_time", 0)[done]
+        _add(histogram, (lat >> BUCKET_BITS) * _NF + f)
+        ok = (f == _SEND) & (code == _OK)
+        if linked:
+            prev = pc.cast(batch.column("prev_ok_time"), pa.float64()).to_numpy(zero_copy_only=False)
+            ok_sends.add(t[ok], prev[done][ok] / NS)
+        elif windows:
+            unordered.append(t[ok])
+        else:
+            ok_sends.add(t[ok], np.full(int(ok.sum()), np.nan))
+        if len(end_seconds):
+            _count_ends(at_ends, ends, end_seconds, t, s, code)
+    if unordered:
+        t = np.sort(np.concatenate(unordered))
+        s = t.astype(np.int64)
+        prev = np.where(np.r_[False, s[1:] == s[:-1]], np.r_[np.nan, t[:-1]], np.nan)
+        del unordered
+        ok_sends.add(t, prev)
+    per_second: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
+    rates: dict[tuple[str, str], dict[int, int]] = {}
+    for key, n in sorted(by_second.items()):
+        second, rest = divmod(key, _NF * _NC)
+        fc, c = divmod(rest, _NC)
+        per_second[second][c] += n
+        series = (F_CODES[fc], OUTCOME_CODES[c])
+        if series in RATE_SERIES:
+            rates.setdefault(series, {})[second] = n
+    first_level: dict[int, dict[int, int]] = defaultdict(dict)
+    for key, n in histogram.items():
+        bucket, fc = divmod(key, _NF)
+        first_level[fc][bucket] = n
+    ends_by: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
+    for (w, second, c), n in at_ends.items():
+        ends_by[w][second][c] += n
+    window_facts(windows, per_second, ok_sends.seconds, ok_sends.gaps, ends_by, ok_sends.segments)
+    latency_ms, latency_by_f = quantiles_ms(_percentiles(operations_path, first_level), sorted(first_level))
+    return Facts(
+        outcomes={F_CODES[fc]: dict(zip(OUTCOME_CODES, row.tolist(), strict=True))
+                  for fc, row in enumerate(outcomes) if row.any()},
+        latency_ms=latency_ms,
+        latency_ms_by_f=latency_by_f,
+        per_second=dict(per_second),
+        completed=sum(by_second.values()),
+        duration=duration,
+        nemesis_ops=len(nemesis),
+        first_send=first_send[1] / NS if first_send is not None else None,
+        ok_send_seconds=ok_sends.seconds,
+        windows=windows,
+        rates={series: rates[series] for series in RATE_SERIES if series in rates},
+        latency_sample=latency,
+        problems=[(p.line_no, p.reason) for p in (problems or [])[:PROBLEMS_KEPT]],
+    )  # fmt: skip
+
+
+def _count_ends(
+    into: dict[tuple[int, int, int], int],
+    ends: list[tuple[int, int, float, float]],
+    end_seconds: Array,
+    t: Array,
+    s: Array,
+    code: Array,
+) -> None:
+    """Add the completions inside each window's bounds in the seconds where it starts or ends."""
+    at = np.searchsorted(end_seconds, s)
+    hit = end_seconds[np.minimum(at, len(end_seconds) - 1)] == s
+    if not hit.any():
+        return
+    t, s, code = t[hit], s[hit], code[hit]
+    present = set(np.unique(s).tolist())
+    for w, second, start, end in ends:
+        if second not in present:
+            continue
+        inside = (s == second) & (t >= start) & (t <= end)
+        for c, n in enumerate(np.bincount(code[inside], minlength=_NC).tolist()):
+            if n:
+                into[(w, second, c)] = into.get((w, second, c), 0) + n
+
+
+def _percentiles(
+    operations_path: str | Path, first_level: dict[int, dict[int, int]]
+) -> dict[tuple[int, int], int]:
+    """The latency (ns) at each wanted rank, per f and of all: pass 2, the exact values counted
+    within the first level's buckets that hold one."""
+    selects = rank_selects(first_level)
+    if not selects:
+        return {}
+    wanted = np.unique(np.asarray([s.prefix for s in selects], np.int64))
+    keys: list[Array] = []
+    counts: list[Array] = []
+    for batch in _batches(operations_path, ["f_code", "outcome_code", "time", "invoke_time"]):
+        code = _ints(batch, "outcome_code", _OPEN)
+        done = (code < _OPEN) & (_ints(batch, "f_code", -1) >= 0)
+        lat = (_ints(batch, "time", 0) - _ints(batch, "invoke_time", 0))[done]
+        f = _ints(batch, "f_code", -1)[done]
+        bucket = lat >> BUCKET_BITS
+        at = np.searchsorted(wanted, bucket)
+        hit = wanted[np.minimum(at, len(wanted) - 1)] == bucket
+        if hit.any():
+            values, n = np.unique(lat[hit] * _NF + f[hit], return_counts=True)
+            keys.append(values)
+            counts.append(n)
+    values, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+    total = np.bincount(inverse, weights=np.concatenate(counts)).astype(np.int64)
+    lat, f = np.divmod(values, _NF)
+    found = {}
+    for sel in selects:
+        mine = (lat >> BUCKET_BITS == sel.prefix) & ((f == sel.group) if sel.group != OVERALL else True)
+        # Within the bucket, by value (the f's of one value are adjacent): the rank's value.
+        at_values, n = lat[mine], total[mine]
+        cumulative = np.cumsum(n)
+        found[(sel.group, sel.q)] = int(at_values[int(np.searchsorted(cumulative, sel.rank))])
+    return found
