@@ -41,6 +41,7 @@ from history.format import ReadProblem
 Array = np.ndarray[Any, Any]
 BUCKET_BITS = 16  # the latency histogram's buckets: 65.5 us, at most 2**16 distinct values each
 BATCH_ROWS = 1 << 18
+COMPACT_AT = 1 << 20  # keys held before the counts are summed up
 _OK, _OPEN = OUTCOME_CODES.index("ok"), OUTCOME_CODES.index("open")
 _SEND = F_CODES.index("send")
 _NF, _NC, _NO = len(F_CODES), 3, len(OUTCOME_CODES)  # f codes; completed outcomes (ok, fail, info); all
@@ -52,22 +53,46 @@ def _ints(batch: pa.RecordBatch, name: str, missing: int) -> Array:
     return np.asarray(pc.fill_null(batch.column(name), missing).to_numpy(zero_copy_only=False), np.int64)
 
 
-def _counted(keys: Array) -> tuple[list[int], list[int]]:
-    """The distinct keys and how many times each occurs (a bincount when they are dense)."""
-    if len(keys) == 0:
-        return [], []
-    low, high = int(keys.min()), int(keys.max())
-    if high - low <= 4 * len(keys) + 1024:
-        counts = np.bincount(keys - low)
-        at = np.flatnonzero(counts)
-        return (at + low).tolist(), counts[at].tolist()
-    values, counts = np.unique(keys, return_counts=True)
-    return values.tolist(), counts.tolist()
+class _KeyCounts:
+    """How many times each int64 key occurred, kept as numpy arrays (compacted as they grow), so a
+    histogram of many buckets costs 16 bytes a bucket, not a Python dict entry."""
+
+    def __init__(self) -> None:
+        self.keys: list[Array] = []
+        self.counts: list[Array] = []
+        self.held = 0
+
+    def add(self, keys: Array) -> None:
+        """Count each of `keys` once."""
+        if len(keys) == 0:
+            return
+        low, high = int(keys.min()), int(keys.max())
+        if high - low <= 4 * len(keys) + 1024:
+            dense = np.bincount(keys - low)
+            at = np.flatnonzero(dense)
+            keys, counts = at + low, dense[at]
+        else:
+            keys, counts = np.unique(keys, return_counts=True)
+        self.keys.append(keys)
+        self.counts.append(counts)
+        self.held += len(keys)
+        if self.held > COMPACT_AT:
+            self.totals()
+
+    def totals(self) -> tuple[Array, Array]:
+        """The distinct keys (ascending) and their counts."""
+        if not self.keys:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        keys, inverse = np.unique(np.concatenate(self.keys), return_inverse=True)
+        counts = np.bincount(inverse, weights=np.concatenate(self.counts)).astype(np.int64)
+        self.keys, self.counts, self.held = [keys], [counts], len(keys)
+        return keys, counts
 
 
-def _add(into: dict[int, int], keys: Array) -> None:
-    for key, n in zip(*_counted(keys), strict=True):
-        into[key] = into.get(key, 0) + n
+def _among(values: Array, sorted_set: Array) -> Array:
+    """Which of `values` are in `sorted_set` (sorted, unique, not empty): a binary search each."""
+    at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return np.asarray(sorted_set[at] == values)
 
 
 class _OkSends:
@@ -164,8 +189,8 @@ def form_facts(
     end_seconds = np.unique(np.asarray([e[1] for e in ends], np.int64))
     linked = ok_sends_in_order and bool(windows)
     outcomes = np.zeros((_NF, _NO), np.int64)
-    by_second: dict[int, int] = {}  # (second * _NF + f) * _NC + outcome -> completions
-    histogram: dict[int, int] = {}  # bucket * _NF + f -> completions
+    by_second = _KeyCounts()  # (second * _NF + f) * _NC + outcome -> completions
+    histogram = _KeyCounts()  # bucket * _NF + f -> completions
     at_ends: dict[tuple[int, int, int], int] = {}  # (window, second, outcome) -> completions
     ok_sends = _OkSends(ends)
     unordered: list[Array] = []
@@ -187,9 +212,9 @@ def form_facts(
         f, code = f[done], code[done]
         t = time.astype(np.float64) / NS
         s = t.astype(np.int64)
-        _add(by_second, (s * _NF + f) * _NC + code)
+        by_second.add((s * _NF + f) * _NC + code)
         lat = time - _ints(batch, "invoke_time", 0)[done]
-        _add(histogram, (lat >> BUCKET_BITS) * _NF + f)
+        histogram.add((lat >> BUCKET_BITS) * _NF + f)
         ok = (f == _SEND) & (code == _OK)
         if linked:
             prev = pc.cast(batch.column("prev_ok_time"), pa.float64()).to_numpy(zero_copy_only=False)
@@ -208,7 +233,7 @@ def form_facts(
         ok_sends.add(t, prev)
     per_second: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     rates: dict[tuple[str, str], dict[int, int]] = {}
-    for key, n in sorted(by_second.items()):
+    for key, n in zip(*(x.tolist() for x in by_second.totals()), strict=True):
         second, rest = divmod(key, _NF * _NC)
         fc, c = divmod(rest, _NC)
         per_second[second][c] += n
@@ -216,7 +241,7 @@ def form_facts(
         if series in RATE_SERIES:
             rates.setdefault(series, {})[second] = n
     first_level: dict[int, dict[int, int]] = defaultdict(dict)
-    for key, n in histogram.items():
+    for key, n in zip(*(x.tolist() for x in histogram.totals()), strict=True):
         bucket, fc = divmod(key, _NF)
         first_level[fc][bucket] = n
     ends_by: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
@@ -230,7 +255,7 @@ def form_facts(
         latency_ms=latency_ms,
         latency_ms_by_f=latency_by_f,
         per_second=dict(per_second),
-        completed=sum(by_second.values()),
+        completed=int(by_second.totals()[1].sum()),
         duration=duration,
         nemesis_ops=len(nemesis),
         first_send=first_send[1] / NS if first_send is not None else None,
@@ -251,8 +276,7 @@ def _count_ends(
     code: Array,
 ) -> None:
     """Add the completions inside each window's bounds in the seconds where it starts or ends."""
-    at = np.searchsorted(end_seconds, s)
-    hit = end_seconds[np.minimum(at, len(end_seconds) - 1)] == s
+    hit = _among(s, end_seconds)
     if not hit.any():
         return
     t, s, code = t[hit], s[hit], code[hit]
@@ -275,22 +299,15 @@ def _percentiles(
     if not selects:
         return {}
     wanted = np.unique(np.asarray([s.prefix for s in selects], np.int64))
-    keys: list[Array] = []
-    counts: list[Array] = []
+    exact = _KeyCounts()  # latency * _NF + f -> completions
     for batch in _batches(operations_path, ["f_code", "outcome_code", "time", "invoke_time"]):
         code = _ints(batch, "outcome_code", _OPEN)
         done = (code < _OPEN) & (_ints(batch, "f_code", -1) >= 0)
         lat = (_ints(batch, "time", 0) - _ints(batch, "invoke_time", 0))[done]
         f = _ints(batch, "f_code", -1)[done]
-        bucket = lat >> BUCKET_BITS
-        at = np.searchsorted(wanted, bucket)
-        hit = wanted[np.minimum(at, len(wanted) - 1)] == bucket
-        if hit.any():
-            values, n = np.unique(lat[hit] * _NF + f[hit], return_counts=True)
-            keys.append(values)
-            counts.append(n)
-    values, inverse = np.unique(np.concatenate(keys), return_inverse=True)
-    total = np.bincount(inverse, weights=np.concatenate(counts)).astype(np.int64)
+        hit = _among(lat >> BUCKET_BITS, wanted)
+        exact.add(lat[hit] * _NF + f[hit])
+    values, total = exact.totals()
     lat, f = np.divmod(values, _NF)
     found = {}
     for sel in selects:

@@ -1,8 +1,9 @@
 """The statistics' facts counted from the Parquet form with Arrow (checkers/stats_form.py) equal the
 reference's pass (`checkers.stats.history_facts`, `==` on every fact): on generated histories with
 many fault windows, whose ok sends are in time order or go back in time, one without faults, and a
-hand-made one with an open and a superseded invocation, a crash, a window without an ok send and
-unreadable lines; read in batches of a few rows, so every summary is merged across batches.
+hand-made one with an open and a superseded invocation, a crash, a window without an ok send, one
+that starts between two ok sends of one second, and unreadable lines; read in batches of a few
+rows, so every summary is merged across batches.
 (Spark's facts are compared with both in tests/integration/test_checkers_spark_engine.py.)"""
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ def _generated(path: Path, nemesis_rate: float, back_in_time: bool = False) -> N
 def _hand_made(path: Path) -> None:
     b = HistoryBuilder()
     b.send(0, 1, offset=0)
+    b.nemesis("pause", ["n2"])  # starts after an ok send of its second: the gap counts from here
+    b.advance(0.5)
+    b.send(0, 6, offset=1)
+    b.nemesis("resume", ["n2"])
     b.nemesis("kill", ["n1"])
     b.invoke_send(1, 2)  # superseded by process 1's next invocation
     b.advance(1.5)
@@ -37,8 +42,8 @@ def _hand_made(path: Path) -> None:
     b.op(process=2, type="info", f="crash")  # a crash completes the poll as info
     b.advance(2.0)
     b.nemesis("start", ["n1"])
-    b.send(0, 4, offset=1)
-    b.poll(3, [("t0", 0, 0, 1), ("t0", 0, 1, 4)])
+    b.send(0, 4, offset=2)
+    b.poll(3, [("t0", 0, 0, 1), ("t0", 0, 1, 6), ("t0", 0, 2, 4)])
     b.invoke_send(4, 5)  # never completes
     b.write(path)
     with path.open("a") as f:
@@ -62,6 +67,7 @@ def test_the_form_facts_equal_the_references(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     monkeypatch.setattr(stats_form, "BATCH_ROWS", 97)
+    monkeypatch.setattr(stats_form, "COMPACT_AT", 50)
     path = tmp_path / "history.jsonl"
     if kind == "hand-made":
         _hand_made(path)
@@ -74,8 +80,9 @@ def test_the_form_facts_equal_the_references(
     if kind in ("faults", "back-in-time"):
         assert len(got.windows) > 5
     if kind == "hand-made":
-        assert got.outcomes["send"] == {"ok": 2, "fail": 1, "info": 0, "open": 1}
+        assert got.outcomes["send"] == {"ok": 3, "fail": 1, "info": 0, "open": 1}
         assert got.outcomes["poll"]["info"] == 1 and got.problems
-        window = got.windows[0]  # the kill's: no ok send inside it
+        assert got.windows[0]["longest_gap_s"] == 0.502
+        window = got.windows[1]  # the kill's: no ok send inside it
         assert window["ops"] == {"ok": 0, "fail": 1, "info": 1}
         assert window["longest_gap_s"] == round(window["end_s"] - window["start_s"], 3)
