@@ -95,13 +95,41 @@ def _among(values: Array, sorted_set: Array) -> Array:
     return np.asarray(sorted_set[at] == values)
 
 
+End = tuple[int, int, float, float]  # a fault window, a second where it starts or ends, its bounds
+
+
+class _WindowEnds:
+    """The seconds where each fault window starts and ends, found by second."""
+
+    def __init__(self, windows: list[dict[str, Any]]) -> None:
+        self.rows: list[End] = sorted(
+            ((i, second, float(w["start_s"]), float(w["end_s"])) for i, w in enumerate(windows)
+             for second in sorted({math.floor(w["start_s"]), math.floor(w["end_s"])})),
+            key=lambda e: e[1],
+        )  # fmt: skip
+        self.seconds = np.asarray([e[1] for e in self.rows], np.int64)
+        self.distinct = np.unique(self.seconds)
+
+    def among(self, seconds: Array) -> Array:
+        """Which of `seconds` are a window's start's or end's."""
+        return _among(seconds, self.distinct) if len(self.distinct) else np.zeros(len(seconds), bool)
+
+    def of(self, seconds: Array) -> Iterator[End]:
+        """The windows' ends in any of `seconds` (the others cost nothing: no loop over every window)."""
+        for second in np.unique(seconds[self.among(seconds)]).tolist():
+            a, b = (
+                np.searchsorted(self.seconds, second, "left"),
+                np.searchsorted(self.seconds, second, "right"),
+            )
+            yield from self.rows[a:b]
+
+
 class _OkSends:
     """Per second: the first and last ok send and the longest gap between two inside it; per fault
     window and second where it starts or ends: the same of its ok sends inside its bounds."""
 
-    def __init__(self, ends: list[tuple[int, int, float, float]]) -> None:
-        self.ends = ends  # (window, second, start, end), by second
-        self.end_seconds = np.asarray([e[1] for e in ends], np.int64)
+    def __init__(self, ends: _WindowEnds) -> None:
+        self.ends = ends
         self.seconds: dict[int, tuple[float, float]] = {}
         self.gaps: dict[int, float | None] = {}
         self.segments: dict[tuple[int, int], tuple[float, float, float | None]] = {}
@@ -121,12 +149,8 @@ class _OkSends:
             s[starts].tolist(), lows.tolist(), highs.tolist(), gaps.tolist(), strict=True
         ):
             _merge(self.seconds, self.gaps, second, lo, hi, g)
-        if not self.ends:
-            return
-        bounds = np.searchsorted(s, self.end_seconds, "left"), np.searchsorted(s, self.end_seconds, "right")
-        for (w, second, start, end), a, b in zip(self.ends, *(x.tolist() for x in bounds), strict=True):
-            if a == b:
-                continue
+        for w, second, start, end in self.ends.of(s[starts]):
+            a, b = np.searchsorted(s, second, "left"), np.searchsorted(s, second, "right")
             at, before = t[a:b], prev[a:b]
             inside = (at >= start) & (at <= end)
             if not inside.any():
@@ -181,12 +205,7 @@ def form_facts(
     `problems`: the report's latency sample and the unreadable lines, as the conversion found them."""
     duration = max(0.0, (max_time or 0) / NS)
     windows = fault_windows([nemesis_op(row) for row in nemesis], duration)
-    ends = sorted(
-        ((i, second, float(w["start_s"]), float(w["end_s"])) for i, w in enumerate(windows)
-         for second in sorted({math.floor(w["start_s"]), math.floor(w["end_s"])})),
-        key=lambda e: e[1],
-    )  # fmt: skip
-    end_seconds = np.unique(np.asarray([e[1] for e in ends], np.int64))
+    ends = _WindowEnds(windows)
     linked = ok_sends_in_order and bool(windows)
     outcomes = np.zeros((_NF, _NO), np.int64)
     by_second = _KeyCounts()  # (second * _NF + f) * _NC + outcome -> completions
@@ -223,8 +242,7 @@ def form_facts(
             unordered.append(t[ok])
         else:
             ok_sends.add(t[ok], np.full(int(ok.sum()), np.nan))
-        if len(end_seconds):
-            _count_ends(at_ends, ends, end_seconds, t, s, code)
+        _count_ends(at_ends, ends, t, s, code)
     if unordered:
         t = np.sort(np.concatenate(unordered))
         s = t.astype(np.int64)
@@ -268,22 +286,14 @@ def form_facts(
 
 
 def _count_ends(
-    into: dict[tuple[int, int, int], int],
-    ends: list[tuple[int, int, float, float]],
-    end_seconds: Array,
-    t: Array,
-    s: Array,
-    code: Array,
+    into: dict[tuple[int, int, int], int], ends: _WindowEnds, t: Array, s: Array, code: Array
 ) -> None:
     """Add the completions inside each window's bounds in the seconds where it starts or ends."""
-    hit = _among(s, end_seconds)
+    hit = ends.among(s)
     if not hit.any():
         return
     t, s, code = t[hit], s[hit], code[hit]
-    present = set(np.unique(s).tolist())
-    for w, second, start, end in ends:
-        if second not in present:
-            continue
+    for w, second, start, end in ends.of(s):
         inside = (s == second) & (t >= start) & (t <= end)
         for c, n in enumerate(np.bincount(code[inside], minlength=_NC).tolist()):
             if n:
