@@ -34,6 +34,8 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
 from checkers.spark_session import broadcast, read_form
 from checkers.stats import NS, OUTCOMES, PROBLEMS_KEPT, Facts, fault_windows
@@ -274,30 +276,39 @@ def window_facts(
     stretch without an ok send is the largest of the runs' inner gaps and the gaps between the
     window's start, the runs and its end, as `checkers.stats._longest_gap` walks them one by one.
     """
+    # Prefix sums of the completions by second, and the ok sends' runs as arrays (gap[k]: between
+    # run k-1's last and run k's first), so a window costs a few slices however many seconds it spans.
     seconds = sorted(per_second)
+    done = np.zeros((len(seconds) + 1, 3), np.int64)
+    if seconds:
+        done[1:] = np.cumsum(np.asarray([per_second[s] for s in seconds], np.int64), axis=0)
     ok_seconds = sorted(ok_send_seconds)
+    firsts = np.asarray([ok_send_seconds[s][0] for s in ok_seconds], np.float64)
+    lasts = np.asarray([ok_send_seconds[s][1] for s in ok_seconds], np.float64)
+    inner = np.asarray([in_second_gaps.get(s) or 0.0 for s in ok_seconds], np.float64)
+    between = np.r_[0.0, firsts[1:] - lasts[:-1]] if ok_seconds else firsts
     for i, w in enumerate(windows):
         start, end = w["start_s"], w["end_s"]
         a, b = math.floor(start), math.floor(end)
-        inside = [0, 0, 0]
-        for s in seconds[bisect_right(seconds, a) : bisect_left(seconds, b)]:
-            for code in range(3):
-                inside[code] += per_second[s][code]
+        lo, hi = bisect_right(seconds, a), bisect_left(seconds, b)
+        inside = (done[hi] - done[lo]).tolist() if hi > lo else [0, 0, 0]
         for counts in ends.get(i, {}).values():
             for code in range(3):
                 inside[code] += counts[code]
         w["ops"] = dict(zip(OUTCOMES, inside, strict=True))
-        runs: list[tuple[float, float, float | None]] = []
-        if (i, a) in segments:
-            runs.append(segments[(i, a)])
-        for s in ok_seconds[bisect_right(ok_seconds, a) : bisect_left(ok_seconds, b)]:
-            runs.append((*ok_send_seconds[s], in_second_gaps.get(s)))
-        if b != a and (i, b) in segments:
-            runs.append(segments[(i, b)])
         longest, previous = 0.0, start
-        for first, last, gap in runs:
-            longest = max(longest, first - previous, gap or 0.0)
-            previous = last
+        if (i, a) in segments:
+            first, last, gap = segments[(i, a)]
+            longest, previous = max(longest, first - previous, gap or 0.0), last
+        k0, k1 = bisect_right(ok_seconds, a), bisect_left(ok_seconds, b)
+        if k1 > k0:
+            longest = max(longest, float(firsts[k0]) - previous, float(inner[k0:k1].max()))
+            if k1 - k0 > 1:
+                longest = max(longest, float(between[k0 + 1 : k1].max()))
+            previous = float(lasts[k1 - 1])
+        if b != a and (i, b) in segments:
+            first, last, gap = segments[(i, b)]
+            longest, previous = max(longest, first - previous, gap or 0.0), last
         w["longest_gap_s"] = round(max(longest, end - previous), 3)
 
 

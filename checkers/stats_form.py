@@ -292,10 +292,12 @@ def _count_ends(
     hit = ends.among(s)
     if not hit.any():
         return
-    t, s, code = t[hit], s[hit], code[hit]
-    for w, second, start, end in ends.of(s):
-        inside = (s == second) & (t >= start) & (t <= end)
-        for c, n in enumerate(np.bincount(code[inside], minlength=_NC).tolist()):
+    order = np.argsort(s[hit], kind="stable")
+    t, s, code = t[hit][order], s[hit][order], code[hit][order]
+    for w, second, start, end in ends.of(np.unique(s)):
+        a, b = np.searchsorted(s, second, "left"), np.searchsorted(s, second, "right")
+        inside = (t[a:b] >= start) & (t[a:b] <= end)
+        for c, n in enumerate(np.bincount(code[a:b][inside], minlength=_NC).tolist()):
             if n:
                 into[(w, second, c)] = into.get((w, second, c), 0) + n
 
