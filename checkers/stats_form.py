@@ -41,7 +41,7 @@ from history.format import ReadProblem
 Array = np.ndarray[Any, Any]
 BUCKET_BITS = 16  # the latency histogram's buckets: 65.5 us, at most 2**16 distinct values each
 BATCH_ROWS = 1 << 18
-COMPACT_AT = 1 << 20  # keys held before the counts are summed up
+COMPACT_AT = 1 << 18  # keys held before the counts are summed up
 _OK, _OPEN = OUTCOME_CODES.index("ok"), OUTCOME_CODES.index("open")
 _SEND = F_CODES.index("send")
 _NF, _NC, _NO = len(F_CODES), 3, len(OUTCOME_CODES)  # f codes; completed outcomes (ok, fail, info); all
@@ -189,7 +189,11 @@ def _merge(
 
 
 def _batches(path: str | Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    yield from pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=columns)
+    """The columns, a row group at a time, in batches of at most BATCH_ROWS. (`iter_batches` read
+    ahead: at 10M operations 3 times as slow, and 150 MiB of Arrow buffers rather than 14.)"""
+    form = pq.ParquetFile(path)
+    for group in range(form.metadata.num_row_groups):
+        yield from form.read_row_group(group, columns=columns).to_batches(max_chunksize=BATCH_ROWS)
 
 
 def form_facts(
