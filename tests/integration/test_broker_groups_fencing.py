@@ -67,7 +67,6 @@ class Member(threading.Thread):
 
     def _run_kafka_python(self) -> None:
         c = KafkaConsumer(
-            TOPIC,
             bootstrap_servers=self.bootstrap,
             group_id=GROUP,
             client_id="kafka-python",
@@ -78,6 +77,12 @@ class Member(threading.Thread):
             request_timeout_ms=10000,
         )
         try:
+            c.subscribe([TOPIC])
+            # The topic's partitions known before the first join. A group leader that assigned without
+            # them rejoins once they arrive, and kafka-python 3.0.12 drops the end of such a rejoin when
+            # poll() gives up while it is in flight: the assignment is never applied, heartbeats stay
+            # off, the coordinator expires the member, and it never joins again.
+            wait_for("kafka-python to see the topic", lambda: c.partitions_for_topic(TOPIC), 30)
             while not self.stop.is_set():
                 polled = c.poll(timeout_ms=300)
                 generation = c._coordinator._generation
