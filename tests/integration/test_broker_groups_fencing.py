@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -222,14 +222,23 @@ def hand_lease_to(cluster: LocalCluster, broker_id: int) -> Lease:
     return lease
 
 
-def wait_for(what: str, check: Any, timeout: float) -> Any:
+def wait_for(what: str, check: Any, timeout: float, members: Sequence[Member] = ()) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = check()
         if found:
             return found
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}{progress(members)}")
+
+
+def progress(members: Sequence[Member]) -> str:
+    """Where each member got to: which one is stuck is the first thing a timeout needs to say."""
+    return "".join(
+        f"; {m.kind}: generations {[g for _, g in m.generations]}, {len(m.acked)} acknowledged commits"
+        + (f", failed with {m.failure!r}" if m.failure else "")
+        for m in members
+    )
 
 
 def commit_after(members: list[Member], since: float) -> None:
@@ -237,6 +246,7 @@ def commit_after(members: list[Member], since: float) -> None:
         "both members to commit at the new coordinator",
         lambda: all(m.acked and m.acked[-1][0] > since for m in members),
         60,
+        members,
     )
 
 
@@ -258,7 +268,10 @@ def test_a_deposed_coordinator_is_fenced_and_the_next_one_resumes_the_group(clus
     frozen: set[int] = set()
     try:
         wait_for(
-            "both members to commit", lambda: all(len(m.acked) >= 2 and m.generations for m in members), 60
+            "both members to commit",
+            lambda: all(len(m.acked) >= 2 and m.generations for m in members),
+            60,
+            members,
         )
         first = wait_for("the coordinator", lambda: coordinator(cluster, 1), 20)
         before = max(g for m in members for _, g in m.generations)
