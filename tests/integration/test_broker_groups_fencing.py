@@ -111,8 +111,14 @@ class Member(threading.Thread):
                 "heartbeat.interval.ms": 500,
             }
         )
-        c.subscribe([TOPIC])
         try:
+            # Joins once it knows the topic too, so either member may be the first to join and lead.
+            wait_for(
+                "confluent-kafka to see the topic",
+                lambda: c.list_topics(TOPIC, 10).topics[TOPIC].partitions,
+                30,
+            )
+            c.subscribe([TOPIC])
             while not self.stop.is_set():
                 messages = c.consume(num_messages=200, timeout=0.3)
                 self._saw_generation(confluent_generation(c))
