@@ -4,7 +4,7 @@ Arrow and numpy, without a Spark job.
 The same facts as `checkers.spark_stats.spark_facts` (and the reference's pass,
 `checkers.stats.history_facts`), counted the same way from the same columns of
 `operations.parquet` (one row per invocation, paired with its completion) in two streaming passes,
-batch by batch, so memory stays bounded by a batch and the summaries:
+a row group at a time, so memory stays bounded by a row group and the summaries:
 
 1. operations by f and outcome, completions by second, f and outcome, per second the first and last
    ok send and the longest gap between two inside it (each ok send's `prev_ok_time` is its
