@@ -208,4 +208,5 @@ def tally(
         for values in per_kind.values():
             if isinstance(values, list):
                 values.sort()
+    pa.default_memory_pool().release_unused()  # what the passes' batches freed, back to the system
     return out, windows
