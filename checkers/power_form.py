@@ -208,5 +208,7 @@ def tally(
         for values in per_kind.values():
             if isinstance(values, list):
                 values.sort()
-    pa.default_memory_pool().release_unused()  # what the passes' batches freed, back to the system
+    # What the passes' batches and arrays freed, back to the system (Arrow's pool; numpy's malloc).
+    pa.default_memory_pool().release_unused()
+    pa.system_memory_pool().release_unused()
     return out, windows
