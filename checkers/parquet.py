@@ -41,6 +41,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from checkers import freed_memory
 from checkers.parquet_pairing import ChunkPairing
 from checkers.parquet_pipeline import Counts, write
 from checkers.parquet_schema import FORMAT_VERSION, LINES, META, cache_name
@@ -124,9 +125,7 @@ def convert(history: str | os.PathLike[str], dest: Path | None = None, *, force:
             counts, pairing, problems = write(history, tmp, CHUNK_BYTES)
         finally:
             pa.set_memory_pool(pool)
-            # The allocator keeps what the chunks freed (some 400 MiB), which the check's later
-            # parts would hold beside their own: handed back to the system here.
-            pa.system_memory_pool().release_unused()
+            freed_memory.release()  # what the chunks freed (some 200-400 MiB)
         return publish(tmp, dest if parent is not None else None, stat, counts, pairing, problems)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

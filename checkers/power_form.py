@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from checkers import freed_memory
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
 from checkers.power import KINDS, NS, Asked, Tally, bound_load, cut_into, intervals
 from history.faults import FaultWindow, fault_windows
@@ -208,7 +209,5 @@ def tally(
         for values in per_kind.values():
             if isinstance(values, list):
                 values.sort()
-    # What the passes' batches and arrays freed, back to the system (Arrow's pool; numpy's malloc).
-    pa.default_memory_pool().release_unused()
-    pa.system_memory_pool().release_unused()
+    freed_memory.release()  # what the passes' batches and arrays freed
     return out, windows
