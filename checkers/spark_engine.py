@@ -454,14 +454,12 @@ class SparkChecker:
                 if _flag(rule.name) in first_flags:
                     out.anomaly(rule.name, with_send.filter(col(_flag(rule.name))))
         if n["never_read"]:
-            # max_read(tp): the largest offset read, and the smallest poll index that read it.
-            top = reads.groupBy("tp").agg(F.max("offset").alias("max_read_offset"))
+            # max_read(tp): the largest offset read, and the smallest poll index that read it: the
+            # least (-offset, index) of the tp's reads, one aggregate over one scan.
             max_read = (
-                reads.select("tp", "offset", "index")
-                .join(broadcast(top), "tp")
-                .filter(col("offset") == col("max_read_offset"))
-                .groupBy("tp", "max_read_offset")
-                .agg(F.min("index").alias("max_read_index"))
+                reads.groupBy("tp")
+                .agg(F.min(F.struct((-col("offset")).alias("o"), col("index").alias("i"))).alias("m"))
+                .select("tp", (-col("m.o")).alias("max_read_offset"), col("m.i").alias("max_read_index"))
             )
             never_read = cand_acks.filter(col("never_read")).join(broadcast(max_read), "tp", "left")
             out.classify(NeverReadAck, never_read)

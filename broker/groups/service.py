@@ -58,6 +58,11 @@ def _millis(value: Any) -> int:
 
 TICK_SECONDS = 0.1
 LOAD_RETRY_MS = 500.0
+# From OffsetFetch v2 a refused fetch carries its error once, for the group, and no partitions (Kafka's
+# TOP_LEVEL_ERROR_AND_NULL_TOPICS_MIN_VERSION); below, each partition carries it. librdkafka takes a
+# partition's own error as final: it drops that partition from its assignment until the next
+# rebalance and never consumes it, where a group error makes it find the coordinator and ask again.
+GROUP_ERROR_MIN_VERSION = 2
 
 
 class CoordinatorElection(Protocol):
@@ -456,6 +461,8 @@ class GroupService:
                 failed = FetchedOffset(-1, -1, "", NOT_COORDINATOR)
                 fetched = {key: failed for key in wanted or []}
                 error = NOT_COORDINATOR
+            if error != NONE and request.api_version >= GROUP_ERROR_MIN_VERSION:
+                fetched = {}  # the group's error alone, as Kafka answers (see GROUP_ERROR_MIN_VERSION)
             by_topic: dict[str, list[dict[str, Any]]] = {}
             for (name, index), entry in fetched.items():
                 by_topic.setdefault(name, []).append(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -67,7 +67,6 @@ class Member(threading.Thread):
 
     def _run_kafka_python(self) -> None:
         c = KafkaConsumer(
-            TOPIC,
             bootstrap_servers=self.bootstrap,
             group_id=GROUP,
             client_id="kafka-python",
@@ -78,6 +77,12 @@ class Member(threading.Thread):
             request_timeout_ms=10000,
         )
         try:
+            c.subscribe([TOPIC])
+            # The topic's partitions known before the first join. A group leader that assigned without
+            # them rejoins once they arrive, and kafka-python 3.0.12 drops the end of such a rejoin when
+            # poll() gives up while it is in flight: the assignment is never applied, heartbeats stay
+            # off, the coordinator expires the member, and it never joins again.
+            wait_for("kafka-python to see the topic", lambda: c.partitions_for_topic(TOPIC), 30)
             while not self.stop.is_set():
                 polled = c.poll(timeout_ms=300)
                 generation = c._coordinator._generation
@@ -106,8 +111,14 @@ class Member(threading.Thread):
                 "heartbeat.interval.ms": 500,
             }
         )
-        c.subscribe([TOPIC])
         try:
+            # Joins once it knows the topic too, so either member may be the first to join and lead.
+            wait_for(
+                "confluent-kafka to see the topic",
+                lambda: c.list_topics(TOPIC, 10).topics[TOPIC].partitions,
+                30,
+            )
+            c.subscribe([TOPIC])
             while not self.stop.is_set():
                 messages = c.consume(num_messages=200, timeout=0.3)
                 self._saw_generation(confluent_generation(c))
@@ -217,14 +228,23 @@ def hand_lease_to(cluster: LocalCluster, broker_id: int) -> Lease:
     return lease
 
 
-def wait_for(what: str, check: Any, timeout: float) -> Any:
+def wait_for(what: str, check: Any, timeout: float, members: Sequence[Member] = ()) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = check()
         if found:
             return found
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}{progress(members)}")
+
+
+def progress(members: Sequence[Member]) -> str:
+    """Where each member got to: which one is stuck is the first thing a timeout needs to say."""
+    return "".join(
+        f"; {m.kind}: generations {[g for _, g in m.generations]}, {len(m.acked)} acknowledged commits"
+        + (f", failed with {m.failure!r}" if m.failure else "")
+        for m in members
+    )
 
 
 def commit_after(members: list[Member], since: float) -> None:
@@ -232,6 +252,7 @@ def commit_after(members: list[Member], since: float) -> None:
         "both members to commit at the new coordinator",
         lambda: all(m.acked and m.acked[-1][0] > since for m in members),
         60,
+        members,
     )
 
 
@@ -253,7 +274,10 @@ def test_a_deposed_coordinator_is_fenced_and_the_next_one_resumes_the_group(clus
     frozen: set[int] = set()
     try:
         wait_for(
-            "both members to commit", lambda: all(len(m.acked) >= 2 and m.generations for m in members), 60
+            "both members to commit",
+            lambda: all(len(m.acked) >= 2 and m.generations for m in members),
+            60,
+            members,
         )
         first = wait_for("the coordinator", lambda: coordinator(cluster, 1), 20)
         before = max(g for m in members for _, g in m.generations)

@@ -29,6 +29,7 @@ from broker.groups.coordinator import (
 from broker.groups.service import GroupService
 from broker.kafka_errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
     ILLEGAL_GENERATION,
     NONE,
     NOT_COORDINATOR,
@@ -354,3 +355,27 @@ def test_a_failed_store_refuses_what_it_held_and_what_waits(tmp_path: Path) -> N
     refused = dict(c.store_failed(stores[0], NOT_COORDINATOR))
     assert {r.error_code for r in refused.values()} == {NOT_COORDINATOR} and set(refused) == {"a1", "b1"}
     assert not c.pending(stores[0])
+
+
+class UnreadableStore(FakeStore):
+    def read(
+        self, group: str, partitions: Iterable[tuple[str, int]] | None
+    ) -> Awaitable[dict[tuple[str, int], CommittedOffset]]:
+        return settled(error=ConnectionError("session expired"))
+
+
+def test_offsets_the_store_cannot_read_are_the_groups_error_not_each_partitions(tmp_path: Path) -> None:
+    """ZooKeeper unreadable (this broker's session just expired): COORDINATOR_NOT_AVAILABLE for the
+    group and no partition, so librdkafka finds the coordinator again and asks there; an error on
+    each partition made it drop them from its assignment and never consume them."""
+
+    async def scenario() -> None:
+        zk = FakeZooKeeper()
+        svc = broker(tmp_path, 1, zk, LeaseView(1, 1, 0))
+        svc.replica = UnreadableStore(zk)
+        topics = [{"name": "t", "partition_indexes": [0, 1]}]
+        fetched = await answer(svc, 9, 9, {"groups": [{"group_id": "g", "topics": topics}]})
+        [group] = fetched.groups
+        assert (group.error_code, list(group.topics)) == (COORDINATOR_NOT_AVAILABLE, [])
+
+    asyncio.run(scenario())

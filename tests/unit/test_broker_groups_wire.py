@@ -10,7 +10,7 @@ import pytest
 
 from broker import protocol as p
 from broker.groups.coordinator import GroupCoordinator
-from broker.groups.service import GroupService
+from broker.groups.service import GROUP_ERROR_MIN_VERSION, GroupService
 from broker.kafka_errors import NOT_COORDINATOR
 from broker.metadata import BrokerAddress
 from tests.support.group_requests import answer, join_data
@@ -114,5 +114,19 @@ def test_not_coordinator(tmp_path: Path) -> None:
         call(svc, 12, 4, {"group_id": "g", "generation_id": 1, "member_id": "m"}).error_code
         == NOT_COORDINATOR
     )
-    fetched = call(svc, 9, 7, {"group_id": "g", "topics": [{"name": "t0", "partition_indexes": [0]}]})
-    assert fetched.error_code == NOT_COORDINATOR
+
+
+@pytest.mark.parametrize("version", range(p.VERSIONS[9][0], p.VERSIONS[9][1] + 1))
+def test_a_refused_offset_fetch_names_no_partition_from_v2(tmp_path: Path, version: int) -> None:
+    """As Kafka answers: from v2 the error is the group's alone. librdkafka never consumes a
+    partition whose own entry carries an error (until the next rebalance): with a coordinator that
+    moved, its member held partitions it never read."""
+    topics = [{"name": "t0", "partition_indexes": [0, 1]}]
+    data = {"group_id": "g", "topics": topics, "groups": [{"group_id": "g", "topics": topics}]}
+    fetched = call(service(tmp_path, me=2), 9, version, data)
+    answered = fetched.groups[0] if version >= 8 else fetched
+    partitions = [(q.partition_index, q.error_code) for t in answered.topics for q in t.partitions]
+    if version >= GROUP_ERROR_MIN_VERSION:
+        assert (answered.error_code, partitions) == (NOT_COORDINATOR, [])
+    else:  # no error for the whole response before v2
+        assert partitions == [(0, NOT_COORDINATOR), (1, NOT_COORDINATOR)]

@@ -9,4 +9,5 @@ def test_shuffle_partitions_follow_the_history_size() -> None:
     assert partitions_for(20_000, "local[2]") == 2
     assert partitions_for(1_500_000, "local[2]") == 3
     assert partitions_for(10_000_000, "local[2]") == 8  # the session's own: 4 per core
-    assert partitions_for(10_000_000, "local[1]") == 4
+    assert partitions_for(10_000_000, "local[1]") == 7  # one per 1,500,000 operations beyond it
+    assert partitions_for(100_000_000, "local[2]") == 67
