@@ -57,9 +57,12 @@ first ack and starts at a previous second's last); shorter ones count as 0.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from foundation.config import TestConfig
 from history.faults import FaultWindow
@@ -90,27 +93,75 @@ IN_FLIGHT_SHARE = 0.1
 
 
 @dataclass
+class Cuts:
+    """One second's events of a kind, as few numbers: split at the interval bounds that fall in
+    that second (`cuts`, sorted), each part's (count, first, last) by its number (part 2i+1: the
+    events at cuts[i]; part 2i: those between cuts[i-1] and cuts[i]). It answers for the intervals
+    it was cut for what the events' times would (`Tally.count`, `Tally.longest_gap`: the stretches
+    inside one of seconds 1, 2, ... are shorter than MIN_STRETCH_S, so only a part's first and last
+    can bound one), and its size does not grow with the second's events. Seconds 0 and below
+    (int(t) toward zero: second 0 spans two) keep their times."""
+
+    second: int
+    cuts: list[float]
+    parts: dict[int, tuple[int, float, float]] = field(default_factory=dict)
+
+    def add(self, part: int, n: int, first: float, last: float) -> None:
+        if part in self.parts:
+            m, a, b = self.parts[part]
+            self.parts[part] = (m + n, min(a, first), max(b, last))
+        else:
+            self.parts[part] = (n, first, last)
+
+    def within(self, lo: float, hi: float) -> list[tuple[int, float, float]]:
+        """The parts whose events lie in [lo, hi], in time order (each bound is outside the second
+        or one of its cuts)."""
+        low = 0 if lo < self.second else 2 * len(self.cuts) + 1 if lo >= self.second + 1 else self._at(lo)
+        high = -1 if hi < self.second else 2 * len(self.cuts) if hi >= self.second + 1 else self._at(hi)
+        return [self.parts[p] for p in sorted(self.parts) if low <= p <= high]
+
+    def _at(self, x: float) -> int:
+        i = bisect_left(self.cuts, x)
+        if i == len(self.cuts) or self.cuts[i] != x:
+            raise ValueError(f"{x} is not a bound this second was cut at")
+        return 2 * i + 1
+
+
+@dataclass
 class Tally:
     """What an engine counted: per kind, per second (count, first, last) of its events' times
     (seconds since the test started), and every event's time in the seconds `exact_seconds`
     asks for; the load's first invocation and last completed write."""
 
     per_second: dict[str, dict[int, tuple[int, float, float]]] = field(default_factory=dict)
-    exact: dict[str, dict[int, list[float]]] = field(default_factory=dict)
+    exact: dict[str, dict[int, list[float] | Cuts]] = field(default_factory=dict)
     load_start: float | None = None
     load_end: float | None = None
     issued_until: float | None = None  # the last send or transaction invoked
+    # Per kind, built once its seconds are all in (`_sorted`).
+    _index: dict[str, _Ordered] = field(default_factory=dict, repr=False, compare=False)
+
+    def _sorted(self, kind: str) -> _Ordered:
+        seconds = self.per_second.get(kind, {})
+        known = self._index.get(kind)
+        if known is None or len(known.seconds) != len(seconds):
+            known = self._index[kind] = _Ordered.of(seconds)
+        return known
 
     def count(self, kind: str, lo: float, hi: float) -> int:
         """Events of `kind` with lo <= t <= hi."""
         if hi < lo:
             return 0
         first, last = int(lo), int(hi)
-        seconds = self.per_second.get(kind, {})
-        total = sum(n for s, (n, _, _) in seconds.items() if first < s < last)
+        ordered = self._sorted(kind)
+        total = max(0, ordered.before[ordered.at(last)] - ordered.before[ordered.after(first)])
         exact = self.exact.get(kind, {})
         for s in {first, last}:
-            total += sum(1 for t in exact.get(s, ()) if lo <= t <= hi)
+            values = exact.get(s, [])
+            if isinstance(values, Cuts):
+                total += sum(n for n, _, _ in values.within(lo, hi))
+            else:
+                total += sum(1 for t in values if lo <= t <= hi)
         return total
 
     def longest_gap(self, kind: str, lo: float, hi: float) -> float:
@@ -118,17 +169,62 @@ class Tally:
         if hi < lo:
             return 0.0
         first, last = int(lo), int(hi)
-        seconds = self.per_second.get(kind, {})
-        exact = self.exact.get(kind, {})
-        points: list[float] = []  # the events that can bound a stretch of a second or more
-        for s in sorted(x for x in seconds if first <= x <= last):
-            if s in (first, last):
-                points += sorted(t for t in exact.get(s, ()) if lo <= t <= hi)
-            else:
-                points += [seconds[s][1], seconds[s][2]]
-        bounds = [lo, *points, hi]
-        longest = max(b - a for a, b in zip(bounds, bounds[1:], strict=False))
+        ordered = self._sorted(kind)
+        # The events that can bound a stretch of a second or more: every one in the seconds of the
+        # bounds, each other second's first and last (their stretches come from `_Ordered`).
+        left, right = [lo, *self._exact_points(kind, first, lo, hi)], [hi]
+        if last != first:
+            right = [*self._exact_points(kind, last, lo, hi), hi]
+        a, b = ordered.after(first), ordered.at(last)
+        # Without seconds between, one run of events; else into them, inside them and out of them.
+        runs = (
+            [left + right]
+            if b <= a
+            else [[*left, ordered.points[2 * a]], [ordered.points[2 * b - 1], *right]]
+        )
+        longest = max(float(y - x) for ends in runs for x, y in zip(ends, ends[1:], strict=False))
+        if b > a:
+            longest = max(longest, float(ordered.gaps[2 * a : 2 * b - 1].max()))
         return round(longest, 3) if longest >= MIN_STRETCH_S else 0.0
+
+    def _exact_points(self, kind: str, s: int, lo: float, hi: float) -> list[float]:
+        """The events of second `s` in [lo, hi] that can bound a stretch, in time order."""
+        if s not in self.per_second.get(kind, {}):
+            return []
+        values = self.exact.get(kind, {}).get(s, [])
+        if isinstance(values, Cuts):
+            return [t for _, x, y in values.within(lo, hi) for t in (x, y)]
+        return sorted(t for t in values if lo <= t <= hi)
+
+
+@dataclass(frozen=True)
+class _Ordered:
+    """A kind's seconds in order, with the running count of its events before each and each
+    second's first and last event one after another (`points`) and the stretches between them
+    (`gaps`): a window's count and longest stretch cost a binary search and a slice, not a pass
+    over the run's seconds."""
+
+    seconds: list[int]
+    before: list[int]
+    points: np.ndarray[Any, Any]
+    gaps: np.ndarray[Any, Any]
+
+    @staticmethod
+    def of(per_second: dict[int, tuple[int, float, float]]) -> _Ordered:
+        ordered = sorted(per_second)
+        before = [0]
+        for s in ordered:
+            before.append(before[-1] + per_second[s][0])
+        points = np.asarray([t for s in ordered for t in per_second[s][1:]], np.float64)
+        return _Ordered(ordered, before, points, np.diff(points))
+
+    def after(self, s: int) -> int:
+        """The position of the first second after `s`."""
+        return bisect_right(self.seconds, s)
+
+    def at(self, s: int) -> int:
+        """The position of the first second at or after `s`."""
+        return bisect_left(self.seconds, s)
 
 
 def bound_load(
@@ -166,6 +262,44 @@ def tally_from_times(
         tally.per_second[kind] = per
         tally.exact[kind] = {s: sorted(v) for s, v in exact.items()}
     return tally
+
+
+def cut_into(
+    times: np.ndarray[Any, Any], cuts: np.ndarray[Any, Any], into: dict[int, list[float] | Cuts]
+) -> None:
+    """Add events' times (in the exact seconds) to their seconds' `Cuts` (`cuts`: every interval
+    bound, sorted); seconds 0 and below keep the times themselves."""
+    seconds = times.astype(np.int64)
+    for t in times[seconds <= 0].tolist():
+        values = into.setdefault(int(t), [])
+        assert isinstance(values, list)
+        values.append(t)
+    times, seconds = times[seconds > 0], seconds[seconds > 0]
+    if len(times) == 0:
+        return
+    i = np.searchsorted(cuts, times)
+    at = (i < len(cuts)) & (cuts[np.minimum(i, len(cuts) - 1)] == times)
+    # A part's number within its second: counted from the second's first cut.
+    parts = 2 * (i - np.searchsorted(cuts, seconds)) + at
+    order = np.lexsort((parts, seconds))
+    seconds, parts, times = seconds[order], parts[order], times[order]
+    starts = np.flatnonzero(np.r_[True, (seconds[1:] != seconds[:-1]) | (parts[1:] != parts[:-1])])
+    counts = np.diff(np.r_[starts, len(times)])
+    lows, highs = np.minimum.reduceat(times, starts), np.maximum.reduceat(times, starts)
+    for s, part, n, lo, hi in zip(
+        seconds[starts].tolist(),
+        parts[starts].tolist(),
+        counts.tolist(),
+        lows.tolist(),
+        highs.tolist(),
+        strict=True,
+    ):
+        second = into.get(s)
+        if second is None:
+            first, last = np.searchsorted(cuts, [s, s + 1])
+            second = into[s] = Cuts(s, cuts[first:last].tolist())
+        assert isinstance(second, Cuts)
+        second.add(part, n, lo, hi)
 
 
 @dataclass(frozen=True)
@@ -218,14 +352,13 @@ def window_intervals(windows: list[FaultWindow], recovery_s: float, load_end: fl
     `history.faults` gives them)."""
     spans = [Interval(w.invoked_ns / NS, served_again(w, load_end)) for w in windows]
     heals = [span.hi for span in spans]
-    group: list[int] = []  # faults in force together, one after another by start
+    begun, last = 0, -math.inf  # the faults in force together so far: from `begun`, over at `last`
     for i, span in enumerate(spans):
-        if group and span.lo > max(heals[j] for j in group):
-            group = []
-        group.append(i)
-        last = max(heals[j] for j in group)
-        for j in group:
-            heals[j] = last
+        if i > begun and span.lo > last:
+            heals[begun:i] = [last] * (i - begun)
+            begun, last = i, -math.inf
+        last = max(last, span.hi)
+    heals[begun:] = [last] * (len(spans) - begun)
     out = []
     for span, heal in zip(spans, heals, strict=True):
         hi = min(heal + recovery_s, load_end)

@@ -110,11 +110,11 @@ def tally(
         seconds = bound_load(out, starts, issued, windows, asked)
         if seconds:
             exact = every.filter(col("s").isin(seconds) & (col("k") < INVOKED)).select("k", "s", "t")
+            times: dict[str, dict[int, list[float]]] = {}
             for k, s, t in exact.collect():
-                out.exact.setdefault(KINDS[k], {}).setdefault(int(s), []).append(float(t))
-        for per_kind in out.exact.values():
-            for values in per_kind.values():
-                values.sort()
+                times.setdefault(KINDS[k], {}).setdefault(int(s), []).append(float(t))
+            for kind, per_second in times.items():
+                out.exact[kind] = {s: sorted(values) for s, values in per_second.items()}
         return out, windows
     finally:
         kept.release()

@@ -238,12 +238,25 @@ def test_invalid_stays_invalid_whatever_the_power(tmp_path: Path) -> None:
 def test_a_tally_counts_and_measures_stretches_exactly(
     times: list[float], spans: list[tuple[float, float]]
 ) -> None:
-    """Per-second summaries plus the exact times of the bounds' seconds give what the times give."""
-    from checkers.power import Interval
+    """Per-second summaries plus the exact times of the bounds' seconds (or those seconds cut at
+    the bounds, `Cuts`) give what the times give."""
+    import numpy as np
+
+    from checkers.power import Interval, cut_into
 
     wanted = [Interval(min(a, b), max(a, b)) for a, b in spans]
     tally = tally_from_times({"acked": times}, 0.0, 30.0, exact_seconds(wanted))
+    cut = tally_from_times({"acked": times}, 0.0, 30.0, [])
+    seconds = np.asarray(sorted(exact_seconds(wanted)), np.int64)
+    bounds = np.asarray(sorted({x for span in wanted if span.hi >= span.lo for x in (span.lo, span.hi)}))
+    at = np.asarray(times, np.float64)
+    cut_into(at[np.isin(at.astype(np.int64), seconds)], bounds, cut.exact.setdefault("acked", {}))
+    for values in cut.exact["acked"].values():
+        if isinstance(values, list):
+            values.sort()
     for span in wanted:
+        assert cut.count("acked", span.lo, span.hi) == tally.count("acked", span.lo, span.hi)
+        assert cut.longest_gap("acked", span.lo, span.hi) == tally.longest_gap("acked", span.lo, span.hi)
         assert tally.count("acked", span.lo, span.hi) == sum(1 for t in times if span.lo <= t <= span.hi)
         inside = sorted(t for t in times if span.lo <= t <= span.hi)
         bounds = [span.lo, *inside, span.hi]

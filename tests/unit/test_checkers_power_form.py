@@ -1,5 +1,5 @@
 """Verdict power counted from the Parquet form with Arrow (checkers/power_form.py) agrees with the
-reference's pass (`==` on the tally and on results.json's `power`): on a generated history with
+reference's pass (`==` on the tally's per-second summaries and on results.json's `power`): on a generated history with
 faults and planted anomalies, one with consumer groups, silent windows and events on the seconds
 where windows end, and a history with malformed lines and an open operation."""
 
@@ -45,7 +45,13 @@ def test_the_form_tally_equals_the_reference(tmp_path: Path, kind: str) -> None:
     nemesis = [nemesis_op(row) for row in form.nemesis]
     from_form = power_form.tally(form.operations_path, form.reads_path, nemesis, ASKED)
     reference = tally_history(path, ASKED)
-    assert from_form[0] == reference[0]
+    # The form's tally keeps the bounds' seconds as `Cuts`, the reference's their times: the
+    # per-second summaries are the same and so is every figure of `power`.
+    assert from_form[0].per_second == reference[0].per_second
+    assert (from_form[0].load_start, from_form[0].load_end) == (
+        reference[0].load_start,
+        reference[0].load_end,
+    )
     assert evaluate(*from_form, ASKED) == evaluate(*reference, ASKED)
     assert reference[0].per_second["acked"] and reference[0].per_second["read"]
     if kind != "generated":
