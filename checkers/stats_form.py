@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from checkers import freed_memory
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
 from checkers.spark_stats import OVERALL, nemesis_op, quantiles_ms, rank_selects, window_facts
 from checkers.stats import NS, PROBLEMS_KEPT, Facts, fault_windows
@@ -271,6 +272,7 @@ def form_facts(
         ends_by[w][second][c] += n
     window_facts(windows, per_second, ok_sends.seconds, ok_sends.gaps, ends_by, ok_sends.segments)
     latency_ms, latency_by_f = quantiles_ms(_percentiles(operations_path, first_level), sorted(first_level))
+    freed_memory.release()  # what the passes' batches and arrays freed
     return Facts(
         outcomes={F_CODES[fc]: dict(zip(OUTCOME_CODES, row.tolist(), strict=True))
                   for fc, row in enumerate(outcomes) if row.any()},
