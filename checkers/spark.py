@@ -34,6 +34,7 @@ from checkers.spark_replicas import Views, judged_replicas
 from checkers.spark_session import SMALL_OPS, get_session, size_for
 from checkers.spark_stats import nemesis_op, spark_facts
 from checkers.stats import Facts
+from checkers.stats_form import form_facts
 from foundation.errors import BadInput, InfrastructureError
 
 if TYPE_CHECKING:
@@ -170,16 +171,31 @@ def check_run(
     last_timings["spark_start"] = float(box.get("seconds", 0.0))
     size_for(spark, form.ops)
 
+    # The driver reads the form itself (Arrow, no Spark job) when it converted it here; a form
+    # Spark converted, on a filesystem only Spark reaches, is read by Spark's jobs.
+    in_driver = local is not None
+
     def statistics() -> Facts:
         counting = time.monotonic()
-        stats_facts = spark_facts(
-            spark,
-            form.operations_path,
-            max_time=form.max_time,
-            nemesis=form.nemesis or [],
-            ok_sends_in_order=form.ok_sends_in_order,
-            latency=form.latency,
-            problems=form.problems,
+        stats_facts = (
+            form_facts(
+                form.operations_path,
+                max_time=form.max_time,
+                nemesis=form.nemesis or [],
+                ok_sends_in_order=form.ok_sends_in_order,
+                latency=form.latency or [],
+                problems=form.problems,
+            )
+            if in_driver
+            else spark_facts(
+                spark,
+                form.operations_path,
+                max_time=form.max_time,
+                nemesis=form.nemesis or [],
+                ok_sends_in_order=form.ok_sends_in_order,
+                latency=form.latency,
+                problems=form.problems,
+            )
         )
         last_timings["stats"] = time.monotonic() - counting
         return stats_facts
@@ -211,7 +227,7 @@ def check_run(
         judged_of = (
             _when_asked(beside, partial(replica_logs, replicas, stack)) if replicas is not None else None
         )
-        result, tallied = _rules(spark, history_path, form, power, local is not None)
+        result, tallied = _rules(spark, history_path, form, power, in_driver)
         stats_facts = stats_of() if stats_of is not None else None
         findings, views = judged_of() if judged_of is not None else (None, _no_views)
         gathering = time.monotonic()
@@ -234,10 +250,10 @@ def _rules(
     history_path: str | os.PathLike[str],
     form: ParquetForm,
     power: Asked | None,
-    local: bool,
+    in_driver: bool,
 ) -> tuple[EngineResult, tuple[Tally, list[Any]] | None]:
-    """The history's anomalies (and, with `power`, the verdict power's tally); `local`: the
-    history's Parquet form is a local one, converted by Arrow."""
+    """The history's anomalies (and, with `power`, the verdict power's tally); `in_driver`: the
+    driver reads the history's Parquet form itself (a local one, converted by Arrow)."""
     checking = time.monotonic()
     # A history's transactions: their micro-operations, read again from the text (spark_txn.py).
     # The operation kinds the conversion saw (None: not counted, e.g. Spark converted the history).
@@ -267,7 +283,7 @@ def _rules(
             # without a Spark job (checkers/power_form.py).
             tallied = (
                 spark_power.tally(spark, form.operations_path, form.reads_path, nemesis_ops, power, txns)
-                if txns is not None or not local
+                if txns is not None or not in_driver
                 else power_form.tally(form.operations_path, form.reads_path, nemesis_ops, power)
             )
             last_timings["power"] = time.monotonic() - counting

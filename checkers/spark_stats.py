@@ -34,6 +34,8 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
 from checkers.spark_session import broadcast, read_form
 from checkers.stats import NS, OUTCOMES, PROBLEMS_KEPT, Facts, fault_windows
@@ -191,7 +193,7 @@ def spark_facts(
 
     # --- Action 2 (and 3): fault windows at their ends' seconds, percentiles ------------------
     radix = completed_n >= RADIX_FROM
-    selects = _selects(first_level)
+    selects = rank_selects(first_level)
     parts = []
     if windows:
         parts += _window_end_rows(spark, done, windows)
@@ -225,7 +227,7 @@ def spark_facts(
     finally:
         if lat_of is not None:
             lat_of.unpersist()
-    latency_ms, latency_by_f = _quantiles(found, sorted(first_level))
+    latency_ms, latency_by_f = quantiles_ms(found, sorted(first_level))
     window_facts(windows, per_second, ok_send_seconds, in_second_gaps, ends, segments)
     return Facts(
         outcomes={f: dict(v) for f, v in outcomes.items()},
@@ -274,30 +276,39 @@ def window_facts(
     stretch without an ok send is the largest of the runs' inner gaps and the gaps between the
     window's start, the runs and its end, as `checkers.stats._longest_gap` walks them one by one.
     """
+    # Prefix sums of the completions by second, and the ok sends' runs as arrays (gap[k]: between
+    # run k-1's last and run k's first), so a window costs a few slices however many seconds it spans.
     seconds = sorted(per_second)
+    done = np.zeros((len(seconds) + 1, 3), np.int64)
+    if seconds:
+        done[1:] = np.cumsum(np.asarray([per_second[s] for s in seconds], np.int64), axis=0)
     ok_seconds = sorted(ok_send_seconds)
+    firsts = np.asarray([ok_send_seconds[s][0] for s in ok_seconds], np.float64)
+    lasts = np.asarray([ok_send_seconds[s][1] for s in ok_seconds], np.float64)
+    inner = np.asarray([in_second_gaps.get(s) or 0.0 for s in ok_seconds], np.float64)
+    between = np.r_[0.0, firsts[1:] - lasts[:-1]] if ok_seconds else firsts
     for i, w in enumerate(windows):
         start, end = w["start_s"], w["end_s"]
         a, b = math.floor(start), math.floor(end)
-        inside = [0, 0, 0]
-        for s in seconds[bisect_right(seconds, a) : bisect_left(seconds, b)]:
-            for code in range(3):
-                inside[code] += per_second[s][code]
+        lo, hi = bisect_right(seconds, a), bisect_left(seconds, b)
+        inside = (done[hi] - done[lo]).tolist() if hi > lo else [0, 0, 0]
         for counts in ends.get(i, {}).values():
             for code in range(3):
                 inside[code] += counts[code]
         w["ops"] = dict(zip(OUTCOMES, inside, strict=True))
-        runs: list[tuple[float, float, float | None]] = []
-        if (i, a) in segments:
-            runs.append(segments[(i, a)])
-        for s in ok_seconds[bisect_right(ok_seconds, a) : bisect_left(ok_seconds, b)]:
-            runs.append((*ok_send_seconds[s], in_second_gaps.get(s)))
-        if b != a and (i, b) in segments:
-            runs.append(segments[(i, b)])
         longest, previous = 0.0, start
-        for first, last, gap in runs:
-            longest = max(longest, first - previous, gap or 0.0)
-            previous = last
+        if (i, a) in segments:
+            first, last, gap = segments[(i, a)]
+            longest, previous = max(longest, first - previous, gap or 0.0), last
+        k0, k1 = bisect_right(ok_seconds, a), bisect_left(ok_seconds, b)
+        if k1 > k0:
+            longest = max(longest, float(firsts[k0]) - previous, float(inner[k0:k1].max()))
+            if k1 - k0 > 1:
+                longest = max(longest, float(between[k0 + 1 : k1].max()))
+            previous = float(lasts[k1 - 1])
+        if b != a and (i, b) in segments:
+            first, last, gap = segments[(i, b)]
+            longest, previous = max(longest, first - previous, gap or 0.0), last
         w["longest_gap_s"] = round(max(longest, end - previous), 3)
 
 
@@ -343,7 +354,7 @@ def nemesis_op(row: list[Any]) -> dict[str, Any]:
     return {"index": index, "time": time, "type": type_, "f": f, "value": value, "process": "nemesis"}
 
 
-class _Select:
+class RankSelect:
     """One wanted rank in one group (an f code, or OVERALL): where the search for its value stands."""
 
     def __init__(self, group: int, q: int, rank: int) -> None:
@@ -371,20 +382,20 @@ def _with_overall(levels: dict[int, dict[int, int]]) -> dict[int, dict[int, int]
     return {**levels, OVERALL: dict(total)}
 
 
-def _selects(first_level: dict[int, dict[int, int]]) -> list[_Select]:
+def rank_selects(first_level: dict[int, dict[int, int]]) -> list[RankSelect]:
     """Every wanted rank (each quantile of each f and of all), placed in its first-level bucket."""
     selects = []
     for group, per_bucket in _with_overall(first_level).items():
         n = sum(per_bucket.values())
         for q in QUANTILES:
             if n:
-                s = _Select(group, q, nearest_rank(n, q))
+                s = RankSelect(group, q, nearest_rank(n, q))
                 s.descend(per_bucket)
                 selects.append(s)
     return selects
 
 
-def _descend(selects: list[_Select], level: list[Any]) -> None:
+def _descend(selects: list[RankSelect], level: list[Any]) -> None:
     """Move every select one level down, by one level's counts (rows of `_level_rows`)."""
     by_group: dict[int, dict[int, int]] = defaultdict(dict)
     for r in level:
@@ -395,7 +406,7 @@ def _descend(selects: list[_Select], level: list[Any]) -> None:
         s.descend(within)
 
 
-def _level_rows(latencies: DataFrame, selects: list[_Select], shift: int) -> DataFrame:
+def _level_rows(latencies: DataFrame, selects: list[RankSelect], shift: int) -> DataFrame:
     """The counts of the next 12 bits of the latencies within the buckets (of `shift`) that hold a
     wanted rank (`lat` rows: f code, bucket, count)."""
     from pyspark.sql import functions as F
@@ -410,7 +421,7 @@ def _level_rows(latencies: DataFrame, selects: list[_Select], shift: int) -> Dat
     return _row(level, kind=F.lit("lat"), code=F.col("fc"), lat=F.col("b"), n=F.col("count"))
 
 
-def _rank_rows(completed: DataFrame, selects: list[_Select]) -> DataFrame:
+def _rank_rows(completed: DataFrame, selects: list[RankSelect]) -> DataFrame:
     """The latencies at the wanted ranks, by a sort per f and one of all (small histories)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -440,7 +451,7 @@ def _rank_rows(completed: DataFrame, selects: list[_Select]) -> DataFrame:
     )
 
 
-def _quantiles(
+def quantiles_ms(
     found: dict[tuple[int, int], int], fs: list[int]
 ) -> tuple[dict[str, float | None], dict[str, dict[str, float | None]]]:
     """The percentiles in ms (as the reference rounds them), overall and per f."""

@@ -1,6 +1,7 @@
 """The Spark engine agrees with the reference checker, result for result (`==`), on every anomaly,
 on damaged histories, and on generated histories with planted anomalies; so do the facts of the
-statistics (`checkers.spark_stats` against `checkers.stats.history_facts`).
+statistics (`checkers.spark_stats`, and `checkers.stats_form` that a Spark check of a local history
+takes, against `checkers.stats.history_facts`).
 
 One Spark session (local[2], two shuffle partitions) serves every Spark test of the run (get_session
 reuses the process's session); each check is one Spark job, so the property tests use few generated
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 from checkers import spark as spark_checker
 from checkers.catalogue import HISTORY_ANOMALIES, EngineResult, incomplete_kind
 from checkers.reference import check_history as reference_check
-from checkers.stats import history_facts
+from checkers.stats import Facts, history_facts
 from history.synthetic.generator import generate, generate_ops
 from history.synthetic.kinds import ANOMALY_KINDS, PLANTABLE
 from tests.support.history_builder import HistoryBuilder, write_history
@@ -39,6 +40,25 @@ def both(spark: Any, path: Path) -> tuple[EngineResult, EngineResult]:
     got, facts = spark_checker.check(path, reconvert=True, facts=True)
     assert facts == history_facts(path)
     return got, reference_check(path)
+
+
+def three_facts(spark: Any, path: Path) -> Facts:
+    """The statistics' facts by Spark's jobs and by Arrow in the driver, both from the history's
+    Parquet form (a Spark check of a local history takes the latter), equal to the reference's."""
+    from checkers.parquet import convert
+    from checkers.spark_stats import spark_facts
+    from checkers.stats_form import form_facts
+
+    form = convert(path)
+    options = {
+        "max_time": form.max_time,
+        "nemesis": form.nemesis,
+        "ok_sends_in_order": form.ok_sends_in_order,
+    }
+    by_spark = spark_facts(spark, str(form.operations_path), latency=form.latency, **options)
+    assert by_spark == form_facts(form.operations_path, latency=form.latency, **options)
+    assert by_spark == history_facts(path)
+    return by_spark
 
 
 def counts_of(result: EngineResult) -> dict[str, int]:
@@ -227,10 +247,8 @@ def test_statistics_by_radix_select_and_many_fault_windows_agree(
     monkeypatch.setattr(spark_stats, "RADIX_FROM", 0)
     path = tmp_path / "history.jsonl"
     generate(path, 5000, seed=13, nemesis_rate=0.01)
-    _, facts = spark_checker.check(path, reconvert=True, facts=True)
-    assert facts is not None
+    facts = three_facts(spark, path)
     assert len(facts.windows) > 3
-    assert facts == history_facts(path)
 
 
 def test_statistics_when_ok_sends_go_back_in_time_agree(spark: Any, tmp_path: Path) -> None:
@@ -245,8 +263,7 @@ def test_statistics_when_ok_sends_go_back_in_time_agree(spark: Any, tmp_path: Pa
     from checkers.parquet import convert
 
     assert not convert(path, force=True).ok_sends_in_order
-    _, facts = spark_checker.check(path, facts=True)
-    assert facts == history_facts(path)
+    three_facts(spark, path)
 
 
 def test_refusals_from_the_lines_spark_finds_agree(spark: Any, tmp_path: Path) -> None:
