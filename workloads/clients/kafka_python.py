@@ -23,6 +23,8 @@ the coordinator refused the commit) or any error the coordinator returned for th
 connection or anything else is `info`. Rebalance callbacks are recorded for the workload to journal,
 and a revocation drops the revoked partitions' positions (`RevokingListener`: kafka-python keeps
 them, Kafka's Java consumer does not).
+Before each poll a rejoin kafka-python began but no longer drives is requested again
+(`finish_dropped_rejoin`: otherwise a group leader whose metadata moved never joins again).
 
 Consumers: `assign` is local to the client (no I/O) and `poll` raising means the consumer's
 position is no longer known, so both map any exception to `ClientError(definite=False)`; the
@@ -327,6 +329,31 @@ def forget_positions(subscription: Any, revoked: Any) -> None:
         log.warning("could not drop the positions of revoked partitions %s: %s", sorted(revoked), e)
 
 
+def finish_dropped_rejoin(coordinator: Any) -> bool:
+    """Ask kafka-python again for a rejoin it began but stopped driving; True if it had.
+
+    kafka-python 3.0.12 drives a JoinGroup/SyncGroup only while `need_rejoin()` says so, and leaves
+    it in flight when a poll's timeout ends first (`BaseCoordinator.join_group_async`). A leader
+    rejoins because its metadata snapshot moved (e.g. it joined before it knew the topic's
+    partitions and assigned nothing), and its own assignment inside that rejoin updates the
+    snapshot it compares, so `need_rejoin()` turns False while the rejoin is unfinished: later
+    polls never apply its assignment nor re-enable heartbeats, the coordinator expires the member,
+    and it never joins again. `rejoining` (set when the join began, cleared when it completed)
+    still says it is unfinished; requesting the rejoin makes the next poll finish it (the same
+    JoinGroup if it is still in flight, a new one otherwise)."""
+    try:
+        dropped = bool(coordinator.rejoining) and not coordinator.need_rejoin()
+        if dropped:
+            log.warning(
+                "kafka-python stopped driving its rejoin of group %s; asking again", coordinator.group_id
+            )
+            coordinator.request_rejoin()
+        return dropped
+    except Exception as e:  # kafka-python internals moved: the member may then hang in a rebalance
+        log.warning("could not check kafka-python's rejoin: %s", e)
+        return False
+
+
 def _tps(partitions: Any) -> tuple[base.TopicPartition, ...]:
     return tuple(sorted((tp.topic, tp.partition) for tp in partitions))
 
@@ -347,6 +374,7 @@ class KafkaPythonGroupConsumer(base.RebalanceRecorder):
             raise base.ClientError(base.describe(e)) from e
 
     def poll(self, timeout_s: float, max_records: int) -> list[base.Record]:
+        finish_dropped_rejoin(self._consumer._coordinator)
         return _poll(self._consumer, timeout_s, max_records)
 
     def consumed_positions(self) -> dict[base.TopicPartition, int]:
