@@ -56,12 +56,16 @@ def _ints(batch: pa.RecordBatch, name: str, missing: int) -> Array:
 
 class _KeyCounts:
     """How many times each int64 key occurred, kept as numpy arrays (compacted as they grow), so a
-    histogram of many buckets costs 16 bytes a bucket, not a Python dict entry."""
+    histogram of many buckets costs 16 bytes a bucket, not a Python dict entry. A compaction sorts
+    every key held, so the next waits until as many more keys arrived as it left distinct (and at
+    least COMPACT_AT): summing up every COMPACT_AT keys sorted the same millions of distinct exact
+    latencies again and again (10 of the statistics' 15 s at 30,000,000 operations)."""
 
     def __init__(self) -> None:
         self.keys: list[Array] = []
         self.counts: list[Array] = []
         self.held = 0
+        self.distinct = 0  # keys left by the last compaction
 
     def add(self, keys: Array) -> None:
         """Count each of `keys` once."""
@@ -77,7 +81,7 @@ class _KeyCounts:
         self.keys.append(keys)
         self.counts.append(counts)
         self.held += len(keys)
-        if self.held > COMPACT_AT:
+        if self.held > self.distinct + max(COMPACT_AT, self.distinct):
             self.totals()
 
     def totals(self) -> tuple[Array, Array]:
@@ -87,6 +91,7 @@ class _KeyCounts:
         keys, inverse = np.unique(np.concatenate(self.keys), return_inverse=True)
         counts = np.bincount(inverse, weights=np.concatenate(self.counts)).astype(np.int64)
         self.keys, self.counts, self.held = [keys], [counts], len(keys)
+        self.distinct = len(keys)
         return keys, counts
 
 
