@@ -35,7 +35,7 @@ ISSUED = "issued"  # send and transaction invocations (what the clients issued)
 _COLUMNS = ["index", "f_code", "outcome_code", "time", "invoke_time", "offset"]
 
 
-def _ints(batch: pa.RecordBatch, name: str, missing: int) -> np.ndarray[Any, Any]:
+def column_ints(batch: pa.RecordBatch, name: str, missing: int) -> np.ndarray[Any, Any]:
     """A column as int64 numbers, nulls as `missing`."""
     return np.asarray(pc.fill_null(batch.column(name), missing).to_numpy(zero_copy_only=False), np.int64)
 
@@ -138,18 +138,18 @@ def _events(
     # (at 30,000,000 operations some 300 MiB over the two files); this one holds a batch's.
     source = pq.ParquetFile(operations_path, pre_buffer=False)
     for batch in source.iter_batches(columns=_COLUMNS, row_groups=groups):
-        f = _ints(batch, "f_code", -1)
-        outcome = _ints(batch, "outcome_code", -1)
+        f = column_ints(batch, "f_code", -1)
+        outcome = column_ints(batch, "outcome_code", -1)
         has_time = pc.is_valid(batch.column("time")).to_numpy(zero_copy_only=False)
         has_invoked = pc.is_valid(batch.column("invoke_time")).to_numpy(zero_copy_only=False)
-        t = _ints(batch, "time", 0).astype(np.float64) / NS
-        invoked = _ints(batch, "invoke_time", 0).astype(np.float64) / NS
-        offset = _ints(batch, "offset", -1)
+        t = column_ints(batch, "time", 0).astype(np.float64) / NS
+        invoked = column_ints(batch, "invoke_time", 0).astype(np.float64) / NS
+        offset = column_ints(batch, "offset", -1)
         ok = outcome == _OK
         writes = (f == _F["send"]) | (f == _F["txn"])
         polls = (f == _F["poll"]) & ok
         returned = polls & batch.column("index").is_valid().to_numpy(zero_copy_only=False)
-        returned[returned] = whole.among(_ints(batch, "index", 0)[returned])
+        returned[returned] = whole.among(column_ints(batch, "index", 0)[returned])
         yield {
             INVOKED: invoked[has_invoked],
             ISSUED: invoked[has_invoked & writes],

@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from checkers import freed_memory
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
+from checkers.power_form import column_ints
 from checkers.spark_stats import OVERALL, nemesis_op, quantiles_ms, rank_selects, window_facts
 from checkers.stats import NS, PROBLEMS_KEPT, Facts, fault_windows
 from checkers.timeline import RATE_SERIES, Point
@@ -47,11 +48,6 @@ _OK, _OPEN = OUTCOME_CODES.index("ok"), OUTCOME_CODES.index("open")
 _SEND = F_CODES.index("send")
 _NF, _NC, _NO = len(F_CODES), 3, len(OUTCOME_CODES)  # f codes; completed outcomes (ok, fail, info); all
 _COLUMNS = ["invoke_index", "f_code", "outcome_code", "next_index", "time", "invoke_time"]
-
-
-def _ints(batch: pa.RecordBatch, name: str, missing: int) -> Array:
-    """A column as int64 numbers, nulls as `missing`."""
-    return np.asarray(pc.fill_null(batch.column(name), missing).to_numpy(zero_copy_only=False), np.int64)
 
 
 class _KeyCounts:
@@ -226,23 +222,23 @@ def form_facts(
     first_send: tuple[int, int] | None = None
     columns = _COLUMNS + (["prev_ok_time"] if linked else [])
     for batch in _batches(operations_path, columns):
-        f = _ints(batch, "f_code", -1)
-        code = _ints(batch, "outcome_code", _OPEN)
+        f = column_ints(batch, "f_code", -1)
+        code = column_ints(batch, "outcome_code", _OPEN)
         done = (code < _OPEN) & (f >= 0)
         counted = (f >= 0) & (done | ~batch.column("next_index").is_valid().to_numpy(zero_copy_only=False))
         outcomes += np.bincount(f[counted] * _NO + code[counted], minlength=_NF * _NO).reshape(_NF, _NO)
         sends = (f == _SEND) & batch.column("invoke_index").is_valid().to_numpy(zero_copy_only=False)
         if sends.any():
-            first = _ints(batch, "invoke_index", 0)[sends]
+            first = column_ints(batch, "invoke_index", 0)[sends]
             j = int(first.argmin())
             if first_send is None or int(first[j]) < first_send[0]:
-                first_send = (int(first[j]), int(_ints(batch, "invoke_time", 0)[sends][j]))
-        time = _ints(batch, "time", 0)[done]
+                first_send = (int(first[j]), int(column_ints(batch, "invoke_time", 0)[sends][j]))
+        time = column_ints(batch, "time", 0)[done]
         f, code = f[done], code[done]
         t = time.astype(np.float64) / NS
         s = t.astype(np.int64)
         by_second.add((s * _NF + f) * _NC + code)
-        lat = time - _ints(batch, "invoke_time", 0)[done]
+        lat = time - column_ints(batch, "invoke_time", 0)[done]
         histogram.add((lat >> BUCKET_BITS) * _NF + f)
         ok = (f == _SEND) & (code == _OK)
         if linked:
@@ -324,10 +320,11 @@ def _percentiles(
     wanted = np.unique(np.asarray([s.prefix for s in selects], np.int64))
     exact = _KeyCounts()  # latency * _NF + f -> completions
     for batch in _batches(operations_path, ["f_code", "outcome_code", "time", "invoke_time"]):
-        code = _ints(batch, "outcome_code", _OPEN)
-        done = (code < _OPEN) & (_ints(batch, "f_code", -1) >= 0)
-        lat = (_ints(batch, "time", 0) - _ints(batch, "invoke_time", 0))[done]
-        f = _ints(batch, "f_code", -1)[done]
+        code = column_ints(batch, "outcome_code", _OPEN)
+        f = column_ints(batch, "f_code", -1)
+        done = (code < _OPEN) & (f >= 0)
+        lat = (column_ints(batch, "time", 0) - column_ints(batch, "invoke_time", 0))[done]
+        f = f[done]
         hit = _among(lat >> BUCKET_BITS, wanted)
         exact.add(lat[hit] * _NF + f[hit])
     values, total = exact.totals()
