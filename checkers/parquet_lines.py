@@ -4,13 +4,11 @@ A chunk of whole lines is parsed by Arrow's C++ JSON reader (`parse_fast`); a ch
 cannot parse, or that holds a line `iter_ops` would reject, is re-read line by line in Python with
 the same rules and the same problem texts (`parse_slow`), so both checkers skip the same lines and
 report the same problems. The nemesis journals arbitrary JSON in `value` and the string "nemesis"
-in `process`; those two fields are renamed in nemesis lines (a byte-level edit of those rare lines)
-before Arrow sees them.
+in `process`: its (rare) lines are taken out of the chunk before Arrow sees it and read with `json`.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import re
@@ -57,16 +55,18 @@ def chunks(path: Path, size: int) -> Iterator[tuple[bytes, int, bool]]:
         rest = b""
         while True:
             buf = f.read(size)
-            data = rest + buf if rest else buf
             if not buf:
-                if data:
-                    yield data, line_no, True
+                if rest:
+                    yield rest, line_no, True
                 return
-            cut = data.rfind(b"\n") + 1
+            cut = buf.rfind(b"\n") + 1
             if cut == 0:
-                rest = data
+                rest += buf
                 continue
-            chunk, rest = data[:cut], data[cut:]
+            # One copy of the chunk's bytes (the torn line before it, then the read up to its last
+            # newline), not two.
+            chunk = b"".join((rest, memoryview(buf)[:cut])) if rest else buf[:cut] if cut < len(buf) else buf
+            rest = buf[cut:]
             yield chunk, line_no, False
             line_no += chunk.count(b"\n")
 
@@ -92,80 +92,82 @@ def line_marks(chunk: bytes, start: int) -> list[tuple[int, int]]:
     return marks
 
 
-def _rename_nemesis(chunk: bytes, lines: list[bytes]) -> bytes:
-    """Give nemesis lines an integer process and move their free-form `value` out of the way.
-
-    The original nemesis lines are appended to `lines` (the statistics need their values).
-    """
+def _without_nemesis(chunk: bytes) -> tuple[bytes, list[bytes]]:
+    """The chunk without the lines that hold a nemesis key, and those lines (Arrow never sees the
+    nemesis's free-form values, and the pairing never has to filter its lines out)."""
+    spans: set[tuple[int, int]] = set()
     for key in _NEMESIS_KEYS:
-        chunk = _rename(chunk, key, lines)
-    return chunk
-
-
-def _rename(chunk: bytes, key: bytes, originals: list[bytes]) -> bytes:
-    pos = chunk.find(key)
-    if pos < 0:
-        return chunk
-    pieces: list[bytes] = []
+        pos = chunk.find(key)
+        while pos >= 0:
+            start = chunk.rfind(b"\n", 0, pos) + 1
+            end = chunk.find(b"\n", pos)
+            end = len(chunk) if end < 0 else end + 1
+            spans.add((start, end))
+            pos = chunk.find(key, end)
+    if not spans:
+        return chunk, []
+    view = memoryview(chunk)
+    pieces: list[memoryview] = []
+    lines: list[bytes] = []
     done = 0
-    while pos >= 0:
-        start = chunk.rfind(b"\n", 0, pos) + 1
-        end = chunk.find(b"\n", pos)
-        end = len(chunk) if end < 0 else end
-        line = chunk[start:end]
-        originals.append(line)
-        line = line.replace(key, b'"process":%d' % NEMESIS_SENTINEL, 1)
-        line = line.replace(b'"value":', b'"nemesis_value":')
-        pieces.append(chunk[done:start])
-        pieces.append(line)
+    for start, end in sorted(spans):
+        pieces.append(view[done:start])
+        lines.append(chunk[start:end].rstrip(b"\n"))
         done = end
-        pos = chunk.find(key, end)
-    pieces.append(chunk[done:])
-    return b"".join(pieces)
+    pieces.append(view[done:])
+    return b"".join(pieces), lines
 
 
-def parse_fast(chunk: bytes) -> tuple[pa.Table, list[bytes]] | None:
-    """Arrow's parse of a chunk and its nemesis lines, or None when any line needs the line-by-line
-    reader."""
-    nemesis_lines: list[bytes] = []
+def _nemesis_rows(lines: list[bytes]) -> list[list[Any]] | None:
+    """The nemesis rows of the lines `_without_nemesis` took out, or None when one is not a nemesis
+    op `iter_ops` keeps with an integer index and time (the line-by-line reader then decides)."""
+    rows = []
+    for line in lines:
+        try:
+            op = json.loads(line)
+        except ValueError:
+            return None
+        if validate(op) is not None or op["process"] != NEMESIS_PROCESS:
+            return None
+        if _as_int(op["index"]) is None or _as_int(op["time"]) is None:
+            return None
+        rows.append(nemesis_row(op))
+    return rows
+
+
+def parse_fast(chunk: bytes) -> tuple[pa.Table, list[list[Any]]] | None:
+    """Arrow's parse of a chunk's client lines and the chunk's nemesis rows (see `nemesis_row`), or
+    None when any line needs the line-by-line reader."""
+    client, nemesis_lines = _without_nemesis(chunk)
+    nemesis = _nemesis_rows(nemesis_lines)
+    if nemesis is None:
+        return None
+    if not client.strip():
+        return _JSON_SCHEMA.empty_table(), nemesis
     try:
-        table = pj.read_json(
-            io.BytesIO(_rename_nemesis(chunk, nemesis_lines)), parse_options=_PARSE, read_options=_READ
-        )
+        table = pj.read_json(pa.BufferReader(client), parse_options=_PARSE, read_options=_READ)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
     if table.num_rows == 0:
-        return table, nemesis_lines
+        return table, nemesis
     process = table.column("process")
-    nemesis = pc.equal(process, NEMESIS_SENTINEL)
     ok = pc.and_(
         pc.and_(pc.is_valid(table.column("index")), pc.is_valid(table.column("time"))),
         pc.and_(pc.is_valid(process), pc.is_in(table.column("type"), value_set=_TYPES)),
     )
-    ok = pc.and_(ok, pc.or_(nemesis, pc.is_in(table.column("f"), value_set=_CLIENT_FS)))
-    ok = pc.and_(ok, pc.or_(nemesis, pc.invert(pc.equal(process, NEMESIS_SENTINEL))))
+    ok = pc.and_(ok, pc.is_in(table.column("f"), value_set=_CLIENT_FS))
     if not pc.all(pc.fill_null(ok, False)).as_py():
         return None
     # A transaction's micro-operations are validated by `history.format.validate` (the line by
     # line reader), which Arrow's schema cannot express.
     if pc.any(pc.equal(table.column("f"), TXN)).as_py():
         return None
-    return table, nemesis_lines
+    return table, nemesis
 
 
 def nemesis_row(op: dict[str, Any]) -> list[Any]:
     """A nemesis op as the conversion keeps it: [index, time, type, f, value] (value as in JSON)."""
     return [op["index"], op["time"], op["type"], op["f"], op.get("value")]
-
-
-def nemesis_rows(lines: list[bytes]) -> list[list[Any]]:
-    """The nemesis lines of a chunk Arrow parsed (valid JSON: Arrow read them), as nemesis rows."""
-    rows = []
-    for line in lines:
-        op = json.loads(line)
-        if isinstance(op, dict) and op.get("process") == NEMESIS_PROCESS:
-            rows.append(nemesis_row(op))
-    return rows
 
 
 def _as_int(x: Any) -> int | None:

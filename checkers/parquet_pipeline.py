@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from checkers.parquet_figures import Figures
-from checkers.parquet_lines import chunks, line_marks, nemesis_rows, parse_fast, parse_slow
+from checkers.parquet_lines import chunks, line_marks, parse_fast, parse_slow
 from checkers.parquet_links import Links, TopicIds, with_columns
 from checkers.parquet_pairing import ChunkPairing
 from checkers.parquet_schema import F_CODES, NEMESIS_SENTINEL, OPERATIONS_SCHEMA, OUTCOME_CODES, READS_SCHEMA
@@ -118,8 +118,9 @@ def link_acks(operations: pa.Table, state: ConversionState) -> pa.Table:
 
 def split_chunk(table: pa.Table, state: ConversionState) -> tuple[pa.Table, pa.Table]:
     """The chunk's operations (paired, see ChunkPairing) and its reads (records flattened)."""
-    nemesis = pc.fill_null(pc.equal(table.column("process"), NEMESIS_SENTINEL), False)
-    client = table.filter(pc.invert(nemesis))
+    # Nemesis lines are only in the tables of chunks read line by line (`parse_fast` takes them out).
+    nemesis = pc.equal(table.column("process"), NEMESIS_SENTINEL)
+    client = table.filter(pc.invert(pc.fill_null(nemesis, False))) if pc.any(nemesis).as_py() else table
     tp = state.topics.tp(client.column("topic"), client.column("partition"))
     operations, reads_ok, epoch = state.pairing.feed(client, tp)
     operations = link_ok_sends(link_acks(operations, state), state)
@@ -202,7 +203,8 @@ class TableWriter:
         self.reads.close()
 
 
-Parsed = tuple[pa.Table, list[bytes]] | None  # parse_fast's answer (None: read the chunk line by line)
+# parse_fast's answer: the client lines and the nemesis rows (None: read the chunk line by line)
+Parsed = tuple[pa.Table, list[list[Any]]] | None
 
 
 class Converter:
@@ -227,16 +229,20 @@ class Converter:
         if fast is True:
             fast = None if (at_end and not chunk.endswith(b"\n")) else parse_fast(chunk)
         stop = False
+        times: list[int] = []
         if fast is None or fast is False:
             table, stop = parse_slow(chunk, first_line, at_end, self.problems, self.counts.nemesis)
         else:
-            table, nemesis_lines = fast
-            self.counts.nemesis += nemesis_rows(nemesis_lines)
+            table, nemesis = fast
+            self.counts.nemesis += nemesis
+            self.counts.ops += len(nemesis)
+            times = [row[1] for row in nemesis]
         self.counts.ops += table.num_rows
         if table.num_rows:
-            top = pc.max(table.column("time")).as_py()
-            if top is not None and (self.counts.max_time is None or top > self.counts.max_time):
-                self.counts.max_time = top
+            times.append(pc.max(table.column("time")).as_py())
+        top = max((t for t in times if t is not None), default=None)
+        if top is not None and (self.counts.max_time is None or top > self.counts.max_time):
+            self.counts.max_time = top
         self.sink(*split_chunk(table, self.state))
         self.stopped = stop
         return stop
