@@ -7,6 +7,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from checkers.parquet_schema import F_CODES, OUTCOME_CODES
+
 
 class Figures:
     """The figures the checker reports besides anomalies, counted while converting (cheap here).
@@ -43,13 +45,18 @@ class Figures:
     def add_operations(self, o: pa.Table) -> None:
         if o.num_rows == 0:
             return
-        grouped = o.group_by(["f", "outcome"]).aggregate([("invoke_index", "count")]).to_pylist()
+        # Grouped and compared by the codes of f and outcome (`f_code` is null where `f` is).
+        grouped = o.group_by(["f_code", "outcome_code"]).aggregate([("invoke_index", "count")]).to_pylist()
         for g in grouped:
-            if g["f"] is not None:
-                self.kinds.add(g["f"])
-            if g["f"] in ("send", "poll", "assign"):
-                self._add(f"op:{g['f']}:{g['outcome']}", g["invoke_index_count"])
-        f, outcome = o.column("f"), o.column("outcome")
+            kind = None if g["f_code"] is None else F_CODES[g["f_code"]]
+            if kind is not None:
+                self.kinds.add(kind)
+            if kind in ("send", "poll", "assign"):
+                outcome_ = OUTCOME_CODES[g["outcome_code"]]
+                self._add(f"op:{kind}:{outcome_}", g["invoke_index_count"])
+        f, outcome = o.column("f_code"), o.column("outcome_code")
+        send_, poll_ = F_CODES.index("send"), F_CODES.index("poll")
+        open_, ok_ = OUTCOME_CODES.index("open"), OUTCOME_CODES.index("ok")
         next_index = o.column("next_index")
         self._first(
             "open",
@@ -61,20 +68,20 @@ class Figures:
         self._first(
             "superseded",
             o,
-            pc.and_(pc.equal(outcome, "open"), pc.is_valid(next_index)),
+            pc.and_(pc.equal(outcome, open_), pc.is_valid(next_index)),
             "next_index",
             lambda r: {"at": r["next_index"], "process": r["process"], "index": r["invoke_index"]},
         )
-        send = pc.equal(f, "send")
+        send = pc.equal(f, send_)
         self._first(
             "malformed:send", o, pc.and_(send, pc.is_null(o.column("value"))), "invoke_index", _invoke
         )
         is_send = pc.and_(send, pc.is_valid(o.column("value")))
-        acked = pc.and_(pc.and_(is_send, pc.equal(outcome, "ok")), pc.greater_equal(o.column("offset"), 0))
+        acked = pc.and_(pc.and_(is_send, pc.equal(outcome, ok_)), pc.greater_equal(o.column("offset"), 0))
         self._first("malformed:ack", o, pc.and_(acked, pc.is_null(o.column("tp"))), "index", _index)
         ok_acks = pc.fill_null(pc.and_(acked, pc.is_valid(o.column("tp"))), False)
         self._add("acked", pc.sum(ok_acks.cast(pa.int64())).as_py() or 0)
-        bad_poll = pc.and_(pc.and_(pc.equal(f, "poll"), pc.equal(outcome, "ok")), o.column("bad_records"))
+        bad_poll = pc.and_(pc.and_(pc.equal(f, poll_), pc.equal(outcome, ok_)), o.column("bad_records"))
         self._first("malformed:poll", o, bad_poll, "index", _index)
 
     def add_reads(self, r: pa.Table) -> None:

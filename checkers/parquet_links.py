@@ -86,7 +86,7 @@ class Links:
             pc.not_equal(tp.slice(0, m - 1), tp.slice(1)),
         )
         last = pa.concat_arrays([pc.fill_null(last, True), pa.array([True])])
-        self.carry = ordered.filter(last)
+        self.carry = ordered.take(pc.indices_nonzero(last))  # few rows: a take, not a filter of each column
         return prev
 
 

@@ -189,7 +189,10 @@ class ChunkPairing:
 
         # Carry the last line of each process, with its epoch.
         last = pc.invert(pc.is_valid(nxt))
-        carry = both.set_column(both.schema.get_field_index("epoch"), "epoch", epoch).filter(last)
+        # (a take of the few last rows: cheaper than filtering every column with a sparse mask)
+        carry = both.set_column(both.schema.get_field_index("epoch"), "epoch", epoch).take(
+            pc.indices_nonzero(last)
+        )
         self.carry = carry.set_column(
             carry.schema.get_field_index("carried"), "carried", pa.repeat(pa.scalar(True), carry.num_rows)
         )
@@ -197,7 +200,7 @@ class ChunkPairing:
         return operations, reads_ok.slice(k), epoch.slice(k)
 
     def _operations(self, both, emit, completed, outcome_code, nxt):  # type: ignore[no-untyped-def]
-        rows = both.filter(emit)
+        rows = both.select(_INVOCATION_COLUMNS).filter(emit)
         nxt = pc.filter(nxt, emit)
         completed = pc.filter(completed, emit)
         none64 = pa.scalar(None, pa.int64())
@@ -235,6 +238,10 @@ class ChunkPairing:
             next_index=none64,
             outcome_code=pa.repeat(pa.scalar(OUTCOME_CODES.index("open"), pa.int8()), n),
         )
+
+
+# The columns of an invocation line that its operation keeps (see `_operation_rows`).
+_INVOCATION_COLUMNS = ["index", "time", "process", "f", "topic", "partition", "value", "tp"]
 
 
 def _operation_rows(invocations: pa.Table, **completion: pa.Array) -> pa.Table:

@@ -103,10 +103,11 @@ def link_acks(operations: pa.Table, state: ConversionState) -> pa.Table:
     if operations.num_rows == 0:
         return operations
     offset = operations.column("offset")
+    # f and outcome by their codes (`f_code` is null where `f` is, `outcome_code` is never null).
     ack = pc.and_(
-        pc.and_(pc.equal(operations.column("f"), "send"), pc.is_valid(operations.column("value"))),
+        pc.and_(pc.equal(operations.column("f_code"), _SEND), pc.is_valid(operations.column("value"))),
         pc.and_(
-            pc.and_(pc.equal(operations.column("outcome"), "ok"), pc.greater_equal(offset, 0)),
+            pc.and_(pc.equal(operations.column("outcome_code"), _OK), pc.greater_equal(offset, 0)),
             pc.is_valid(operations.column("tp")),
         ),
     )
