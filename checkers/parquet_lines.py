@@ -48,27 +48,31 @@ _TYPES = pa.array(OP_TYPES)
 _CLIENT_FS = pa.array(sorted(CLIENT_FS))
 
 
-def chunks(path: Path, size: int) -> Iterator[tuple[bytes, int, bool]]:
+Chunk = bytes | bytearray  # a chunk of history lines (`chunks` reads them into bytearrays)
+
+
+def chunks(path: Path, size: int) -> Iterator[tuple[Chunk, int, bool]]:
     """(chunk of whole lines, 1-based number of its first line, is it the end of the file)."""
     line_no = 1
     with open(path, "rb") as f:
         rest = b""
         while True:
-            buf = f.read(size)
-            if not buf:
+            # Read straight into the chunk, after the torn line the last one left: no copy of it.
+            buf = bytearray(len(rest) + size)
+            buf[: len(rest)] = rest
+            end = len(rest) + f.readinto(memoryview(buf)[len(rest) :])
+            if end == len(rest):
                 if rest:
                     yield rest, line_no, True
                 return
-            cut = buf.rfind(b"\n") + 1
+            cut = buf.rfind(b"\n", 0, end) + 1
             if cut == 0:
-                rest += buf
+                rest = bytes(buf[:end])
                 continue
-            # One copy of the chunk's bytes (the torn line before it, then the read up to its last
-            # newline), not two.
-            chunk = b"".join((rest, memoryview(buf)[:cut])) if rest else buf[:cut] if cut < len(buf) else buf
-            rest = buf[cut:]
-            yield chunk, line_no, False
-            line_no += chunk.count(b"\n")
+            rest = bytes(buf[cut:end])
+            del buf[cut:]
+            yield buf, line_no, False
+            line_no += buf.count(b"\n")
 
 
 # The conversion notes where lines start, one line every LINE_MARK_BYTES of the history (`line_marks`),
@@ -77,7 +81,7 @@ LINE_MARK_BYTES = 64 << 10
 _INDEX_FIELD = re.compile(rb'"index"\s*:\s*(-?[0-9]+)')
 
 
-def line_marks(chunk: bytes, start: int) -> list[tuple[int, int]]:
+def line_marks(chunk: Chunk, start: int) -> list[tuple[int, int]]:
     """(index, byte offset in the history) of the first line at or after every LINE_MARK_BYTES of a
     chunk of whole lines that begins at byte `start` (a line without a readable index is skipped)."""
     marks: list[tuple[int, int]] = []
@@ -92,34 +96,22 @@ def line_marks(chunk: bytes, start: int) -> list[tuple[int, int]]:
     return marks
 
 
-def _without_nemesis(chunk: bytes) -> tuple[bytes, list[bytes]]:
-    """The chunk without the lines that hold a nemesis key, and those lines (Arrow never sees the
-    nemesis's free-form values, and the pairing never has to filter its lines out)."""
+def _nemesis_spans(chunk: Chunk) -> list[tuple[int, int]]:
+    """Where the lines that hold a nemesis key are (start, end without the newline), in order."""
     spans: set[tuple[int, int]] = set()
     for key in _NEMESIS_KEYS:
         pos = chunk.find(key)
         while pos >= 0:
             start = chunk.rfind(b"\n", 0, pos) + 1
             end = chunk.find(b"\n", pos)
-            end = len(chunk) if end < 0 else end + 1
+            end = len(chunk) if end < 0 else end
             spans.add((start, end))
             pos = chunk.find(key, end)
-    if not spans:
-        return chunk, []
-    view = memoryview(chunk)
-    pieces: list[memoryview] = []
-    lines: list[bytes] = []
-    done = 0
-    for start, end in sorted(spans):
-        pieces.append(view[done:start])
-        lines.append(chunk[start:end].rstrip(b"\n"))
-        done = end
-    pieces.append(view[done:])
-    return b"".join(pieces), lines
+    return sorted(spans)
 
 
-def _nemesis_rows(lines: list[bytes]) -> list[list[Any]] | None:
-    """The nemesis rows of the lines `_without_nemesis` took out, or None when one is not a nemesis
+def _nemesis_rows(lines: list[Chunk]) -> list[list[Any]] | None:
+    """The nemesis rows of the lines `_nemesis_spans` found, or None when one is not a nemesis
     op `iter_ops` keeps with an integer index and time (the line-by-line reader then decides)."""
     rows = []
     for line in lines:
@@ -135,19 +127,31 @@ def _nemesis_rows(lines: list[bytes]) -> list[list[Any]] | None:
     return rows
 
 
-def parse_fast(chunk: bytes) -> tuple[pa.Table, list[list[Any]]] | None:
+def parse_fast(chunk: Chunk) -> tuple[pa.Table, list[list[Any]]] | None:
     """Arrow's parse of a chunk's client lines and the chunk's nemesis rows (see `nemesis_row`), or
-    None when any line needs the line-by-line reader."""
-    client, nemesis_lines = _without_nemesis(chunk)
-    nemesis = _nemesis_rows(nemesis_lines)
+    None when any line needs the line-by-line reader.
+
+    Arrow never sees the nemesis's free-form values, and the pairing never has to filter its lines
+    out: they are blanked (Arrow skips blank lines) in the chunk itself while Arrow reads it when it
+    is a bytearray (`chunks`), and put back after, else in a copy."""
+    spans = _nemesis_spans(chunk)
+    lines = [chunk[start:end] for start, end in spans]
+    nemesis = _nemesis_rows(lines)
     if nemesis is None:
         return None
-    if not client.strip():
-        return _JSON_SCHEMA.empty_table(), nemesis
+    client = chunk
+    if spans:
+        client = chunk if isinstance(chunk, bytearray) else bytearray(chunk)
+        for start, end in spans:
+            client[start:end] = b" " * (end - start)
     try:
         table = pj.read_json(pa.BufferReader(client), parse_options=_PARSE, read_options=_READ)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
+    finally:
+        if isinstance(chunk, bytearray):
+            for (start, end), line in zip(spans, lines, strict=True):
+                chunk[start:end] = line
     if table.num_rows == 0:
         return table, nemesis
     process = table.column("process")
@@ -191,13 +195,13 @@ def _record(r: Any) -> dict[str, Any]:
 
 
 def parse_slow(
-    chunk: bytes, first_line: int, at_end: bool, problems: list[ReadProblem], nemesis_ops: list[list[Any]]
+    chunk: Chunk, first_line: int, at_end: bool, problems: list[ReadProblem], nemesis_ops: list[list[Any]]
 ) -> tuple[pa.Table, bool]:
     """Read a chunk line by line exactly as iter_ops does; (table, stop: a torn tail ended it).
 
     Nemesis ops are appended to `nemesis_ops` (see `nemesis_row`)."""
     rows: list[dict[str, Any]] = []
-    lines = chunk.split(b"\n")
+    lines = bytes(chunk).split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     stop = False

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from checkers.parquet_figures import Figures
-from checkers.parquet_lines import chunks, line_marks, parse_fast, parse_slow
+from checkers.parquet_lines import Chunk, chunks, line_marks, parse_fast, parse_slow
 from checkers.parquet_links import Links, TopicIds, with_columns
 from checkers.parquet_pairing import ChunkPairing
 from checkers.parquet_schema import F_CODES, NEMESIS_SENTINEL, OPERATIONS_SCHEMA, OUTCOME_CODES, READS_SCHEMA
@@ -228,7 +228,7 @@ class Converter:
         self.stopped = False  # a torn line ended the history
 
     def feed(
-        self, chunk: bytes, first_line: int, at_end: bool, fast: Parsed | bool = True, start: int = 0
+        self, chunk: Chunk, first_line: int, at_end: bool, fast: Parsed | bool = True, start: int = 0
     ) -> bool:
         """Convert one chunk that begins at byte `start` of the history (`fast`: Arrow's parse when
         the caller made it; True: parse here). Returns True when a torn last line ends the history."""
@@ -284,7 +284,7 @@ def write(history: Path, dest: Path, chunk_bytes: int) -> tuple[Counts, ChunkPai
 
     thread = threading.Thread(target=writer, name="parquet-writer", daemon=True)
     thread.start()
-    parsed: Queue[tuple[bytes, int, bool, Parsed, int] | None] = Queue(maxsize=1)
+    parsed: Queue[tuple[Chunk, int, bool, Parsed, int] | None] = Queue(maxsize=1)
     done = threading.Event()
 
     def parser() -> None:
