@@ -127,7 +127,7 @@ def split_chunk(table: pa.Table, state: ConversionState) -> tuple[pa.Table, pa.T
     operations = link_ok_sends(link_acks(operations, state), state)
     sample_latencies(operations, state.latency)
     take = pc.and_(reads_ok, pc.is_valid(client.column("records")))
-    polls = client.filter(take)
+    polls = client.select(["index", "process", "records"]).filter(take)
     epochs = pc.filter(epoch, take)
     records = polls.column("records").combine_chunks()
     if len(records) == 0:
