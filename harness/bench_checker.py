@@ -38,6 +38,7 @@ from checkers.bench import (
     gib,
     measure,
     mismatches,
+    own_peak,
     write_run,
 )
 from checkers.parquet import cache_dir_for
@@ -61,8 +62,6 @@ PARTS = (
 
 def child(engine: str, run: str, times: int) -> dict[str, Any]:
     """`strandline check RUN --checker ENGINE`, `times` times in this process; figures as a dict."""
-    import resource
-
     from harness import cli
     from harness.commands import check as check_command
 
@@ -82,7 +81,7 @@ def child(engine: str, run: str, times: int) -> dict[str, Any]:
     return {
         "engine": engine,
         "checks": checks,
-        "driver_peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "driver_peak": own_peak(),
         "counts": {name: a["count"] for name, a in results["anomalies"].items()},
         "examples": {name: a["examples"] for name, a in results["anomalies"].items()},
         "results": results,
