@@ -174,6 +174,10 @@ def check_run(
     # The driver reads the form itself (Arrow, no Spark job) when it converted it here; a form
     # Spark converted, on a filesystem only Spark reaches, is read by Spark's jobs.
     in_driver = local is not None
+    # Without transactions, the form's columns are the verdict power's events: Arrow counts them in
+    # the driver (checkers/power_form.py), else Spark's jobs do, after the rules (spark_power.py).
+    kinds = (form.figures or {}).get("kinds")
+    power_in_driver = power is not None and in_driver and kinds is not None and "txn" not in kinds
 
     def statistics() -> Facts:
         counting = time.monotonic()
@@ -200,6 +204,14 @@ def check_run(
         last_timings["stats"] = time.monotonic() - counting
         return stats_facts
 
+    def driver_power() -> tuple[Tally, list[Any]]:
+        assert power is not None
+        counting = time.monotonic()
+        nemesis_ops = [nemesis_op(row) for row in form.nemesis or []]
+        tallied = power_form.tally(form.operations_path, form.reads_path, nemesis_ops, power)
+        last_timings["power"] = time.monotonic() - counting
+        return tallied
+
     def replica_logs(inputs: ReplicaInputs, stack: ExitStack) -> tuple[ReplicaFindings, Views]:
         judging = time.monotonic()
         judged = stack.enter_context(
@@ -221,14 +233,25 @@ def check_run(
     with ExitStack() as stack, ThreadPoolExecutor(1, thread_name_prefix="spark-beside") as pool:
         # A small history's check is the driver planning one query after another (its jobs take a
         # fraction of it): the statistics and the replica logs are planned on a second thread,
-        # beside the rules, so both cores work. A big one's jobs fill the cores: one part at a time.
-        beside = pool if form.ops < SMALL_OPS else None
-        stats_of = _when_asked(beside, statistics) if facts else None
+        # beside the rules, so both cores work. A big one's jobs fill the cores: one Spark part at a
+        # time. The driver's own passes over the form (Arrow, one core) always run beside the
+        # rules: they fill the gaps Spark's stages leave on the cores.
+        small = form.ops < SMALL_OPS
+        stats_of = _when_asked(pool if small or in_driver else None, statistics) if facts else None
         judged_of = (
-            _when_asked(beside, partial(replica_logs, replicas, stack)) if replicas is not None else None
+            _when_asked(pool if small else None, partial(replica_logs, replicas, stack))
+            if replicas is not None
+            else None
         )
-        result, tallied = _rules(spark, history_path, form, power, in_driver)
+        power_of = _when_asked(pool, driver_power) if power_in_driver else None
+        result, tallied = _rules(spark, history_path, form, None if power_in_driver else power)
+        ruled = time.monotonic()
         stats_facts = stats_of() if stats_of is not None else None
+        if power_of is not None:
+            tallied = power_of()
+        if in_driver and (stats_of is not None or power_of is not None):
+            # What the rules waited for the driver's passes beside them (the breakdown's share).
+            last_timings["beside"] = time.monotonic() - ruled
         findings, views = judged_of() if judged_of is not None else (None, _no_views)
         gathering = time.monotonic()
         anomalies = {**result["anomalies"], **(findings.anomalies if findings is not None else {})}
@@ -250,11 +273,10 @@ def _rules(
     history_path: str | os.PathLike[str],
     form: ParquetForm,
     power: Asked | None,
-    in_driver: bool,
 ) -> tuple[EngineResult, tuple[Tally, list[Any]] | None]:
-    """The history's anomalies (and, with `power`, the verdict power's tally); `in_driver`: the
-    driver reads the history's Parquet form itself (a local one, converted by Arrow)."""
+    """The history's anomalies (and, with `power`, the verdict power's tally by Spark's jobs)."""
     checking = time.monotonic()
+    counted = 0.0
     # A history's transactions: their micro-operations, read again from the text (spark_txn.py).
     # The operation kinds the conversion saw (None: not counted, e.g. Spark converted the history).
     kinds = (form.figures or {}).get("kinds")
@@ -279,19 +301,15 @@ def _rules(
         if power is not None:
             counting = time.monotonic()
             nemesis_ops = [nemesis_op(row) for row in form.nemesis or []]
-            # Without transactions, the form's columns are the events: Arrow counts them here,
-            # without a Spark job (checkers/power_form.py).
-            tallied = (
-                spark_power.tally(spark, form.operations_path, form.reads_path, nemesis_ops, power, txns)
-                if txns is not None or not in_driver
-                else power_form.tally(form.operations_path, form.reads_path, nemesis_ops, power)
+            tallied = spark_power.tally(
+                spark, form.operations_path, form.reads_path, nemesis_ops, power, txns
             )
-            last_timings["power"] = time.monotonic() - counting
+            counted = last_timings["power"] = time.monotonic() - counting
     finally:
         if txns is not None:
             txns.unpersist()
     # The rules alone: the power's tally is a part of its own in the breakdown, as the reference's.
-    last_timings["check"] = time.monotonic() - checking - last_timings.get("power", 0.0)
+    last_timings["check"] = time.monotonic() - checking - counted
     return result, tallied
 
 
