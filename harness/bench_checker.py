@@ -103,13 +103,19 @@ def breakdown(figures: dict[str, Any]) -> str:
     check = figures["checks"][0]
     timings = check["timings"]
     parts = []
+    # The driver's own passes (statistics, verdict power) that ran beside the rules are shown inside
+    # them, with what the check waited for them after the rules ("beside"), so the parts still add up.
+    beside = [key for key in ("stats", "power") if key in timings] if "beside" in timings else []
     for key, label in PARTS:
         seconds = timings.get(key)
-        if seconds is None or (key == "spark_start" and "convert" in timings):
+        if seconds is None or (key == "spark_start" and "convert" in timings) or key in beside:
             continue
         text = f"{label} {seconds:.1f}"
         if key == "convert" and "spark_start" in timings:
             text += f" (Spark start {timings['spark_start']:.1f} beside it)"
+        if key == "check" and beside:
+            inside = " and ".join(f"{dict(PARTS)[k]} {timings[k]:.1f}" for k in beside)
+            text += f" ({inside} beside them) + waiting for those {timings['beside']:.1f}"
         parts.append(text)
     inside = sum(c["seconds"] for c in figures["checks"])
     outside = figures["wall"] - inside
