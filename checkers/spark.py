@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 from checkers import power_form, spark_power, spark_txn
 from checkers.catalogue import EngineResult
 from checkers.evidence import Found, example_positions, marked_offsets, wanted
-from checkers.parquet import convert
+from checkers.parquet import Converted, convert
 from checkers.power import Asked, Tally
 from checkers.replica_logs import ReplicaFindings, ReplicaInputs
 from checkers.spark_engine import ParquetForm, check_parquet, topic_names
@@ -140,95 +140,102 @@ def check_run(
     started = time.monotonic()
     thread, box = _start(spark_master, driver_memory, spark_remote)
     local = _local_path(history_path)
-    if local is not None:
-        if not local.is_file():
-            raise BadInput(f"no history to check: {local} is missing")
-        converted = convert(local, force=reconvert)
-        last_timings["convert"] = time.monotonic() - started
-        last_timings["reused_parquet"] = float(converted.reused)
-        spark = _session(thread, box)
-        form = ParquetForm(
-            str(converted.operations_path),
-            str(converted.reads_path),
-            converted.ops,
-            converted.problems,
-            converted.orphans,
-            converted.first_orphan,
-            converted.figures or None,
-            converted.topics,
-            converted.max_time,
-            converted.nemesis,
-            converted.ok_sends_in_order,
-            converted.latency,
-            str(converted.lines_path),
-        )
-    else:
-        spark = _session(thread, box)
-        from checkers.spark_convert import convert_with_spark
-
-        form = convert_with_spark(spark, os.fspath(history_path), reconvert)
-        last_timings["convert"] = time.monotonic() - started
-    last_timings["spark_start"] = float(box.get("seconds", 0.0))
-    size_for(spark, form.ops)
-
     # The driver reads the form itself (Arrow, no Spark job) when it converted it here; a form
     # Spark converted, on a filesystem only Spark reaches, is read by Spark's jobs.
     in_driver = local is not None
-
-    def statistics() -> Facts:
-        counting = time.monotonic()
-        stats_facts = (
-            form_facts(
-                form.operations_path,
-                max_time=form.max_time,
-                nemesis=form.nemesis or [],
-                ok_sends_in_order=form.ok_sends_in_order,
-                latency=form.latency or [],
-                problems=form.problems,
-            )
-            if in_driver
-            else spark_facts(
-                spark,
-                form.operations_path,
-                max_time=form.max_time,
-                nemesis=form.nemesis or [],
-                ok_sends_in_order=form.ok_sends_in_order,
-                latency=form.latency,
-                problems=form.problems,
-            )
-        )
-        last_timings["stats"] = time.monotonic() - counting
-        return stats_facts
-
-    def replica_logs(inputs: ReplicaInputs, stack: ExitStack) -> tuple[ReplicaFindings, Views]:
-        judging = time.monotonic()
-        judged = stack.enter_context(
-            judged_replicas(
-                spark,
-                inputs.nodes_dir,
-                form.operations_path,
-                form.topics if form.topics is not None else topic_names(spark, form),
-                final_state=inputs.final_state,
-                expected=inputs.expected,
-                replication_factor=inputs.replication_factor,
-                brokers=inputs.brokers,
-            )
-        )
-        last_timings["replicas"] = time.monotonic() - judging
-        return judged
-
     # The pool's exit (waiting for its thread) comes before the stack's (releasing what it keeps).
     with ExitStack() as stack, ThreadPoolExecutor(1, thread_name_prefix="spark-beside") as pool:
+        if local is not None:
+            if not local.is_file():
+                raise BadInput(f"no history to check: {local} is missing")
+            converted = convert(local, force=reconvert)
+            last_timings["convert"] = time.monotonic() - started
+            last_timings["reused_parquet"] = float(converted.reused)
+            form = _local_form(converted)
+        # Without transactions, the form's columns are the verdict power's events: Arrow counts them
+        # in the driver (checkers/power_form.py), else Spark's jobs do, after the rules.
+        kinds = (form.figures or {}).get("kinds") if in_driver else None
+        power_in_driver = power is not None and kinds is not None and "txn" not in kinds
+
+        def statistics() -> Facts:
+            counting = time.monotonic()
+            stats_facts = (
+                form_facts(
+                    form.operations_path,
+                    max_time=form.max_time,
+                    nemesis=form.nemesis or [],
+                    ok_sends_in_order=form.ok_sends_in_order,
+                    latency=form.latency or [],
+                    problems=form.problems,
+                )
+                if in_driver
+                else spark_facts(
+                    spark,
+                    form.operations_path,
+                    max_time=form.max_time,
+                    nemesis=form.nemesis or [],
+                    ok_sends_in_order=form.ok_sends_in_order,
+                    latency=form.latency,
+                    problems=form.problems,
+                )
+            )
+            last_timings["stats"] = time.monotonic() - counting
+            return stats_facts
+
+        def driver_power() -> tuple[Tally, list[Any]]:
+            assert power is not None
+            counting = time.monotonic()
+            nemesis_ops = [nemesis_op(row) for row in form.nemesis or []]
+            tallied = power_form.tally(form.operations_path, form.reads_path, nemesis_ops, power)
+            last_timings["power"] = time.monotonic() - counting
+            return tallied
+
+        def replica_logs(inputs: ReplicaInputs) -> tuple[ReplicaFindings, Views]:
+            judging = time.monotonic()
+            judged = stack.enter_context(
+                judged_replicas(
+                    spark,
+                    inputs.nodes_dir,
+                    form.operations_path,
+                    form.topics if form.topics is not None else topic_names(spark, form),
+                    final_state=inputs.final_state,
+                    expected=inputs.expected,
+                    replication_factor=inputs.replication_factor,
+                    brokers=inputs.brokers,
+                )
+            )
+            last_timings["replicas"] = time.monotonic() - judging
+            return judged
+
+        # The driver's own passes over a form it converted (Arrow, one core, no Spark job) begin at
+        # once, on a second thread: beside Spark's start when the form was found ready, then in the
+        # gaps the rules' stages leave on the cores.
+        stats_of = _when_asked(pool, statistics) if facts and in_driver else None
+        power_of = _when_asked(pool, driver_power) if power_in_driver else None
+        spark = _session(thread, box)
+        if local is None:
+            from checkers.spark_convert import convert_with_spark
+
+            form = convert_with_spark(spark, os.fspath(history_path), reconvert)
+            last_timings["convert"] = time.monotonic() - started
+        last_timings["spark_start"] = float(box.get("seconds", 0.0))
+        size_for(spark, form.ops)
         # A small history's check is the driver planning one query after another (its jobs take a
-        # fraction of it): the statistics and the replica logs are planned on a second thread,
-        # beside the rules, so both cores work. A big one's jobs fill the cores: one part at a time.
+        # fraction of it): the statistics and the replica logs are planned on the second thread,
+        # beside the rules, so both cores work. A big one's jobs fill the cores: one Spark part at a
+        # time.
         beside = pool if form.ops < SMALL_OPS else None
-        stats_of = _when_asked(beside, statistics) if facts else None
-        judged_of = (
-            _when_asked(beside, partial(replica_logs, replicas, stack)) if replicas is not None else None
-        )
-        result, tallied = _rules(spark, history_path, form, power, in_driver)
+        if facts and not in_driver:
+            stats_of = _when_asked(beside, statistics)
+        judged_of = _when_asked(beside, partial(replica_logs, replicas)) if replicas is not None else None
+        result, tallied = _rules(spark, history_path, form, None if power_in_driver else power)
+        ruled = time.monotonic()
         stats_facts = stats_of() if stats_of is not None else None
+        if power_of is not None:
+            tallied = power_of()
+        if (stats_of is not None and in_driver) or power_of is not None:
+            # What the check still waited for the driver's passes after the rules.
+            last_timings["beside"] = time.monotonic() - ruled
         findings, views = judged_of() if judged_of is not None else (None, _no_views)
         gathering = time.monotonic()
         anomalies = {**result["anomalies"], **(findings.anomalies if findings is not None else {})}
@@ -245,16 +252,34 @@ def check_run(
     return SparkRun(result, stats_facts, findings, nemesis, quoted, tallied)
 
 
+def _local_form(converted: Converted) -> ParquetForm:
+    """The form the driver converted (or found ready), as the Spark check reads it."""
+    return ParquetForm(
+        str(converted.operations_path),
+        str(converted.reads_path),
+        converted.ops,
+        converted.problems,
+        converted.orphans,
+        converted.first_orphan,
+        converted.figures or None,
+        converted.topics,
+        converted.max_time,
+        converted.nemesis,
+        converted.ok_sends_in_order,
+        converted.latency,
+        str(converted.lines_path),
+    )
+
+
 def _rules(
     spark: SparkSession,
     history_path: str | os.PathLike[str],
     form: ParquetForm,
     power: Asked | None,
-    in_driver: bool,
 ) -> tuple[EngineResult, tuple[Tally, list[Any]] | None]:
-    """The history's anomalies (and, with `power`, the verdict power's tally); `in_driver`: the
-    driver reads the history's Parquet form itself (a local one, converted by Arrow)."""
+    """The history's anomalies (and, with `power`, the verdict power's tally by Spark's jobs)."""
     checking = time.monotonic()
+    counted = 0.0
     # A history's transactions: their micro-operations, read again from the text (spark_txn.py).
     # The operation kinds the conversion saw (None: not counted, e.g. Spark converted the history).
     kinds = (form.figures or {}).get("kinds")
@@ -279,19 +304,15 @@ def _rules(
         if power is not None:
             counting = time.monotonic()
             nemesis_ops = [nemesis_op(row) for row in form.nemesis or []]
-            # Without transactions, the form's columns are the events: Arrow counts them here,
-            # without a Spark job (checkers/power_form.py).
-            tallied = (
-                spark_power.tally(spark, form.operations_path, form.reads_path, nemesis_ops, power, txns)
-                if txns is not None or not in_driver
-                else power_form.tally(form.operations_path, form.reads_path, nemesis_ops, power)
+            tallied = spark_power.tally(
+                spark, form.operations_path, form.reads_path, nemesis_ops, power, txns
             )
-            last_timings["power"] = time.monotonic() - counting
+            counted = last_timings["power"] = time.monotonic() - counting
     finally:
         if txns is not None:
             txns.unpersist()
     # The rules alone: the power's tally is a part of its own in the breakdown, as the reference's.
-    last_timings["check"] = time.monotonic() - checking - last_timings.get("power", 0.0)
+    last_timings["check"] = time.monotonic() - checking - counted
     return result, tallied
 
 

@@ -291,18 +291,6 @@ def jvm_pid(session: SparkSession) -> int | None:
     return pid if isinstance(pid, int) else None
 
 
-def peak_rss_bytes(pid: int) -> int | None:
-    """A process's peak resident memory (VmHWM) from /proc; None where /proc has no answer."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 def read_form(spark: SparkSession, path: str) -> DataFrame:
     """One dataset of a history's Parquet form: the Arrow conversion's (`operations.parquet`,
     `reads.parquet`) with its known schema (inferring it would cost a job), others inferred."""

@@ -38,6 +38,7 @@ from checkers.bench import (
     gib,
     measure,
     mismatches,
+    own_peak,
     write_run,
 )
 from checkers.parquet import cache_dir_for
@@ -61,8 +62,6 @@ PARTS = (
 
 def child(engine: str, run: str, times: int) -> dict[str, Any]:
     """`strandline check RUN --checker ENGINE`, `times` times in this process; figures as a dict."""
-    import resource
-
     from harness import cli
     from harness.commands import check as check_command
 
@@ -82,7 +81,7 @@ def child(engine: str, run: str, times: int) -> dict[str, Any]:
     return {
         "engine": engine,
         "checks": checks,
-        "driver_peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "driver_peak": own_peak(),
         "counts": {name: a["count"] for name, a in results["anomalies"].items()},
         "examples": {name: a["examples"] for name, a in results["anomalies"].items()},
         "results": results,
@@ -104,13 +103,19 @@ def breakdown(figures: dict[str, Any]) -> str:
     check = figures["checks"][0]
     timings = check["timings"]
     parts = []
+    # The driver's own passes (statistics, verdict power) that ran beside the rules are shown inside
+    # them, with what the check waited for them after the rules ("beside"), so the parts still add up.
+    beside = [key for key in ("stats", "power") if key in timings] if "beside" in timings else []
     for key, label in PARTS:
         seconds = timings.get(key)
-        if seconds is None or (key == "spark_start" and "convert" in timings):
+        if seconds is None or (key == "spark_start" and "convert" in timings) or key in beside:
             continue
         text = f"{label} {seconds:.1f}"
         if key == "convert" and "spark_start" in timings:
             text += f" (Spark start {timings['spark_start']:.1f} beside it)"
+        if key == "check" and beside:
+            inside = " and ".join(f"{dict(PARTS)[k]} {timings[k]:.1f}" for k in beside)
+            text += f" ({inside} beside them) + waiting for those {timings['beside']:.1f}"
         parts.append(text)
     inside = sum(c["seconds"] for c in figures["checks"])
     outside = figures["wall"] - inside

@@ -134,6 +134,21 @@ def test_every_anomaly_and_edge_case_agrees_with_the_reference(spark: Any, tmp_p
     assert got["anomalies"]["unseen"]["examples"][0]["value"] == 20
 
 
+def test_the_plan_of_a_big_history_agrees_with_the_reference(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every anomaly and edge case again, planned as a big history's check is (`size_for` past
+    SMALL_OPS: adaptive execution, broadcast joins, generated code), which the other tests' small
+    histories never are."""
+    from checkers import spark_session
+
+    monkeypatch.setattr(spark_session, "SMALL_OPS", 0)
+    path = scenarios().write(tmp_path / "history.jsonl")
+    got, _ = spark_checker.check(path, reconvert=True)
+    assert got == reference_check(path)
+    assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"  # planned as a big one
+
+
 def test_damaged_histories_agree_with_the_reference(spark: Any, tmp_path: Path) -> None:
     b = HistoryBuilder()
     b.send(0, 1, offset=0)
