@@ -197,3 +197,34 @@ def test_nemesis_ops_and_the_last_time_are_kept_for_the_statistics(tmp_path: Pat
         assert converted.nemesis == want
         assert converted.max_time == max(op["time"] for op in b.ops)
         assert convert(path).nemesis == want  # from the cache's meta.json
+
+
+def test_odd_nemesis_lines_are_read_as_iter_ops_reads_them(tmp_path: Path) -> None:
+    """Both spellings of the nemesis key in one chunk, a nemesis line without `f` (a problem, not a
+    crash), and a client line that holds the key inside its value: the same ops, problems and nemesis
+    rows, in history order, as the line-by-line reader."""
+    b = HistoryBuilder()
+    b.send(0, 7, offset=3)
+    b.send(1, 8, offset=4)
+    lines = _lines(b)
+    lines.insert(1, '{"index": 20, "time": 5, "process": "nemesis", "type": "info", "f": "kill", "value": 1}')
+    lines.insert(2, '{"index":21,"time":6,"process":"nemesis","type":"info","f":"heal","value":{"a":[1]}}')
+    lines.insert(3, '{"index": 22, "time": 7, "process": "nemesis", "type": "info", "value": 2}')
+    lines.insert(
+        4,
+        '{"index": 23, "time": 8, "process": 4, "type": "invoke", "f": "send", "value": 9,'
+        ' "note": {"process":"nemesis"}}',
+    )
+    path = tmp_path / "history.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    problems: list = []
+    expected = list(iter_ops(path, problems=problems))
+    converted = convert(path, force=True)
+    assert converted.problems == problems and len(problems) == 1
+    assert converted.ops == len(expected)
+    want = [
+        [op["index"], op["time"], op["type"], op["f"], op.get("value")]
+        for op in expected
+        if op["process"] == "nemesis"
+    ]
+    assert converted.nemesis == want and [row[0] for row in want] == [20, 21]
