@@ -12,9 +12,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -144,7 +144,7 @@ def check_run(
     # Spark converted, on a filesystem only Spark reaches, is read by Spark's jobs.
     in_driver = local is not None
     # The pool's exit (waiting for its thread) comes before the stack's (releasing what it keeps).
-    with ExitStack() as stack, ThreadPoolExecutor(1, thread_name_prefix="spark-beside") as pool:
+    with ExitStack() as stack, _beside_pool() as pool:
         if local is not None:
             if not local.is_file():
                 raise BadInput(f"no history to check: {local} is missing")
@@ -233,7 +233,7 @@ def check_run(
         stats_facts = stats_of() if stats_of is not None else None
         if power_of is not None:
             tallied = power_of()
-        if (stats_of is not None and in_driver) or power_of is not None:
+        if in_driver and (stats_of is not None or power_of is not None):
             # What the check still waited for the driver's passes after the rules.
             last_timings["beside"] = time.monotonic() - ruled
         findings, views = judged_of() if judged_of is not None else (None, _no_views)
@@ -314,6 +314,20 @@ def _rules(
     # The rules alone: the power's tally is a part of its own in the breakdown, as the reference's.
     last_timings["check"] = time.monotonic() - checking - counted
     return result, tallied
+
+
+@contextmanager
+def _beside_pool() -> Iterator[ThreadPoolExecutor]:
+    """The second thread, for the parts beside Spark's start and the rules. On an error (Ctrl-C
+    too) the parts not begun are dropped: the check waits only for the one running, not for every
+    pass over a big history before it reports."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="spark-beside")
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 def _when_asked(pool: ThreadPoolExecutor | None, part: Callable[[], T]) -> Callable[[], T]:
