@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from checkers import freed_memory
+from checkers import cancelled, freed_memory
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
 from checkers.power import KINDS, NS, Asked, Tally, bound_load, cut_into, intervals
 from history.faults import FaultWindow, fault_windows
@@ -56,6 +56,7 @@ class WholeReads:
         self.sorted: np.ndarray[Any, Any] | None = None if bitmap else np.empty(0, np.int64)
         found = []
         for batch in source.iter_batches(columns=["index", "tp", "offset", "value"]):
+            cancelled.check()
             whole = pc.and_(
                 pc.and_(pc.is_valid(batch.column("tp")), pc.is_valid(batch.column("offset"))),
                 pc.and_(pc.is_valid(batch.column("value")), pc.is_valid(batch.column("index"))),
@@ -138,6 +139,7 @@ def _events(
     # (at 30,000,000 operations some 300 MiB over the two files); this one holds a batch's.
     source = pq.ParquetFile(operations_path, pre_buffer=False)
     for batch in source.iter_batches(columns=_COLUMNS, row_groups=groups):
+        cancelled.check()
         f = column_ints(batch, "f_code", -1)
         outcome = column_ints(batch, "outcome_code", -1)
         has_time = pc.is_valid(batch.column("time")).to_numpy(zero_copy_only=False)

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
-from checkers import power_form, spark_power, spark_txn
+from checkers import cancelled, power_form, spark_power, spark_txn
 from checkers.catalogue import EngineResult
 from checkers.evidence import Found, example_positions, marked_offsets, wanted
 from checkers.parquet import Converted, convert
@@ -316,21 +316,33 @@ def _rules(
     return result, tallied
 
 
+class Beside:
+    """The second thread, for the parts beside Spark's start and the rules."""
+
+    def __init__(self) -> None:
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="spark-beside")
+        self.cancelled = threading.Event()
+
+    def submit(self, part: Callable[..., T], *args: Any) -> Future[T]:
+        return self.pool.submit(cancelled.on_behalf_of(self.cancelled, partial(part, *args)))
+
+
 @contextmanager
-def _beside_pool() -> Iterator[ThreadPoolExecutor]:
-    """The second thread, for the parts beside Spark's start and the rules. On an error (Ctrl-C
-    too) the parts not begun are dropped: the check waits only for the one running, not for every
-    pass over a big history before it reports."""
-    pool = ThreadPoolExecutor(1, thread_name_prefix="spark-beside")
+def _beside_pool() -> Iterator[Beside]:
+    """The second thread. On an error (Ctrl-C too) the parts not begun are dropped, and the one
+    running stops at its next batch (`checkers.cancelled`): the check reports at once, not after a
+    pass over a big history."""
+    beside = Beside()
     try:
-        yield pool
+        yield beside
     except BaseException:
-        pool.shutdown(wait=True, cancel_futures=True)
+        beside.cancelled.set()
+        beside.pool.shutdown(wait=True, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)
+    beside.pool.shutdown(wait=True)
 
 
-def _when_asked(pool: ThreadPoolExecutor | None, part: Callable[[], T]) -> Callable[[], T]:
+def _when_asked(pool: Beside | None, part: Callable[[], T]) -> Callable[[], T]:
     """The part's result when asked for: computed then (no pool), or begun now on the pool's thread."""
     return part if pool is None else pool.submit(part).result
 

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from checkers import freed_memory
+from checkers import cancelled, freed_memory
 from checkers.parquet_schema import F_CODES, OUTCOME_CODES
 from checkers.power_form import column_ints
 from checkers.spark_stats import OVERALL, nemesis_op, quantiles_ms, rank_selects, window_facts
@@ -195,6 +195,7 @@ def _batches(path: str | Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
     ahead: at 10M operations 3 times as slow, and 150 MiB of Arrow buffers rather than 14.)"""
     form = pq.ParquetFile(path)
     for group in range(form.metadata.num_row_groups):
+        cancelled.check()
         yield from form.read_row_group(group, columns=columns).to_batches(max_chunksize=BATCH_ROWS)
 
 

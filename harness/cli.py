@@ -8,12 +8,15 @@ reaches the user unless STRANDLINE_DEBUG=1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib
 import logging
 import os
+import signal
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
 import argcomplete
@@ -541,6 +544,50 @@ def _version() -> str:
         return "(not installed)"
 
 
+class _InterruptNoise(logging.Filter):
+    """A library that logs the Ctrl-C it was interrupted by, with a traceback (py4j: 'KeyboardInterrupt
+    while sending command', then the broken socket it closes): the command says `interrupted` itself,
+    in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        seen: BaseException | None = record.exc_info[1] if record.exc_info else None
+        while seen is not None:  # also an error met while it closed its socket after a Ctrl-C
+            if isinstance(seen, KeyboardInterrupt):
+                return False
+            seen = seen.__cause__ or seen.__context__
+        return True
+
+
+@contextlib.contextmanager
+def _noting_interrupts() -> Iterator[threading.Event]:
+    """An event set on Ctrl-C. A terminal's Ctrl-C also reaches the command's children (Spark's
+    JVM, a broker): one may die before Python raises KeyboardInterrupt, and the error its end
+    causes (py4j: 'Answer from Java side is empty') is then what ends the command. It was
+    interrupted."""
+    seen = threading.Event()
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield seen  # ignored (nohup, a background job) or handled by whoever called us
+        return
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        seen.set()
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _interrupted(command: str) -> int:
+    sys.stderr.write(f"strandline {command}: interrupted\n")
+    return 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argcomplete.autocomplete(parser)  # answers the shell's completion request and exits; else nothing
@@ -557,19 +604,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_InterruptNoise())
+    with _noting_interrupts() as interrupted:
+        return _run_command(args, interrupted)
+
+
+def _run_command(args: argparse.Namespace, interrupted: threading.Event) -> int:
+    """The command, its errors each one line and its exit code."""
     try:
         module = importlib.import_module(f"harness.commands.{args.command}")
         return int(module.main(args))
     except StrandlineError as e:
+        if interrupted.is_set():
+            return _interrupted(args.command)
         sys.stderr.write(f"strandline {args.command}: {e}\n")
         return e.exit_code
     except KeyboardInterrupt:
-        sys.stderr.write(f"strandline {args.command}: interrupted\n")
-        return 130
+        return _interrupted(args.command)
     except BrokenPipeError:  # `strandline repro --list | head`: the reader has seen enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as e:  # the one place that turns a bug into one line
+        if interrupted.is_set():
+            return _interrupted(args.command)
         if os.environ.get("STRANDLINE_DEBUG"):
             raise
         sys.stderr.write(

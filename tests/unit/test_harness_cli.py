@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,53 @@ def test_a_membership_change_that_leaves_fewer_brokers_than_rf_is_refused(tmp_pa
         "replication factor 3 (nodes 3 + spare_nodes 0)"
     ]
     assert not (tmp_path / "store").exists()
+
+
+_INTERRUPTED_LIBRARY = """
+import logging, sys
+import harness.commands.check as check
+from harness.cli import main
+
+def interrupted(args):
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt:  # as py4j does when Ctrl-C comes while it talks to Spark's JVM
+        logging.exception("KeyboardInterrupt while sending command.")
+        raise
+
+check.main = interrupted
+sys.exit(main(["check", "somewhere"]))
+"""
+
+
+def test_ctrl_c_is_one_line_even_when_a_library_logs_it_with_a_traceback() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_LIBRARY], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 130
+    assert done.stderr.strip() == "strandline check: interrupted", done.stderr
+
+
+_A_CHILD_DIED_FIRST = """
+import os, signal, sys
+import harness.commands.check as check
+from harness.cli import main
+
+def interrupted(args):
+    try:
+        os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C, which also ends Spark's JVM
+    except KeyboardInterrupt:
+        pass  # py4j meets the dead JVM's socket first and raises its own error
+    raise RuntimeError("Answer from Java side is empty")
+
+check.main = interrupted
+sys.exit(main(["check", "somewhere"]))
+"""
+
+
+def test_ctrl_c_that_ends_a_child_first_still_says_interrupted() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _A_CHILD_DIED_FIRST], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 130
+    assert done.stderr.strip() == "strandline check: interrupted", done.stderr
