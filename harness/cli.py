@@ -583,8 +583,8 @@ def _noting_interrupts() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _interrupted(command: str) -> int:
-    sys.stderr.write(f"strandline {command}: interrupted\n")
+def _interrupted(command: str, then: str | None = None) -> int:
+    sys.stderr.write(f"strandline {command}: interrupted" + (f" ({then})" if then else "") + "\n")
     return 130
 
 
@@ -617,8 +617,8 @@ def _run_command(args: argparse.Namespace, interrupted: threading.Event) -> int:
         module = importlib.import_module(f"harness.commands.{args.command}")
         return int(module.main(args))
     except StrandlineError as e:
-        if interrupted.is_set():
-            return _interrupted(args.command)
+        if interrupted.is_set():  # what the Ctrl-C ended, said on the same line
+            return _interrupted(args.command, str(e))
         sys.stderr.write(f"strandline {args.command}: {e}\n")
         return e.exit_code
     except KeyboardInterrupt:

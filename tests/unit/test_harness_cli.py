@@ -163,3 +163,31 @@ def test_ctrl_c_that_ends_a_child_first_still_says_interrupted() -> None:
     )
     assert done.returncode == 130
     assert done.stderr.strip() == "strandline check: interrupted", done.stderr
+
+
+_AN_ERROR_AFTER_CTRL_C = """
+import os, signal, sys
+import harness.commands.check as check
+from foundation.errors import InfrastructureError
+from harness.cli import main
+
+def interrupted(args):
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+    except KeyboardInterrupt:
+        pass
+    raise InfrastructureError("could not heal: iptables is gone")
+
+check.main = interrupted
+sys.exit(main(["check", "somewhere"]))
+"""
+
+
+def test_an_error_of_ours_after_ctrl_c_is_said_on_the_interrupted_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _AN_ERROR_AFTER_CTRL_C], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 130
+    assert done.stderr.strip() == "strandline check: interrupted (could not heal: iptables is gone)", (
+        done.stderr
+    )
