@@ -115,79 +115,50 @@ def test_a_membership_change_that_leaves_fewer_brokers_than_rf_is_refused(tmp_pa
     assert not (tmp_path / "store").exists()
 
 
-_INTERRUPTED_LIBRARY = """
-import logging, sys
-import harness.commands.check as check
-from harness.cli import main
-
-def interrupted(args):
+# A command that meets Ctrl-C in three ways, each run as `strandline check` in a fresh interpreter.
+_CTRL_C = {
+    # py4j logs the KeyboardInterrupt it was sending on, with a traceback, and re-raises it.
+    "a library logs it": """
     try:
         raise KeyboardInterrupt
-    except KeyboardInterrupt:  # as py4j does when Ctrl-C comes while it talks to Spark's JVM
+    except KeyboardInterrupt:
         logging.exception("KeyboardInterrupt while sending command.")
         raise
-
-check.main = interrupted
-sys.exit(main(["check", "somewhere"]))
-"""
-
-
-def test_ctrl_c_is_one_line_even_when_a_library_logs_it_with_a_traceback() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _INTERRUPTED_LIBRARY], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 130
-    assert done.stderr.strip() == "strandline check: interrupted", done.stderr
-
-
-_A_CHILD_DIED_FIRST = """
-import os, signal, sys
-import harness.commands.check as check
-from harness.cli import main
-
-def interrupted(args):
+""",
+    # The terminal's Ctrl-C also ends Spark's JVM: py4j meets its dead socket first.
+    "a child died first": """
     try:
-        os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C, which also ends Spark's JVM
+        os.kill(os.getpid(), signal.SIGINT)
     except KeyboardInterrupt:
-        pass  # py4j meets the dead JVM's socket first and raises its own error
+        pass
     raise RuntimeError("Answer from Java side is empty")
-
-check.main = interrupted
-sys.exit(main(["check", "somewhere"]))
-"""
-
-
-def test_ctrl_c_that_ends_a_child_first_still_says_interrupted() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _A_CHILD_DIED_FIRST], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 130
-    assert done.stderr.strip() == "strandline check: interrupted", done.stderr
-
-
-_AN_ERROR_AFTER_CTRL_C = """
-import os, signal, sys
-import harness.commands.check as check
-from foundation.errors import InfrastructureError
-from harness.cli import main
-
-def interrupted(args):
+""",
+    # An error of ours (a heal that failed) after the Ctrl-C: said, not hidden.
+    "an error of ours": """
     try:
         os.kill(os.getpid(), signal.SIGINT)
     except KeyboardInterrupt:
         pass
     raise InfrastructureError("could not heal: iptables is gone")
+""",
+}
+_SAID = {
+    "a library logs it": "strandline check: interrupted",
+    "a child died first": "strandline check: interrupted",
+    "an error of ours": "strandline check: interrupted (could not heal: iptables is gone)",
+}
 
-check.main = interrupted
-sys.exit(main(["check", "somewhere"]))
-"""
 
-
-def test_an_error_of_ours_after_ctrl_c_is_said_on_the_interrupted_line() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _AN_ERROR_AFTER_CTRL_C], capture_output=True, text=True, timeout=120
+@pytest.mark.parametrize("how", sorted(_CTRL_C))
+def test_ctrl_c_is_one_line_and_exit_130(how: str) -> None:
+    script = (
+        "import logging, os, signal, sys\n"
+        "import harness.commands.check as check\n"
+        "from foundation.errors import InfrastructureError\n"
+        "from harness.cli import main\n"
+        "def interrupted(args):" + _CTRL_C[how] + "check.main = interrupted\n"
+        "sys.exit(main(['check', 'somewhere']))\n"
     )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 130
-    assert done.stderr.strip() == "strandline check: interrupted (could not heal: iptables is gone)", (
-        done.stderr
-    )
+    assert done.stderr.strip() == _SAID[how], done.stderr
