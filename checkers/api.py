@@ -151,6 +151,10 @@ def check_run(
                 f"drain: transactions never ended on {where}: read_committed consumers cannot read the"
                 " committed records above the last stable offset (they count as unseen)"
             )
+    # Before the check's seconds are taken: with a feature asked for, Spark reads the history's text.
+    refused = refusals(
+        config, history, read_optional_json(run / NODES / API_VERSIONS)[0], judged.ops_matching
+    )
     results: dict[str, Any] = {
         "valid": verdict["valid"],
         "anomalies": verdict["anomalies"],
@@ -172,9 +176,6 @@ def check_run(
         results["replicas_unavailable"] = verdict["replicas_unavailable"]
     if verdict.get("underpowered"):
         results["underpowered"] = True
-    refused = refusals(
-        config, history, read_optional_json(run / NODES / API_VERSIONS)[0], judged.ops_matching
-    )
     if refused:  # the system's answer, not an anomaly: the verdict stays the history's
         results["refused"] = refused
         results["notes"] += [f"refused: {describe_refusal(name, r)}" for name, r in refused.items()]

@@ -20,6 +20,7 @@ from checkers.catalogue import EngineResult
 from checkers.evidence import Found
 from checkers.evidence_reference import gather
 from checkers.power import Asked, Tally
+from checkers.refusals import ERROR_KEY
 from checkers.replica_logs import ReplicaFindings, ReplicaInputs, check_replica_logs
 from checkers.stats import Facts, history_facts
 from foundation.errors import BadInput, InfrastructureError
@@ -42,7 +43,7 @@ last_timings: dict[str, float] = {}
 class EngineRun:
     """What one engine found in a run: the history's anomalies, the statistics' facts, the
     replica-log findings (None: not asked for), the nemesis ops (for the damage report) and how to
-    get the ops whose lines match some patterns (for the refusals)."""
+    get the ops whose lines hold an `error` and match some patterns (for the refusals)."""
 
     result: EngineResult
     facts: Facts
@@ -188,7 +189,8 @@ class Spark(_Fixed):
         )
 
         def matching(patterns: list[re.Pattern[str]]) -> Iterable[dict[str, Any]]:
-            return ops_matching(get_session(spark_master, None, spark_remote), str(history), patterns)
+            session = get_session(spark_master, None, spark_remote)
+            return ops_matching(session, str(history), patterns, containing=ERROR_KEY)
 
         return EngineRun(run.result, run.facts, run.replicas, run.nemesis, matching, run.found, run.power)
 

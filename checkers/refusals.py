@@ -21,6 +21,8 @@ from foundation.config import TestConfig
 from history.reader import iter_ops
 
 MAX_EXAMPLES = 20
+# A refusal is in an operation's `error`: only the lines that hold this key can show one.
+ERROR_KEY = '"error"'
 
 
 @dataclass(frozen=True)

@@ -283,8 +283,9 @@ def test_statistics_when_ok_sends_go_back_in_time_agree(spark: Any, tmp_path: Pa
 
 def test_refusals_from_the_lines_spark_finds_agree(spark: Any, tmp_path: Path) -> None:
     """The refusals of a system (checkers/refusals.py) from the few lines Spark finds in the text
-    (checkers/spark_lines.py) equal those of a Python pass over the whole history."""
-    from checkers.refusals import refusals
+    (checkers/spark_lines.py: those that hold an `error`, then match a refusal) equal those of a
+    Python pass over the whole history."""
+    from checkers.refusals import ERROR_KEY, refusals
     from checkers.spark_lines import ops_matching
     from foundation.config import TestConfig
 
@@ -311,13 +312,18 @@ def test_refusals_from_the_lines_spark_finds_agree(spark: Any, tmp_path: Path) -
     )
     b.invoke_send(4, 4)
     b.op(process=4, type="fail", f="send", error="NotEnoughReplicas")
+    b.op(process=5, type="fail", f="subscribe", group="InitProducerId")  # a refusal's words, no error
     lines = [json.dumps({**op, "index": i}) for i, op in enumerate(b.ops)]
+    idempotent = next(i for i, line in enumerate(lines) if "Idempotent producer" in line)
+    lines[idempotent] = lines[idempotent].replace('"error": ', '"error" : ')  # the key spelled otherwise
     lines.insert(2, '{"index": 99, "error": "InitProducerId", "oops"')  # malformed: skipped by both
     path = tmp_path / "history.jsonl"
     path.write_text("\n".join(lines) + '\n{"index": 200, "type": "fail", "error": "InitProducerId')
     config = TestConfig(idempotence=True, consume="subscribe")
     offered = {"apis": {"0": [0, 13]}}
-    on_spark = refusals(config, path, offered, lambda patterns: ops_matching(spark, str(path), patterns))
+    on_spark = refusals(
+        config, path, offered, lambda patterns: ops_matching(spark, str(path), patterns, containing=ERROR_KEY)
+    )
     assert on_spark == refusals(config, path, offered)
     assert on_spark["idempotence"]["ops"] == {"fail": 1, "info": 1}
     assert on_spark["consumer groups"]["ops"] == {"fail": 1, "info": 0}
