@@ -44,6 +44,8 @@ GROUP_KINDS = frozenset({"subscribe", "commit"})
 # A line of a subscribe or commit, or of the final drain's assign (the writer's compact JSON, or
 # JSON with spaces).
 _GROUP_LINE = r'"f"\s*:\s*"(subscribe|commit)"|"final"\s*:\s*true'
+# One of these is in every line _GROUP_LINE matches: searched first (`spark_lines.parsed_lines`).
+_GROUP_WORDS = ("subscribe", "commit", '"final"')
 # What is read of those lines; a commit's offsets name their partition as a long (cast to the reads'
 # int once parsed).
 _COMMITTED = pa.struct(columns("topic", ("partition", pa.int64()), "offset"))
@@ -117,7 +119,7 @@ def check_groups(
         return _none(), dict.fromkeys(MEMBER_COUNTED, 0)
 
     lines = (
-        parsed_lines(spark, history_path, _GROUP_LINE, _GROUP_FIELDS)
+        parsed_lines(spark, history_path, _GROUP_LINE, _GROUP_FIELDS, _GROUP_WORDS)
         .filter(
             (col("type") == "invoke")
             & col("process").isNotNull()

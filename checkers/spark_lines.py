@@ -55,16 +55,28 @@ def ops_matching(
     return ops
 
 
-def parsed_lines(spark: SparkSession, history: str, pattern: str, fields: pa.Schema) -> DataFrame:
+def parsed_lines(
+    spark: SparkSession, history: str, pattern: str, fields: pa.Schema, words: tuple[str, ...] = ()
+) -> DataFrame:
     """The history's lines that match `pattern` (a Java regular expression), parsed by Spark's JSON
     reader into the columns of `fields`: an Arrow schema of `checkers.parquet_schema.columns`, so
-    that a field has the type it has in the Parquet form."""
+    that a field has the type it has in the Parquet form.
+
+    `words`: texts one of which is in every line the pattern matches, searched first (as in
+    `ops_matching`: a 10,000,000-line history's scan for the consumer groups' lines took 16.6 s with
+    the pattern alone, 8.1 s with their words first)."""
+    from functools import reduce
+
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
+    line = F.col("value")
+    wanted = line.rlike(pattern)
+    if words:
+        wanted = reduce(lambda a, b: a | b, [line.contains(w) for w in words]) & wanted
     return (
         spark.read.text(history)
-        .filter(F.col("value").rlike(pattern))
+        .filter(wanted)
         .select(F.from_json("value", from_arrow_schema(fields)).alias("op"))
         .select("op.*")
     )

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 _TXN_LINE = r'"f"\s*:\s*"txn"'
+_TXN_WORDS = ('"txn"',)  # in every line _TXN_LINE matches: searched first
 # What is read of a transaction's line: its micro-operations, sends and polls (with their records).
 _MOP = pa.struct(columns("f", "topic", "partition", "value", "offset", "records"))
 _TXN_FIELDS = pa.schema(columns("index", "f", ("mops", pa.list_(_MOP))))
@@ -104,7 +105,7 @@ def prepare(
     cache = cached.keep
 
     lines = cache(
-        parsed_lines(spark, history_path, _TXN_LINE, _TXN_FIELDS).filter(
+        parsed_lines(spark, history_path, _TXN_LINE, _TXN_FIELDS, _TXN_WORDS).filter(
             (col("f") == "txn") & col("index").isNotNull()
         )
     )
