@@ -551,9 +551,11 @@ class _InterruptNoise(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         seen: BaseException | None = record.exc_info[1] if record.exc_info else None
-        while seen is not None:  # also an error met while it closed its socket after a Ctrl-C
+        met: set[int] = set()  # a chain that loops back (set by hand) is walked once
+        while seen is not None and id(seen) not in met:  # also an error met closing its socket
             if isinstance(seen, KeyboardInterrupt):
                 return False
+            met.add(id(seen))
             seen = seen.__cause__ or seen.__context__
         return True
 

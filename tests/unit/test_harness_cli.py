@@ -162,3 +162,17 @@ def test_ctrl_c_is_one_line_and_exit_130(how: str) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 130
     assert done.stderr.strip() == _SAID[how], done.stderr
+
+
+def test_the_interrupt_filter_walks_a_looping_chain_once() -> None:
+    import logging
+
+    from harness.cli import _InterruptNoise
+
+    a, b = ValueError("a"), OSError("b")
+    a.__cause__, b.__cause__ = b, a  # a loop, set by hand
+    record = logging.LogRecord("x", logging.ERROR, __file__, 1, "m", None, (ValueError, a, None))
+    assert _InterruptNoise().filter(record)
+    b.__context__ = KeyboardInterrupt()
+    b.__cause__ = None
+    assert not _InterruptNoise().filter(record)
