@@ -190,7 +190,7 @@ class Spark(_Fixed):
 
         def matching(patterns: list[re.Pattern[str]]) -> Iterable[dict[str, Any]]:
             session = get_session(spark_master, None, spark_remote)
-            return ops_matching(session, str(history), patterns, containing=ERROR_KEY)
+            return ops_matching(session, str(history), patterns, words=(ERROR_KEY,))
 
         return EngineRun(run.result, run.facts, run.replicas, run.nemesis, matching, run.found, run.power)
 

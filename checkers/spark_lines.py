@@ -16,7 +16,7 @@ from history.format import validate
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 
 def java_pattern(patterns: list[re.Pattern[str]]) -> str:
@@ -26,26 +26,32 @@ def java_pattern(patterns: list[re.Pattern[str]]) -> str:
     return flags + "|".join(f"(?:{p.pattern})" for p in patterns)
 
 
-def ops_matching(
-    spark: SparkSession, history: str, patterns: list[re.Pattern[str]], containing: str | None = None
-) -> list[dict[str, Any]]:
-    """The history's ops whose line matches one of the patterns (and, given `containing`, holds
-    that text), in line order (Spark hands the text's splits back in file order); lines that
-    `history.reader.iter_ops` would skip are skipped.
+def _matching(pattern: str, words: tuple[str, ...]) -> Column:
+    """A text line that matches `pattern` (a Java regular expression); with `words` (texts one of
+    which is in every line the pattern matches), only a line that holds one is tried. Java's regular
+    expressions try a pattern at every position of every line, a plain search skips a line at memory
+    speed (a 10,000,000-line history: the refusals' case-insensitive alternation 39 s alone; the
+    consumer groups' pattern 16.6 s alone, 8.1 s with its words first)."""
+    from functools import reduce
 
-    `containing` is searched first, as bytes: a case-insensitive alternation is tried by Java's
-    regular expressions at every position of every line (a 10,000,000-line history: 39 s), a
-    plain search skips a line at memory speed."""
     from pyspark.sql import functions as F
 
+    line = F.col("value")
+    if not words:
+        return line.rlike(pattern)
+    return reduce(lambda a, b: a | b, [line.contains(w) for w in words]) & line.rlike(pattern)
+
+
+def ops_matching(
+    spark: SparkSession, history: str, patterns: list[re.Pattern[str]], words: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """The history's ops whose line matches one of the patterns (and holds one of `words`, when
+    given: see `_matching`), in line order (Spark hands the text's splits back in file order); lines
+    that `history.reader.iter_ops` would skip are skipped."""
     if not patterns:
         return []
-    line = F.col("value")
-    wanted = line.rlike(java_pattern(patterns))
-    if containing is not None:
-        wanted = line.contains(containing) & wanted
     ops = []
-    for row in spark.read.text(history).filter(wanted).collect():
+    for row in spark.read.text(history).filter(_matching(java_pattern(patterns), words)).collect():
         try:
             record = json.loads(row["value"])
         except json.JSONDecodeError:
@@ -60,23 +66,13 @@ def parsed_lines(
 ) -> DataFrame:
     """The history's lines that match `pattern` (a Java regular expression), parsed by Spark's JSON
     reader into the columns of `fields`: an Arrow schema of `checkers.parquet_schema.columns`, so
-    that a field has the type it has in the Parquet form.
-
-    `words`: texts one of which is in every line the pattern matches, searched first (as in
-    `ops_matching`: a 10,000,000-line history's scan for the consumer groups' lines took 16.6 s with
-    the pattern alone, 8.1 s with their words first)."""
-    from functools import reduce
-
+    that a field has the type it has in the Parquet form. `words`: see `_matching`."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    line = F.col("value")
-    wanted = line.rlike(pattern)
-    if words:
-        wanted = reduce(lambda a, b: a | b, [line.contains(w) for w in words]) & wanted
     return (
         spark.read.text(history)
-        .filter(wanted)
+        .filter(_matching(pattern, words))
         .select(F.from_json("value", from_arrow_schema(fields)).alias("op"))
         .select("op.*")
     )

@@ -322,7 +322,7 @@ def test_refusals_from_the_lines_spark_finds_agree(spark: Any, tmp_path: Path) -
     config = TestConfig(idempotence=True, consume="subscribe")
     offered = {"apis": {"0": [0, 13]}}
     on_spark = refusals(
-        config, path, offered, lambda patterns: ops_matching(spark, str(path), patterns, containing=ERROR_KEY)
+        config, path, offered, lambda patterns: ops_matching(spark, str(path), patterns, words=(ERROR_KEY,))
     )
     assert on_spark == refusals(config, path, offered)
     assert on_spark["idempotence"]["ops"] == {"fail": 1, "info": 1}

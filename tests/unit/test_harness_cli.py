@@ -115,6 +115,13 @@ def test_a_membership_change_that_leaves_fewer_brokers_than_rf_is_refused(tmp_pa
     assert not (tmp_path / "store").exists()
 
 
+# Ctrl-C arrives and is swallowed; what the command raises next ends it.
+_CTRL_C_THEN = """
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+    except KeyboardInterrupt:
+        pass
+"""
 # A command that meets Ctrl-C in three ways, each run as `strandline check` in a fresh interpreter.
 _CTRL_C = {
     # py4j logs the KeyboardInterrupt it was sending on, with a traceback, and re-raises it.
@@ -126,21 +133,9 @@ _CTRL_C = {
         raise
 """,
     # The terminal's Ctrl-C also ends Spark's JVM: py4j meets its dead socket first.
-    "a child died first": """
-    try:
-        os.kill(os.getpid(), signal.SIGINT)
-    except KeyboardInterrupt:
-        pass
-    raise RuntimeError("Answer from Java side is empty")
-""",
+    "a child died first": _CTRL_C_THEN + '    raise RuntimeError("Answer from Java side is empty")\n',
     # An error of ours (a heal that failed) after the Ctrl-C: said, not hidden.
-    "an error of ours": """
-    try:
-        os.kill(os.getpid(), signal.SIGINT)
-    except KeyboardInterrupt:
-        pass
-    raise InfrastructureError("could not heal: iptables is gone")
-""",
+    "an error of ours": _CTRL_C_THEN + '    raise InfrastructureError("could not heal: iptables is gone")\n',
 }
 _SAID = {
     "a library logs it": "strandline check: interrupted",
