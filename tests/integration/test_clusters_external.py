@@ -28,6 +28,7 @@ from tests.support.outside import (
     PARTITION,
     Services,
     delete_topics,
+    fill_topic,
     kafka_brokers,
     own_brokers,
     wait_brokers,
@@ -139,7 +140,9 @@ def test_kill_by_the_operators_commands(outside: Outside, scratch: Path) -> None
 
 
 def test_topics_an_earlier_run_filled_are_refused(outside: Outside, scratch: Path) -> None:
-    """The kill run above left its records in t0: a second run would read them as its own."""
+    """Records an earlier run left in t0 (the kill run above, or one put there here) would read as
+    the next run's own."""
+    fill_topic(outside.brokers, "t0")
     definition = outside.definition(scratch / "again.toml", granted=("kill", "start"), data_dirs=False)
     outcome = run_test(
         compose(config(definition, scratch / "store", time_limit=5)), live=False, screenshot=False

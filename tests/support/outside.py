@@ -132,6 +132,24 @@ def delete_topics(brokers: list[str], topics: list[str]) -> None:
         admin.close()
 
 
+def fill_topic(brokers: list[str], topic: str, partitions: int = 2, replicas: int = 3) -> None:
+    """One record in `topic` (created when missing), as an earlier run would have left there."""
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=brokers, request_timeout_ms=30000)
+    try:
+        if topic not in admin.list_topics():
+            admin.create_topics([NewTopic(topic, partitions, replicas)], timeout_ms=30000)
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=brokers, acks="all", retries=10)
+    try:
+        producer.send(topic, b"left by an earlier run", partition=0).get(timeout=60)
+    finally:
+        producer.close()
+
+
 def zookeeper(services: Services, host: int) -> str:
     """Debian's ZooKeeper as systems/own.toml runs it; returns its connect string."""
     role = system_def.load(system_def.SYSTEMS_DIR / "own.toml").role("zookeeper")
