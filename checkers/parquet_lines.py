@@ -1,10 +1,11 @@
 """History lines -> Arrow tables, exactly as `history.reader.iter_ops` reads them.
 
-A chunk of whole lines is parsed by Arrow's C++ JSON reader (`parse_fast`); a chunk that Arrow
-cannot parse, or that holds a line `iter_ops` would reject, is re-read line by line in Python with
+A chunk of whole lines is parsed by the strict native reader (`checkers.parquet_strict`), or by
+Arrow's C++ JSON reader where that was not built (`parse_fast`); a chunk that it cannot parse, or
+that holds a line `iter_ops` would reject, is re-read line by line in Python with
 the same rules and the same problem texts (`parse_slow`), so both checkers skip the same lines and
 report the same problems. The nemesis journals arbitrary JSON in `value` and the string "nemesis"
-in `process`: its (rare) lines are taken out of the chunk before Arrow sees it and read with `json`.
+in `process`: its (rare) lines are left out of the table and read with `json`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from checkers import parquet_strict
 from checkers.parquet_schema import NEMESIS_SENTINEL, columns
 from history.format import CLIENT_FS, NEMESIS_PROCESS, OP_TYPES, ReadProblem, validate
 from history.txn import TXN
@@ -128,8 +130,21 @@ def _nemesis_rows(lines: list[Chunk]) -> list[list[Any]] | None:
 
 
 def parse_fast(chunk: Chunk) -> tuple[pa.Table, list[list[Any]]] | None:
-    """Arrow's parse of a chunk's client lines and the chunk's nemesis rows (see `nemesis_row`), or
-    None when any line needs the line-by-line reader.
+    """The chunk's client lines as a table and its nemesis rows (see `nemesis_row`), by the strict
+    reader (`checkers.parquet_strict`) or, where it was not built, Arrow's; None when any line
+    needs the line-by-line reader. The nemesis's free-form values are read with `json`."""
+    if not parquet_strict.available():
+        return _parse_arrow(chunk)
+    found = parquet_strict.read(chunk, _JSON_SCHEMA)
+    if found is None:
+        return None
+    table, spans = found
+    nemesis = _nemesis_rows([chunk[start:end] for start, end in spans])
+    return None if nemesis is None else (table, nemesis)
+
+
+def _parse_arrow(chunk: Chunk) -> tuple[pa.Table, list[list[Any]]] | None:
+    """`parse_fast` by Arrow's JSON reader.
 
     Arrow never sees the nemesis's free-form values, and the pairing never has to filter its lines
     out: they are blanked (Arrow skips blank lines) in the chunk itself while Arrow reads it when it
@@ -182,13 +197,18 @@ def _as_str(x: Any) -> str | None:
     return x if isinstance(x, str) else None
 
 
+def _as_int32(x: Any) -> int | None:
+    """A partition as the form holds it (int32; one out of that range is unreadable there)."""
+    n = _as_int(x)
+    return n if n is not None and -(2**31) <= n < 2**31 else None
+
+
 def _record(r: Any) -> dict[str, Any]:
     if not isinstance(r, dict):
         r = {}
-    partition = _as_int(r.get("partition"))
     return {
         "topic": _as_str(r.get("topic")),
-        "partition": partition if partition is not None and -(2**31) <= partition < 2**31 else None,
+        "partition": _as_int32(r.get("partition")),
         "offset": _as_int(r.get("offset")),
         "value": _as_int(r.get("value")),
     }
@@ -228,7 +248,6 @@ def parse_slow(
         nemesis = record["process"] == NEMESIS_PROCESS
         if nemesis:
             nemesis_ops.append(nemesis_row(record))
-        partition = _as_int(record.get("partition"))
         records = record.get("records")
         rows.append(
             {
@@ -238,7 +257,7 @@ def parse_slow(
                 "type": record["type"],
                 "f": _as_str(record["f"]),
                 "topic": None if nemesis else _as_str(record.get("topic")),
-                "partition": None if nemesis or partition is None or abs(partition) >= 2**31 else partition,
+                "partition": None if nemesis else _as_int32(record.get("partition")),
                 "value": None if nemesis else _as_int(record.get("value")),
                 "offset": None if nemesis else _as_int(record.get("offset")),
                 "records": [_record(r) for r in records]
