@@ -1,8 +1,8 @@
 """A chunk of history lines -> an Arrow table by the strict native reader (`native/`, Rust), or None.
 
 The reader keeps a chunk only when every line but the nemesis's (handed back by place) is a JSON
-object whose history fields have exactly their JSON types (see native/src/lib.rs); any other chunk goes to the line-by-line reader, which
-decides as `history.reader.iter_ops` does. It takes about a third of the CPU of Arrow's JSON reader,
+object whose history fields have exactly their JSON types (see native/src/lib.rs); any other chunk
+goes to the line-by-line reader, which decides as `history.reader.iter_ops` does. It takes about a third of the CPU of Arrow's JSON reader,
 which it replaces where it was built (`make setup`, with cargo); where it was not, `available()` is
 False and the conversion reads with Arrow as before.
 """

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkers import parquet_lines, parquet_strict
+from checkers import parquet_strict
 from checkers.parquet_lines import _JSON_SCHEMA, parse_fast, parse_slow
 
 CLEAN = [
@@ -146,7 +146,7 @@ def test_the_arrow_reader_stays_where_the_strict_one_is_not_built(monkeypatch: p
     arrow = parse_fast(chunk)
     assert strict is not None and arrow is not None
     assert strict[0].equals(arrow[0])
-    assert parquet_lines.parse_fast(("\n".join([CLEAN[0], ODD[1]]) + "\n").encode()) is None
+    assert parse_fast(("\n".join([CLEAN[0], ODD[1]]) + "\n").encode()) is None
 
 
 _INT = st.one_of(
