@@ -42,7 +42,7 @@ from typing import Any
 import pyarrow as pa
 
 from checkers import freed_memory
-from checkers.parquet_pairing import ChunkPairing
+from checkers.parquet_pairing import Orphans
 from checkers.parquet_pipeline import Counts, write
 from checkers.parquet_schema import FORMAT_VERSION, LINES, META, cache_name
 from checkers.timeline import Point, points_from_json
@@ -137,7 +137,7 @@ def publish(
     dest: Path | None,
     stat: os.stat_result,
     counts: Counts,
-    pairing: ChunkPairing,
+    pairing: Orphans,
     problems: list[ReadProblem],
 ) -> Converted:
     """A finished conversion in `tmp`: its meta.json written (naming the source's size and mtime,

@@ -74,7 +74,7 @@ def chunks(path: Path, size: int) -> Iterator[tuple[Chunk, int, bool]]:
             rest = bytes(buf[cut:end])
             del buf[cut:]
             yield buf, line_no, False
-            line_no += buf.count(b"\n")
+            line_no += parquet_strict.count_lines(buf)
 
 
 # The conversion notes where lines start, one line every LINE_MARK_BYTES of the history (`line_marks`),

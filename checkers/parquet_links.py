@@ -18,7 +18,8 @@ class TopicIds:
     def __init__(self) -> None:
         self.known = pa.array([], pa.string())
 
-    def tp(self, topic: pa.Array | pa.ChunkedArray, partition: pa.Array | pa.ChunkedArray) -> pa.Array:
+    def ids(self, topic: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """Each topic's id (null where the topic is); new topics are numbered on."""
         ids = pc.index_in(topic, value_set=self.known)
         new = pc.filter(topic, pc.and_(pc.is_null(ids), pc.is_valid(topic)))
         if len(new):
@@ -26,9 +27,17 @@ class TopicIds:
             fresh = fresh.combine_chunks() if isinstance(fresh, pa.ChunkedArray) else fresh
             self.known = pa.concat_arrays([self.known, fresh.cast(pa.string())])
             ids = pc.index_in(topic, value_set=self.known)
-        high = pc.multiply(ids.cast(pa.int64()), pa.scalar(1 << 32, pa.int64()))
-        result = pc.add(high, pc.add(partition.cast(pa.int64()), pa.scalar(1 << 31, pa.int64())))
-        return result.combine_chunks() if isinstance(result, pa.ChunkedArray) else result
+        return ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+
+    def tp(self, topic: pa.Array | pa.ChunkedArray, partition: pa.Array | pa.ChunkedArray) -> pa.Array:
+        return tp_of(self.ids(topic), partition)
+
+
+def tp_of(ids: pa.Array, partition: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`tp` of topic ids and partitions (null where either is)."""
+    high = pc.multiply(ids.cast(pa.int64()), pa.scalar(1 << 32, pa.int64()))
+    result = pc.add(high, pc.add(partition.cast(pa.int64()), pa.scalar(1 << 31, pa.int64())))
+    return result.combine_chunks() if isinstance(result, pa.ChunkedArray) else result
 
 
 class Links:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -85,6 +87,16 @@ def _neighbour(order: pa.Array, process_sorted: pa.Array, inverse: pa.Array, by:
         )
     in_sorted = pc.if_else(same, other, pa.scalar(None, pa.int64()))
     return pc.take(in_sorted, inverse)
+
+
+class Orphans(Protocol):
+    """What a pairing found beyond its operations: completions without an invocation."""
+
+    @property
+    def orphans(self) -> int: ...
+
+    @property
+    def first_orphan(self) -> int | None: ...
 
 
 class ChunkPairing:

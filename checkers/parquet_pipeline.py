@@ -14,19 +14,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from checkers import parquet_native
 from checkers.parquet_figures import Figures
 from checkers.parquet_lines import Chunk, chunks, line_marks, parse_fast, parse_slow
-from checkers.parquet_links import Links, TopicIds, with_columns
-from checkers.parquet_pairing import ChunkPairing
+from checkers.parquet_links import Links, TopicIds, tp_of, with_columns
+from checkers.parquet_native import NativePairing
+from checkers.parquet_pairing import ChunkPairing, Orphans
 from checkers.parquet_schema import F_CODES, NEMESIS_SENTINEL, OPERATIONS_SCHEMA, OUTCOME_CODES, READS_SCHEMA
 from checkers.timeline import POINTS, LatencySample, Point
 from history.format import ReadProblem
 
 
 class ConversionState:
-    """Everything carried from chunk to chunk while converting."""
+    """Everything carried from chunk to chunk while converting. The per-process work is the native
+    crate's where it was built (`parquet_native`), else Arrow's (the pairing and the links here)."""
 
     def __init__(self) -> None:
+        self.native = NativePairing() if parquet_native.available() else None
         self.pairing = ChunkPairing()
         self.topics = TopicIds()
         self.acks = Links(("index", "offset", "value"))
@@ -122,9 +126,14 @@ def split_chunk(table: pa.Table, state: ConversionState) -> tuple[pa.Table, pa.T
     # Nemesis lines are only in the tables of chunks read line by line (`parse_fast` takes them out).
     nemesis = pc.equal(table.column("process"), NEMESIS_SENTINEL)
     client = table.filter(pc.invert(pc.fill_null(nemesis, False))) if pc.any(nemesis).as_py() else table
-    tp = state.topics.tp(client.column("topic"), client.column("partition"))
-    operations, reads_ok, epoch = state.pairing.feed(client, tp)
-    operations = link_ok_sends(link_acks(operations, state), state)
+    if state.native is not None:
+        ids = state.topics.ids(client.column("topic"))
+        tp = tp_of(ids, client.column("partition"))
+        operations, reads_ok, epoch = state.native.feed(client, ids, tp, state.topics.known)
+    else:
+        tp = state.topics.tp(client.column("topic"), client.column("partition"))
+        operations, reads_ok, epoch = state.pairing.feed(client, tp)
+        operations = link_ok_sends(link_acks(operations, state), state)
     sample_latencies(operations, state.latency)
     take = pc.and_(reads_ok, pc.is_valid(client.column("records")))
     polls = client.select(["index", "process", "records"]).filter(take)
@@ -160,6 +169,8 @@ def split_chunk(table: pa.Table, state: ConversionState) -> tuple[pa.Table, pa.T
         schema=READS_SCHEMA,
     )
     # Well-formed reads move the process's position (malformed records are skipped).
+    if state.native is not None:
+        return operations, with_columns(reads, state.native.link_reads(reads))
     well_formed = pc.and_(pc.and_(pc.is_valid(read_tp), pc.is_valid(offset)), pc.is_valid(value))
     return operations, with_columns(reads, state.reads.feed(reads, well_formed))
 
@@ -254,16 +265,21 @@ class Converter:
         self.stopped = stop
         return stop
 
-    def finish(self) -> tuple[Counts, ChunkPairing, list[ReadProblem]]:
+    def finish(self) -> tuple[Counts, Orphans, list[ReadProblem]]:
         """The operations still open go to the sink; what the conversion found."""
-        self.sink(self.state.pairing.finish(), READS_SCHEMA.empty_table())
-        self.counts.topics = self.state.topics.known.to_pylist()
-        self.counts.ok_sends_in_order = self.state.ok_sends_in_order
-        self.counts.latency = self.state.latency.points()
-        return self.counts, self.state.pairing, self.problems
+        state = self.state
+        if state.native is not None:
+            self.sink(state.native.finish(state.topics.known), READS_SCHEMA.empty_table())
+            self.counts.ok_sends_in_order = state.native.ok_sends_in_order
+        else:
+            self.sink(state.pairing.finish(), READS_SCHEMA.empty_table())
+            self.counts.ok_sends_in_order = state.ok_sends_in_order
+        self.counts.topics = state.topics.known.to_pylist()
+        self.counts.latency = state.latency.points()
+        return self.counts, state.native or state.pairing, self.problems
 
 
-def write(history: Path, dest: Path, chunk_bytes: int) -> tuple[Counts, ChunkPairing, list[ReadProblem]]:
+def write(history: Path, dest: Path, chunk_bytes: int) -> tuple[Counts, Orphans, list[ReadProblem]]:
     """Parse in one thread (chunks of about `chunk_bytes`), pair in this one, write Parquet in a third."""
     queue: Queue[tuple[pa.Table, pa.Table] | None] = Queue(maxsize=2)
     failure: list[BaseException] = []

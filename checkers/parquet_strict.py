@@ -21,7 +21,7 @@ from history.txn import TXN
 
 _native: ModuleType | None
 try:
-    from checkers import _strict_lines as _native
+    from checkers import _native
 except ImportError:  # not built: no cargo where strandline was installed
     _native = None
 
@@ -33,6 +33,11 @@ _F_NAMES = pa.array(_FS)
 
 def available() -> bool:
     return _native is not None
+
+
+def count_lines(chunk: bytes | bytearray) -> int:
+    """The chunk's newlines (natively where built: Python counts a byte one by one)."""
+    return chunk.count(b"\n") if _native is None else _native.count_lines(chunk)
 
 
 def read(chunk: bytes | bytearray, schema: pa.Schema) -> tuple[pa.Table, list[tuple[int, int]]] | None:
@@ -47,22 +52,22 @@ def read(chunk: bytes | bytearray, schema: pa.Schema) -> tuple[pa.Table, list[tu
     return _table(found, schema), found["nemesis"]
 
 
-def _buffer(found: dict[str, Any], key: str) -> pa.Buffer | None:
+def buffer(found: dict[str, Any], key: str) -> pa.Buffer | None:
     data = found.get(key)  # a column that cannot be null has no validity
     return None if data is None else pa.py_buffer(data)
 
 
-def _numbers(found: dict[str, Any], key: str, type_: pa.DataType, rows: int) -> pa.Array:
-    return pa.Array.from_buffers(type_, rows, [_buffer(found, f"{key}.valid"), _buffer(found, key)])
+def numbers(found: dict[str, Any], key: str, type_: pa.DataType, rows: int) -> pa.Array:
+    return pa.Array.from_buffers(type_, rows, [buffer(found, f"{key}.valid"), buffer(found, key)])
 
 
 def _texts(found: dict[str, Any], key: str, rows: int) -> pa.Array:
-    buffers = [_buffer(found, f"{key}.valid"), _buffer(found, f"{key}.offsets"), _buffer(found, key)]
+    buffers = [buffer(found, f"{key}.valid"), buffer(found, f"{key}.offsets"), buffer(found, key)]
     return pa.Array.from_buffers(pa.string(), rows, buffers)
 
 
 def _named(found: dict[str, Any], key: str, names: pa.Array, rows: int) -> pa.Array:
-    codes = pa.Array.from_buffers(pa.int8(), rows, [None, _buffer(found, key)])
+    codes = pa.Array.from_buffers(pa.int8(), rows, [None, buffer(found, key)])
     return pc.take(names, codes)
 
 
@@ -71,28 +76,28 @@ def _table(found: dict[str, Any], schema: pa.Schema) -> pa.Table:
     record = pa.StructArray.from_arrays(
         [
             _texts(found, "records.topic", polled),
-            _numbers(found, "records.partition", pa.int32(), polled),
-            _numbers(found, "records.offset", pa.int64(), polled),
-            _numbers(found, "records.value", pa.int64(), polled),
+            numbers(found, "records.partition", pa.int32(), polled),
+            numbers(found, "records.offset", pa.int64(), polled),
+            numbers(found, "records.value", pa.int64(), polled),
         ],
         fields=list(RECORD),
     )
     records = pa.ListArray.from_buffers(
         pa.list_(RECORD),
         rows,
-        [_buffer(found, "records.valid"), _buffer(found, "records.offsets")],
+        [buffer(found, "records.valid"), buffer(found, "records.offsets")],
         children=[record],
     )
     columns = {
-        "index": _numbers(found, "index", pa.int64(), rows),
-        "time": _numbers(found, "time", pa.int64(), rows),
-        "process": _numbers(found, "process", pa.int64(), rows),
+        "index": numbers(found, "index", pa.int64(), rows),
+        "time": numbers(found, "time", pa.int64(), rows),
+        "process": numbers(found, "process", pa.int64(), rows),
         "type": _named(found, "type", _KIND_NAMES, rows),
         "f": _named(found, "f", _F_NAMES, rows),
         "topic": _texts(found, "topic", rows),
-        "partition": _numbers(found, "partition", pa.int32(), rows),
-        "value": _numbers(found, "value", pa.int64(), rows),
-        "offset": _numbers(found, "offset", pa.int64(), rows),
+        "partition": numbers(found, "partition", pa.int32(), rows),
+        "value": numbers(found, "value", pa.int64(), rows),
+        "offset": numbers(found, "offset", pa.int64(), rows),
         "records": records,
         "bad_records": pa.nulls(rows, pa.bool_()),  # as Arrow's reader leaves it: no such field
     }

@@ -39,7 +39,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
-# The strict reader of history lines (native/, Rust) is built by pip through setuptools-rust with
+# The conversion's native part (native/, Rust: the strict reader of history lines, the pairing) is built by pip through setuptools-rust with
 # cargo (rustup's, when it is not on PATH); the stamp covers its sources, so a change rebuilds it.
 if ! command -v cargo >/dev/null && [ -x "$HOME/.cargo/bin/cargo" ]; then
   export PATH="$HOME/.cargo/bin:$PATH"
@@ -55,8 +55,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     exit 1
   fi
   echo "$want" > "$stamp"
-  if ! .venv/bin/python -c "import checkers._strict_lines" 2>/dev/null; then
-    echo "setup: the strict reader of history lines was not built (no cargo?); conversions read with Arrow's JSON reader, about 3x the CPU" >&2
+  if ! .venv/bin/python -c "import checkers._native" 2>/dev/null; then
+    echo "setup: the conversion's native part was not built (no cargo?); conversions read and pair with Arrow, about 1.5x the CPU" >&2
   fi
 fi
 # Shell completion (argcomplete): a script to source, and system-wide for bash when possible.

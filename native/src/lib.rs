@@ -1,3 +1,6 @@
+//! The conversion's native part (`checkers._native`): the strict reader of history lines (here) and
+//! the pairing and links (`pairing`).
+//!
 //! History lines -> the buffers of Arrow columns, strictly, or nothing.
 //!
 //! The conversion (`checkers.parquet_strict`) hands over a chunk of whole history lines. Lines whose
@@ -16,7 +19,12 @@ use std::borrow::Cow;
 
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::PyDict;
+
+use crate::columns::{put, put_bits, put_nullable, raw, Bits, Nullable};
+
+mod columns;
+mod pairing;
 use serde::Deserialize;
 
 /// A JSON string, borrowed from the line unless it holds escapes.
@@ -82,28 +90,6 @@ struct Tagged<'a> {
     process: Text<'a>,
 }
 
-/// An Arrow validity bitmap being filled.
-#[derive(Default)]
-struct Bits {
-    bytes: Vec<u8>,
-    len: usize,
-    nulls: usize,
-}
-
-impl Bits {
-    fn push(&mut self, valid: bool) {
-        if self.len % 8 == 0 {
-            self.bytes.push(0);
-        }
-        if valid {
-            *self.bytes.last_mut().expect("a byte was pushed") |= 1 << (self.len % 8);
-        } else {
-            self.nulls += 1;
-        }
-        self.len += 1;
-    }
-}
-
 /// A nullable UTF-8 column: validity, 32-bit offsets, data.
 struct Strings {
     valid: Bits,
@@ -113,7 +99,11 @@ struct Strings {
 
 impl Default for Strings {
     fn default() -> Self {
-        Strings { valid: Bits::default(), offsets: vec![0], data: Vec::new() }
+        Strings {
+            valid: Bits::default(),
+            offsets: vec![0],
+            data: Vec::new(),
+        }
     }
 }
 
@@ -126,20 +116,6 @@ impl Strings {
         }
         self.offsets.push(i32::try_from(self.data.len()).ok()?);
         Some(())
-    }
-}
-
-/// A nullable column of integers.
-#[derive(Default)]
-struct Nullable<T> {
-    valid: Bits,
-    values: Vec<T>,
-}
-
-impl<T: Default + Copy> Nullable<T> {
-    fn push(&mut self, v: Option<T>) {
-        self.valid.push(v.is_some());
-        self.values.push(v.unwrap_or_default());
     }
 }
 
@@ -207,13 +183,17 @@ impl Columns {
             self.record_offset.push(r.offset);
             self.record_value.push(r.value);
         }
-        self.record_offsets.push(i32::try_from(self.record_value.values.len()).ok()?);
+        self.record_offsets
+            .push(i32::try_from(self.record_value.values.len()).ok()?);
         Some(())
     }
 }
 
 fn code(name: &str, names: &[String]) -> Option<i8> {
-    names.iter().position(|n| n == name).and_then(|i| i8::try_from(i).ok())
+    names
+        .iter()
+        .position(|n| n == name)
+        .and_then(|i| i8::try_from(i).ok())
 }
 
 /// A partition that fits Arrow's int32 (Some(None): absent or null; None: out of range).
@@ -251,33 +231,10 @@ fn parse(chunk: &[u8], kinds: &[String], fs: &[String]) -> Option<Columns> {
     Some(columns)
 }
 
-fn raw<T: Copy>(v: &[T]) -> &[u8] {
-    // SAFETY: plain integers, read as the bytes they are made of (native order, as Arrow's).
-    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
-}
-
-fn put(d: &Bound<'_, PyDict>, key: &str, bytes: &[u8]) -> PyResult<()> {
-    d.set_item(key, PyBytes::new(d.py(), bytes))
-}
-
-/// A validity bitmap, or None when nothing is null (Arrow's way to say so).
-fn put_bits(d: &Bound<'_, PyDict>, key: &str, bits: &Bits) -> PyResult<()> {
-    if bits.nulls == 0 {
-        d.set_item(key, d.py().None())
-    } else {
-        put(d, key, &bits.bytes)
-    }
-}
-
 fn put_strings(d: &Bound<'_, PyDict>, key: &str, s: &Strings) -> PyResult<()> {
     put_bits(d, &format!("{key}.valid"), &s.valid)?;
     put(d, &format!("{key}.offsets"), raw(&s.offsets))?;
     put(d, key, &s.data)
-}
-
-fn put_nullable<T: Copy>(d: &Bound<'_, PyDict>, key: &str, n: &Nullable<T>) -> PyResult<()> {
-    put_bits(d, &format!("{key}.valid"), &n.valid)?;
-    put(d, key, raw(&n.values))
 }
 
 /// The buffers of a chunk's columns by name (`rows`, `index`, `topic.valid`, `topic.offsets`, ...)
@@ -321,8 +278,30 @@ fn read<'py>(
     Ok(Some(d))
 }
 
+/// How many lines end in the chunk (its newlines), counted without the GIL: Python's count of a
+/// byte looks at each one, a third of a second per gigabyte of history.
+#[pyfunction]
+fn count_lines(py: Python<'_>, chunk: PyBuffer<u8>) -> PyResult<usize> {
+    if !chunk.is_c_contiguous() {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "a contiguous buffer expected",
+        ));
+    }
+    let (at, len) = (chunk.buf_ptr() as usize, chunk.len_bytes());
+    // SAFETY: `chunk` holds the exported buffer (and so its memory) until this function returns.
+    Ok(py.detach(|| {
+        memchr::memchr_iter(b'\n', unsafe {
+            std::slice::from_raw_parts(at as *const u8, len)
+        })
+        .count()
+    }))
+}
+
 #[pymodule]
-fn _strict_lines(m: &Bound<'_, PyModule>) -> PyResult<()> {
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read, m)?)?;
+    m.add_function(wrap_pyfunction!(count_lines, m)?)?;
+    m.add_class::<pairing::Pairing>()?;
+    m.add_class::<pairing::ReadLinks>()?;
     Ok(())
 }
