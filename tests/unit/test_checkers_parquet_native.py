@@ -73,13 +73,16 @@ def _line(index: int, process: Any, type_: str, f: str, **fields: Any) -> str:
 
 # Every case of the pairing rules: completion, crash, supersede, orphan, open, poll resets (assign,
 # a poll completed info, an invocation superseding a poll), reads only of ok poll completions, acks
-# linked per process and partition, a failed send, lines of odd types (read line by line: nulls).
+# linked per process and partition, a failed send, fields of odd types (read line by line: nulls),
+# lines the reader refuses (problems), nemesis lines.
 CASES = [
     _line(0, 1, "invoke", "send", topic="t", partition=0, value=1),
     _line(1, 2, "invoke", "poll"),
     _line(2, 1, "ok", "send", topic="t", partition=0, value=1, offset=0),
     _line(3, 2, "ok", "poll", records=[{"topic": "t", "partition": 0, "offset": 0, "value": 1}]),
     _line(4, 1, "invoke", "send", topic="t", partition=0, value=2),
+    _line(40, "nemesis", "info", "kill", value=None),  # a chunk of nemesis lines alone: no client rows
+    _line(41, "nemesis", "info", "start", value=["n1"]),
     _line(5, 1, "ok", "send", topic="t", partition=0, value=2, offset=1),
     _line(6, 2, "invoke", "poll"),
     _line(7, 2, "ok", "poll", records=[{"topic": "t", "partition": 0, "offset": 1, "value": 2}]),
