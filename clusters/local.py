@@ -43,6 +43,13 @@ log = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+PORT_ATTEMPTS = 3  # ports tried for a broker whose port was taken before it started
+
+
+class PortTaken(RuntimeError):
+    """A broker exited at its start because its port was in use."""
+
+
 class LocalCluster:
     def __init__(
         self,
@@ -68,6 +75,7 @@ class LocalCluster:
         self._zk_proc: subprocess.Popen[bytes] | None = None
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._started_at: dict[int, float] = {}
+        self._log_start: dict[int, int] = {}  # where each broker's log was when it last started
         self._kazoo: Any = None
 
     # --- addresses --------------------------------------------------------------------------------
@@ -111,7 +119,17 @@ class LocalCluster:
         for broker_id in self.broker_ids:
             self.start(broker_id, wait=False)
         for broker_id in self.broker_ids:
-            self.wait_until_registered(broker_id)
+            # A port found free may be taken before the broker binds it (another process's outgoing
+            # connection draws from the same range): before anyone knows the address, take another.
+            for attempt in range(PORT_ATTEMPTS):
+                try:
+                    self.wait_until_registered(broker_id)
+                    break
+                except PortTaken:
+                    if attempt == PORT_ATTEMPTS - 1:
+                        raise
+                    self.ports[broker_id] = free_port()
+                    self.start(broker_id, wait=False)
 
     def start_zookeeper(self) -> None:
         zk_dir = self.base_dir / "zookeeper"
@@ -157,6 +175,7 @@ class LocalCluster:
         env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self._started_at[broker_id] = time.time()
         with open(self.log_path(broker_id), "ab") as out:
+            self._log_start[broker_id] = out.tell()
             self._procs[broker_id] = subprocess.Popen(
                 [self.python, "-m", "broker", "--config", str(cfg)],
                 stdout=out,
@@ -175,7 +194,8 @@ class LocalCluster:
         while True:
             proc = self._procs.get(broker_id)
             if proc is not None and proc.poll() is not None:
-                raise RuntimeError(
+                failure = PortTaken if self._port_taken(broker_id) else RuntimeError
+                raise failure(
                     f"broker {broker_id} exited with {proc.returncode}; see {self.log_path(broker_id)}"
                 )
             data = None
@@ -194,6 +214,12 @@ class LocalCluster:
                     f"broker {broker_id} did not register in time; see {self.log_path(broker_id)}"
                 )
             time.sleep(0.05)
+
+    def _port_taken(self, broker_id: int) -> bool:
+        """Whether this start of the broker ended because its port was in use."""
+        with open(self.log_path(broker_id), "rb") as log:
+            log.seek(self._log_start.get(broker_id, 0))
+            return b"address already in use" in log.read().lower()
 
     def _registered_after_start(self, broker_id: int, info: Mapping[str, Any]) -> bool:
         """True unless the registration is a previous incarnation's (killed, session not expired)."""

@@ -56,7 +56,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   fi
   echo "$want" > "$stamp"
   if ! .venv/bin/python -c "import checkers._native" 2>/dev/null; then
-    echo "setup: the conversion's native part was not built (no cargo?); conversions read and pair with Arrow, about 1.5x the CPU" >&2
+    echo "setup: the conversion's native part was not built (no cargo?); conversions read and pair with Arrow, about twice the CPU" >&2
   fi
 fi
 # Shell completion (argcomplete): a script to source, and system-wide for bash when possible.
