@@ -12,7 +12,6 @@ View = tuple[int, int, int]
 class Pairing:
     orphans: int
     first_orphan: int | None
-    last_ok_time: int | None
     ok_sends_in_order: bool
     def feed(self, n: int, columns: list[View]) -> dict[str, Any]: ...
     def finish(self) -> dict[str, Any]: ...

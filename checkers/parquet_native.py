@@ -3,9 +3,9 @@
 The pairing (`parquet_pairing`), the acks' and the reads' links (`parquet_links`) and each ok
 send's predecessor in time (`parquet_pipeline.link_ok_sends`) are sequential per process: over Arrow
 they take a stable sort of every chunk and a dozen passes over it (3.6 of the conversion's 12.4 CPU
-seconds on the bench's 10,000,000 operations). The crate walks each chunk's lines once with a map per process instead, and gives
-the same rows in the same order; where it was not built (`available()` is False), the Arrow path
-does the work.
+seconds on the bench's 10,000,000 operations). The crate walks each chunk's lines once with a map
+per process instead, and gives the same rows in the same order; where it was not built
+(`available()` is False), `parquet_pipeline.ArrowPairing` does the work.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _operations(found: dict[str, Any], topics: pa.Array) -> pa.Table:
 
 
 class NativePairing:
-    """`ChunkPairing` with `link_acks` and `link_ok_sends`, and the reads' `Links`, by the crate."""
+    """`parquet_pipeline.PerProcess` by the crate: what `ArrowPairing` does, line by line."""
 
     def __init__(self) -> None:
         if _native is None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty, Queue
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,19 +25,74 @@ from checkers.timeline import POINTS, LatencySample, Point
 from history.format import ReadProblem
 
 
-class ConversionState:
-    """Everything carried from chunk to chunk while converting. The per-process work is the native
-    crate's where it was built (`parquet_native`), else Arrow's (the pairing and the links here)."""
+class PerProcess(Orphans, Protocol):
+    """The conversion's sequential, per-process work, carried from chunk to chunk: the pairing, each
+    ack's and each read's link to its process's previous one, each ok send's predecessor in time.
+    The native crate's where it was built (`parquet_native.NativePairing`), else Arrow's
+    (`ArrowPairing`); both give the same rows in the same order."""
+
+    @property
+    def ok_sends_in_order(self) -> bool: ...
+
+    def feed(
+        self, lines: pa.Table, topic_ids: pa.Array, tp: pa.Array, topics: pa.Array
+    ) -> tuple[pa.Table, pa.Array, pa.Array]:
+        """(operations completed or superseded, linked; per line: are its records reads; per line:
+        its process's position epoch)."""
+        ...
+
+    def link_reads(self, reads: pa.Table) -> dict[str, pa.Array]:
+        """Each well-formed read's prev_offset and prev_index."""
+        ...
+
+    def finish(self, topics: pa.Array) -> pa.Table:
+        """The invocations still open at the end of the history."""
+        ...
+
+
+class ArrowPairing:
+    """`PerProcess` over Arrow arrays: `ChunkPairing`, then `link_acks` and `link_ok_sends`; the
+    reads' `Links`."""
 
     def __init__(self) -> None:
-        self.native = NativePairing() if parquet_native.available() else None
         self.pairing = ChunkPairing()
-        self.topics = TopicIds()
         self.acks = Links(("index", "offset", "value"))
         self.reads = Links(("offset", "index"))
         # The last ok send's completion time so far, and whether those times never went back.
         self.last_ok_time: int | None = None
         self.ok_sends_in_order = True
+
+    @property
+    def orphans(self) -> int:
+        return self.pairing.orphans
+
+    @property
+    def first_orphan(self) -> int | None:
+        return self.pairing.first_orphan
+
+    def feed(
+        self, lines: pa.Table, topic_ids: pa.Array, tp: pa.Array, topics: pa.Array
+    ) -> tuple[pa.Table, pa.Array, pa.Array]:
+        operations, reads_ok, epoch = self.pairing.feed(lines, tp)
+        return link_ok_sends(link_acks(operations, self), self), reads_ok, epoch
+
+    def link_reads(self, reads: pa.Table) -> dict[str, pa.Array]:
+        # Well-formed reads move the process's position (malformed records are skipped).
+        tp, offset, value = (reads.column(name) for name in ("tp", "offset", "value"))
+        return self.reads.feed(
+            reads, pc.and_(pc.and_(pc.is_valid(tp), pc.is_valid(offset)), pc.is_valid(value))
+        )
+
+    def finish(self, topics: pa.Array) -> pa.Table:
+        return self.pairing.finish()
+
+
+class ConversionState:
+    """Everything carried from chunk to chunk while converting."""
+
+    def __init__(self) -> None:
+        self.per_process: PerProcess = NativePairing() if parquet_native.available() else ArrowPairing()
+        self.topics = TopicIds()
         self.latency = LatencySample()  # the report's latency sample (checkers.timeline)
 
 
@@ -70,7 +125,7 @@ def sample_latencies(operations: pa.Table, sample: LatencySample) -> None:
         )
 
 
-def link_ok_sends(operations: pa.Table, state: ConversionState) -> pa.Table:
+def link_ok_sends(operations: pa.Table, state: ArrowPairing) -> pa.Table:
     """Each ok send with the completion time of the ok send before it in history order
     (`prev_ok_time`): the statistics' longest gaps without an ok send, summed up without sorting."""
     ok = pc.fill_null(
@@ -102,7 +157,7 @@ def link_ok_sends(operations: pa.Table, state: ConversionState) -> pa.Table:
     )
 
 
-def link_acks(operations: pa.Table, state: ConversionState) -> pa.Table:
+def link_acks(operations: pa.Table, state: ArrowPairing) -> pa.Table:
     """Operations with each ack's previous ack of its process on its partition (nonmonotonic-send)."""
     if operations.num_rows == 0:
         return operations
@@ -126,14 +181,9 @@ def split_chunk(table: pa.Table, state: ConversionState) -> tuple[pa.Table, pa.T
     # Nemesis lines are only in the tables of chunks read line by line (`parse_fast` takes them out).
     nemesis = pc.equal(table.column("process"), NEMESIS_SENTINEL)
     client = table.filter(pc.invert(pc.fill_null(nemesis, False))) if pc.any(nemesis).as_py() else table
-    if state.native is not None:
-        ids = state.topics.ids(client.column("topic"))
-        tp = tp_of(ids, client.column("partition"))
-        operations, reads_ok, epoch = state.native.feed(client, ids, tp, state.topics.known)
-    else:
-        tp = state.topics.tp(client.column("topic"), client.column("partition"))
-        operations, reads_ok, epoch = state.pairing.feed(client, tp)
-        operations = link_ok_sends(link_acks(operations, state), state)
+    ids = state.topics.ids(client.column("topic"))
+    tp = tp_of(ids, client.column("partition"))
+    operations, reads_ok, epoch = state.per_process.feed(client, ids, tp, state.topics.known)
     sample_latencies(operations, state.latency)
     take = pc.and_(reads_ok, pc.is_valid(client.column("records")))
     polls = client.select(["index", "process", "records"]).filter(take)
@@ -168,11 +218,7 @@ def split_chunk(table: pa.Table, state: ConversionState) -> tuple[pa.Table, pa.T
         },
         schema=READS_SCHEMA,
     )
-    # Well-formed reads move the process's position (malformed records are skipped).
-    if state.native is not None:
-        return operations, with_columns(reads, state.native.link_reads(reads))
-    well_formed = pc.and_(pc.and_(pc.is_valid(read_tp), pc.is_valid(offset)), pc.is_valid(value))
-    return operations, with_columns(reads, state.reads.feed(reads, well_formed))
+    return operations, with_columns(reads, state.per_process.link_reads(reads))
 
 
 @dataclass
@@ -268,15 +314,11 @@ class Converter:
     def finish(self) -> tuple[Counts, Orphans, list[ReadProblem]]:
         """The operations still open go to the sink; what the conversion found."""
         state = self.state
-        if state.native is not None:
-            self.sink(state.native.finish(state.topics.known), READS_SCHEMA.empty_table())
-            self.counts.ok_sends_in_order = state.native.ok_sends_in_order
-        else:
-            self.sink(state.pairing.finish(), READS_SCHEMA.empty_table())
-            self.counts.ok_sends_in_order = state.ok_sends_in_order
+        self.sink(state.per_process.finish(state.topics.known), READS_SCHEMA.empty_table())
+        self.counts.ok_sends_in_order = state.per_process.ok_sends_in_order
         self.counts.topics = state.topics.known.to_pylist()
         self.counts.latency = state.latency.points()
-        return self.counts, state.native or state.pairing, self.problems
+        return self.counts, state.per_process, self.problems
 
 
 def write(history: Path, dest: Path, chunk_bytes: int) -> tuple[Counts, Orphans, list[ReadProblem]]:

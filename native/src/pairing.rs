@@ -272,7 +272,6 @@ pub(crate) struct Pairing {
     #[pyo3(get)]
     first_orphan: Option<i64>,
     acks: AHashMap<(i64, i64), Last>,
-    #[pyo3(get)]
     last_ok_time: Option<i64>,
     #[pyo3(get)]
     ok_sends_in_order: bool,

@@ -30,7 +30,7 @@ def _convert(lines: list[str], per_chunk: int, native: bool) -> dict[str, Any]:
         if not native:
             patch.setattr(parquet_native, "available", lambda: False)
         converter = Converter(sink)
-        assert (converter.state.native is not None) == native
+        assert isinstance(converter.state.per_process, parquet_native.NativePairing) == native
         groups = [lines[i : i + per_chunk] for i in range(0, len(lines), per_chunk)] or [[]]
         first, start = 1, 0
         for n, group in enumerate(groups):
